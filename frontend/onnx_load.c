@@ -1,0 +1,419 @@
+/* ModelProto -> Graph. The order of checks follows the file: model header,
+ * opsets, initializers, inputs, nodes (ops, arity, attributes, names),
+ * outputs; then topological sort, verification and shape inference. */
+#include "frontend_internal.h"
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- name -> value index, open addressing ---- */
+typedef struct { const char **keys; int *vals; size_t cap; } NameMap;
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  while (*s) { h ^= (uint8_t)*s++; h *= 1099511628211ull; }
+  return h;
+}
+static int map_init(NameMap *m, size_t n) {
+  m->cap = 16;
+  while (m->cap < n * 2 + 16) m->cap *= 2;
+  m->keys = calloc(m->cap, sizeof *m->keys);
+  m->vals = calloc(m->cap, sizeof *m->vals);
+  return m->keys && m->vals ? 0 : -1;
+}
+static void map_free(NameMap *m) { free(m->keys); free(m->vals); }
+static int map_get(const NameMap *m, const char *k) {
+  for (size_t i = hash_str(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+    if (!m->keys[i]) return -1;
+    if (!strcmp(m->keys[i], k)) return m->vals[i];
+  }
+}
+static void map_put(NameMap *m, const char *k, int v) { /* capacity sized up front */
+  size_t i = hash_str(k) & (m->cap - 1);
+  while (m->keys[i]) i = (i + 1) & (m->cap - 1);
+  m->keys[i] = k;
+  m->vals[i] = v;
+}
+
+typedef struct {
+  Graph *g;
+  NameMap names;
+  const char *model_dir;
+  GpucErr *e;
+} Loader;
+
+static bool valid_name(const char *s) { return s && *s; }
+
+/* ---- attributes ---- */
+static int convert_attr(Loader *L, const Onnx__NodeProto *np, const char *node_name,
+                        const Onnx__AttributeProto *ap, Attr *a) {
+  Graph *g = L->g;
+  if (!valid_name(ap->name))
+    return gpuc_err_set(L->e, "%s: node '%s' (%s): attribute without a name", g->path,
+                        node_name, np->op_type);
+  a->name = gpuc_arena_strdup(&g->arena, ap->name, strlen(ap->name));
+  if (ap->ref_attr_name)
+    return gpuc_err_unsupported(L->e, "%s: node '%s' (%s): attribute '%s' refers to a function "
+                                "attribute, which is not supported", g->path, node_name,
+                                np->op_type, ap->name);
+  int type = ap->has_type ? (int)ap->type : 0;
+  if (!ap->has_type) { /* pre-IR3 models: infer from which field is set */
+    if (ap->n_ints) type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+    else if (ap->n_floats) type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS;
+    else if (ap->t) type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
+    else if (ap->has_s) type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    else if (ap->has_f) type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    else if (ap->has_i) type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+  }
+  switch (type) {
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
+    a->kind = GPUC_ATTR_FLOAT; a->f = ap->f; break;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
+    a->kind = GPUC_ATTR_INT; a->i = ap->i; break;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
+    a->kind = GPUC_ATTR_STRING;
+    a->s = gpuc_arena_strdup(&g->arena, (const char *)ap->s.data, ap->s.len);
+    if (ap->s.len && memchr(ap->s.data, 0, ap->s.len))
+      return gpuc_err_set(L->e, "%s: node '%s' (%s): attribute '%s' has a NUL byte", g->path,
+                          node_name, np->op_type, ap->name);
+    break;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
+    a->kind = GPUC_ATTR_FLOATS;
+    a->n = (int)ap->n_floats;
+    a->floats = gpuc_arena_alloc(&g->arena, sizeof(float) * (ap->n_floats + 1));
+    if (!a->floats) return gpuc_err_set(L->e, "%s: out of memory", g->path);
+    memcpy(a->floats, ap->floats, sizeof(float) * ap->n_floats);
+    break;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
+    a->kind = GPUC_ATTR_INTS;
+    a->n = (int)ap->n_ints;
+    a->ints = gpuc_arena_alloc(&g->arena, sizeof(int64_t) * (ap->n_ints + 1));
+    if (!a->ints) return gpuc_err_set(L->e, "%s: out of memory", g->path);
+    memcpy(a->ints, ap->ints, sizeof(int64_t) * ap->n_ints);
+    break;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS:
+    a->kind = GPUC_ATTR_STRINGS;
+    a->n = (int)ap->n_strings;
+    a->strings = gpuc_arena_alloc(&g->arena, sizeof(char *) * (ap->n_strings + 1));
+    if (!a->strings) return gpuc_err_set(L->e, "%s: out of memory", g->path);
+    for (size_t i = 0; i < ap->n_strings; i++)
+      a->strings[i] = gpuc_arena_strdup(&g->arena, (const char *)ap->strings[i].data,
+                                        ap->strings[i].len);
+    break;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
+    if (!ap->t)
+      return gpuc_err_set(L->e, "%s: node '%s' (%s): tensor attribute '%s' has no tensor",
+                          g->path, node_name, np->op_type, ap->name);
+    char what[1024];
+    snprintf(what, sizeof what, "%s: node '%s' (%s): attribute '%s'", g->path, node_name,
+             np->op_type, ap->name);
+    a->kind = GPUC_ATTR_TENSOR;
+    a->t = calloc(1, sizeof *a->t);
+    if (!a->t) return gpuc_err_set(L->e, "%s: out of memory", g->path);
+    if (gpuc_tensor_from_proto(ap->t, L->model_dir, what, a->t, L->e)) {
+      free(a->t);
+      a->t = NULL;
+      return -1;
+    }
+    break;
+  }
+  default:
+    return gpuc_err_unsupported(L->e, "%s: node '%s' (%s): attribute '%s' has type %d "
+                                "(graphs, sparse tensors and type protos are not supported)",
+                                g->path, node_name, np->op_type, ap->name, type);
+  }
+  return 0;
+}
+
+/* ---- value types (graph inputs) ---- */
+static int convert_value_info(Loader *L, const Onnx__ValueInfoProto *vi, Value *v) {
+  const char *path = L->g->path;
+  const Onnx__TypeProto *tp = vi->type;
+  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
+    return gpuc_err_unsupported(L->e, "%s: input '%s': only tensor inputs are supported "
+                                "(not sequences, maps, optionals or sparse tensors)", path, v->name);
+  const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+  GpucDType dt = gpuc_onnx_dtype(tt->has_elem_type ? tt->elem_type : 0);
+  if (dt == GPUC_DT_UNDEF)
+    return gpuc_err_unsupported(L->e, "%s: input '%s': element type %s is not supported", path,
+                                v->name, gpuc_onnx_dtype_name(tt->has_elem_type ? tt->elem_type : 0));
+  v->t.dt = dt;
+  if (!tt->shape) { v->t.rank = -1; return 0; }
+  if (tt->shape->n_dim > GPUC_MAX_RANK)
+    return gpuc_err_set(L->e, "%s: input '%s': rank %zu is beyond the supported %d", path,
+                        v->name, tt->shape->n_dim, GPUC_MAX_RANK);
+  v->t.rank = (int)tt->shape->n_dim;
+  for (size_t i = 0; i < tt->shape->n_dim; i++) {
+    const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+    v->t.dims[i] = -1;
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+      if (d->dim_value < 0)
+        return gpuc_err_set(L->e, "%s: input '%s': negative dim %lld", path, v->name,
+                            (long long)d->dim_value);
+      v->t.dims[i] = d->dim_value;
+    } else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
+               d->dim_param) {
+      v->sym[i] = gpuc_arena_strdup(&L->g->arena, d->dim_param, strlen(d->dim_param));
+    }
+  }
+  if (gpuc_shape_known(&v->t) && gpuc_numel(&v->t) < 0)
+    return gpuc_err_set(L->e, "%s: input '%s': element count overflows int64", path, v->name);
+  return 0;
+}
+
+/* Constant node -> constant value (the node itself is dropped). */
+static int constant_value(Loader *L, const Node *n, const char *op_type, Value *v) {
+  Graph *g = L->g;
+  if (n->nattr != 1)
+    return gpuc_err_set(L->e, "%s: node '%s' (Constant): needs exactly one value attribute, has %d",
+                        g->path, n->name, n->nattr);
+  const Attr *a = &n->attrs[0];
+  int64_t one = 1;
+  Tensor *t = &v->t;
+  GpucErr *e = L->e;
+  if (!strcmp(a->name, "value") && a->kind == GPUC_ATTR_TENSOR) {
+    *t = *a->t;                     /* take ownership of the data */
+    a->t->data = NULL;
+    return 0;
+  }
+  if (!strcmp(a->name, "value_float") && a->kind == GPUC_ATTR_FLOAT) {
+    gpuc_set_shape(t, GPUC_DT_F32, 0, NULL);
+    if (gpuc_tensor_alloc(t, e)) return -1;
+    ((float *)t->data)[0] = a->f;
+  } else if (!strcmp(a->name, "value_int") && a->kind == GPUC_ATTR_INT) {
+    gpuc_set_shape(t, GPUC_DT_I64, 0, NULL);
+    if (gpuc_tensor_alloc(t, e)) return -1;
+    ((int64_t *)t->data)[0] = a->i;
+  } else if (!strcmp(a->name, "value_floats") && a->kind == GPUC_ATTR_FLOATS) {
+    one = a->n;
+    gpuc_set_shape(t, GPUC_DT_F32, 1, &one);
+    if (gpuc_tensor_alloc(t, e)) return -1;
+    memcpy(t->data, a->floats, sizeof(float) * (size_t)a->n);
+  } else if (!strcmp(a->name, "value_ints") && a->kind == GPUC_ATTR_INTS) {
+    one = a->n;
+    gpuc_set_shape(t, GPUC_DT_I64, 1, &one);
+    if (gpuc_tensor_alloc(t, e)) return -1;
+    memcpy(t->data, a->ints, sizeof(int64_t) * (size_t)a->n);
+  } else {
+    return gpuc_err_unsupported(e, "%s: node '%s' (%s): constant attribute '%s' is not supported",
+                                g->path, n->name, op_type, a->name);
+  }
+  return 0;
+}
+
+/* Define a new value name, failing if it is already defined. */
+static int define_value(Loader *L, const char *name, const char *what) {
+  if (map_get(&L->names, name) >= 0)
+    return gpuc_err_set(L->e, "%s: %s: the name '%s' is defined twice", L->g->path, what, name);
+  int vi = gpuc_graph_add_value(L->g, name);
+  if (vi < 0) return gpuc_err_set(L->e, "%s: out of memory", L->g->path);
+  map_put(&L->names, L->g->values[vi].name, vi);
+  return vi;
+}
+
+static int convert_graph(Loader *L, const Onnx__GraphProto *gp) {
+  Graph *g = L->g;
+  GpucErr *e = L->e;
+  size_t nnames = gp->n_initializer + gp->n_input + gp->n_output;
+  for (size_t i = 0; i < gp->n_node; i++) nnames += gp->node[i]->n_output;
+  if (map_init(&L->names, nnames)) return gpuc_err_set(e, "%s: out of memory", g->path);
+  if (gp->n_sparse_initializer)
+    return gpuc_err_unsupported(e, "%s: sparse initializers are not supported", g->path);
+
+  /* initializers: constant values */
+  for (size_t i = 0; i < gp->n_initializer; i++) {
+    const Onnx__TensorProto *tp = gp->initializer[i];
+    if (!valid_name(tp->name))
+      return gpuc_err_set(e, "%s: initializer #%zu has no name", g->path, i);
+    char what[1024];
+    snprintf(what, sizeof what, "%s: initializer '%s'", g->path, tp->name);
+    int vi = define_value(L, tp->name, what);
+    if (vi < 0) return -1;
+    Value *v = &g->values[vi];
+    if (gpuc_tensor_from_proto(tp, L->model_dir, what, &v->t, e)) return -1;
+    v->is_const = true;
+    v->is_param = gpuc_dtype_is_float(v->t.dt);
+  }
+  /* inputs: those that name an initializer are defaults (IR < 4 lists them) */
+  g->inputs = gpuc_arena_alloc(&g->arena, sizeof(int) * (gp->n_input + 1));
+  for (size_t i = 0; i < gp->n_input; i++) {
+    const Onnx__ValueInfoProto *vi = gp->input[i];
+    if (!valid_name(vi->name)) return gpuc_err_set(e, "%s: graph input #%zu has no name", g->path, i);
+    int existing = map_get(&L->names, vi->name);
+    if (existing >= 0) {
+      if (!g->values[existing].is_const || g->values[existing].is_input)
+        return gpuc_err_set(e, "%s: graph input '%s' is listed twice", g->path, vi->name);
+      continue;
+    }
+    char what[1024];
+    snprintf(what, sizeof what, "graph input '%s'", vi->name);
+    int idx = define_value(L, vi->name, what);
+    if (idx < 0) return -1;
+    g->values[idx].is_input = true;
+    if (convert_value_info(L, vi, &g->values[idx])) return -1;
+    g->inputs[g->ninputs++] = idx;
+  }
+
+  /* nodes: first define every output (nodes may come out of order) */
+  int *node_index = calloc(gp->n_node + 1, sizeof(int));
+  if (!node_index) return gpuc_err_set(e, "%s: out of memory", g->path);
+  int rc = 0;
+  for (size_t i = 0; i < gp->n_node && !rc; i++) {
+    const Onnx__NodeProto *np = gp->node[i];
+    char auto_name[32];
+    snprintf(auto_name, sizeof auto_name, "#%zu", i);
+    const char *nname = valid_name(np->name) ? np->name : auto_name;
+    const char *op_type = np->op_type ? np->op_type : "";
+    node_index[i] = -1;
+    if (np->domain && *np->domain && strcmp(np->domain, "ai.onnx"))
+      { rc = gpuc_err_unsupported(e, "%s: node '%s' (%s): unsupported op: domain '%s' is not supported",
+                                  g->path, nname, op_type, np->domain); break; }
+    int op = gpuc_op_lookup(op_type);
+    if (op < 0)
+      { rc = gpuc_err_unsupported(e, "%s: node '%s' (%s): unsupported op '%s'", g->path, nname,
+                                  op_type, op_type); break; }
+    const OpInfo *info = &gpuc_ops[op];
+    /* trailing empty names are absent optional inputs/outputs */
+    size_t nin = np->n_input, nout = np->n_output;
+    while (nin > 0 && !valid_name(np->input[nin - 1])) nin--;
+    while (nout > 0 && !valid_name(np->output[nout - 1])) nout--;
+    if ((int)nin < info->min_in || (info->max_in >= 0 && (int)nin > info->max_in) || nin > GPUC_MAX_IO)
+      { rc = gpuc_err_set(e, "%s: node '%s' (%s): has %zu inputs, the op takes %d..%d", g->path,
+                          nname, op_type, nin, info->min_in,
+                          info->max_in < 0 ? GPUC_MAX_IO : info->max_in); break; }
+    if ((int)nout < info->min_out || (info->max_out >= 0 && (int)nout > info->max_out) || nout > GPUC_MAX_IO)
+      { rc = gpuc_err_set(e, "%s: node '%s' (%s): has %zu outputs, the op gives %d..%d", g->path,
+                          nname, op_type, nout, info->min_out,
+                          info->max_out < 0 ? GPUC_MAX_IO : info->max_out); break; }
+    int ni = gpuc_graph_add_node(g, (GpucOp)op, nname, (int)nin, (int)nout);
+    if (ni < 0) { rc = gpuc_err_set(e, "%s: out of memory", g->path); break; }
+    node_index[i] = ni;
+    Node *n = &g->nodes[ni];
+    n->nattr = (int)np->n_attribute;
+    n->attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr) * (np->n_attribute + 1));
+    if (!n->attrs) { rc = gpuc_err_set(e, "%s: out of memory", g->path); break; }
+    for (size_t k = 0; k < np->n_attribute && !rc; k++) {
+      rc = convert_attr(L, np, nname, np->attribute[k], &n->attrs[k]);
+      for (size_t j = 0; j < k && !rc; j++)
+        if (!strcmp(n->attrs[j].name, n->attrs[k].name))
+          rc = gpuc_err_set(e, "%s: node '%s' (%s): attribute '%s' given twice", g->path, nname,
+                            op_type, n->attrs[k].name);
+    }
+    for (size_t k = 0; k < nout && !rc; k++) {
+      if (!valid_name(np->output[k])) continue;
+      char what[1024];
+      snprintf(what, sizeof what, "node '%s' (%s) output %zu", nname, op_type, k);
+      int vi = define_value(L, np->output[k], what);
+      if (vi < 0) { rc = -1; break; }
+      n = &g->nodes[ni];
+      n->out[k] = vi;
+      g->values[vi].producer = ni;
+    }
+  }
+  /* then resolve inputs */
+  for (size_t i = 0; i < gp->n_node && !rc; i++) {
+    if (node_index[i] < 0) continue;
+    const Onnx__NodeProto *np = gp->node[i];
+    Node *n = &g->nodes[node_index[i]];
+    for (int k = 0; k < n->nin; k++) {
+      if (!valid_name(np->input[k])) continue;
+      int vi = map_get(&L->names, np->input[k]);
+      if (vi < 0)
+        { rc = gpuc_err_set(e, "%s: node '%s' (%s): input '%s' is not produced by any node, "
+                            "initializer or graph input", g->path, n->name, gpuc_op_name(n),
+                            np->input[k]); break; }
+      n->in[k] = vi;
+    }
+  }
+  free(node_index);
+  if (rc) return rc;
+
+  /* Constant nodes become constant values */
+  int kept = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = &g->nodes[i];
+    if (n->op == GPUC_OP_CONSTANT) {
+      Value *v = &g->values[n->out[0]];
+      if (constant_value(L, n, "Constant", v)) return -1;
+      v->is_const = true;
+      v->producer = -1;
+      continue;
+    }
+    g->nodes[kept] = *n;
+    for (int k = 0; k < n->nout; k++)
+      if (n->out[k] >= 0) g->values[n->out[k]].producer = kept;
+    kept++;
+  }
+  g->nnodes = kept;
+
+  /* outputs */
+  if (gp->n_output == 0) return gpuc_err_set(e, "%s: the graph has no outputs", g->path);
+  g->outputs = gpuc_arena_alloc(&g->arena, sizeof(int) * (gp->n_output + 1));
+  for (size_t i = 0; i < gp->n_output; i++) {
+    const char *name = gp->output[i]->name;
+    int vi = valid_name(name) ? map_get(&L->names, name) : -1;
+    if (vi < 0)
+      return gpuc_err_set(e, "%s: graph output '%s' is never produced", g->path,
+                          name ? name : "");
+    g->values[vi].is_output = true;
+    g->outputs[g->noutputs++] = vi;
+  }
+  return 0;
+}
+
+static int64_t default_opset(const Onnx__ModelProto *mp, GpucErr *e, const char *path) {
+  int64_t opset = -1;
+  for (size_t i = 0; i < mp->n_opset_import; i++) {
+    const Onnx__OperatorSetIdProto *os = mp->opset_import[i];
+    const char *d = os->domain ? os->domain : "";
+    if (!*d || !strcmp(d, "ai.onnx")) opset = os->has_version ? os->version : 1;
+  }
+  if (mp->n_opset_import == 0) opset = 1; /* IR v1-2 models have no opset_import */
+  if (opset < 1 || opset > 30) {
+    gpuc_err_set(e, "%s: default-domain opset %lld is not supported (1..30)", path, (long long)opset);
+    return -1;
+  }
+  return opset;
+}
+
+Graph *gpuc_onnx_load(const char *path, const GpucShapeBind *binds, int nbinds, GpucErr *e) {
+  uint8_t *buf;
+  size_t len;
+  if (gpuc_read_file(path, GPUC_MODEL_MAX_BYTES, &buf, &len, e)) return NULL;
+  if (len == 0) { free(buf); gpuc_err_set(e, "%s: empty file", path); return NULL; }
+  if (gpuc_proto_scan(buf, len, path, e)) { free(buf); return NULL; }
+  Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
+  free(buf);
+  if (!mp) { gpuc_err_set(e, "%s: not a valid ONNX model (protobuf decoding failed)", path); return NULL; }
+  Graph *g = NULL;
+  Loader L = {0};
+  char dirbuf[PATH_MAX];
+  snprintf(dirbuf, sizeof dirbuf, "%s", path);
+  L.model_dir = dirname(dirbuf);
+  L.e = e;
+  if (!mp->graph) { gpuc_err_set(e, "%s: the model has no graph", path); goto fail; }
+  if (!mp->has_ir_version || mp->ir_version < 1) {
+    gpuc_err_set(e, "%s: the model has no ir_version", path);
+    goto fail;
+  }
+  int64_t opset = default_opset(mp, e, path);
+  if (opset < 0) goto fail;
+  g = gpuc_graph_new(path);
+  if (!g) { gpuc_err_set(e, "%s: out of memory", path); goto fail; }
+  g->opset = opset;
+  L.g = g;
+  if (convert_graph(&L, mp->graph)) goto fail;
+  for (int i = 0; i < nbinds; i++)
+    if (gpuc_graph_bind_shape(g, binds[i].name, binds[i].rank, binds[i].dims, e)) goto fail;
+  if (gpuc_graph_toposort(g, e) || gpuc_graph_verify(g, e) || gpuc_graph_infer(g, e)) goto fail;
+  map_free(&L.names);
+  onnx__model_proto__free_unpacked(mp, NULL);
+  return g;
+fail:
+  map_free(&L.names);
+  gpuc_graph_free(g);
+  onnx__model_proto__free_unpacked(mp, NULL);
+  return NULL;
+}

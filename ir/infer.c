@@ -1,0 +1,118 @@
+/* Graph-level dtype/shape inference: runs each op's infer function in
+ * topological order with constant data where the IR knows it. */
+#include "infer_util.h"
+#include <stdlib.h>
+#include <string.h>
+
+int gpuc_infer_unknown(OpCtx *c, int o, GpucDType dt) {
+  if (o < c->nout && c->out[o]) {
+    c->out[o]->dt = dt;
+    c->out[o]->rank = -1;
+  }
+  return 0;
+}
+
+void gpuc_set_shape(Tensor *t, GpucDType dt, int rank, const int64_t *dims) {
+  t->dt = dt;
+  t->rank = rank;
+  for (int i = 0; i < rank; i++) t->dims[i] = dims[i];
+}
+
+int gpuc_infer_same(OpCtx *c, int o, int i) {
+  if (o >= c->nout || !c->out[o]) return 0;
+  const Tensor *x = c->in[i];
+  gpuc_set_shape(c->out[o], x->dt, x->rank, x->dims);
+  return 0;
+}
+
+int gpuc_infer_broadcast(OpCtx *c, int first, int count, Tensor *out) {
+  int rank = 0;
+  for (int k = first; k < first + count && k < c->nin; k++) {
+    if (!c->in[k]) continue;
+    if (c->in[k]->rank < 0) { out->rank = -1; return 0; }
+    if (c->in[k]->rank > rank) rank = c->in[k]->rank;
+  }
+  int64_t dims[GPUC_MAX_RANK];
+  for (int d = 0; d < rank; d++) dims[d] = 1;
+  for (int d = 0; d < rank; d++) {
+    bool unknown = false;
+    for (int k = first; k < first + count && k < c->nin; k++) {
+      const Tensor *t = c->in[k];
+      if (!t) continue;
+      int off = rank - t->rank;
+      if (d < off) continue;
+      int64_t v = t->dims[d - off];
+      if (v < 0) { unknown = true; continue; }
+      if (v == 1) continue;
+      if (dims[d] == 1) dims[d] = v;
+      else if (dims[d] != v) {
+        char a[128], b[128];
+        gpuc_shape_str(c->in[first], a, sizeof a);
+        gpuc_shape_str(t, b, sizeof b);
+        return gpuc_op_fail(c, "shapes %s and %s do not broadcast (dim %d: %lld vs %lld)", a, b,
+                            d, (long long)dims[d], (long long)v);
+      }
+    }
+    if (unknown && dims[d] == 1) dims[d] = -1;
+  }
+  out->rank = rank;
+  for (int d = 0; d < rank; d++) out->dims[d] = dims[d];
+  return 0;
+}
+
+int gpuc_norm_axis(OpCtx *c, int64_t axis, int rank, int *out) {
+  if (axis < -rank || axis >= rank || (rank == 0 && axis != 0 && axis != -1))
+    return gpuc_op_fail(c, "axis %lld out of range for rank %d", (long long)axis, rank);
+  *out = (int)(axis < 0 ? axis + rank : axis);
+  return 0;
+}
+
+int gpuc_read_ints(OpCtx *c, int i, int64_t *buf, int max) {
+  const Tensor *t = c->in[i];
+  if (!t || !t->data) return gpuc_op_fail(c, "input %d must be known", i);
+  if (!gpuc_dtype_is_int(t->dt)) return gpuc_op_fail(c, "input %d must be an integer tensor", i);
+  if (t->rank > 1) return gpuc_op_fail(c, "input %d must be 0-D or 1-D", i);
+  int64_t n = gpuc_numel(t);
+  if (n < 0 || n > max) return gpuc_op_fail(c, "input %d has %lld values, at most %d allowed",
+                                            i, (long long)n, max);
+  for (int64_t k = 0; k < n; k++) buf[k] = gpuc_get_i64(t, k);
+  return (int)n;
+}
+
+int gpuc_check_dtype(OpCtx *c, int i, const GpucDType *allowed) {
+  if (!gpuc_has_in(c, i)) return 0;
+  for (const GpucDType *a = allowed; *a != GPUC_DT_UNDEF; a++)
+    if (c->in[i]->dt == *a) return 0;
+  return gpuc_op_unsupported(c, "input %d has dtype %s, which this op does not support", i,
+                             gpuc_dtype_name(c->in[i]->dt));
+}
+
+void gpuc_strides(const Tensor *t, int64_t *strides) {
+  int64_t s = 1;
+  for (int i = t->rank - 1; i >= 0; i--) { strides[i] = s; s *= t->dims[i]; }
+}
+
+int gpuc_graph_infer(Graph *g, GpucErr *e) {
+  const Tensor *ins[GPUC_MAX_IO];
+  Tensor *outs[GPUC_MAX_IO];
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = &g->nodes[i];
+    OpCtx c = {.g = g, .n = n, .nin = n->nin, .nout = n->nout, .in = ins, .out = outs,
+               .err = e, .runtime = false};
+    bool rank_known = true;
+    for (int k = 0; k < n->nin; k++) {
+      ins[k] = n->in[k] >= 0 ? &g->values[n->in[k]].t : NULL;
+      if (ins[k] && ins[k]->rank < 0) rank_known = false;
+    }
+    for (int k = 0; k < n->nout; k++) outs[k] = n->out[k] >= 0 ? &g->values[n->out[k]].t : NULL;
+    if (!rank_known) {
+      /* Inputs of unknown rank: leave the outputs unknown; the executor
+       * infers them with real data at run time. */
+      for (int k = 0; k < n->nout; k++)
+        if (outs[k]) { outs[k]->rank = -1; outs[k]->dt = GPUC_DT_UNDEF; }
+      continue;
+    }
+    if (gpuc_ops[n->op].infer(&c)) return -1;
+  }
+  return 0;
+}

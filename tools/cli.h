@@ -1,0 +1,21 @@
+/* The gpuc command: argument parsing helpers and one function per
+ * subcommand. Exit codes: 0 success, 1 bad input or unsupported model,
+ * 2 usage error. */
+#ifndef GPUC_CLI_H
+#define GPUC_CLI_H
+#include "frontend.h"
+
+enum { EXIT_OK = 0, EXIT_BAD_INPUT = 1, EXIT_USAGE = 2 };
+
+int cmd_inspect(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_test_onnx(int argc, char **argv);
+
+/* "NAME=1x3x224x224" -> bind. Returns 0 or prints a usage error. */
+int parse_shape_arg(const char *arg, GpucShapeBind *b);
+int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print "gpuc: <msg>" for a failed load/run and return EXIT_BAD_INPUT. */
+int report(const GpucErr *e);
+/* One-line summary: name, shape, dtype, min/max/mean (NaN-aware). */
+void print_tensor_summary(const char *name, const Tensor *t);
+#endif

@@ -1,0 +1,120 @@
+/* gpuc run MODEL.onnx --cpu [--input NAME=FILE]... [--out DIR] [--shape ...]
+ * Inputs not given are filled with seeded random values (a note says so),
+ * which needs their shapes to be known. */
+#include "cli.h"
+#include "npy.h"
+#include "ref.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+Tensor *load_tensor_file(const char *path, GpucErr *e) {
+  size_t l = strlen(path);
+  if (l > 4 && !strcmp(path + l - 4, ".npy")) return gpuc_npy_load(path, e);
+  if (l > 3 && !strcmp(path + l - 3, ".pb")) return gpuc_onnx_load_tensor_pb(path, NULL, e);
+  gpuc_err_set(e, "%s: input files must be .npy or .pb (ONNX TensorProto)", path);
+  return NULL;
+}
+
+static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static Tensor *random_input(const Graph *g, const Value *v, uint64_t *seed, GpucErr *e) {
+  if (!gpuc_shape_known(&v->t)) {
+    gpuc_err_set(e, "%s: input '%s' has symbolic dims: give --input %s=FILE or --shape %s=DIMS",
+                 g->path, v->name, v->name, v->name);
+    return NULL;
+  }
+  Tensor *t = gpuc_tensor_new(v->t.dt, v->t.rank, v->t.dims, e);
+  if (!t) return NULL;
+  int64_t n = gpuc_numel(t);
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t r = rng_next(seed);
+    if (gpuc_dtype_is_float(t->dt)) gpuc_set_f64(t, i, (double)(r >> 11) / 9007199254740992.0 * 2 - 1);
+    else gpuc_set_i64(t, i, (int64_t)(r % (t->dt == GPUC_DT_BOOL ? 2 : 10)));
+  }
+  return t;
+}
+
+int cmd_run(int argc, char **argv) {
+  const char *model = NULL, *outdir = NULL;
+  bool cpu = false;
+  GpucShapeBind binds[64];
+  int nbinds = 0, ninputs = 0;
+  const char *in_names[256], *in_files[256];
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--cpu")) cpu = true;
+    else if (!strcmp(argv[i], "--out")) {
+      if (i + 1 >= argc) return usage_error("--out needs a folder");
+      outdir = argv[++i];
+    } else if (!strcmp(argv[i], "--input")) {
+      if (i + 1 >= argc) return usage_error("--input needs NAME=FILE");
+      const char *a = argv[++i], *eq = strchr(a, '=');
+      if (!eq || eq == a || !eq[1]) return usage_error("--input wants NAME=FILE, got '%s'", a);
+      if (ninputs == 256) return usage_error("too many --input flags");
+      in_names[ninputs] = strndup(a, (size_t)(eq - a));
+      in_files[ninputs++] = eq + 1;
+    } else if (!strcmp(argv[i], "--shape")) {
+      if (i + 1 >= argc) return usage_error("--shape needs NAME=DIMS");
+      if (nbinds == 64) return usage_error("too many --shape flags");
+      if (parse_shape_arg(argv[++i], &binds[nbinds++])) return EXIT_USAGE;
+    } else if (argv[i][0] == '-') return usage_error("run: unknown flag '%s'", argv[i]);
+    else if (!model) model = argv[i];
+    else return usage_error("run: more than one model given");
+  }
+  if (!model) return usage_error("run: no model given");
+  if (!cpu) return usage_error("run: only --cpu is available in this build (no GPU backend yet)");
+  GpucErr e = {0};
+  Graph *g = gpuc_onnx_load(model, binds, nbinds, &e);
+  if (!g) return report(&e);
+  int rc = EXIT_BAD_INPUT;
+  Tensor **ins = calloc((size_t)g->ninputs + 1, sizeof *ins);
+  Tensor **outs = calloc((size_t)g->noutputs + 1, sizeof *outs);
+  for (int k = 0; k < ninputs; k++) {
+    int slot = -1;
+    for (int j = 0; j < g->ninputs; j++)
+      if (!strcmp(g->values[g->inputs[j]].name, in_names[k])) slot = j;
+    if (slot < 0) { gpuc_err_set(&e, "%s: --input names '%s', which is not a graph input", model, in_names[k]); goto done; }
+    if (ins[slot]) { gpuc_err_set(&e, "%s: input '%s' given twice", model, in_names[k]); goto done; }
+    if (!(ins[slot] = load_tensor_file(in_files[k], &e))) goto done;
+  }
+  uint64_t seed = 1234;
+  for (int j = 0; j < g->ninputs; j++) {
+    if (ins[j]) continue;
+    const Value *v = &g->values[g->inputs[j]];
+    if (!(ins[j] = random_input(g, v, &seed, &e))) goto done;
+    fprintf(stderr, "gpuc: note: input '%s' not given, using seeded random values\n", v->name);
+  }
+  if (gpuc_ref_run(g, (const Tensor *const *)ins, outs, &e)) goto done;
+  if (outdir && mkdir(outdir, 0777) && errno != EEXIST) {
+    gpuc_err_set(&e, "%s: cannot create output folder: %s", outdir, strerror(errno));
+    goto done;
+  }
+  for (int k = 0; k < g->noutputs; k++) {
+    const char *name = g->values[g->outputs[k]].name;
+    print_tensor_summary(name, outs[k]);
+    if (!outdir) continue;
+    char path[4096], safe[256];
+    size_t j = 0;
+    for (const char *p = name; *p && j + 1 < sizeof safe; p++)
+      safe[j++] = (*p == '/' || *p == '\\' || (*p == '.' && p == name)) ? '_' : *p;
+    safe[j] = 0;
+    snprintf(path, sizeof path, "%s/%s.npy", outdir, safe);
+    if (gpuc_npy_save(path, outs[k], &e)) goto done;
+  }
+  rc = EXIT_OK;
+done:
+  if (rc) report(&e);
+  for (int j = 0; j < g->ninputs; j++) gpuc_tensor_free(ins[j]);
+  for (int j = 0; j < g->noutputs; j++) gpuc_tensor_free(outs[j]);
+  free(ins);
+  free(outs);
+  gpuc_graph_free(g);
+  return rc;
+}

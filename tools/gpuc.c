@@ -1,0 +1,89 @@
+/* gpuc: entry point and shared CLI helpers. */
+#include "cli.h"
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *usage_text =
+    "usage:\n"
+    "  gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]...\n"
+    "  gpuc run MODEL.onnx --cpu [--input NAME=FILE]... [--out DIR] [--shape NAME=DIMS]...\n"
+    "  gpuc test-onnx DIR [--cpu]\n"
+    "inputs are .npy files or ONNX TensorProto .pb files; DIMS is like 1x3x224x224.\n"
+    "exit status: 0 ok, 1 bad or unsupported model/input, 2 usage error\n";
+
+int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "gpuc: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n%s", usage_text);
+  va_end(ap);
+  return EXIT_USAGE;
+}
+
+int report(const GpucErr *e) {
+  fprintf(stderr, "gpuc: %s\n", e->msg);
+  return EXIT_BAD_INPUT;
+}
+
+int parse_shape_arg(const char *arg, GpucShapeBind *b) {
+  const char *eq = strrchr(arg, '=');
+  if (!eq || eq == arg) return usage_error("--shape wants NAME=DIMS, got '%s'", arg);
+  b->name = strndup(arg, (size_t)(eq - arg));
+  b->rank = 0;
+  const char *p = eq + 1;
+  if (!*p) return usage_error("--shape %s: no dims", arg);
+  while (*p) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || errno || v < 0) return usage_error("--shape %s: bad dim", arg);
+    if (b->rank == GPUC_MAX_RANK) return usage_error("--shape %s: rank over %d", arg, GPUC_MAX_RANK);
+    b->dims[b->rank++] = v;
+    p = end;
+    if (*p == 'x' || *p == 'X' || *p == ',') p++;
+    else if (*p) return usage_error("--shape %s: bad dim separator", arg);
+  }
+  return 0;
+}
+
+void print_tensor_summary(const char *name, const Tensor *t) {
+  char s[200];
+  gpuc_shape_str(t, s, sizeof s);
+  int64_t n = gpuc_numel(t);
+  double mn = INFINITY, mx = -INFINITY, sum = 0;
+  int64_t nan = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double v = gpuc_get_f64(t, i);
+    if (isnan(v)) { nan++; continue; }
+    if (v < mn) mn = v;
+    if (v > mx) mx = v;
+    sum += v;
+  }
+  printf("%s: shape %s %s", name, s, gpuc_dtype_name(t->dt));
+  if (n - nan > 0) printf(" min %.6g max %.6g mean %.6g", mn, mx, sum / (double)(n - nan));
+  if (nan) printf(" nan %lld", (long long)nan);
+  printf("\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) return usage_error("no command");
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);
+  if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
+  if (!strcmp(cmd, "test-onnx")) return cmd_test_onnx(argc - 2, argv + 2);
+  if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+    printf("%s", usage_text);
+    return EXIT_OK;
+  }
+  if (!strcmp(cmd, "--version")) { printf("gpuc %s\n", GPUC_VERSION); return EXIT_OK; }
+  size_t l = strlen(cmd);
+  if (l > 5 && !strcmp(cmd + l - 5, ".onnx"))
+    return usage_error("compiling a plan (gpuc MODEL.onnx -O2 ...) needs the GPU backend, "
+                       "which this build does not have yet; use 'gpuc run MODEL.onnx --cpu'");
+  return usage_error("unknown command '%s'", cmd);
+}
