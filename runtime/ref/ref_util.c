@@ -36,7 +36,7 @@ int64_t *ref_bcast_map(const Tensor *in, const Tensor *out) {
     const T *Bk = B;                                                                       \
     int64_t ldbk = ldb;                                                                    \
     if (trans_b) { /* B is [N,K]: make it [K,N] */                                         \
-      bp = malloc(sizeof(T) * (size_t)(K * N ? K * N : 1));                                \
+      bp = malloc(sizeof(T) * (size_t)(K * N + 1));                                \
       if (!bp) return -1;                                                                  \
       for (int64_t n = 0; n < N; n++)                                                      \
         for (int64_t k = 0; k < K; k++) bp[k * N + n] = B[n * ldb + k];                    \
