@@ -1,0 +1,187 @@
+/* Builds the models gpuc bundles, with seeded random weights:
+ *   small_cnn.onnx  the README's default model: a 28x28 grayscale
+ *                   classifier (Conv-Relu-MaxPool x2, GlobalAveragePool,
+ *                   Gemm), input "image" [1,1,28,28], output "logits" [1,10]
+ *   mlp.onnx        784-256-10 MLP for Fashion-MNIST, batch symbolic
+ *   resnet18.onnx   ResNet-18 topology as PyTorch exports it (Conv without
+ *                   bias + BatchNormalization + Relu, residual Add), input
+ *                   "input" [batch,3,224,224] with a symbolic batch
+ * usage: make_models OUTDIR */
+#include "onnx_builder.h"
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t seed = 42;
+
+/* He-uniform weights: bound sqrt(6/fan_in) keeps activations O(1). */
+static void weights(OnnxBuilder *b, const char *name, int rank, const int64_t *dims, int64_t fan_in) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= dims[i];
+  float *w = malloc(sizeof *w * (size_t)n), bound = sqrtf(6.0f / (float)fan_in);
+  for (int64_t i = 0; i < n; i++) w[i] = ob_rand(&seed) * bound;
+  ob_init_f32(b, name, rank, dims, w);
+  free(w);
+}
+
+static void constant_vec(OnnxBuilder *b, const char *name, int64_t n, float base, float jitter) {
+  float *v = malloc(sizeof *v * (size_t)n);
+  for (int64_t i = 0; i < n; i++) v[i] = base + jitter * ob_rand(&seed);
+  ob_init_f32(b, name, 1, &n, v);
+  free(v);
+}
+
+static void conv(OnnxBuilder *b, const char *name, const char *x, const char *y, int64_t cin,
+                 int64_t cout, int64_t k, int64_t stride, bool bias) {
+  char w[128], bn[128];
+  snprintf(w, sizeof w, "%s.weight", name);
+  snprintf(bn, sizeof bn, "%s.bias", name);
+  int64_t wd[4] = {cout, cin, k, k};
+  weights(b, w, 4, wd, cin * k * k);
+  if (bias) constant_vec(b, bn, cout, 0.0f, 0.05f);
+  const char *ins[] = {x, w, bias ? bn : NULL, NULL};
+  const char *outs[] = {y, NULL};
+  ob_node(b, "Conv", name, ins, outs);
+  int64_t ks[2] = {k, k}, st[2] = {stride, stride}, p = k / 2, pads[4] = {p, p, p, p};
+  ob_attr_ints(b, "kernel_shape", 2, ks);
+  ob_attr_ints(b, "strides", 2, st);
+  ob_attr_ints(b, "pads", 4, pads);
+}
+
+static void batchnorm(OnnxBuilder *b, const char *name, const char *x, const char *y, int64_t c) {
+  char g[128], be[128], m[128], v[128];
+  snprintf(g, sizeof g, "%s.weight", name);
+  snprintf(be, sizeof be, "%s.bias", name);
+  snprintf(m, sizeof m, "%s.running_mean", name);
+  snprintf(v, sizeof v, "%s.running_var", name);
+  constant_vec(b, g, c, 1.0f, 0.1f);
+  constant_vec(b, be, c, 0.0f, 0.1f);
+  constant_vec(b, m, c, 0.0f, 0.1f);
+  constant_vec(b, v, c, 1.0f, 0.1f);
+  const char *ins[] = {x, g, be, m, v, NULL}, *outs[] = {y, NULL};
+  ob_node(b, "BatchNormalization", name, ins, outs);
+  ob_attr_f(b, "epsilon", 1e-5f);
+}
+
+static void unary(OnnxBuilder *b, const char *op, const char *name, const char *x, const char *y) {
+  const char *ins[] = {x, NULL}, *outs[] = {y, NULL};
+  ob_node(b, op, name, ins, outs);
+}
+
+static void gemm(OnnxBuilder *b, const char *name, const char *x, const char *y, int64_t in,
+                 int64_t out) {
+  char w[128], bias[128];
+  snprintf(w, sizeof w, "%s.weight", name);
+  snprintf(bias, sizeof bias, "%s.bias", name);
+  int64_t wd[2] = {out, in};
+  weights(b, w, 2, wd, in);
+  constant_vec(b, bias, out, 0.0f, 0.05f);
+  const char *ins[] = {x, w, bias, NULL}, *outs[] = {y, NULL};
+  ob_node(b, "Gemm", name, ins, outs);
+  ob_attr_i(b, "transB", 1);
+}
+
+static void maxpool(OnnxBuilder *b, const char *name, const char *x, const char *y, int64_t k,
+                    int64_t s, int64_t p) {
+  unary(b, "MaxPool", name, x, y);
+  int64_t ks[2] = {k, k}, st[2] = {s, s}, pads[4] = {p, p, p, p};
+  ob_attr_ints(b, "kernel_shape", 2, ks);
+  ob_attr_ints(b, "strides", 2, st);
+  ob_attr_ints(b, "pads", 4, pads);
+}
+
+static int small_cnn(const char *dir) {
+  OnnxBuilder *b = ob_new("small_cnn", 17);
+  int64_t in[4] = {1, 1, 28, 28}, out[2] = {1, 10};
+  ob_input(b, "image", 1, 4, in, NULL);
+  conv(b, "conv1", "image", "c1", 1, 16, 3, 1, true);
+  unary(b, "Relu", "relu1", "c1", "r1");
+  maxpool(b, "pool1", "r1", "p1", 2, 2, 0);
+  conv(b, "conv2", "p1", "c2", 16, 32, 3, 1, true);
+  unary(b, "Relu", "relu2", "c2", "r2");
+  maxpool(b, "pool2", "r2", "p2", 2, 2, 0);
+  unary(b, "GlobalAveragePool", "gap", "p2", "g");
+  unary(b, "Flatten", "flatten", "g", "f");
+  gemm(b, "fc", "f", "logits", 32, 10);
+  ob_output(b, "logits", 1, 2, out);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/small_cnn.onnx", dir);
+  return ob_save(b, path);
+}
+
+static int mlp(const char *dir) {
+  OnnxBuilder *b = ob_new("mlp", 17);
+  int64_t in[2] = {-1, 784}, out[2] = {-1, 10};
+  ob_input(b, "image", 1, 2, in, "batch");
+  gemm(b, "fc1", "image", "h", 784, 256);
+  unary(b, "Relu", "relu1", "h", "hr");
+  gemm(b, "fc2", "hr", "logits", 256, 10);
+  ob_output(b, "logits", 1, 2, out);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/mlp.onnx", dir);
+  return ob_save(b, path);
+}
+
+/* One BasicBlock: conv3x3-bn-relu-conv3x3-bn (+ downsample) + x, relu */
+static void basic_block(OnnxBuilder *b, const char *pre, const char *x, const char *y,
+                        int64_t cin, int64_t cout, int64_t stride) {
+  char n[8][160];
+  const char *names[] = {"conv1", "bn1", "relu1", "conv2", "bn2", "down", "downbn", "add"};
+  char t[8][160];
+  for (int i = 0; i < 8; i++) {
+    snprintf(n[i], sizeof n[i], "%s.%s", pre, names[i]);
+    snprintf(t[i], sizeof t[i], "%s.%s.out", pre, names[i]);
+  }
+  conv(b, n[0], x, t[0], cin, cout, 3, stride, false);
+  batchnorm(b, n[1], t[0], t[1], cout);
+  unary(b, "Relu", n[2], t[1], t[2]);
+  conv(b, n[3], t[2], t[3], cout, cout, 3, 1, false);
+  batchnorm(b, n[4], t[3], t[4], cout);
+  const char *shortcut = x;
+  if (stride != 1 || cin != cout) {
+    conv(b, n[5], x, t[5], cin, cout, 1, stride, false);
+    batchnorm(b, n[6], t[5], t[6], cout);
+    shortcut = t[6];
+  }
+  const char *ins[] = {t[4], shortcut, NULL}, *outs[] = {t[7], NULL};
+  ob_node(b, "Add", n[7], ins, outs);
+  char rn[160];
+  snprintf(rn, sizeof rn, "%s.relu", pre);
+  unary(b, "Relu", rn, t[7], y);
+}
+
+static int resnet18(const char *dir) {
+  OnnxBuilder *b = ob_new("resnet18", 17);
+  int64_t in[4] = {-1, 3, 224, 224}, out[2] = {-1, 1000};
+  ob_input(b, "input", 1, 4, in, "batch");
+  conv(b, "conv1", "input", "c1", 3, 64, 7, 2, false);
+  batchnorm(b, "bn1", "c1", "b1", 64);
+  unary(b, "Relu", "relu", "b1", "r1");
+  maxpool(b, "maxpool", "r1", "x0", 3, 2, 1);
+  const int64_t widths[4] = {64, 128, 256, 512};
+  char prev[64] = "x0";
+  int64_t cin = 64;
+  for (int s = 0; s < 4; s++)
+    for (int k = 0; k < 2; k++) {
+      char pre[64], y[64];
+      snprintf(pre, sizeof pre, "layer%d.%d", s + 1, k);
+      snprintf(y, sizeof y, "layer%d.%d.y", s + 1, k);
+      basic_block(b, pre, prev, y, cin, widths[s], (s > 0 && k == 0) ? 2 : 1);
+      cin = widths[s];
+      snprintf(prev, sizeof prev, "%s", y);
+    }
+  unary(b, "GlobalAveragePool", "avgpool", prev, "gap");
+  unary(b, "Flatten", "flatten", "gap", "flat");
+  gemm(b, "fc", "flat", "logits", 512, 1000);
+  ob_output(b, "logits", 1, 2, out);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/resnet18.onnx", dir);
+  return ob_save(b, path);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) { fprintf(stderr, "usage: make_models OUTDIR\n"); return 2; }
+  return small_cnn(argv[1]) || mlp(argv[1]) || resnet18(argv[1]) ? 1 : 0;
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Build with warnings as errors and run every test; then build with address
+# and undefined-behaviour sanitizers and run the tests again there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+cmake -S . -B build -G Ninja -DGPUC_WERROR=ON >/dev/null
+ninja -C build
+ctest --test-dir build --output-on-failure
+if [ "${GPUC_SKIP_SANITIZE:-0}" != 1 ]; then
+  cmake -S . -B build-asan -G Ninja -DGPUC_WERROR=ON -DGPUC_SANITIZE=ON \
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  ninja -C build-asan
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 ctest --test-dir build-asan --output-on-failure
+fi
