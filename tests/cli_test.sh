@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The gpuc command's contract: subcommands, flags, exit codes, output files.
+# usage: cli_test.sh GPUC MODELS_DIR WORKDIR
+set -u
+GPUC=$1; MODELS=$2; WORK=$3
+rm -rf "$WORK"; mkdir -p "$WORK"
+pass=0; fail=0
+check() { # check NAME EXPECTED_RC CMD... ; output in $WORK/out
+  local name=$1 want=$2; shift 2
+  "$@" >"$WORK/out" 2>"$WORK/err"; local rc=$?
+  if [ "$rc" = "$want" ]; then pass=$((pass+1)); echo "ok   $name";
+  else fail=$((fail+1)); echo "FAIL $name: exit $rc, expected $want"; sed 's/^/     /' "$WORK/err" | head -5; fi
+}
+expect_grep() { # expect_grep NAME FILE PATTERN
+  if grep -q -- "$3" "$2"; then pass=$((pass+1)); echo "ok   $1";
+  else fail=$((fail+1)); echo "FAIL $1: '$3' not in $2"; head -5 "$2" | sed 's/^/     /'; fi
+}
+
+check "no command is a usage error" 2 "$GPUC"
+check "unknown command" 2 "$GPUC" frobnicate
+check "unknown flag" 2 "$GPUC" inspect "$MODELS/small_cnn.onnx" --bogus
+check "run without --cpu (no GPU backend yet)" 2 "$GPUC" run "$MODELS/small_cnn.onnx"
+check "bad --shape" 2 "$GPUC" inspect "$MODELS/mlp.onnx" --shape image=3xq
+check "missing model file" 1 "$GPUC" inspect "$WORK/nope.onnx"
+expect_grep "missing file message names it" "$WORK/err" "nope.onnx"
+
+check "inspect" 0 "$GPUC" inspect "$MODELS/small_cnn.onnx"
+expect_grep "inspect lists ops" "$WORK/out" "Conv *2"
+expect_grep "inspect counts parameters" "$WORK/out" "parameters: "
+check "inspect --dump" 0 "$GPUC" inspect "$MODELS/small_cnn.onnx" --dump
+expect_grep "dump shows shapes" "$WORK/out" "f32\[1,16,28,28\]"
+
+check "run --cpu with random inputs" 0 "$GPUC" run "$MODELS/small_cnn.onnx" --cpu --out "$WORK/o1"
+expect_grep "run prints a summary line" "$WORK/out" "logits: shape 1x10 f32 min"
+[ -f "$WORK/o1/logits.npy" ] && { pass=$((pass+1)); echo "ok   run writes logits.npy"; } \
+  || { fail=$((fail+1)); echo "FAIL run writes logits.npy"; }
+
+# feed the output back as an input of the right shape: an .npy round trip
+check "run with --input npy of the wrong shape" 1 "$GPUC" run "$MODELS/small_cnn.onnx" --cpu \
+  --input image="$WORK/o1/logits.npy"
+expect_grep "shape mismatch names the input" "$WORK/err" "input 'image' has shape 1x10"
+check "run with unknown input name" 1 "$GPUC" run "$MODELS/small_cnn.onnx" --cpu --input nope="$WORK/o1/logits.npy"
+
+# symbolic batch: needs --shape (or an input) to run
+check "symbolic batch without --shape" 1 "$GPUC" run "$MODELS/mlp.onnx" --cpu
+check "symbolic batch with --shape" 0 "$GPUC" run "$MODELS/mlp.onnx" --cpu --shape image=4x784 --out "$WORK/o2"
+expect_grep "--shape binds the batch" "$WORK/out" "logits: shape 4x10"
+check "--shape contradicting the model" 1 "$GPUC" inspect "$MODELS/mlp.onnx" --shape image=4x783
+
+# deterministic: two runs give identical bytes
+"$GPUC" run "$MODELS/mlp.onnx" --cpu --shape image=4x784 --out "$WORK/o3" >/dev/null 2>&1
+cmp -s "$WORK/o2/logits.npy" "$WORK/o3/logits.npy" && { pass=$((pass+1)); echo "ok   runs are deterministic"; } \
+  || { fail=$((fail+1)); echo "FAIL runs are deterministic"; }
+
+# test-onnx on one conformance folder, and a folder that is not a test
+TD=/usr/share/libonnx-testdata/data/node/test_relu
+if [ -d "$TD" ]; then
+  check "test-onnx passes test_relu" 0 "$GPUC" test-onnx "$TD" --cpu
+  expect_grep "test-onnx prints max error" "$WORK/out" "max abs err"
+fi
+check "test-onnx on a folder without a model" 1 "$GPUC" test-onnx "$WORK"
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
