@@ -6,6 +6,7 @@
  *   resnet18.onnx   ResNet-18 topology as PyTorch exports it (Conv without
  *                   bias + BatchNormalization + Relu, residual Add), input
  *                   "input" [batch,3,224,224] with a symbolic batch
+ *   shape_chain.onnx  Shape-Gather-Unsqueeze-Concat-Reshape, for folding tests
  * usage: make_models OUTDIR */
 #include "onnx_builder.h"
 #include <math.h>
@@ -181,7 +182,34 @@ static int resnet18(const char *dir) {
   return ob_save(b, path);
 }
 
+/* The shape chain PyTorch exports for x.view(x.size(0), -1): folds away
+ * once the batch is bound. Input "x" [batch,3,4,5] -> "y" [batch,60]. */
+static int shape_chain(const char *dir) {
+  OnnxBuilder *b = ob_new("shape_chain", 13);
+  int64_t in[4] = {-1, 3, 4, 5}, out[2] = {-1, 60}, one = 1, zero = 0, minus1 = -1;
+  ob_input(b, "x", 1, 4, in, "batch");
+  ob_init_i64(b, "idx0", 0, NULL, &zero);
+  ob_init_i64(b, "axes0", 1, &one, &zero);
+  ob_init_i64(b, "minus1", 1, &one, &minus1);
+  const char *i1[] = {"x", NULL}, *o1[] = {"shape", NULL};
+  ob_node(b, "Shape", "shape", i1, o1);
+  const char *i2[] = {"shape", "idx0", NULL}, *o2[] = {"batch_dim", NULL};
+  ob_node(b, "Gather", "gather", i2, o2);
+  ob_attr_i(b, "axis", 0);
+  const char *i3[] = {"batch_dim", "axes0", NULL}, *o3[] = {"batch_1d", NULL};
+  ob_node(b, "Unsqueeze", "unsqueeze", i3, o3);
+  const char *i4[] = {"batch_1d", "minus1", NULL}, *o4[] = {"new_shape", NULL};
+  ob_node(b, "Concat", "concat", i4, o4);
+  ob_attr_i(b, "axis", 0);
+  const char *i5[] = {"x", "new_shape", NULL}, *o5[] = {"y", NULL};
+  ob_node(b, "Reshape", "reshape", i5, o5);
+  ob_output(b, "y", 1, 2, out);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/shape_chain.onnx", dir);
+  return ob_save(b, path);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: make_models OUTDIR\n"); return 2; }
-  return small_cnn(argv[1]) || mlp(argv[1]) || resnet18(argv[1]) ? 1 : 0;
+  return small_cnn(argv[1]) || mlp(argv[1]) || resnet18(argv[1]) || shape_chain(argv[1]) ? 1 : 0;
 }

@@ -1,0 +1,63 @@
+/* Dead-code elimination and Identity/Dropout(inference) removal. */
+#include "passes.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* Remove nodes none of whose outputs reach a graph output. Walks backwards
+ * from the outputs, so chains of dead nodes go in one pass. */
+int pass_dead_code(Graph *g, const PassOptions *o, GpucErr *e) {
+  bool *live = calloc((size_t)g->nvalues + 1, 1);
+  bool *keep = calloc((size_t)g->nnodes + 1, 1);
+  if (!live || !keep) { free(live); free(keep); return gpuc_err_set(e, "%s: out of memory", g->path); }
+  for (int k = 0; k < g->noutputs; k++) live[g->outputs[k]] = true;
+  for (int i = g->nnodes - 1; i >= 0; i--) {
+    const Node *n = &g->nodes[i];
+    for (int k = 0; k < n->nout; k++)
+      if (n->out[k] >= 0 && live[n->out[k]]) keep[i] = true;
+    if (keep[i])
+      for (int k = 0; k < n->nin; k++)
+        if (n->in[k] >= 0) live[n->in[k]] = true;
+  }
+  int kept = 0, removed = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    if (!keep[i]) {
+      for (int k = 0; k < g->nodes[i].nout; k++)
+        if (g->nodes[i].out[k] >= 0) g->values[g->nodes[i].out[k]].producer = -1;
+      removed++;
+      continue;
+    }
+    g->nodes[kept] = g->nodes[i];
+    for (int k = 0; k < g->nodes[kept].nout; k++)
+      if (g->nodes[kept].out[k] >= 0) g->values[g->nodes[kept].out[k]].producer = kept;
+    kept++;
+  }
+  g->nnodes = kept;
+  /* constants nothing reads any more: release their data */
+  for (int v = 0; v < g->nvalues; v++)
+    if (g->values[v].is_const && !live[v] && !g->values[v].is_output && g->values[v].t.data) {
+      free(g->values[v].t.data);
+      g->values[v].t.data = NULL;
+      g->values[v].is_const = false; /* now an orphan nobody reads */
+    }
+  free(live);
+  free(keep);
+  return removed;
+}
+
+/* Identity, and Dropout in inference mode (no training_mode input, mask
+ * unused), forward their input: consumers read the input directly. Graph
+ * outputs produced by them stay (renaming outputs would change the API). */
+int pass_identity(Graph *g, const PassOptions *o, GpucErr *e) {
+  int changes = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = &g->nodes[i];
+    bool fwd = n->op == GPUC_OP_IDENTITY ||
+               (n->op == GPUC_OP_DROPOUT && n->nin < 3 && (n->nout < 2 || n->out[1] < 0));
+    if (!fwd || n->in[0] < 0 || n->out[0] < 0 || g->values[n->out[0]].is_output) continue;
+    int from = n->out[0], to = n->in[0];
+    for (int j = i + 1; j < g->nnodes; j++)
+      for (int k = 0; k < g->nodes[j].nin; k++)
+        if (g->nodes[j].in[k] == from) { g->nodes[j].in[k] = to; changes++; }
+  }
+  return changes;
+}

@@ -1,0 +1,25 @@
+/* Graph -> graph rewrites. Each pass is `int pass_<name>(Graph *, const
+ * PassOptions *, GpucErr *)`, returns the number of changes or -1, and
+ * leaves a graph that gpuc_graph_verify accepts. The pipeline per -O level
+ * is gpuc_passes_run, readable top to bottom. Passes may evaluate ops with
+ * the CPU reference kernels (constant folding); they know nothing of CUDA. */
+#ifndef GPUC_PASSES_H
+#define GPUC_PASSES_H
+#include "ir.h"
+
+typedef struct PassOptions {
+  int level;                     /* -O0..-O3 */
+  int64_t fold_max_bytes;        /* largest tensor constant folding may create */
+  const char *dump_after;        /* pass name to dump the graph after, or NULL */
+  FILE *dump_to;
+} PassOptions;
+
+#define GPUC_FOLD_MAX_BYTES_DEFAULT ((int64_t)64 << 20)
+
+void gpuc_pass_options_default(PassOptions *o, int level);
+int pass_fold_constants(Graph *g, const PassOptions *o, GpucErr *e);
+int pass_dead_code(Graph *g, const PassOptions *o, GpucErr *e);
+int pass_identity(Graph *g, const PassOptions *o, GpucErr *e);
+/* Runs the passes of o->level, verifying the graph after each. */
+int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e);
+#endif

@@ -1,0 +1,40 @@
+/* The pass pipeline per -O level. */
+#include "passes.h"
+#include <stdio.h>
+#include <string.h>
+
+void gpuc_pass_options_default(PassOptions *o, int level) {
+  memset(o, 0, sizeof *o);
+  o->level = level;
+  o->fold_max_bytes = GPUC_FOLD_MAX_BYTES_DEFAULT;
+}
+
+static int after(Graph *g, const PassOptions *o, const char *name, int rc, GpucErr *e) {
+  if (rc < 0) return -1;
+  if (gpuc_graph_verify(g, e)) {
+    char what[128];
+    snprintf(what, sizeof what, "after pass %s", name);
+    gpuc_err_prefix(e, what);
+    return -1;
+  }
+  if (o->dump_after && !strcmp(o->dump_after, name)) {
+    fprintf(o->dump_to ? o->dump_to : stdout, "# after %s\n", name);
+    gpuc_graph_dump(g, o->dump_to ? o->dump_to : stdout);
+  }
+  return rc;
+}
+
+int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
+  if (o->level < 1) return 0;
+  /* Folding makes values known, inference then knows more shapes, which
+   * lets more nodes fold (shape chains): iterate to a fixed point. */
+  for (int round = 0; round < 16; round++) {
+    int changed = after(g, o, "fold", pass_fold_constants(g, o, e), e);
+    if (changed < 0) return -1;
+    if (gpuc_graph_infer(g, e)) return -1;
+    if (changed == 0) break;
+  }
+  if (after(g, o, "identity", pass_identity(g, o, e), e) < 0) return -1;
+  if (after(g, o, "dce", pass_dead_code(g, o, e), e) < 0) return -1;
+  return 0;
+}

@@ -1,0 +1,109 @@
+/* Each pass must leave a graph that computes what the original computed:
+ * for every model given, run the reference executor on the imported graph
+ * (-O0) and on the -O1 graph with the same seeded random inputs (never
+ * zeros) and compare outputs (f32: |a-b| <= 1e-5 + 1e-5|b|; others exact).
+ * Also checks that folding really removed the shape chain of
+ * shape_chain.onnx, and that a fold cap is honoured.
+ * usage: test_passes MODELS_DIR */
+#include "passes.h"
+#include "ref.h"
+#include "frontend.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed, failed;
+#define CHECK(cond, ...)                                   \
+  do {                                                     \
+    if (cond) passed++;                                    \
+    else { failed++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } \
+  } while (0)
+
+static uint64_t rng = 99;
+static double urand(void) {
+  uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0 * 2 - 1;
+}
+
+static Tensor **random_inputs(const Graph *g) {
+  Tensor **ins = calloc((size_t)g->ninputs + 1, sizeof *ins);
+  GpucErr e;
+  for (int k = 0; k < g->ninputs; k++) {
+    const Tensor *d = &g->values[g->inputs[k]].t;
+    ins[k] = gpuc_tensor_new(d->dt, d->rank, d->dims, &e);
+    for (int64_t i = 0; i < gpuc_numel(d); i++) gpuc_set_f64(ins[k], i, urand());
+  }
+  return ins;
+}
+
+static void compare_model(const char *path, const GpucShapeBind *b, int nb, int expect_nodes_after) {
+  GpucErr e = {0};
+  Graph *g0 = gpuc_onnx_load(path, b, nb, &e), *g1 = gpuc_onnx_load(path, b, nb, &e);
+  CHECK(g0 && g1, "load %s: %s", path, e.msg);
+  if (!g0 || !g1) { gpuc_graph_free(g0); gpuc_graph_free(g1); return; }
+  PassOptions o;
+  gpuc_pass_options_default(&o, 1);
+  int rc = gpuc_passes_run(g1, &o, &e);
+  CHECK(rc == 0, "passes on %s: %s", path, e.msg);
+  if (expect_nodes_after >= 0)
+    CHECK(g1->nnodes == expect_nodes_after, "%s: %d nodes after -O1, expected %d", path,
+          g1->nnodes, expect_nodes_after);
+  Tensor **ins = random_inputs(g0);
+  Tensor *o0[16] = {0}, *o1[16] = {0};
+  int r0 = gpuc_ref_run(g0, (const Tensor *const *)ins, o0, &e);
+  CHECK(r0 == 0, "run -O0 %s: %s", path, e.msg);
+  int r1 = rc == 0 ? gpuc_ref_run(g1, (const Tensor *const *)ins, o1, &e) : -1;
+  CHECK(r1 == 0, "run -O1 %s: %s", path, e.msg);
+  if (r0 == 0 && r1 == 0) {
+    for (int k = 0; k < g0->noutputs && k < 16; k++) {
+      int64_t n = gpuc_numel(o0[k]), bad = 0;
+      CHECK(n == gpuc_numel(o1[k]) && n > 0, "%s output %d: sizes differ", path, k);
+      if (n != gpuc_numel(o1[k])) continue;
+      for (int64_t i = 0; i < n; i++) {
+        double a = gpuc_get_f64(o1[k], i), w = gpuc_get_f64(o0[k], i);
+        if (!(fabs(a - w) <= 1e-5 + 1e-5 * fabs(w))) bad++;
+      }
+      CHECK(bad == 0, "%s output %d: %lld of %lld elements differ after -O1", path, k,
+            (long long)bad, (long long)n);
+    }
+  }
+  for (int k = 0; k < 16; k++) { gpuc_tensor_free(o0[k]); gpuc_tensor_free(o1[k]); }
+  for (int k = 0; k < g0->ninputs; k++) gpuc_tensor_free(ins[k]);
+  free(ins);
+  gpuc_graph_free(g0);
+  gpuc_graph_free(g1);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) { fprintf(stderr, "usage: test_passes MODELS_DIR\n"); return 2; }
+  char p[4096];
+  GpucShapeBind b = {.name = "x", .rank = 4, .dims = {2, 3, 4, 5}};
+  snprintf(p, sizeof p, "%s/shape_chain.onnx", argv[1]);
+  compare_model(p, &b, 1, 1);   /* only the Reshape is left */
+  compare_model(p, NULL, 0, 5); /* batch unknown: nothing folds */
+  snprintf(p, sizeof p, "%s/small_cnn.onnx", argv[1]);
+  compare_model(p, NULL, 0, -1);
+  GpucShapeBind m = {.name = "image", .rank = 2, .dims = {3, 784}};
+  snprintf(p, sizeof p, "%s/mlp.onnx", argv[1]);
+  compare_model(p, &m, 1, -1);
+
+  /* The fold cap: with a 16-byte cap the 4-element int64 shape (32 bytes)
+   * must not fold, and so nothing after it can: all 5 nodes stay. */
+  GpucErr e = {0};
+  snprintf(p, sizeof p, "%s/shape_chain.onnx", argv[1]);
+  Graph *g = gpuc_onnx_load(p, &b, 1, &e);
+  CHECK(g != NULL, "load: %s", e.msg);
+  if (g) {
+    PassOptions o;
+    gpuc_pass_options_default(&o, 1);
+    o.fold_max_bytes = 16;
+    CHECK(gpuc_passes_run(g, &o, &e) == 0, "passes: %s", e.msg);
+    CHECK(g->nnodes == 5, "%d nodes with a 16-byte fold cap, expected 5", g->nnodes);
+    gpuc_graph_free(g);
+  }
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
