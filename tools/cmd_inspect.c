@@ -1,15 +1,30 @@
-/* gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... */
+/* gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1]
+ *              [--dump-after PASS]
+ * -O1 runs the graph passes before printing (fold, identity, dce);
+ * --dump-after prints the graph after the named pass (implies -O1). */
 #include "cli.h"
+#include "passes.h"
 #include <stdio.h>
 #include <string.h>
 
 int cmd_inspect(int argc, char **argv) {
   const char *model = NULL;
   bool dump = false;
+  int level = 0;
+  const char *dump_after = NULL;
   GpucShapeBind binds[64];
   int nbinds = 0;
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--dump")) dump = true;
+    else if (!strcmp(argv[i], "-O0") || !strcmp(argv[i], "-O1") || !strcmp(argv[i], "-O2") ||
+             !strcmp(argv[i], "-O3")) level = argv[i][2] - '0';
+    else if (!strcmp(argv[i], "--dump-after")) {
+      if (i + 1 >= argc) return usage_error("--dump-after needs a pass name (fold, identity, dce)");
+      dump_after = argv[++i];
+      if (strcmp(dump_after, "fold") && strcmp(dump_after, "identity") && strcmp(dump_after, "dce"))
+        return usage_error("--dump-after: unknown pass '%s' (fold, identity, dce)", dump_after);
+      if (level == 0) level = 1;
+    }
     else if (!strcmp(argv[i], "--shape")) {
       if (i + 1 >= argc) return usage_error("--shape needs NAME=DIMS");
       if (nbinds == 64) return usage_error("too many --shape flags");
@@ -22,6 +37,10 @@ int cmd_inspect(int argc, char **argv) {
   GpucErr e = {0};
   Graph *g = gpuc_onnx_load(model, binds, nbinds, &e);
   if (!g) return report(&e);
+  PassOptions o;
+  gpuc_pass_options_default(&o, level);
+  o.dump_after = dump_after;
+  if (gpuc_passes_run(g, &o, &e)) { gpuc_graph_free(g); return report(&e); }
   gpuc_graph_summary(g, stdout);
   if (dump) gpuc_graph_dump(g, stdout);
   gpuc_graph_free(g);

@@ -9,7 +9,7 @@
 
 static const char *usage_text =
     "usage:\n"
-    "  gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]...\n"
+    "  gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1] [--dump-after PASS]\n"
     "  gpuc run MODEL.onnx --cpu [--input NAME=FILE]... [--out DIR] [--shape NAME=DIMS]...\n"
     "  gpuc test-onnx DIR [--cpu]\n"
     "inputs are .npy files or ONNX TensorProto .pb files; DIMS is like 1x3x224x224.\n"
