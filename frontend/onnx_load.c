@@ -54,6 +54,7 @@ static int convert_attr(Loader *L, const Onnx__NodeProto *np, const char *node_n
     return gpuc_err_set(L->e, "%s: node '%s' (%s): attribute without a name", g->path,
                         node_name, np->op_type);
   a->name = gpuc_arena_strdup(&g->arena, ap->name, strlen(ap->name));
+  if (!a->name) return gpuc_err_set(L->e, "%s: out of memory", g->path);
   if (ap->ref_attr_name)
     return gpuc_err_unsupported(L->e, "%s: node '%s' (%s): attribute '%s' refers to a function "
                                 "attribute, which is not supported", g->path, node_name,
@@ -158,7 +159,11 @@ static int convert_value_info(Loader *L, const Onnx__ValueInfoProto *vi, Value *
       v->sym[i] = gpuc_arena_strdup(&L->g->arena, d->dim_param, strlen(d->dim_param));
     }
   }
-  if (gpuc_shape_known(&v->t) && gpuc_numel(&v->t) < 0)
+  /* The known dims must multiply within int64 even when others are
+   * symbolic, so no shape arithmetic on them can overflow later. */
+  int64_t known[GPUC_MAX_RANK];
+  for (int i = 0; i < v->t.rank; i++) known[i] = v->t.dims[i] < 0 ? 1 : v->t.dims[i];
+  if (gpuc_shape_numel(v->t.rank, known) < 0)
     return gpuc_err_set(L->e, "%s: input '%s': element count overflows int64", path, v->name);
   return 0;
 }
@@ -201,6 +206,27 @@ static int constant_value(Loader *L, const Node *n, const char *op_type, Value *
                                 g->path, n->name, op_type, a->name);
   }
   return 0;
+}
+
+static int cmp_name(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Fail naming an attribute given twice. Sorting a copy of the names keeps
+ * this O(n log n): the file decides how many attributes a node has. */
+static int check_attr_dups(Loader *L, const Node *n, const char *op_type) {
+  if (n->nattr < 2) return 0;
+  const char **names = malloc(sizeof *names * (size_t)n->nattr);
+  if (!names) return gpuc_err_set(L->e, "%s: out of memory", L->g->path);
+  for (int k = 0; k < n->nattr; k++) names[k] = n->attrs[k].name;
+  qsort(names, (size_t)n->nattr, sizeof *names, cmp_name);
+  int rc = 0;
+  for (int k = 1; k < n->nattr && !rc; k++)
+    if (!strcmp(names[k - 1], names[k]))
+      rc = gpuc_err_set(L->e, "%s: node '%s' (%s): attribute '%s' given twice", L->g->path,
+                        n->name, op_type, names[k]);
+  free(names);
+  return rc;
 }
 
 /* Define a new value name, failing if it is already defined. */
@@ -287,6 +313,18 @@ static int convert_graph(Loader *L, const Onnx__GraphProto *gp) {
       { rc = gpuc_err_set(e, "%s: node '%s' (%s): has %zu outputs, the op gives %d..%d", g->path,
                           nname, op_type, nout, info->min_out,
                           info->max_out < 0 ? GPUC_MAX_IO : info->max_out); break; }
+    /* Only trailing inputs/outputs are optional: those the op always has
+     * (index below its minimum) must be named, so op functions can rely on
+     * in[k]/out[k] being present for them. */
+    for (size_t k = 0; k < nin && (int)k < info->min_in && !rc; k++)
+      if (!valid_name(np->input[k]))
+        rc = gpuc_err_set(e, "%s: node '%s' (%s): input %zu is required but has an empty name",
+                          g->path, nname, op_type, k);
+    for (size_t k = 0; k < nout && (int)k < info->min_out && !rc; k++)
+      if (!valid_name(np->output[k]))
+        rc = gpuc_err_set(e, "%s: node '%s' (%s): output %zu is required but has an empty name",
+                          g->path, nname, op_type, k);
+    if (rc) break;
     int ni = gpuc_graph_add_node(g, (GpucOp)op, nname, (int)nin, (int)nout);
     if (ni < 0) { rc = gpuc_err_set(e, "%s: out of memory", g->path); break; }
     node_index[i] = ni;
@@ -294,13 +332,9 @@ static int convert_graph(Loader *L, const Onnx__GraphProto *gp) {
     n->nattr = (int)np->n_attribute;
     n->attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr) * (np->n_attribute + 1));
     if (!n->attrs) { rc = gpuc_err_set(e, "%s: out of memory", g->path); break; }
-    for (size_t k = 0; k < np->n_attribute && !rc; k++) {
+    for (size_t k = 0; k < np->n_attribute && !rc; k++)
       rc = convert_attr(L, np, nname, np->attribute[k], &n->attrs[k]);
-      for (size_t j = 0; j < k && !rc; j++)
-        if (!strcmp(n->attrs[j].name, n->attrs[k].name))
-          rc = gpuc_err_set(e, "%s: node '%s' (%s): attribute '%s' given twice", g->path, nname,
-                            op_type, n->attrs[k].name);
-    }
+    if (!rc) rc = check_attr_dups(L, n, op_type);
     for (size_t k = 0; k < nout && !rc; k++) {
       if (!valid_name(np->output[k])) continue;
       char what[1024];
@@ -330,15 +364,26 @@ static int convert_graph(Loader *L, const Onnx__GraphProto *gp) {
   free(node_index);
   if (rc) return rc;
 
-  /* Constant nodes become constant values */
+  /* Constant nodes become constant values. All are converted before the
+   * node array is compacted: failing halfway through the compaction would
+   * leave nodes listed twice, and their attribute tensors freed twice. */
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = &g->nodes[i];
+    if (n->op != GPUC_OP_CONSTANT) continue;
+    Value *v = &g->values[n->out[0]];
+    if (constant_value(L, n, "Constant", v)) return -1;
+    v->is_const = true;
+    v->producer = -1;
+  }
   int kept = 0;
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = &g->nodes[i];
     if (n->op == GPUC_OP_CONSTANT) {
-      Value *v = &g->values[n->out[0]];
-      if (constant_value(L, n, "Constant", v)) return -1;
-      v->is_const = true;
-      v->producer = -1;
+      /* dropped from the graph, so gpuc_graph_free will not see these */
+      for (int k = 0; k < n->nattr; k++) {
+        gpuc_tensor_free(n->attrs[k].t);
+        n->attrs[k].t = NULL;
+      }
       continue;
     }
     g->nodes[kept] = *n;

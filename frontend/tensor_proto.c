@@ -40,7 +40,9 @@ const char *gpuc_onnx_dtype_name(int32_t t) {
 int gpuc_read_file(const char *path, int64_t max_bytes, uint8_t **buf, size_t *len, GpucErr *e) {
   *buf = NULL;
   *len = 0;
-  int fd = open(path, O_RDONLY);
+  /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+   * writer forever; the S_ISREG check below then refuses it. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return gpuc_err_set(e, "%s: cannot open: %s", path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
@@ -99,7 +101,7 @@ static int read_external(const Onnx__TensorProto *tp, const char *model_dir, con
     return gpuc_err_set(e, "%s: external data path too long", what);
   /* Refuse links anywhere: O_NOFOLLOW for the last component, and a
    * realpath check that the file is inside the model folder. */
-  int fd = open(full, O_RDONLY | O_NOFOLLOW);
+  int fd = open(full, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY); /* FIFOs: see gpuc_read_file */
   if (fd < 0)
     return gpuc_err_set(e, "%s: external data '%s': %s", what, loc,
                         errno == ELOOP ? "is a symbolic link" : strerror(errno));

@@ -85,12 +85,39 @@ uint16_t gpuc_f32_to_bf16(float f) {
 }
 
 /* ---- errors ---- */
+/* A message is printed as one line ("gpuc: <msg>"), and the names in it come
+ * from the model file: escape control characters, so a node named "a\nb"
+ * cannot start a second line nor a name send escape sequences to a
+ * terminal. Truncates at the buffer's end like vsnprintf. */
+static void one_line(GpucErr *e) {
+  const unsigned char *p = (const unsigned char *)e->msg;
+  while (*p && *p >= 0x20 && *p != 0x7f) p++;
+  if (!*p) return;
+  char out[sizeof e->msg];
+  size_t o = 0, cap = sizeof out;
+  for (p = (const unsigned char *)e->msg; *p; p++) {
+    char esc[8];
+    int w;
+    if (*p >= 0x20 && *p != 0x7f) { esc[0] = (char)*p; esc[1] = 0; w = 1; }
+    else if (*p == '\n') w = snprintf(esc, sizeof esc, "\\n");
+    else if (*p == '\r') w = snprintf(esc, sizeof esc, "\\r");
+    else if (*p == '\t') w = snprintf(esc, sizeof esc, "\\t");
+    else w = snprintf(esc, sizeof esc, "\\x%02x", *p);
+    if (o + (size_t)w >= cap) break;
+    memcpy(out + o, esc, (size_t)w);
+    o += (size_t)w;
+  }
+  out[o] = 0;
+  memcpy(e->msg, out, o + 1);
+}
+
 int gpuc_err_set(GpucErr *e, const char *fmt, ...) {
   if (e) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
+    one_line(e);
     e->unsupported = false;
   }
   return -1;
@@ -102,6 +129,7 @@ int gpuc_err_unsupported(GpucErr *e, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
+    one_line(e);
     e->unsupported = true;
   }
   return -1;
@@ -118,6 +146,7 @@ int gpuc_err_prefix(GpucErr *e, const char *prefix) {
       size_t room = sizeof e->msg - pl - 3, tl = strlen(tmp);
       memcpy(e->msg + pl + 2, tmp, tl < room ? tl : room);
       e->msg[pl + 2 + (tl < room ? tl : room)] = 0;
+      one_line(e);
     }
   }
   return -1;

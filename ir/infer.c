@@ -1,6 +1,7 @@
 /* Graph-level dtype/shape inference: runs each op's infer function in
  * topological order with constant data where the IR knows it. */
 #include "infer_util.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,9 +93,39 @@ void gpuc_strides(const Tensor *t, int64_t *strides) {
   for (int i = t->rank - 1; i >= 0; i--) { strides[i] = s; s *= t->dims[i]; }
 }
 
+/* A known shape whose element count overflows, or whose size is past the
+ * single-tensor cap: describe it into why and return true. Refused at
+ * import, so that `inspect` rejects a model the executor could never run
+ * (a ConstantOfShape or Tile of terabytes) and later stages never see
+ * sizes that overflow. */
+static bool too_big(const Tensor *t, char *why, size_t n) {
+  if (!gpuc_shape_known(t)) return false;
+  char s[160];
+  gpuc_shape_str(t, s, sizeof s);
+  int64_t numel = gpuc_numel(t);
+  size_t es = gpuc_dtype_size(t->dt);
+  if (numel < 0) {
+    snprintf(why, n, "shape %s: element count overflows int64", s);
+    return true;
+  }
+  if (es && numel > GPUC_MAX_TENSOR_BYTES / (int64_t)es) {
+    snprintf(why, n, "shape %s (%s) needs %.3g GB, over the %lld MiB limit for one tensor", s,
+             gpuc_dtype_name(t->dt), (double)numel * (double)es / 1e9,
+             (long long)(GPUC_MAX_TENSOR_BYTES >> 20));
+    return true;
+  }
+  return false;
+}
+
 int gpuc_graph_infer(Graph *g, GpucErr *e) {
   const Tensor *ins[GPUC_MAX_IO];
   Tensor *outs[GPUC_MAX_IO];
+  char why[256];
+  for (int k = 0; k < g->ninputs; k++) {
+    const Value *v = &g->values[g->inputs[k]];
+    if (too_big(&v->t, why, sizeof why))
+      return gpuc_err_set(e, "%s: input '%s': %s", g->path, v->name, why);
+  }
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = &g->nodes[i];
     OpCtx c = {.g = g, .n = n, .nin = n->nin, .nout = n->nout, .in = ins, .out = outs,
@@ -113,6 +144,9 @@ int gpuc_graph_infer(Graph *g, GpucErr *e) {
       continue;
     }
     if (gpuc_ops[n->op].infer(&c)) return -1;
+    for (int k = 0; k < n->nout; k++)
+      if (outs[k] && too_big(outs[k], why, sizeof why))
+        return gpuc_op_fail(&c, "output %d: %s", k, why);
   }
   return 0;
 }

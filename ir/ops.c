@@ -30,8 +30,9 @@ static int op_vfail(OpCtx *c, bool unsupported, const char *fmt, va_list ap) {
   char reason[768];
   vsnprintf(reason, sizeof reason, fmt, ap);
   if (c->err) {
-    snprintf(c->err->msg, sizeof c->err->msg, "%s: node '%s' (%s): %s",
-             c->g ? c->g->path : "<graph>", c->n->name, gpuc_op_name(c->n), reason);
+    /* through gpuc_err_set, which keeps the message on one line */
+    gpuc_err_set(c->err, "%s: node '%s' (%s): %s", c->g ? c->g->path : "<graph>", c->n->name,
+                 gpuc_op_name(c->n), reason);
     c->err->unsupported = unsupported;
   }
   return -1;

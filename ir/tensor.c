@@ -8,13 +8,18 @@
 
 int64_t gpuc_shape_numel(int rank, const int64_t *dims) {
   if (rank < 0 || rank > GPUC_MAX_RANK) return -1;
+  /* The non-zero dims must multiply within int64 too: 0 x 2^62 x 4 holds no
+   * elements, but the strides of that shape (and any product of its dims a
+   * kernel forms) overflow. */
   int64_t n = 1;
+  bool empty = false;
   for (int i = 0; i < rank; i++) {
     if (dims[i] < 0) return -1;
-    if (dims[i] != 0 && n > INT64_MAX / dims[i]) return -1;
+    if (dims[i] == 0) { empty = true; continue; }
+    if (n > INT64_MAX / dims[i]) return -1;
     n *= dims[i];
   }
-  return n;
+  return empty ? 0 : n;
 }
 
 bool gpuc_shape_known(const Tensor *t) {

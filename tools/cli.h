@@ -10,6 +10,26 @@ enum { EXIT_OK = 0, EXIT_BAD_INPUT = 1, EXIT_USAGE = 2 };
 int cmd_inspect(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_test_onnx(int argc, char **argv);
+int cmd_compile(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* Compiling a model to a plan (shared by the compile command and
+ * test-onnx --gpu). sm 0 = the present GPU. */
+#include "codegen.h"
+typedef struct CompileRequest {
+  const char *model, *out;
+  const GpucShapeBind *binds;
+  int nbinds;
+  int level, sm;
+  bool fp16;
+  int64_t mem_limit;
+} CompileRequest;
+int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e);
+void default_plan_path(const char *model, char *out, size_t n);
+int parse_arch(const char *a, int *sm);
+int parse_size(const char *s, int64_t *out);
+bool is_plan_file(const char *path);
+Tensor *load_tensor_file(const char *path, GpucErr *e);
 
 /* "NAME=1x3x224x224" -> bind. Returns 0 or prints a usage error. */
 int parse_shape_arg(const char *arg, GpucShapeBind *b);

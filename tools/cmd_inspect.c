@@ -4,6 +4,7 @@
  * --dump-after prints the graph after the named pass (implies -O1). */
 #include "cli.h"
 #include "passes.h"
+#include "plan.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +35,14 @@ int cmd_inspect(int argc, char **argv) {
     else return usage_error("inspect: more than one model given");
   }
   if (!model) return usage_error("inspect: no model given");
+  if (is_plan_file(model)) {
+    GpucErr pe = {0};
+    Plan *p = gpuc_plan_read(model, &pe);
+    if (!p) return report(&pe);
+    gpuc_plan_print(p, model, stdout);
+    gpuc_plan_free(p);
+    return EXIT_OK;
+  }
   GpucErr e = {0};
   Graph *g = gpuc_onnx_load(model, binds, nbinds, &e);
   if (!g) return report(&e);

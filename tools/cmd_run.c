@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "npy.h"
 #include "ref.h"
+#include "session.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +33,12 @@ static Tensor *random_input(const Graph *g, const Value *v, uint64_t *seed, Gpuc
     return NULL;
   }
   Tensor *t = gpuc_tensor_new(v->t.dt, v->t.rank, v->t.dims, e);
-  if (!t) return NULL;
+  if (!t) { /* the allocator's message names neither the model nor the input */
+    char what[600];
+    snprintf(what, sizeof what, "%s: input '%s'", g->path, v->name);
+    gpuc_err_prefix(e, what);
+    return NULL;
+  }
   int64_t n = gpuc_numel(t);
   for (int64_t i = 0; i < n; i++) {
     uint64_t r = rng_next(seed);
@@ -40,6 +46,75 @@ static Tensor *random_input(const Graph *g, const Value *v, uint64_t *seed, Gpuc
     else gpuc_set_i64(t, i, (int64_t)(r % (t->dt == GPUC_DT_BOOL ? 2 : 10)));
   }
   return t;
+}
+
+static int write_output(const char *outdir, const char *name, const Tensor *t, GpucErr *e) {
+  print_tensor_summary(name, t);
+  if (!outdir) return 0;
+  char path[4096], safe[256];
+  size_t j = 0;
+  for (const char *p = name; *p && j + 1 < sizeof safe; p++)
+    safe[j++] = (*p == '/' || *p == '\\' || (*p == '.' && p == name)) ? '_' : *p;
+  safe[j] = 0;
+  snprintf(path, sizeof path, "%s/%s.npy", outdir, safe);
+  return gpuc_npy_save(path, t, e);
+}
+
+static int make_outdir(const char *outdir, GpucErr *e) {
+  if (outdir && mkdir(outdir, 0777) && errno != EEXIST)
+    return gpuc_err_set(e, "%s: cannot create output folder: %s", outdir, strerror(errno));
+  return 0;
+}
+
+/* gpuc run PLAN: inputs by name into the session, outputs back. */
+static int run_plan(const char *plan, int ninputs, const char **in_names, const char **in_files,
+                    const char *outdir) {
+  GpucErr e = {0};
+  GpucSession *s = gpuc_session_create(plan, 0, &e);
+  if (!s) return report(&e);
+  const Plan *p = gpuc_session_plan(s);
+  int rc = EXIT_BAD_INPUT;
+  uint64_t seed = 1234;
+  for (uint32_t i = 0; i < p->ntensors; i++) {
+    const PlanTensor *t = &p->tensors[i];
+    if (t->role != PLAN_ROLE_INPUT && t->role != PLAN_ROLE_INPUT_OUTPUT) continue;
+    const char *name = gpuc_plan_str(p, t->name);
+    Tensor *h = NULL;
+    for (int k = 0; k < ninputs; k++)
+      if (!strcmp(in_names[k], name) && !(h = load_tensor_file(in_files[k], &e))) goto done;
+    if (!h) {
+      Value v = {.name = name, .t = {.dt = t->dt, .rank = t->rank}};
+      memcpy(v.t.dims, t->dims, sizeof v.t.dims);
+      Graph g = {.path = plan};
+      if (!(h = random_input(&g, &v, &seed, &e))) goto done;
+      fprintf(stderr, "gpuc: note: input '%s' not given, using seeded random values\n", name);
+    }
+    int r = gpuc_session_set_input(s, name, h, &e);
+    gpuc_tensor_free(h);
+    if (r) goto done;
+  }
+  for (int k = 0; k < ninputs; k++) {
+    bool found = false;
+    for (uint32_t i = 0; i < p->ntensors; i++)
+      if ((p->tensors[i].role == PLAN_ROLE_INPUT || p->tensors[i].role == PLAN_ROLE_INPUT_OUTPUT) &&
+          !strcmp(gpuc_plan_str(p, p->tensors[i].name), in_names[k])) found = true;
+    if (!found) { gpuc_err_set(&e, "%s: --input names '%s', which is not an input of the plan", plan, in_names[k]); goto done; }
+  }
+  if (gpuc_session_run(s, &e) || make_outdir(outdir, &e)) goto done;
+  for (uint32_t i = 0; i < p->ntensors; i++) {
+    const PlanTensor *t = &p->tensors[i];
+    if (t->role != PLAN_ROLE_OUTPUT && t->role != PLAN_ROLE_INPUT_OUTPUT) continue;
+    Tensor *o = gpuc_session_get_output(s, gpuc_plan_str(p, t->name), &e);
+    if (!o) goto done;
+    int r = write_output(outdir, gpuc_plan_str(p, t->name), o, &e);
+    gpuc_tensor_free(o);
+    if (r) goto done;
+  }
+  rc = EXIT_OK;
+done:
+  if (rc) report(&e);
+  gpuc_session_free(s);
+  return rc;
 }
 
 int cmd_run(int argc, char **argv) {
@@ -69,7 +144,12 @@ int cmd_run(int argc, char **argv) {
     else return usage_error("run: more than one model given");
   }
   if (!model) return usage_error("run: no model given");
-  if (!cpu) return usage_error("run: only --cpu is available in this build (no GPU backend yet)");
+  if (is_plan_file(model)) {
+    if (cpu) return usage_error("run: a plan runs on the GPU; give the .onnx model for --cpu");
+    if (nbinds) return usage_error("run: --shape applies when compiling, not to a plan");
+    return run_plan(model, ninputs, in_names, in_files, outdir);
+  }
+  if (!cpu) return usage_error("run: MODEL.onnx runs with --cpu; for the GPU compile it first: gpuc %s -o PLAN.gpuc", model);
   GpucErr e = {0};
   Graph *g = gpuc_onnx_load(model, binds, nbinds, &e);
   if (!g) return report(&e);
@@ -92,22 +172,9 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "gpuc: note: input '%s' not given, using seeded random values\n", v->name);
   }
   if (gpuc_ref_run(g, (const Tensor *const *)ins, outs, &e)) goto done;
-  if (outdir && mkdir(outdir, 0777) && errno != EEXIST) {
-    gpuc_err_set(&e, "%s: cannot create output folder: %s", outdir, strerror(errno));
-    goto done;
-  }
-  for (int k = 0; k < g->noutputs; k++) {
-    const char *name = g->values[g->outputs[k]].name;
-    print_tensor_summary(name, outs[k]);
-    if (!outdir) continue;
-    char path[4096], safe[256];
-    size_t j = 0;
-    for (const char *p = name; *p && j + 1 < sizeof safe; p++)
-      safe[j++] = (*p == '/' || *p == '\\' || (*p == '.' && p == name)) ? '_' : *p;
-    safe[j] = 0;
-    snprintf(path, sizeof path, "%s/%s.npy", outdir, safe);
-    if (gpuc_npy_save(path, outs[k], &e)) goto done;
-  }
+  if (make_outdir(outdir, &e)) goto done;
+  for (int k = 0; k < g->noutputs; k++)
+    if (write_output(outdir, g->values[g->outputs[k]].name, outs[k], &e)) goto done;
   rc = EXIT_OK;
 done:
   if (rc) report(&e);

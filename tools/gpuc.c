@@ -11,7 +11,12 @@ static const char *usage_text =
     "usage:\n"
     "  gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1] [--dump-after PASS]\n"
     "  gpuc run MODEL.onnx --cpu [--input NAME=FILE]... [--out DIR] [--shape NAME=DIMS]...\n"
-    "  gpuc test-onnx DIR [--cpu]\n"
+    "  gpuc test-onnx DIR [--cpu | --gpu [-O0..-O3]]\n"
+    "  gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16] [--arch native|sm_XX]\n"
+    "                  [--shape NAME=DIMS]... [--mem-limit SIZE]\n"
+    "  gpuc run PLAN.gpuc [--input NAME=FILE]... [--out DIR]\n"
+    "  gpuc inspect PLAN.gpuc\n"
+    "  gpuc bench PLAN.gpuc [--iters N] [--warmup N] [--profile]\n"
     "inputs are .npy files or ONNX TensorProto .pb files; DIMS is like 1x3x224x224.\n"
     "exit status: 0 ok, 1 bad or unsupported model/input, 2 usage error\n";
 
@@ -70,20 +75,27 @@ void print_tensor_summary(const char *name, const Tensor *t) {
   printf("\n");
 }
 
+bool is_plan_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  char magic[8] = {0};
+  bool yes = f && fread(magic, 1, 8, f) == 8 && !memcmp(magic, "GPUCPLAN", 8);
+  if (f) fclose(f);
+  return yes;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) return usage_error("no command");
   const char *cmd = argv[1];
   if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);
   if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
   if (!strcmp(cmd, "test-onnx")) return cmd_test_onnx(argc - 2, argv + 2);
+  if (!strcmp(cmd, "bench")) return cmd_bench(argc - 2, argv + 2);
   if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
     printf("%s", usage_text);
     return EXIT_OK;
   }
   if (!strcmp(cmd, "--version")) { printf("gpuc %s\n", GPUC_VERSION); return EXIT_OK; }
   size_t l = strlen(cmd);
-  if (l > 5 && !strcmp(cmd + l - 5, ".onnx"))
-    return usage_error("compiling a plan (gpuc MODEL.onnx -O2 ...) needs the GPU backend, "
-                       "which this build does not have yet; use 'gpuc run MODEL.onnx --cpu'");
+  if (l > 5 && !strcmp(cmd + l - 5, ".onnx")) return cmd_compile(argc - 1, argv + 1);
   return usage_error("unknown command '%s'", cmd);
 }

@@ -116,10 +116,10 @@ int gpuc_ref_run(const Graph *g, const Tensor *const *inputs, Tensor **outputs, 
   for (int k = 0; k < g->noutputs; k++) {
     int v = g->outputs[k];
     outputs[k] = NULL;
-    /* an output listed twice, or a constant/input as output: copy */
-    bool take = owned[v];
-    for (int j = 0; j < k; j++) if (g->outputs[j] == v) take = false;
-    if (take) { outputs[k] = (Tensor *)val[v]; owned[v] = false; }
+    /* an output listed twice, or a constant/input as output: copy. Taking
+     * clears owned[v], so a second listing copies; no scan over earlier
+     * outputs (that was quadratic in the output count). */
+    if (owned[v]) { outputs[k] = (Tensor *)val[v]; owned[v] = false; }
     else outputs[k] = gpuc_tensor_clone(val[v], e);
     if (!outputs[k]) {
       for (int j = 0; j < k; j++) { gpuc_tensor_free(outputs[j]); outputs[j] = NULL; }

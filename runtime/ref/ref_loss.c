@@ -18,8 +18,11 @@ static int loss_shape(OpCtx *c, LossShape *s) {
   if (x->rank < 2) return gpuc_op_fail(c, "input must have rank >= 2");
   s->N = x->dims[0];
   s->C = x->dims[1];
-  s->D = 1;
-  for (int d = 2; d < x->rank; d++) s->D *= x->dims[d];
+  /* with C = 0 the input is empty whatever N*D is, so N*D is checked for
+   * overflow rather than bounded by the input's size */
+  s->D = gpuc_shape_numel(x->rank - 2, x->dims + 2);
+  if (s->D < 0 || (s->D > 0 && s->N > INT64_MAX / s->D))
+    return gpuc_op_fail(c, "input dims overflow");
   /* inference checked the dims one by one; this guards the flat indexing */
   if (gpuc_numel(t) != s->N * s->D) return gpuc_op_fail(c, "labels do not match the input");
   if (gpuc_has_in(c, 2) && gpuc_numel(c->in[2]) != s->C)

@@ -1,0 +1,394 @@
+/* The code generator's driver: graph values -> plan tensors, each node ->
+ * lower_<Op>, then memory planning, weights, and the NVRTC compile. */
+#include "codegen.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define GROW(arr, n, cap)                                                       \
+  (((n) < (cap)) ? 0 : ((cap) = (cap) ? (cap) * 2 : 64,                         \
+                        ((arr) = realloc((arr), sizeof(*(arr)) * (cap))) ? 0 : -1))
+
+struct PlanBuilder {
+  Plan *p;
+  uint32_t cap_tensors, cap_kernels, cap_steps, cap_args, cap_gemms, cap_convs;
+  StrBuf strings, src;
+  uint32_t *value_tensor;        /* graph value -> plan tensor, UINT32_MAX none */
+  const Graph *g;
+  const CodegenOptions *opt;
+  GpucErr *e;
+  bool oom;
+};
+
+/* ---- string buffers ---- */
+void sb_vprintf(StrBuf *b, const char *fmt, va_list ap) {
+  if (b->oom) return;
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap2);
+  va_end(ap2);
+  if (n < 0) return;
+  if (b->len + (size_t)n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + (size_t)n + 1) cap *= 2;
+    char *s = realloc(b->s, cap);
+    if (!s) { b->oom = true; return; }
+    b->s = s;
+    b->cap = cap;
+  }
+  vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+  b->len += (size_t)n;
+}
+
+void sb_printf(StrBuf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  sb_vprintf(b, fmt, ap);
+  va_end(ap);
+}
+
+static uint32_t add_string(PlanBuilder *pb, const char *s) {
+  uint32_t off = (uint32_t)pb->strings.len;
+  sb_printf(&pb->strings, "%s", s);
+  sb_printf(&pb->strings, "%c", 0);
+  pb->strings.len = off + strlen(s) + 1; /* the NUL counts */
+  return off;
+}
+
+const char *cg_ctype(GpucDType dt) {
+  switch (dt) {
+  case GPUC_DT_F32: return "float";
+  case GPUC_DT_F16: return "__half";
+  case GPUC_DT_BF16: return "__nv_bfloat16";
+  case GPUC_DT_F64: return "double";
+  case GPUC_DT_I8: return "signed char";
+  case GPUC_DT_U8: return "unsigned char";
+  case GPUC_DT_I16: return "short";
+  case GPUC_DT_U16: return "unsigned short";
+  case GPUC_DT_I32: return "int";
+  case GPUC_DT_U32: return "unsigned int";
+  case GPUC_DT_I64: return "long long";
+  case GPUC_DT_U64: return "unsigned long long";
+  case GPUC_DT_BOOL: return "unsigned char";
+  default: return "void";
+  }
+}
+
+/* ---- tensors ---- */
+static uint32_t new_tensor(PlanBuilder *pb, const char *name, const Tensor *t, int mem, int role) {
+  Plan *p = pb->p;
+  if (GROW(p->tensors, p->ntensors, pb->cap_tensors)) { pb->oom = true; return UINT32_MAX; }
+  PlanTensor *pt = &p->tensors[p->ntensors];
+  memset(pt, 0, sizeof *pt);
+  pt->name = add_string(pb, name);
+  pt->dt = (uint8_t)t->dt;
+  pt->rank = (uint8_t)t->rank;
+  for (int i = 0; i < t->rank; i++) pt->dims[i] = t->dims[i];
+  pt->mem = (uint8_t)mem;
+  pt->role = (uint8_t)role;
+  pt->bytes = gpuc_tensor_bytes(t);
+  return p->ntensors++;
+}
+
+/* Plan tensor for graph value v (created on first use). Constants go to the
+ * weights blob, with their bytes appended now. */
+static uint32_t value_tensor(PlanBuilder *pb, int v) {
+  if (pb->value_tensor[v] != UINT32_MAX) return pb->value_tensor[v];
+  const Value *val = &pb->g->values[v];
+  int role = val->is_input ? PLAN_ROLE_INPUT : val->is_const ? PLAN_ROLE_CONST : PLAN_ROLE_INTERNAL;
+  if (val->is_output) role = val->is_input ? PLAN_ROLE_INPUT_OUTPUT : PLAN_ROLE_OUTPUT;
+  uint32_t t = new_tensor(pb, val->name, &val->t, val->is_const ? PLAN_MEM_WEIGHTS : PLAN_MEM_ARENA, role);
+  if (t == UINT32_MAX) return t;
+  if (val->is_const) {
+    Plan *p = pb->p;
+    uint64_t off = (p->weights_size + GPUC_PLAN_ALIGN - 1) & ~(uint64_t)(GPUC_PLAN_ALIGN - 1);
+    uint64_t bytes = gpuc_tensor_bytes(&val->t);
+    uint8_t *w = realloc(p->weights, off + bytes + 1);
+    if (!w) { pb->oom = true; return UINT32_MAX; }
+    memset(w + p->weights_size, 0, off - p->weights_size);
+    if (bytes) memcpy(w + off, val->t.data, bytes);
+    p->weights = w;
+    p->weights_size = off + bytes;
+    p->tensors[t].offset = off;
+  }
+  pb->value_tensor[v] = t;
+  return t;
+}
+
+uint32_t cg_scratch(LowerCtx *c, GpucDType dt, int rank, const int64_t *dims) {
+  Tensor t = {.dt = dt, .rank = rank};
+  for (int i = 0; i < rank; i++) t.dims[i] = dims[i];
+  char name[160];
+  snprintf(name, sizeof name, "%s.scratch%u", c->n->name, c->pb->p->ntensors);
+  return new_tensor(c->pb, name, &t, PLAN_MEM_ARENA, PLAN_ROLE_INTERNAL);
+}
+
+int cg_alias(LowerCtx *c, int o, uint32_t src) {
+  PlanTensor *t = &c->pb->p->tensors[c->tout[o]], *s = &c->pb->p->tensors[src];
+  if (t->bytes != s->bytes) return gpuc_op_fail(&(OpCtx){.g = c->g, .n = c->n, .err = c->err},
+                                                "internal: alias of a different size");
+  while (s->mem == PLAN_MEM_ALIAS) { src = (uint32_t)s->offset; s = &c->pb->p->tensors[src]; }
+  if (s->mem == PLAN_MEM_WEIGHTS || s->role == PLAN_ROLE_INPUT || t->role == PLAN_ROLE_OUTPUT)
+    return 1; /* caller copies instead: views of weights/inputs, or graph outputs */
+  t->mem = PLAN_MEM_ALIAS;
+  t->offset = src;
+  return 0;
+}
+
+/* ---- steps ---- */
+StrBuf *cg_src(LowerCtx *c) { return &c->pb->src; }
+
+const char *cg_kernel_name(LowerCtx *c) {
+  static char name[128];
+  if (c->nkernels_emitted++ == 0) snprintf(name, sizeof name, "%s", c->kname);
+  else snprintf(name, sizeof name, "%s_%d", c->kname, c->nkernels_emitted);
+  return name;
+}
+
+static uint32_t node_label(LowerCtx *c) { return add_string(c->pb, c->n->name); }
+
+static int add_step(LowerCtx *c, PlanStep *s, int nargs, const uint32_t *args) {
+  Plan *p = c->pb->p;
+  if (GROW(p->steps, p->nsteps, c->pb->cap_steps)) return gpuc_err_set(c->err, "out of memory");
+  s->args = p->nargs;
+  s->nargs = (uint32_t)nargs;
+  for (int i = 0; i < nargs; i++) {
+    if (GROW(p->args, p->nargs, c->pb->cap_args)) return gpuc_err_set(c->err, "out of memory");
+    p->args[p->nargs++] = args[i];
+  }
+  s->nodes = node_label(c);
+  p->steps[p->nsteps++] = *s;
+  return 0;
+}
+
+int cg_launch_grid(LowerCtx *c, const char *name, const unsigned grid[3], const unsigned block[3],
+                   unsigned shmem, int nargs, const uint32_t *args) {
+  Plan *p = c->pb->p;
+  if (GROW(p->kernels, p->nkernels, c->pb->cap_kernels)) return gpuc_err_set(c->err, "out of memory");
+  p->kernels[p->nkernels] = (PlanKernel){.name = add_string(c->pb, name)};
+  PlanStep s = {.kind = PLAN_STEP_KERNEL, .index = p->nkernels++, .shmem = shmem};
+  for (int i = 0; i < 3; i++) { s.grid[i] = grid[i]; s.block[i] = block[i]; }
+  return add_step(c, &s, nargs, args);
+}
+
+int cg_launch(LowerCtx *c, const char *name, uint64_t threads, unsigned block, unsigned shmem,
+              int nargs, const uint32_t *args) {
+  uint64_t blocks = (threads + block - 1) / block;
+  if (blocks == 0) blocks = 1;
+  /* kernels loop grid-stride, so the grid may be capped */
+  if (blocks > 65535u * 32) blocks = 65535u * 32;
+  unsigned grid[3] = {(unsigned)blocks, 1, 1}, blk[3] = {block, 1, 1};
+  return cg_launch_grid(c, name, grid, blk, shmem, nargs, args);
+}
+
+int cg_gemm(LowerCtx *c, const PlanGemm *g) {
+  Plan *p = c->pb->p;
+  if (GROW(p->gemms, p->ngemms, c->pb->cap_gemms)) return gpuc_err_set(c->err, "out of memory");
+  p->gemms[p->ngemms] = *g;
+  PlanStep s = {.kind = PLAN_STEP_GEMM, .index = p->ngemms++};
+  uint32_t args[4] = {g->a, g->b, g->y, g->c};
+  return add_step(c, &s, g->c == UINT32_MAX ? 3 : 4, args);
+}
+
+int cg_conv(LowerCtx *c, const PlanConv *cv) {
+  Plan *p = c->pb->p;
+  if (GROW(p->convs, p->nconvs, c->pb->cap_convs)) return gpuc_err_set(c->err, "out of memory");
+  p->convs[p->nconvs] = *cv;
+  PlanStep s = {.kind = PLAN_STEP_CONV, .index = p->nconvs++};
+  uint32_t args[4] = {cv->x, cv->w, cv->y, cv->b};
+  return add_step(c, &s, cv->b == UINT32_MAX ? 3 : 4, args);
+}
+
+/* ---- memory planning ---- */
+typedef struct { uint32_t t; int64_t first, last; uint64_t bytes, off; } Live;
+
+static uint32_t base_of(const Plan *p, uint32_t t) {
+  while (p->tensors[t].mem == PLAN_MEM_ALIAS) t = (uint32_t)p->tensors[t].offset;
+  return t;
+}
+
+static int cmp_live(const void *a, const void *b) {
+  const Live *x = a, *y = b;
+  if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+  return x->t < y->t ? -1 : 1;
+}
+
+/* Greedy by size: biggest first, each at the lowest offset that overlaps no
+ * placed tensor whose lifetime overlaps its own. Inputs live from the
+ * start, outputs to the end (the runtime copies them in and out). */
+static int plan_memory(PlanBuilder *pb) {
+  Plan *p = pb->p;
+  int64_t *first = malloc(sizeof(int64_t) * (p->ntensors + 1));
+  int64_t *last = malloc(sizeof(int64_t) * (p->ntensors + 1));
+  Live *lv = malloc(sizeof(Live) * (p->ntensors + 1));
+  if (!first || !last || !lv) { free(first); free(last); free(lv); return -1; }
+  for (uint32_t t = 0; t < p->ntensors; t++) { first[t] = INT64_MAX; last[t] = -1; }
+  int64_t end = p->nsteps;
+  for (uint32_t s = 0; s < p->nsteps; s++)
+    for (uint32_t a = 0; a < p->steps[s].nargs; a++) {
+      uint32_t t = base_of(p, p->args[p->steps[s].args + a]);
+      if (first[t] > s) first[t] = s;
+      if (last[t] < (int64_t)s) last[t] = s;
+    }
+  for (uint32_t t = 0; t < p->ntensors; t++) {
+    const PlanTensor *pt = &p->tensors[t];
+    uint32_t b = base_of(p, t);
+    if (pt->role == PLAN_ROLE_INPUT || pt->role == PLAN_ROLE_INPUT_OUTPUT) first[b] = -1;
+    if (pt->role == PLAN_ROLE_OUTPUT || pt->role == PLAN_ROLE_INPUT_OUTPUT) last[b] = end;
+    if (pt->role == PLAN_ROLE_INPUT && last[b] < 0) last[b] = 0;
+  }
+  uint32_t n = 0;
+  uint64_t naive = 0;
+  for (uint32_t t = 0; t < p->ntensors; t++) {
+    if (p->tensors[t].mem != PLAN_MEM_ARENA || last[t] < 0) continue;
+    uint64_t bytes = (p->tensors[t].bytes + GPUC_PLAN_ALIGN - 1) & ~(uint64_t)(GPUC_PLAN_ALIGN - 1);
+    lv[n++] = (Live){.t = t, .first = first[t], .last = last[t], .bytes = bytes ? bytes : GPUC_PLAN_ALIGN};
+    naive += bytes;
+  }
+  qsort(lv, n, sizeof *lv, cmp_live);
+  uint64_t arena = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t off = 0;
+    bool moved = true;
+    while (moved) { /* bump past every conflicting placed tensor */
+      moved = false;
+      for (uint32_t j = 0; j < i; j++) {
+        if (lv[j].last < lv[i].first || lv[i].last < lv[j].first) continue;
+        if (off < lv[j].off + lv[j].bytes && lv[j].off < off + lv[i].bytes) {
+          off = lv[j].off + lv[j].bytes;
+          moved = true;
+        }
+      }
+    }
+    lv[i].off = off;
+    p->tensors[lv[i].t].offset = off;
+    if (off + lv[i].bytes > arena) arena = off + lv[i].bytes;
+  }
+  p->meta.arena_bytes = arena;
+  p->meta.naive_bytes = naive;
+  free(first); free(last); free(lv);
+  return 0;
+}
+
+/* ---- the prelude every module starts with ---- */
+static const char *prelude =
+    "#include <cuda_fp16.h>\n"
+    "#include <cuda_bf16.h>\n"
+    "typedef long long i64;\n"
+    "/* load any element type as float / store float into any type */\n"
+    "template <class T> __device__ __forceinline__ float ldf(T x) { return (float)x; }\n"
+    "__device__ __forceinline__ float ldf(__half x) { return __half2float(x); }\n"
+    "__device__ __forceinline__ float ldf(__nv_bfloat16 x) { return __bfloat162float(x); }\n"
+    "template <class T> __device__ __forceinline__ T stf(float x) { return (T)x; }\n"
+    "template <> __device__ __forceinline__ __half stf<__half>(float x) { return __float2half_rn(x); }\n"
+    "template <> __device__ __forceinline__ __nv_bfloat16 stf<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }\n"
+    "template <> __device__ __forceinline__ unsigned char stf<unsigned char>(float x) { return (unsigned char)(int)x; }\n"
+    "#define GRID_STRIDE(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \\\n"
+    "                               i += (i64)gridDim.x * blockDim.x)\n";
+
+/* ---- the driver ---- */
+int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileStats *st,
+                 GpucErr *e) {
+  *out = NULL;
+  PlanBuilder pb = {.g = g, .opt = o, .e = e};
+  pb.p = calloc(1, sizeof *pb.p);
+  pb.value_tensor = malloc(sizeof(uint32_t) * ((size_t)g->nvalues + 1));
+  int rc = -1;
+  if (!pb.p || !pb.value_tensor) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
+  for (int v = 0; v < g->nvalues; v++) pb.value_tensor[v] = UINT32_MAX;
+  add_string(&pb, "");
+  sb_printf(&pb.src, "%s", prelude);
+  for (int v = 0; v < g->nvalues; v++) {
+    const Value *val = &g->values[v];
+    bool used = val->is_input || val->is_output || val->producer >= 0;
+    if (!used) continue;
+    if (!gpuc_shape_known(&val->t) || val->t.dt == GPUC_DT_UNDEF) {
+      gpuc_err_set(e, "%s: value '%s' has no static shape; bind the symbolic dims of the inputs "
+                   "with --shape NAME=DIMS", g->path, val->name);
+      goto done;
+    }
+  }
+  /* inputs and outputs first, in order, so the runtime finds them by role */
+  for (int k = 0; k < g->ninputs; k++) value_tensor(&pb, g->inputs[k]);
+  for (int k = 0; k < g->noutputs; k++)
+    if (!g->values[g->outputs[k]].is_const) value_tensor(&pb, g->outputs[k]);
+  const Tensor *ins[GPUC_MAX_IO], *outs[GPUC_MAX_IO];
+  uint32_t tin[GPUC_MAX_IO], tout[GPUC_MAX_IO];
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = &g->nodes[i];
+    LowerCtx c = {.g = g, .n = n, .node_index = i, .nin = n->nin, .nout = n->nout, .in = ins,
+                  .out = outs, .tin = tin, .tout = tout, .pb = &pb, .opt = o, .err = e};
+    snprintf(c.kname, sizeof c.kname, "k%d_%s", i, gpuc_op_name(n));
+    for (int k = 0; k < n->nin; k++) {
+      ins[k] = n->in[k] >= 0 ? &g->values[n->in[k]].t : NULL;
+      tin[k] = n->in[k] >= 0 ? value_tensor(&pb, n->in[k]) : UINT32_MAX;
+    }
+    for (int k = 0; k < n->nout; k++) {
+      outs[k] = n->out[k] >= 0 ? &g->values[n->out[k]].t : NULL;
+      tout[k] = n->out[k] >= 0 ? value_tensor(&pb, n->out[k]) : UINT32_MAX;
+    }
+    if (pb.oom) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
+    if (lower_fns[n->op](&c)) goto done;
+  }
+  /* graph outputs that are constants (folded) still need an output buffer */
+  for (int k = 0; k < g->noutputs; k++) {
+    int v = g->outputs[k];
+    if (!g->values[v].is_const) continue;
+    gpuc_err_unsupported(e, "%s: graph output '%s' is a constant; not supported by the GPU backend yet",
+                         g->path, g->values[v].name);
+    goto done;
+  }
+  if (pb.oom || pb.src.oom || pb.strings.oom) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
+  if (plan_memory(&pb)) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
+  Plan *p = pb.p;
+  p->meta.weight_bytes = p->weights_size;
+  uint64_t ws = 32u << 20; /* cuBLASLt workspace */
+  for (uint32_t i = 0; i < p->nconvs; i++)
+    if (p->convs[i].workspace > ws) ws = p->convs[i].workspace;
+  p->meta.workspace_bytes = ws;
+  p->meta.ninputs = (uint32_t)g->ninputs;
+  p->meta.noutputs = (uint32_t)g->noutputs;
+  p->meta.nnodes_lowered = (uint32_t)g->nnodes;
+  p->meta.batch = g->ninputs && g->values[g->inputs[0]].t.rank > 0 ? g->values[g->inputs[0]].t.dims[0] : 1;
+  p->hdr.sm = (uint32_t)o->sm;
+  p->hdr.flags = o->fp16 ? GPUC_PLAN_F_FP16 : 0;
+  if (o->mem_limit > 0 && p->meta.arena_bytes + p->meta.workspace_bytes + p->weights_size > (uint64_t)o->mem_limit) {
+    gpuc_err_set(e, "%s: the plan needs %llu bytes of device memory (arena %llu + workspace %llu + "
+                 "weights %llu), over --mem-limit %lld", g->path,
+                 (unsigned long long)(p->meta.arena_bytes + p->meta.workspace_bytes + p->weights_size),
+                 (unsigned long long)p->meta.arena_bytes, (unsigned long long)p->meta.workspace_bytes,
+                 (unsigned long long)p->weights_size, (long long)o->mem_limit);
+    goto done;
+  }
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  size_t ptx_size = 0, cubin_size = 0;
+  if (gpuc_nvrtc_compile(pb.src.s, o->sm, &p->ptx, &ptx_size, &p->cubin, &cubin_size, e)) goto done;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  p->ptx_size = ptx_size;
+  p->cubin_size = cubin_size;
+  p->strings = pb.strings.s;
+  p->strings_size = pb.strings.len;
+  pb.strings.s = NULL;
+  if (st) {
+    st->nodes_after = g->nnodes;
+    st->kernels = (int)p->nkernels;
+    st->gemms = (int)p->ngemms;
+    st->convs = (int)p->nconvs;
+    st->arena_bytes = p->meta.arena_bytes;
+    st->naive_bytes = p->meta.naive_bytes;
+    st->weight_bytes = p->weights_size;
+    st->workspace_bytes = p->meta.workspace_bytes;
+    st->nvrtc_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  }
+  *out = p;
+  pb.p = NULL;
+  rc = 0;
+done:
+  gpuc_plan_free(pb.p);
+  free(pb.value_tensor);
+  free(pb.strings.s);
+  free(pb.src.s);
+  return rc;
+}

@@ -1,0 +1,83 @@
+/* Code generation: an optimized, shape-static graph -> a plan.
+ * Each node is lowered by lower_<Op> (codegen/lower_*.c) into generated
+ * CUDA C kernels (one module, compiled by NVRTC for the target arch, PTX
+ * kept for JIT on newer GPUs) and/or library calls (cuBLASLt GEMMs, cuDNN
+ * convolutions). Memory: one activation arena, offsets planned from
+ * liveness over the schedule; weights in one blob. Needs no GPU. */
+#ifndef GPUC_CODEGEN_H
+#define GPUC_CODEGEN_H
+#include "ir.h"
+#include "plan.h"
+#include <stdarg.h>
+
+typedef struct CodegenOptions {
+  int sm;                        /* target arch: 80, 86, 89, 90, 120 */
+  bool fp16;
+  int level;
+  int64_t mem_limit;             /* 0 = none */
+} CodegenOptions;
+
+typedef struct CompileStats {
+  int nodes_in, nodes_after;
+  int kernels, gemms, convs;
+  uint64_t arena_bytes, naive_bytes, weight_bytes, workspace_bytes;
+  double nvrtc_seconds, compile_seconds;
+  int sm;
+} CompileStats;
+
+/* g must have static shapes (bind with --shape). Builds the plan in *out. */
+int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileStats *st,
+                 GpucErr *e);
+/* Compile CUDA C for sm_<sm>: PTX always, CUBIN when cubin != NULL.
+ * On failure the message includes the NVRTC log; the source is written to
+ * a file named in the message. */
+int gpuc_nvrtc_compile(const char *src, int sm, char **ptx, size_t *ptx_size, uint8_t **cubin,
+                       size_t *cubin_size, GpucErr *e);
+
+/* ---- for lowerings ---- */
+typedef struct StrBuf { char *s; size_t len, cap; bool oom; } StrBuf;
+void sb_printf(StrBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sb_vprintf(StrBuf *b, const char *fmt, va_list ap);
+
+typedef struct PlanBuilder PlanBuilder;
+
+typedef struct LowerCtx {
+  const Graph *g;
+  const Node *n;
+  int node_index;
+  int nin, nout;
+  const Tensor **in;             /* static dtype/shape; data for constants */
+  const Tensor **out;
+  uint32_t *tin, *tout;          /* plan tensor indices; UINT32_MAX if absent */
+  PlanBuilder *pb;
+  const CodegenOptions *opt;
+  GpucErr *err;
+  char kname[96];                /* unique base name for this node's kernels */
+  int nkernels_emitted;
+} LowerCtx;
+
+/* The module source kernels are appended to. Kernels are
+ * extern "C" __global__ and take tensor pointers in argument order. */
+StrBuf *cg_src(LowerCtx *c);
+/* A fresh unique kernel name "<kname>" or "<kname>_<n>". */
+const char *cg_kernel_name(LowerCtx *c);
+const char *cg_ctype(GpucDType dt);   /* CUDA C element type name */
+/* Schedule a launch of kernel `name` with a 1-D grid covering `threads`
+ * (block threads each), arguments = plan tensor indices. */
+int cg_launch(LowerCtx *c, const char *name, uint64_t threads, unsigned block, unsigned shmem,
+              int nargs, const uint32_t *args);
+int cg_launch_grid(LowerCtx *c, const char *name, const unsigned grid[3], const unsigned block[3],
+                   unsigned shmem, int nargs, const uint32_t *args);
+int cg_gemm(LowerCtx *c, const PlanGemm *g);
+int cg_conv(LowerCtx *c, const PlanConv *cv);
+/* A temporary arena tensor for this node (freed after its last use). */
+uint32_t cg_scratch(LowerCtx *c, GpucDType dt, int rank, const int64_t *dims);
+/* out tensor o becomes a view of tensor `src` (same bytes): Reshape & co. */
+int cg_alias(LowerCtx *c, int o, uint32_t src);
+
+#define OP(E, Name, min_in, max_in, min_out, max_out, flags) int lower_##Name(LowerCtx *c);
+#include "ops.def"
+#undef OP
+typedef int (*GpucLowerFn)(LowerCtx *c);
+extern const GpucLowerFn lower_fns[GPUC_OP_COUNT];
+#endif

@@ -1,0 +1,99 @@
+/* Conv as a cuDNN call (NCHW), with the bias added by a generated kernel.
+ * cuDNN pads symmetrically: asymmetric pads (SAME_* with even kernels,
+ * explicit pads) go through a generated zero-pad kernel first. 1-D
+ * convolutions run as 2-D with a unit width. */
+#include "lower_util.h"
+#include <stdio.h>
+#include <string.h>
+
+/* Begin/end pads per spatial dim as ONNX defines them. */
+static int conv_pads(LowerCtx *c, int ns, const int64_t *in_sp, const int64_t *k, const int64_t *st,
+                     const int64_t *dil, const int64_t *out_sp, int64_t *pb, int64_t *pe) {
+  const char *ap = gpuc_attr_s(c->n, "auto_pad", "NOTSET");
+  const int64_t *pads;
+  int np = gpuc_attr_ints(c->n, "pads", &pads);
+  for (int i = 0; i < ns; i++) {
+    if (!strcmp(ap, "NOTSET")) {
+      pb[i] = np == 2 * ns ? pads[i] : 0;
+      pe[i] = np == 2 * ns ? pads[i + ns] : 0;
+    } else if (!strcmp(ap, "VALID")) {
+      pb[i] = pe[i] = 0;
+    } else {
+      int64_t total = (out_sp[i] - 1) * st[i] + (k[i] - 1) * dil[i] + 1 - in_sp[i];
+      if (total < 0) total = 0;
+      bool upper = !strcmp(ap, "SAME_UPPER");
+      pb[i] = upper ? total / 2 : total - total / 2;
+      pe[i] = total - pb[i];
+    }
+  }
+  return 0;
+}
+
+int lower_Conv(LowerCtx *c) {
+  const Tensor *x = c->in[0], *w = c->in[1], *y = c->out[0];
+  const Tensor *bias = c->nin > 2 ? c->in[2] : NULL;
+  if (x->dt != GPUC_DT_F32 && x->dt != GPUC_DT_F16)
+    return lower_unsupported(c, "Conv of %s on the GPU", gpuc_dtype_name(x->dt));
+  int ns = x->rank - 2;
+  if (ns < 1 || ns > 3) return lower_unsupported(c, "Conv with %d spatial dims on the GPU", ns);
+  int64_t k[3], st[3], dil[3], pb[3], pe[3];
+  const int64_t *v;
+  int n;
+  for (int i = 0; i < ns; i++) { k[i] = w->dims[2 + i]; st[i] = dil[i] = 1; }
+  if ((n = gpuc_attr_ints(c->n, "strides", &v)) == ns) for (int i = 0; i < ns; i++) st[i] = v[i];
+  if ((n = gpuc_attr_ints(c->n, "dilations", &v)) == ns) for (int i = 0; i < ns; i++) dil[i] = v[i];
+  conv_pads(c, ns, x->dims + 2, k, st, dil, y->dims + 2, pb, pe);
+  uint32_t xin = c->tin[0];
+  bool asym = false;
+  for (int i = 0; i < ns; i++) if (pb[i] != pe[i] || pb[i] < 0) asym = true;
+  PlanConv cv = {.x = xin, .w = c->tin[1], .b = UINT32_MAX, .y = c->tout[0],
+                 .nspatial = ns == 3 ? 3 : 2, .groups = (uint32_t)gpuc_attr_i(c->n, "group", 1),
+                 .dt = x->dt, .algo = -1, .workspace = 0};
+  if (asym) { /* zero-pad into a scratch tensor, then convolve unpadded */
+    Tensor pd = *x;
+    pd.data = NULL;
+    for (int i = 0; i < ns; i++) pd.dims[2 + i] = x->dims[2 + i] + pb[i] + pe[i];
+    uint32_t padded = cg_scratch(c, x->dt, pd.rank, pd.dims);
+    StrBuf *b = cg_src(c);
+    const char *name = cg_kernel_name(c);
+    const char *t = cg_ctype(x->dt);
+    sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s* __restrict__ y) {\n"
+                 "  GRID_STRIDE(i, %lldLL) {\n    i64 r = i, src = 0, ok = 1, sx = 1;\n",
+              name, t, t, (long long)gpuc_numel(&pd));
+    /* walk dims from last: coordinate in the padded tensor -> source */
+    sb_printf(b, "    i64 c;\n");
+    for (int d = pd.rank - 1; d >= 0; d--) {
+      int64_t off = d >= 2 ? pb[d - 2] : 0;
+      sb_printf(b, "    c = r %% %lldLL - %lldLL; r /= %lldLL; ok &= (c >= 0 && c < %lldLL); src += c * sx; sx *= %lldLL;\n",
+                (long long)pd.dims[d], (long long)off, (long long)pd.dims[d], (long long)x->dims[d],
+                (long long)x->dims[d]);
+    }
+    sb_printf(b, "    y[i] = ok ? x[src] : (%s)0;\n  }\n}\n", t);
+    uint32_t args[2] = {c->tin[0], padded};
+    if (cg_launch(c, name, (uint64_t)gpuc_numel(&pd), 256, 0, 2, args)) return -1;
+    cv.x = padded;
+    for (int i = 0; i < ns; i++) pb[i] = 0;
+    /* the conv reads `padded`'s shape from its plan tensor */
+  }
+  for (int i = 0; i < ns; i++) {
+    cv.pads[i] = (int32_t)pb[i];
+    cv.strides[i] = (int32_t)st[i];
+    cv.dilations[i] = (int32_t)dil[i];
+  }
+  if (ns == 1) { cv.pads[1] = 0; cv.strides[1] = 1; cv.dilations[1] = 1; }
+  /* cuDNN's workspace needs are only known with a GPU: the runtime picks an
+   * algorithm that fits the plan's workspace at load time */
+  if (cg_conv(c, &cv)) return -1;
+  if (!bias) return 0;
+  /* y += bias[channel] */
+  int64_t spatial = 1;
+  for (int i = 2; i < y->rank; i++) spatial *= y->dims[i];
+  StrBuf *b = cg_src(c);
+  const char *name = cg_kernel_name(c);
+  const char *t = cg_ctype(y->dt);
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ bias, %s* __restrict__ y) {\n"
+               "  GRID_STRIDE(i, %lldLL) y[i] = stf<%s>(ldf(y[i]) + ldf(bias[(i / %lldLL) %% %lldLL]));\n}\n",
+            name, t, t, (long long)gpuc_numel(y), t, (long long)spatial, (long long)y->dims[1]);
+  uint32_t args[2] = {c->tin[2], c->tout[0]};
+  return cg_launch(c, name, (uint64_t)gpuc_numel(y), 256, 0, 2, args);
+}

@@ -1,0 +1,89 @@
+/* MatMul and Gemm as cuBLASLt calls. Row-major shapes; batch dims either
+ * equal or broadcast with stride 0; when B is 2-D the batch folds into M
+ * (one large GEMM instead of many small ones). */
+#include "lower_util.h"
+#include <string.h>
+
+static bool gemm_dtype(GpucDType dt) {
+  return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 || dt == GPUC_DT_F64;
+}
+
+int lower_MatMul(LowerCtx *c) {
+  const Tensor *a = c->in[0], *b = c->in[1], *y = c->out[0];
+  if (!gemm_dtype(a->dt) || a->dt != b->dt)
+    return lower_unsupported(c, "MatMul of %s x %s on the GPU", gpuc_dtype_name(a->dt), gpuc_dtype_name(b->dt));
+  int ra = a->rank, rb = b->rank;
+  int64_t M = ra >= 2 ? a->dims[ra - 2] : 1, K = a->dims[ra - 1];
+  int64_t N = rb >= 2 ? b->dims[rb - 1] : 1;
+  if (gpuc_numel(y) == 0) return 0;
+  PlanGemm g = {.a = c->tin[0], .b = c->tin[1], .c = UINT32_MAX, .y = c->tout[0], .m = M, .n = N,
+                .k = K, .batch = 1, .lda = K, .ldb = N, .ldy = N, .alpha = 1, .dt = a->dt};
+  if (rb == 1) g.ldb = 1; /* B is a column [K] */
+  int64_t batch_a = 1, batch_b = 1;
+  for (int d = 0; d < ra - 2; d++) batch_a *= a->dims[d];
+  for (int d = 0; d < rb - 2; d++) batch_b *= b->dims[d];
+  if (rb <= 2) {
+    g.m = M * batch_a; /* A's batch folds into rows */
+  } else {
+    /* batched: output batch dims = broadcast of both; support the cases
+     * where each operand's batch is either the full batch or a single one */
+    int64_t batch_y = 1;
+    for (int d = 0; d < y->rank - 2; d++) batch_y *= y->dims[d];
+    if ((batch_a != batch_y && batch_a != 1) || (batch_b != batch_y && batch_b != 1))
+      return lower_unsupported(c, "MatMul with partially broadcast batch dims on the GPU");
+    g.batch = batch_y;
+    g.stride_a = batch_a == 1 ? 0 : M * K;
+    g.stride_b = batch_b == 1 ? 0 : K * N;
+    g.stride_y = M * N;
+  }
+  return cg_gemm(c, &g);
+}
+
+int lower_Gemm(LowerCtx *c) {
+  const Tensor *a = c->in[0], *b = c->in[1], *y = c->out[0];
+  if (!gemm_dtype(a->dt) || a->dt != b->dt)
+    return lower_unsupported(c, "Gemm of %s on the GPU", gpuc_dtype_name(a->dt));
+  bool ta = gpuc_attr_i(c->n, "transA", 0), tb = gpuc_attr_i(c->n, "transB", 0);
+  int64_t M = y->dims[0], N = y->dims[1], K = ta ? a->dims[0] : a->dims[1];
+  float alpha = gpuc_attr_f(c->n, "alpha", 1.0f), beta = gpuc_attr_f(c->n, "beta", 1.0f);
+  if (M == 0 || N == 0) return 0;
+  PlanGemm g = {.a = c->tin[0], .b = c->tin[1], .c = UINT32_MAX, .y = c->tout[0], .trans_a = ta,
+                .trans_b = tb, .m = M, .n = N, .k = K, .batch = 1, .lda = a->dims[1],
+                .ldb = b->dims[1], .ldy = N, .alpha = alpha, .beta = 0, .dt = a->dt};
+  const Tensor *cc = c->nin > 2 ? c->in[2] : NULL;
+  if (!cc || beta == 0) return cg_gemm(c, &g);
+  if (cc->dt != a->dt) return lower_unsupported(c, "Gemm with C of another dtype");
+  int64_t cn = gpuc_numel(cc);
+  bool row = cn == N && (cc->rank == 1 || (cc->rank == 2 && cc->dims[0] == 1));
+  bool full = cc->rank == 2 && cc->dims[0] == M && cc->dims[1] == N;
+  if (row && beta == 1.0f) { /* bias row: cuBLASLt epilogue */
+    g.c = c->tin[2];
+    g.ldc = 0;
+    return cg_gemm(c, &g);
+  }
+  if (full) {
+    g.c = c->tin[2];
+    g.ldc = N;
+    g.beta = beta;
+    return cg_gemm(c, &g);
+  }
+  /* any other broadcast C: GEMM into a scratch, then y = s + beta * C */
+  int64_t dims[2] = {M, N};
+  uint32_t s = cg_scratch(c, a->dt, 2, dims);
+  g.y = s;
+  if (cg_gemm(c, &g)) return -1;
+  Tensor sd = {.dt = a->dt, .rank = 2, .dims = {M, N}};
+  const Tensor *ins[2] = {&sd, cc};
+  uint32_t tins[2] = {s, c->tin[2]};
+  LowerCtx e = *c;
+  e.in = ins;
+  e.tin = tins;
+  e.nin = 2;
+  char expr[96], lit[64];
+  cg_float_lit(lit, sizeof lit, beta, cg_compute_type(a->dt));
+  snprintf(expr, sizeof expr, "x0 + %s * x1", lit);
+  const int which[2] = {0, 1};
+  int rc = cg_elementwise(&e, which, 2, cg_compute_type(a->dt), NULL, expr);
+  c->nkernels_emitted = e.nkernels_emitted;
+  return rc;
+}

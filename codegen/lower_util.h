@@ -1,0 +1,32 @@
+/* Helpers for lowerings: generic kernel shapes every op family reuses. */
+#ifndef GPUC_LOWER_UTIL_H
+#define GPUC_LOWER_UTIL_H
+#include "codegen.h"
+#include "infer_util.h"
+
+/* OpCtx view of a LowerCtx, for gpuc_op_fail / attribute helpers. */
+#define LOWER_OPCTX(c) (&(OpCtx){.g = (c)->g, .n = (c)->n, .err = (c)->err})
+#define lower_fail(c, ...) gpuc_op_fail(LOWER_OPCTX(c), __VA_ARGS__)
+#define lower_unsupported(c, ...) gpuc_op_unsupported(LOWER_OPCTX(c), __VA_ARGS__)
+
+/* The type elementwise math runs in for dtype dt: "double" for f64,
+ * "long long" for integers (exact), "float" for f32/f16/bf16 and bool. */
+const char *cg_compute_type(GpucDType dt);
+/* Expression reading element `idx` (a C expression) of argument `arg` of
+ * dtype dt as compute type ct: handles __half/bf16 loads. */
+void cg_load(StrBuf *b, const char *ct, GpucDType dt, const char *arg, const char *idx);
+/* Expression storing compute-type value `val` as dtype dt. */
+void cg_store(StrBuf *b, GpucDType dt, const char *dst, const char *idx, const char *ct, const char *val);
+
+/* One thread per output element of out[0]: x0..x{n-1} are the present
+ * inputs (numpy-broadcast to the output shape) loaded as type `ct`, and
+ * `expr` (an expression in x0.., of type ct or convertible) is stored into
+ * out[0]. `pre` is optional code placed before the expression (may be
+ * NULL). Inputs listed in `which` (indices into c->in) are used, in order. */
+int cg_elementwise(LowerCtx *c, const int *which, int nwhich, const char *ct, const char *pre,
+                   const char *expr);
+/* Byte copy of in[i] into out[o] (same element count and dtype). */
+int cg_copy(LowerCtx *c, uint32_t src, uint32_t dst, uint64_t bytes);
+/* A float literal that round-trips (e.g. "1.00000001e-05f"). */
+void cg_float_lit(char *buf, size_t n, double v, const char *ct);
+#endif

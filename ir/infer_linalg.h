@@ -1,0 +1,31 @@
+/* Helpers shared by the inference (ir/infer_linalg.c) and the reference
+ * kernels (runtime/ref/ref_linalg.c, ref_einsum.c) of MatMul, MatMulInteger,
+ * Gemm and Einsum. */
+#ifndef GPUC_INFER_LINALG_H
+#define GPUC_INFER_LINALG_H
+#include "infer_util.h"
+
+/* numpy matmul shape of a @ b into y's rank/dims (dtype untouched): 1-D a
+ * is [1,K] and 1-D b is [K,1] with that 1 dropped from the result; batch
+ * dims broadcast. Fails on rank 0 or an inner-dim mismatch. */
+int gpuc_matmul_shape(OpCtx *c, const Tensor *a, const Tensor *b, Tensor *y);
+
+/* Einsum, parsed against the input shapes. Labels are numbered: first the
+ * broadcast ellipsis dims (0..nell), then the letters in ASCII order. */
+#define GPUC_EINSUM_MAX_LABELS (52 + GPUC_MAX_RANK)
+typedef struct GpucEinsum {
+  int nin;
+  int nlab;                              /* labels used */
+  int nell;                              /* dims the ellipsis stands for */
+  int64_t dim[GPUC_EINSUM_MAX_LABELS];   /* size of each label, -1 unknown */
+  int (*in_lab)[GPUC_MAX_RANK];          /* [nin]: label of each input axis */
+  int out_rank;
+  int out_lab[GPUC_MAX_RANK];            /* label of each output axis */
+} GpucEinsum;
+
+/* Parse and check the equation against the inputs (count, ranks, label
+ * sizes). On success the caller frees with gpuc_einsum_free. */
+int gpuc_einsum_parse(OpCtx *c, GpucEinsum *es);
+void gpuc_einsum_free(GpucEinsum *es);
+
+#endif

@@ -1,0 +1,444 @@
+/* Plan execution on the GPU with the CUDA driver API, cuBLASLt and cuDNN. */
+#include "session.h"
+#include "cuda_api.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct GemmState {
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, lc, ld;
+  cublasLtMatmulAlgo_t algo;
+  bool bias_epilogue;
+} GemmState;
+
+typedef struct ConvState {
+  cudnnTensorDescriptor_t x, y;
+  cudnnFilterDescriptor_t w;
+  cudnnConvolutionDescriptor_t conv;
+  cudnnConvolutionFwdAlgo_t algo;
+} ConvState;
+
+struct GpucSession {
+  Plan *plan;
+  CUdevice dev;
+  CUcontext ctx;
+  CUstream stream;
+  CUmodule module;
+  CUfunction *funcs;
+  CUdeviceptr arena, weights, workspace;
+  CUdeviceptr *tptr;             /* device address of every plan tensor */
+  cublasLtHandle_t lt;
+  cudnnHandle_t dnn;
+  GemmState *gemms;
+  ConvState *convs;
+  CUgraphExec graph;
+  bool graph_ready;
+  int sm;
+  char devname[128];
+};
+
+static void cu_free(CUdeviceptr p) { if (p) cu.cuMemFree(p); }
+
+int gpuc_gpu_sm(GpucErr *e) {
+  if (gpuc_load_cuda_driver(e)) return -1;
+  int n = 0;
+  CUdevice d;
+  int major = 0, minor = 0;
+  if (cu.cuInit(0) != CUDA_SUCCESS || cu.cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0) {
+    gpuc_err_set(e, "no CUDA device found");
+    return -1;
+  }
+  CU_TRY(e, cu.cuDeviceGet(&d, 0));
+  CU_TRY(e, cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d));
+  CU_TRY(e, cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d));
+  return major * 10 + minor;
+}
+
+static cudaDataType_t cuda_type(uint32_t dt) {
+  switch (dt) {
+  case GPUC_DT_F16: return CUDA_R_16F;
+  case GPUC_DT_BF16: return CUDA_R_16BF;
+  case GPUC_DT_F64: return CUDA_R_64F;
+  default: return CUDA_R_32F;
+  }
+}
+
+static int setup_gemm(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr *e) {
+  cudaDataType_t t = cuda_type(g->dt);
+  cublasComputeType_t ct = g->dt == GPUC_DT_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  cudaDataType_t scale = g->dt == GPUC_DT_F64 ? CUDA_R_64F : CUDA_R_32F;
+  CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescCreate(&st->op, ct, scale));
+  /* Row-major Y = op(A) op(B) is column-major Y^T = op(B)^T op(A)^T: cuBLASLt's
+   * "A" is our B and its "B" is our A. */
+  cublasOperation_t opa = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opb = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+  CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+  uint64_t ar = g->trans_b ? (uint64_t)g->k : (uint64_t)g->n, ac = g->trans_b ? (uint64_t)g->n : (uint64_t)g->k;
+  uint64_t br = g->trans_a ? (uint64_t)g->m : (uint64_t)g->k, bc = g->trans_a ? (uint64_t)g->k : (uint64_t)g->m;
+  CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->la, t, ar, ac, g->ldb));
+  CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->lb, t, br, bc, g->lda));
+  CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->ld, t, (uint64_t)g->n, (uint64_t)g->m, g->ldy));
+  st->bias_epilogue = g->c != UINT32_MAX && g->ldc == 0;
+  if (g->c != UINT32_MAX && !st->bias_epilogue)
+    CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->lc, t, (uint64_t)g->n, (uint64_t)g->m, g->ldc));
+  else
+    CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->lc, t, (uint64_t)g->n, (uint64_t)g->m, g->ldy));
+  if (g->batch > 1) {
+    int32_t bc32 = (int32_t)g->batch;
+    int64_t sa = g->stride_b, sb = g->stride_a, sc = st->bias_epilogue || g->c == UINT32_MAX ? g->stride_y : g->stride_c,
+            sd = g->stride_y;
+    cublasLtMatrixLayout_t ls[4] = {st->la, st->lb, st->lc, st->ld};
+    int64_t strides[4] = {sa, sb, sc, sd};
+    for (int i = 0; i < 4; i++) {
+      CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc32, sizeof bc32));
+      CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i], sizeof strides[i]));
+    }
+  }
+  if (st->bias_epilogue) {
+    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+    void *bias = (void *)(uintptr_t)s->tptr[g->c];
+    cudaDataType_t bt = t;
+    CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+    CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+  }
+  cublasLtMatmulPreference_t pref;
+  CUBLAS_TRY(e, cublaslt.cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = s->plan->meta.workspace_bytes;
+  CUBLAS_TRY(e, cublaslt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  cublasLtMatmulHeuristicResult_t res;
+  int found = 0;
+  cublasStatus_t r = cublaslt.cublasLtMatmulAlgoGetHeuristic(s->lt, st->op, st->la, st->lb, st->lc, st->ld, pref, 1, &res, &found);
+  cublaslt.cublasLtMatmulPreferenceDestroy(pref);
+  if (r != CUBLAS_STATUS_SUCCESS || found == 0)
+    return gpuc_err_set(e, "cuBLASLt has no algorithm for gemm %lldx%lldx%lld (%s)", (long long)g->m,
+                        (long long)g->n, (long long)g->k, cublaslt.cublasLtGetStatusString(r));
+  st->algo = res.algo;
+  return 0;
+}
+
+static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr *e) {
+  const Plan *p = s->plan;
+  const PlanTensor *x = &p->tensors[c->x], *w = &p->tensors[c->w], *y = &p->tensors[c->y];
+  int nd = (int)c->nspatial + 2;
+  int xd[5], wd[5], yd[5], xs[5], ys[5];
+  /* 1-D convolutions arrive as rank 3 and run as 2-D with a unit dim */
+  for (int i = 0; i < nd; i++) {
+    xd[i] = i < x->rank ? (int)x->dims[i] : 1;
+    wd[i] = i < w->rank ? (int)w->dims[i] : 1;
+    yd[i] = i < y->rank ? (int)y->dims[i] : 1;
+  }
+  xs[nd - 1] = ys[nd - 1] = 1;
+  for (int i = nd - 2; i >= 0; i--) { xs[i] = xs[i + 1] * xd[i + 1]; ys[i] = ys[i + 1] * yd[i + 1]; }
+  cudnnDataType_t t = c->dt == GPUC_DT_F16 ? CUDNN_DATA_HALF : c->dt == GPUC_DT_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  CUDNN_TRY(e, cudnn.cudnnCreateTensorDescriptor(&st->x));
+  CUDNN_TRY(e, cudnn.cudnnCreateTensorDescriptor(&st->y));
+  CUDNN_TRY(e, cudnn.cudnnCreateFilterDescriptor(&st->w));
+  CUDNN_TRY(e, cudnn.cudnnCreateConvolutionDescriptor(&st->conv));
+  CUDNN_TRY(e, cudnn.cudnnSetTensorNdDescriptor(st->x, t, nd, xd, xs));
+  CUDNN_TRY(e, cudnn.cudnnSetTensorNdDescriptor(st->y, t, nd, yd, ys));
+  CUDNN_TRY(e, cudnn.cudnnSetFilterNdDescriptor(st->w, t, CUDNN_TENSOR_NCHW, nd, wd));
+  int pads[3], strides[3], dil[3];
+  for (int i = 0; i < (int)c->nspatial; i++) { pads[i] = c->pads[i]; strides[i] = c->strides[i]; dil[i] = c->dilations[i]; }
+  cudnnDataType_t acc = c->dt == GPUC_DT_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  CUDNN_TRY(e, cudnn.cudnnSetConvolutionNdDescriptor(st->conv, (int)c->nspatial, pads, strides, dil,
+                                                     CUDNN_CROSS_CORRELATION, acc));
+  CUDNN_TRY(e, cudnn.cudnnSetConvolutionGroupCount(st->conv, (int)c->groups));
+  /* fp32 stays fp32 (no TF32) so results match the reference to 1e-4 */
+  CUDNN_TRY(e, cudnn.cudnnSetConvolutionMathType(st->conv, c->dt == GPUC_DT_F16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  cudnnConvolutionFwdAlgoPerf_t perf[8];
+  int found = 0;
+  CUDNN_TRY(e, cudnn.cudnnGetConvolutionForwardAlgorithm_v7(s->dnn, st->x, st->w, st->conv, st->y, 8, &found, perf));
+  st->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  for (int i = 0; i < found; i++)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= p->meta.workspace_bytes) {
+      st->algo = perf[i].algo;
+      break;
+    }
+  size_t need = 0;
+  CUDNN_TRY(e, cudnn.cudnnGetConvolutionForwardWorkspaceSize(s->dnn, st->x, st->w, st->conv, st->y, st->algo, &need));
+  if (need > p->meta.workspace_bytes)
+    return gpuc_err_set(e, "cuDNN convolution needs %zu bytes of workspace, the plan has %llu", need,
+                        (unsigned long long)p->meta.workspace_bytes);
+  return 0;
+}
+
+GpucSession *gpuc_session_create(const char *plan_path, int device, GpucErr *e) {
+  Plan *p = gpuc_plan_read(plan_path, e);
+  if (!p) return NULL;
+  GpucSession *s = calloc(1, sizeof *s);
+  if (!s) { gpuc_plan_free(p); gpuc_err_set(e, "out of memory"); return NULL; }
+  s->plan = p;
+  int sm = gpuc_gpu_sm(e);
+  if (sm < 0) goto fail;
+  s->sm = sm;
+  if (sm < (int)p->hdr.sm) {
+    gpuc_err_set(e, "%s: plan built for sm_%u, this GPU is sm_%d; rebuild with: gpuc MODEL.onnx --arch sm_%d -o %s",
+                 plan_path, p->hdr.sm, sm, sm, plan_path);
+    goto fail;
+  }
+  if (cu.cuDeviceGet(&s->dev, device) != CUDA_SUCCESS) { gpuc_err_set(e, "no CUDA device %d", device); goto fail; }
+  cu.cuDeviceGetName(s->devname, sizeof s->devname, s->dev);
+#define TRYF(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { gpuc_cu_fail(e, r_, #call, __FILE__, __LINE__); goto fail; } } while (0)
+  TRYF(cu.cuDevicePrimaryCtxRetain(&s->ctx, s->dev));
+  TRYF(cu.cuCtxSetCurrent(s->ctx));
+  TRYF(cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING));
+  /* CUBIN for the exact arch; the PTX JIT-compiles on newer GPUs */
+  if (sm == (int)p->hdr.sm && p->cubin_size) TRYF(cu.cuModuleLoadDataEx(&s->module, p->cubin, 0, NULL, NULL));
+  else TRYF(cu.cuModuleLoadDataEx(&s->module, p->ptx, 0, NULL, NULL));
+  s->funcs = calloc(p->nkernels + 1, sizeof *s->funcs);
+  s->tptr = calloc(p->ntensors + 1, sizeof *s->tptr);
+  s->gemms = calloc(p->ngemms + 1, sizeof *s->gemms);
+  s->convs = calloc(p->nconvs + 1, sizeof *s->convs);
+  if (!s->funcs || !s->tptr || !s->gemms || !s->convs) { gpuc_err_set(e, "out of memory"); goto fail; }
+  for (uint32_t i = 0; i < p->nkernels; i++)
+    TRYF(cu.cuModuleGetFunction(&s->funcs[i], s->module, gpuc_plan_str(p, p->kernels[i].name)));
+  TRYF(cu.cuMemAlloc(&s->arena, p->meta.arena_bytes ? p->meta.arena_bytes : 256));
+  TRYF(cu.cuMemAlloc(&s->weights, p->weights_size ? p->weights_size : 256));
+  TRYF(cu.cuMemAlloc(&s->workspace, p->meta.workspace_bytes ? p->meta.workspace_bytes : 256));
+  if (p->weights_size) TRYF(cu.cuMemcpyHtoD(s->weights, p->weights, p->weights_size));
+  for (uint32_t i = 0; i < p->ntensors; i++) {
+    const PlanTensor *t = &p->tensors[i];
+    s->tptr[i] = t->mem == PLAN_MEM_ARENA ? s->arena + t->offset
+               : t->mem == PLAN_MEM_WEIGHTS ? s->weights + t->offset
+               : s->tptr[t->offset]; /* alias: validated to point backwards */
+  }
+  if (p->ngemms) {
+    if (gpuc_load_cublaslt(e)) goto fail;
+    if (cublaslt.cublasLtCreate(&s->lt) != CUBLAS_STATUS_SUCCESS) { gpuc_err_set(e, "cublasLtCreate failed"); goto fail; }
+    for (uint32_t i = 0; i < p->ngemms; i++)
+      if (setup_gemm(s, &p->gemms[i], &s->gemms[i], e)) goto fail;
+  }
+  if (p->nconvs) {
+    if (gpuc_load_cudnn(e)) goto fail;
+    if (cudnn.cudnnCreate(&s->dnn) != CUDNN_STATUS_SUCCESS) { gpuc_err_set(e, "cudnnCreate failed"); goto fail; }
+    if (cudnn.cudnnSetStream(s->dnn, (cudaStream_t)s->stream) != CUDNN_STATUS_SUCCESS) { gpuc_err_set(e, "cudnnSetStream failed"); goto fail; }
+    for (uint32_t i = 0; i < p->nconvs; i++)
+      if (setup_conv(s, &p->convs[i], &s->convs[i], e)) goto fail;
+  }
+  return s;
+fail:
+  gpuc_session_free(s);
+  return NULL;
+#undef TRYF
+}
+
+void gpuc_session_free(GpucSession *s) {
+  if (!s) return;
+  if (s->ctx) {
+    cu.cuCtxSetCurrent(s->ctx);
+    if (s->stream) cu.cuStreamSynchronize(s->stream);
+    if (s->graph) cu.cuGraphExecDestroy(s->graph);
+    if (s->plan && s->gemms)
+      for (uint32_t i = 0; i < s->plan->ngemms; i++) {
+        GemmState *g = &s->gemms[i];
+        if (g->op) cublaslt.cublasLtMatmulDescDestroy(g->op);
+        if (g->la) cublaslt.cublasLtMatrixLayoutDestroy(g->la);
+        if (g->lb) cublaslt.cublasLtMatrixLayoutDestroy(g->lb);
+        if (g->lc) cublaslt.cublasLtMatrixLayoutDestroy(g->lc);
+        if (g->ld) cublaslt.cublasLtMatrixLayoutDestroy(g->ld);
+      }
+    if (s->plan && s->convs)
+      for (uint32_t i = 0; i < s->plan->nconvs; i++) {
+        ConvState *c = &s->convs[i];
+        if (c->x) cudnn.cudnnDestroyTensorDescriptor(c->x);
+        if (c->y) cudnn.cudnnDestroyTensorDescriptor(c->y);
+        if (c->w) cudnn.cudnnDestroyFilterDescriptor(c->w);
+        if (c->conv) cudnn.cudnnDestroyConvolutionDescriptor(c->conv);
+      }
+    if (s->lt) cublaslt.cublasLtDestroy(s->lt);
+    if (s->dnn) cudnn.cudnnDestroy(s->dnn);
+    cu_free(s->arena);
+    cu_free(s->weights);
+    cu_free(s->workspace);
+    if (s->module) cu.cuModuleUnload(s->module);
+    if (s->stream) cu.cuStreamDestroy(s->stream);
+    cu.cuDevicePrimaryCtxRelease(s->dev);
+  }
+  free(s->funcs); free(s->tptr); free(s->gemms); free(s->convs);
+  gpuc_plan_free(s->plan);
+  free(s);
+}
+
+const Plan *gpuc_session_plan(const GpucSession *s) { return s->plan; }
+
+void gpuc_session_device(const GpucSession *s, char *name, size_t n, int *sm) {
+  snprintf(name, n, "%s", s->devname);
+  *sm = s->sm;
+}
+
+static int find_tensor(const Plan *p, const char *name, bool output) {
+  for (uint32_t i = 0; i < p->ntensors; i++) {
+    int r = p->tensors[i].role;
+    bool ok = output ? (r == PLAN_ROLE_OUTPUT || r == PLAN_ROLE_INPUT_OUTPUT)
+                     : (r == PLAN_ROLE_INPUT || r == PLAN_ROLE_INPUT_OUTPUT);
+    if (ok && !strcmp(gpuc_plan_str(p, p->tensors[i].name), name)) return (int)i;
+  }
+  return -1;
+}
+
+int gpuc_session_set_input(GpucSession *s, const char *name, const Tensor *host, GpucErr *e) {
+  const Plan *p = s->plan;
+  int i = find_tensor(p, name, false);
+  if (i < 0) return gpuc_err_set(e, "the plan has no input named '%s'", name);
+  const PlanTensor *t = &p->tensors[i];
+  bool same = host->dt == t->dt && host->rank == t->rank;
+  for (int d = 0; same && d < t->rank; d++) same = host->dims[d] == t->dims[d];
+  if (!same) {
+    char a[160], b[160];
+    Tensor want = {.dt = t->dt, .rank = t->rank};
+    memcpy(want.dims, t->dims, sizeof want.dims);
+    gpuc_shape_str(host, a, sizeof a);
+    gpuc_shape_str(&want, b, sizeof b);
+    return gpuc_err_set(e, "input '%s' is %s %s, the plan was compiled for %s %s", name, a,
+                        gpuc_dtype_name(host->dt), b, gpuc_dtype_name(t->dt));
+  }
+  CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
+  if (t->bytes) CU_TRY(e, cu.cuMemcpyHtoDAsync(s->tptr[i], host->data, t->bytes, s->stream));
+  CU_TRY(e, cu.cuStreamSynchronize(s->stream));
+  return 0;
+}
+
+/* Issue every step on the stream (also used while capturing a graph). */
+static int issue(GpucSession *s, GpucErr *e, CUevent *marks) {
+  const Plan *p = s->plan;
+  for (uint32_t i = 0; i < p->nsteps; i++) {
+    const PlanStep *st = &p->steps[i];
+    const uint32_t *a = &p->args[st->args];
+    if (marks) CU_TRY(e, cu.cuEventRecord(marks[i], s->stream));
+    if (st->kind == PLAN_STEP_KERNEL) {
+      CUdeviceptr ptrs[64];
+      void *params[64];
+      for (uint32_t k = 0; k < st->nargs; k++) { ptrs[k] = s->tptr[a[k]]; params[k] = &ptrs[k]; }
+      CU_TRY(e, cu.cuLaunchKernel(s->funcs[st->index], st->grid[0], st->grid[1], st->grid[2],
+                                  st->block[0], st->block[1], st->block[2], st->shmem, s->stream,
+                                  params, NULL));
+    } else if (st->kind == PLAN_STEP_GEMM) {
+      const PlanGemm *g = &p->gemms[st->index];
+      GemmState *gs = &s->gemms[st->index];
+      float alpha = g->alpha, beta = gs->bias_epilogue || g->c == UINT32_MAX ? 0.0f : g->beta;
+      double alpha64 = g->alpha, beta64 = beta;
+      bool f64 = g->dt == GPUC_DT_F64;
+      void *C = (void *)(uintptr_t)(g->c != UINT32_MAX && !gs->bias_epilogue ? s->tptr[g->c] : s->tptr[g->y]);
+      CUBLAS_TRY(e, cublaslt.cublasLtMatmul(s->lt, gs->op, f64 ? (void *)&alpha64 : (void *)&alpha,
+                                            (void *)(uintptr_t)s->tptr[g->b], gs->la,
+                                            (void *)(uintptr_t)s->tptr[g->a], gs->lb,
+                                            f64 ? (void *)&beta64 : (void *)&beta, C, gs->lc,
+                                            (void *)(uintptr_t)s->tptr[g->y], gs->ld, &gs->algo,
+                                            (void *)(uintptr_t)s->workspace, p->meta.workspace_bytes,
+                                            (cudaStream_t)s->stream));
+    } else {
+      const PlanConv *c = &p->convs[st->index];
+      ConvState *cs = &s->convs[st->index];
+      float one = 1, zero = 0;
+      double one64 = 1, zero64 = 0;
+      bool f64 = c->dt == GPUC_DT_F64;
+      CUDNN_TRY(e, cudnn.cudnnConvolutionForward(s->dnn, f64 ? (void *)&one64 : (void *)&one, cs->x,
+                                                 (void *)(uintptr_t)s->tptr[c->x], cs->w,
+                                                 (void *)(uintptr_t)s->tptr[c->w], cs->conv, cs->algo,
+                                                 (void *)(uintptr_t)s->workspace, p->meta.workspace_bytes,
+                                                 f64 ? (void *)&zero64 : (void *)&zero, cs->y,
+                                                 (void *)(uintptr_t)s->tptr[c->y]));
+    }
+  }
+  return 0;
+}
+
+/* Capture the schedule once into a CUDA graph; replays cost one launch. */
+static int ensure_graph(GpucSession *s, GpucErr *e) {
+  if (s->graph_ready) return 0;
+  CUgraph g;
+  CU_TRY(e, cu.cuStreamBeginCapture(s->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  int rc = issue(s, e, NULL);
+  CUresult r = cu.cuStreamEndCapture(s->stream, &g);
+  if (rc) return -1;
+  if (r != CUDA_SUCCESS) return gpuc_cu_fail(e, r, "cuStreamEndCapture", __FILE__, __LINE__);
+  r = cu.cuGraphInstantiate(&s->graph, g, 0);
+  cu.cuGraphDestroy(g);
+  if (r != CUDA_SUCCESS) return gpuc_cu_fail(e, r, "cuGraphInstantiate", __FILE__, __LINE__);
+  s->graph_ready = true;
+  return 0;
+}
+
+int gpuc_session_run(GpucSession *s, GpucErr *e) {
+  CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
+  if (ensure_graph(s, e)) return -1;
+  CU_TRY(e, cu.cuGraphLaunch(s->graph, s->stream));
+  CU_TRY(e, cu.cuStreamSynchronize(s->stream));
+  return 0;
+}
+
+Tensor *gpuc_session_get_output(GpucSession *s, const char *name, GpucErr *e) {
+  const Plan *p = s->plan;
+  int i = find_tensor(p, name, true);
+  if (i < 0) { gpuc_err_set(e, "the plan has no output named '%s'", name); return NULL; }
+  const PlanTensor *t = &p->tensors[i];
+  Tensor *h = gpuc_tensor_new(t->dt, t->rank, t->dims, e);
+  if (!h) return NULL;
+  CUresult r = cu.cuCtxSetCurrent(s->ctx);
+  if (r == CUDA_SUCCESS && t->bytes) r = cu.cuMemcpyDtoH(h->data, s->tptr[i], t->bytes);
+  if (r != CUDA_SUCCESS) {
+    gpuc_cu_fail(e, r, "cuMemcpyDtoH", __FILE__, __LINE__);
+    gpuc_tensor_free(h);
+    return NULL;
+  }
+  return h;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+int gpuc_session_bench(GpucSession *s, int warmup, int iters, GpucBench *b, double *prof_ms,
+                       GpucErr *e) {
+  CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
+  if (ensure_graph(s, e)) return -1;
+  CUevent t0, t1;
+  CU_TRY(e, cu.cuEventCreate(&t0, CU_EVENT_DEFAULT));
+  CU_TRY(e, cu.cuEventCreate(&t1, CU_EVENT_DEFAULT));
+  for (int i = 0; i < warmup; i++) CU_TRY(e, cu.cuGraphLaunch(s->graph, s->stream));
+  double *ms = calloc((size_t)iters + 1, sizeof *ms);
+  if (!ms) return gpuc_err_set(e, "out of memory");
+  for (int i = 0; i < iters; i++) {
+    CU_TRY(e, cu.cuEventRecord(t0, s->stream));
+    CU_TRY(e, cu.cuGraphLaunch(s->graph, s->stream));
+    CU_TRY(e, cu.cuEventRecord(t1, s->stream));
+    CU_TRY(e, cu.cuEventSynchronize(t1));
+    float f;
+    CU_TRY(e, cu.cuEventElapsedTime(&f, t0, t1));
+    ms[i] = f;
+  }
+  qsort(ms, (size_t)iters, sizeof *ms, cmp_d);
+  b->median_ms = ms[iters / 2];
+  b->p90_ms = ms[(int)(iters * 0.9) < iters ? (int)(iters * 0.9) : iters - 1];
+  b->min_ms = ms[0];
+  free(ms);
+  b->peak_device_bytes = s->plan->meta.arena_bytes + s->plan->meta.workspace_bytes + s->plan->weights_size;
+  if (prof_ms) { /* per-step times: eager issue with an event before each step */
+    const Plan *p = s->plan;
+    CUevent *marks = calloc(p->nsteps + 1, sizeof *marks);
+    if (!marks) return gpuc_err_set(e, "out of memory");
+    for (uint32_t i = 0; i <= p->nsteps; i++) CU_TRY(e, cu.cuEventCreate(&marks[i], CU_EVENT_DEFAULT));
+    for (uint32_t i = 0; i < p->nsteps; i++) prof_ms[i] = 0;
+    int reps = iters < 20 ? iters : 20;
+    for (int r = 0; r < reps; r++) {
+      if (issue(s, e, marks)) return -1;
+      CU_TRY(e, cu.cuEventRecord(marks[p->nsteps], s->stream));
+      CU_TRY(e, cu.cuEventSynchronize(marks[p->nsteps]));
+      for (uint32_t i = 0; i < p->nsteps; i++) {
+        float f;
+        CU_TRY(e, cu.cuEventElapsedTime(&f, marks[i], marks[i + 1]));
+        prof_ms[i] += f / reps;
+      }
+    }
+    for (uint32_t i = 0; i <= p->nsteps; i++) cu.cuEventDestroy(marks[i]);
+    free(marks);
+  }
+  cu.cuEventDestroy(t0);
+  cu.cuEventDestroy(t1);
+  return 0;
+}

@@ -1,0 +1,33 @@
+/* The GPU runtime: a loaded plan on one device, ready to run.
+ *   GpucSession *s = gpuc_session_create("model.gpuc", 0, &err);
+ *   gpuc_session_set_input(s, "input", host_tensor, &err);
+ *   gpuc_session_run(s, &err);
+ *   Tensor *y = gpuc_session_get_output(s, "logits", &err);
+ * One stream; the schedule is captured into a CUDA graph on first run and
+ * replayed. Every CUDA/cuBLASLt/cuDNN call is checked with file and line. */
+#ifndef GPUC_SESSION_H
+#define GPUC_SESSION_H
+#include "plan.h"
+
+typedef struct GpucSession GpucSession;
+
+GpucSession *gpuc_session_create(const char *plan_path, int device, GpucErr *e);
+void gpuc_session_free(GpucSession *s);
+const Plan *gpuc_session_plan(const GpucSession *s);
+int gpuc_session_set_input(GpucSession *s, const char *name, const Tensor *host, GpucErr *e);
+int gpuc_session_run(GpucSession *s, GpucErr *e);
+/* New host tensor; caller frees. */
+Tensor *gpuc_session_get_output(GpucSession *s, const char *name, GpucErr *e);
+/* Timing of whole-plan replays with CUDA events: warmup runs, then iters
+ * timed runs; per-step profile when prof_ms (nsteps entries) is not NULL. */
+typedef struct GpucBench {
+  double median_ms, p90_ms, min_ms;
+  uint64_t peak_device_bytes;
+} GpucBench;
+int gpuc_session_bench(GpucSession *s, int warmup, int iters, GpucBench *b, double *prof_ms,
+                       GpucErr *e);
+/* Device name and compute capability (for reports). */
+void gpuc_session_device(const GpucSession *s, char *name, size_t n, int *sm);
+/* Compute capability of device 0 without loading a plan (-1 if none). */
+int gpuc_gpu_sm(GpucErr *e);
+#endif

@@ -1,0 +1,157 @@
+/* The plan file: the only thing the runtime shares with the compiler.
+ *
+ * Layout (all integers little-endian, every struct fixed-size, no pointers):
+ *   PlanHeader                      64 bytes
+ *   PlanSection[nsections]          16 bytes each
+ *   section payloads                each at an offset aligned to 256
+ * The checksum is FNV-1a 64 over the whole file with the checksum field
+ * zeroed. A loader checks magic, format version, size, checksum, then every
+ * section's bounds, every struct's indices and every tensor's extent
+ * before any of it is used; nothing in a plan is ever executed on the host.
+ *
+ * Tensors live in one of three memories: the activation arena (offsets
+ * planned by the compiler), the weights blob (uploaded once), or nowhere
+ * (an alias of another tensor: same bytes, other shape — Reshape). */
+#ifndef GPUC_PLAN_H
+#define GPUC_PLAN_H
+#include <stdint.h>
+#include "ir.h"
+
+#define GPUC_PLAN_MAGIC "GPUCPLAN"
+#define GPUC_PLAN_FORMAT_VERSION 1u
+#define GPUC_PLAN_ALIGN 256u
+
+typedef struct PlanHeader {
+  char magic[8];
+  uint32_t format_version;
+  uint32_t header_size;          /* sizeof(PlanHeader) */
+  char gpuc_version[16];         /* NUL-padded */
+  uint32_t sm;                   /* target arch, e.g. 90 for sm_90 */
+  uint32_t nsections;
+  uint64_t file_size;
+  uint64_t checksum;
+  uint32_t flags;                /* GPUC_PLAN_F_* */
+  uint32_t reserved;
+} PlanHeader;
+
+enum { GPUC_PLAN_F_FP16 = 1u << 0 };
+
+typedef enum PlanSectionId {
+  PLAN_SEC_META = 1,     /* PlanMeta */
+  PLAN_SEC_STRINGS,      /* NUL-terminated strings; offsets index here */
+  PLAN_SEC_TENSORS,      /* PlanTensor[] */
+  PLAN_SEC_KERNELS,      /* PlanKernel[]: functions of the one module */
+  PLAN_SEC_STEPS,        /* PlanStep[]: the launch schedule, in order */
+  PLAN_SEC_ARGS,         /* uint32_t[]: tensor indices of kernel arguments */
+  PLAN_SEC_GEMMS,        /* PlanGemm[] */
+  PLAN_SEC_CONVS,        /* PlanConv[] */
+  PLAN_SEC_WEIGHTS,      /* raw bytes of constant tensors */
+  PLAN_SEC_PTX,          /* NUL-terminated PTX of the module (JIT fallback) */
+  PLAN_SEC_CUBIN,        /* CUBIN of the module for header.sm */
+  PLAN_SEC_COUNT_
+} PlanSectionId;
+
+typedef struct PlanSection {
+  uint32_t id;
+  uint32_t reserved;
+  uint64_t offset;
+  uint64_t size;
+} PlanSection;
+
+typedef struct PlanMeta {
+  uint64_t arena_bytes;          /* activations */
+  uint64_t workspace_bytes;      /* library-call scratch, shared by steps */
+  uint64_t naive_bytes;          /* sum of all activations, for the report */
+  uint64_t weight_bytes;
+  uint32_t ninputs, noutputs;
+  uint32_t nnodes_onnx;          /* nodes in the model as imported */
+  uint32_t nnodes_lowered;       /* nodes after passes */
+  int64_t batch;                 /* leading dim of the first input, for items/s */
+} PlanMeta;
+
+enum { PLAN_MEM_ARENA = 0, PLAN_MEM_WEIGHTS = 1, PLAN_MEM_ALIAS = 2 };
+enum { PLAN_ROLE_INTERNAL = 0, PLAN_ROLE_INPUT = 1, PLAN_ROLE_OUTPUT = 2, PLAN_ROLE_CONST = 3,
+       PLAN_ROLE_INPUT_OUTPUT = 4 };
+
+typedef struct PlanTensor {
+  uint32_t name;                 /* string offset */
+  uint8_t dt;                    /* GpucDType */
+  uint8_t rank;
+  uint8_t mem;                   /* PLAN_MEM_* */
+  uint8_t role;                  /* PLAN_ROLE_* */
+  int64_t dims[GPUC_MAX_RANK];
+  uint64_t offset;               /* in arena or weights; alias: tensor index */
+  uint64_t bytes;
+} PlanTensor;
+
+typedef struct PlanKernel {
+  uint32_t name;                 /* string: extern "C" function name */
+  uint32_t reserved;
+} PlanKernel;
+
+enum { PLAN_STEP_KERNEL = 1, PLAN_STEP_GEMM = 2, PLAN_STEP_CONV = 3 };
+
+typedef struct PlanStep {
+  uint32_t kind;                 /* PLAN_STEP_* */
+  uint32_t index;                /* kernel, gemm or conv index */
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shmem;
+  uint32_t args;                 /* first index in ARGS */
+  uint32_t nargs;
+  uint32_t nodes;                /* string: ONNX node names this step covers */
+} PlanStep;
+
+/* Y[b] = alpha * op(A[b]) op(B[b]) + beta * C[b], row-major, batched with
+ * strides (0 = broadcast). Row-major is mapped onto cuBLASLt's column
+ * major by computing Y^T = op(B)^T op(A)^T. C may be -1 (no addend); C's
+ * row stride ldc may be 0 (a bias row broadcast over M). */
+typedef struct PlanGemm {
+  uint32_t a, b, c, y;           /* tensor indices; c = UINT32_MAX if none */
+  uint32_t trans_a, trans_b;
+  int64_t m, n, k, batch;
+  int64_t lda, ldb, ldc, ldy;
+  int64_t stride_a, stride_b, stride_c, stride_y;
+  float alpha, beta;
+  uint32_t dt;                   /* GpucDType of A, B, Y */
+  uint32_t reserved;
+} PlanGemm;
+
+/* cuDNN convolution, NCHW, 1-3 spatial dims (1-D is run as 2-D). */
+typedef struct PlanConv {
+  uint32_t x, w, b, y;           /* b = UINT32_MAX if no bias */
+  uint32_t nspatial;             /* 2 or 3 */
+  uint32_t groups;
+  int32_t pads[3], strides[3], dilations[3];
+  uint32_t dt;
+  int32_t algo;                  /* cudnnConvolutionFwdAlgo_t, -1 = choose at load */
+  uint64_t workspace;            /* bytes needed by algo */
+} PlanConv;
+
+/* In-memory plan: what the compiler builds and the loader validates. */
+typedef struct Plan {
+  PlanHeader hdr;
+  PlanMeta meta;
+  char *strings; uint64_t strings_size;
+  PlanTensor *tensors; uint32_t ntensors;
+  PlanKernel *kernels; uint32_t nkernels;
+  PlanStep *steps; uint32_t nsteps;
+  uint32_t *args; uint32_t nargs;
+  PlanGemm *gemms; uint32_t ngemms;
+  PlanConv *convs; uint32_t nconvs;
+  uint8_t *weights; uint64_t weights_size;
+  char *ptx; uint64_t ptx_size;        /* including the NUL */
+  uint8_t *cubin; uint64_t cubin_size;
+} Plan;
+
+/* Write atomically (temp file + rename). */
+int gpuc_plan_write(const Plan *p, const char *path, GpucErr *e);
+/* Read and validate everything; on failure nothing is returned. */
+Plan *gpuc_plan_read(const char *path, GpucErr *e);
+void gpuc_plan_free(Plan *p);
+const char *gpuc_plan_str(const Plan *p, uint32_t off); /* validated on read */
+uint64_t gpuc_fnv1a64(const void *data, size_t n, uint64_t h);
+#define GPUC_FNV_INIT 1469598103934665603ull
+/* gpuc inspect PLAN */
+void gpuc_plan_print(const Plan *p, const char *path, FILE *f);
+#endif

@@ -1,0 +1,282 @@
+/* Plan files: atomic writes; reads that validate every byte they use. */
+#include "plan.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(PlanHeader) == 64, "plan header layout");
+_Static_assert(sizeof(PlanSection) == 24, "plan section layout");
+_Static_assert(sizeof(PlanTensor) == 8 + 8 * GPUC_MAX_RANK + 16, "plan tensor layout");
+_Static_assert(sizeof(PlanStep) == 4 * 12, "plan step layout");
+
+uint64_t gpuc_fnv1a64(const void *data, size_t n, uint64_t h) {
+  const uint8_t *p = data;
+  for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 1099511628211ull; }
+  return h;
+}
+
+typedef struct { uint32_t id; const void *data; uint64_t size; } SecOut;
+
+static uint64_t align_up(uint64_t x) { return (x + GPUC_PLAN_ALIGN - 1) & ~(uint64_t)(GPUC_PLAN_ALIGN - 1); }
+
+int gpuc_plan_write(const Plan *p, const char *path, GpucErr *e) {
+  SecOut secs[] = {
+    {PLAN_SEC_META, &p->meta, sizeof p->meta},
+    {PLAN_SEC_STRINGS, p->strings, p->strings_size},
+    {PLAN_SEC_TENSORS, p->tensors, (uint64_t)p->ntensors * sizeof(PlanTensor)},
+    {PLAN_SEC_KERNELS, p->kernels, (uint64_t)p->nkernels * sizeof(PlanKernel)},
+    {PLAN_SEC_STEPS, p->steps, (uint64_t)p->nsteps * sizeof(PlanStep)},
+    {PLAN_SEC_ARGS, p->args, (uint64_t)p->nargs * sizeof(uint32_t)},
+    {PLAN_SEC_GEMMS, p->gemms, (uint64_t)p->ngemms * sizeof(PlanGemm)},
+    {PLAN_SEC_CONVS, p->convs, (uint64_t)p->nconvs * sizeof(PlanConv)},
+    {PLAN_SEC_WEIGHTS, p->weights, p->weights_size},
+    {PLAN_SEC_PTX, p->ptx, p->ptx_size},
+    {PLAN_SEC_CUBIN, p->cubin, p->cubin_size},
+  };
+  uint32_t ns = sizeof secs / sizeof *secs;
+  PlanHeader h = p->hdr;
+  memcpy(h.magic, GPUC_PLAN_MAGIC, 8);
+  h.format_version = GPUC_PLAN_FORMAT_VERSION;
+  h.header_size = sizeof h;
+  memset(h.gpuc_version, 0, sizeof h.gpuc_version);
+  snprintf(h.gpuc_version, sizeof h.gpuc_version, "%s", GPUC_VERSION);
+  h.nsections = ns;
+  PlanSection table[PLAN_SEC_COUNT_];
+  uint64_t off = align_up(sizeof h + ns * sizeof(PlanSection));
+  for (uint32_t i = 0; i < ns; i++) {
+    table[i] = (PlanSection){.id = secs[i].id, .offset = off, .size = secs[i].size};
+    off = align_up(off + secs[i].size);
+  }
+  h.file_size = off;
+  h.checksum = 0;
+  uint8_t *buf = calloc(1, off);
+  if (!buf) return gpuc_err_set(e, "%s: out of memory writing plan (%llu bytes)", path, (unsigned long long)off);
+  memcpy(buf, &h, sizeof h);
+  memcpy(buf + sizeof h, table, ns * sizeof(PlanSection));
+  for (uint32_t i = 0; i < ns; i++)
+    if (secs[i].size) memcpy(buf + table[i].offset, secs[i].data, secs[i].size);
+  h.checksum = gpuc_fnv1a64(buf, off, GPUC_FNV_INIT);
+  memcpy(buf, &h, sizeof h);
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) { free(buf); return gpuc_err_set(e, "%s: cannot write: %s", path, strerror(errno)); }
+  bool ok = fwrite(buf, 1, off, f) == off;
+  ok = (fclose(f) == 0) && ok;
+  free(buf);
+  if (!ok || rename(tmp, path)) {
+    unlink(tmp);
+    return gpuc_err_set(e, "%s: write failed", path);
+  }
+  return 0;
+}
+
+void gpuc_plan_free(Plan *p) {
+  if (!p) return;
+  free(p->strings); free(p->tensors); free(p->kernels); free(p->steps); free(p->args);
+  free(p->gemms); free(p->convs); free(p->weights); free(p->ptx); free(p->cubin);
+  free(p);
+}
+
+const char *gpuc_plan_str(const Plan *p, uint32_t off) {
+  return off < p->strings_size ? p->strings + off : "";
+}
+
+#define BAD(...) do { gpuc_err_set(e, __VA_ARGS__); goto fail; } while (0)
+#define REBUILD "rebuild it with this gpuc: gpuc MODEL.onnx -o PLAN"
+
+/* Copy section `id` (exactly `elem`-sized records) out of the file image. */
+static int take(const uint8_t *buf, const PlanSection *tab, uint32_t ns, uint32_t id, size_t elem,
+                void **out, uint64_t *count, const char *path, GpucErr *e) {
+  for (uint32_t i = 0; i < ns; i++) {
+    if (tab[i].id != id) continue;
+    if (elem && tab[i].size % elem)
+      return gpuc_err_set(e, "%s: corrupt plan: section %u has %llu bytes, not a multiple of %zu",
+                          path, id, (unsigned long long)tab[i].size, elem);
+    *out = malloc(tab[i].size ? tab[i].size : 1);
+    if (!*out) return gpuc_err_set(e, "%s: out of memory", path);
+    memcpy(*out, buf + tab[i].offset, tab[i].size);
+    *count = elem ? tab[i].size / elem : tab[i].size;
+    return 0;
+  }
+  return gpuc_err_set(e, "%s: corrupt plan: section %u missing", path, id);
+}
+
+static int check_tensor(const Plan *p, uint32_t i, const char *path, GpucErr *e) {
+  const PlanTensor *t = &p->tensors[i];
+  if (t->name >= p->strings_size) return gpuc_err_set(e, "%s: corrupt plan: tensor %u name", path, i);
+  if (t->dt == GPUC_DT_UNDEF || t->dt >= GPUC_DT_COUNT || t->rank > GPUC_MAX_RANK)
+    return gpuc_err_set(e, "%s: corrupt plan: tensor %u dtype/rank", path, i);
+  Tensor d = {.dt = t->dt, .rank = t->rank};
+  memcpy(d.dims, t->dims, sizeof d.dims);
+  int64_t n = gpuc_numel(&d);
+  if (n < 0 || (uint64_t)n > UINT64_MAX / 8 || t->bytes != (uint64_t)n * gpuc_dtype_size(t->dt))
+    return gpuc_err_set(e, "%s: corrupt plan: tensor %u size", path, i);
+  uint64_t limit = t->mem == PLAN_MEM_ARENA ? p->meta.arena_bytes
+                 : t->mem == PLAN_MEM_WEIGHTS ? p->weights_size : 0;
+  if (t->mem == PLAN_MEM_ALIAS) {
+    if (t->offset >= i || p->tensors[t->offset].bytes != t->bytes ||
+        p->tensors[t->offset].mem == PLAN_MEM_ALIAS)
+      return gpuc_err_set(e, "%s: corrupt plan: tensor %u alias", path, i);
+  } else if (t->mem > PLAN_MEM_WEIGHTS || t->offset > limit || t->bytes > limit - t->offset) {
+    return gpuc_err_set(e, "%s: corrupt plan: tensor %u lies outside its memory", path, i);
+  }
+  if (t->role > PLAN_ROLE_INPUT_OUTPUT) return gpuc_err_set(e, "%s: corrupt plan: tensor %u role", path, i);
+  return 0;
+}
+
+static bool tensor_ok(const Plan *p, uint32_t t, bool optional) {
+  return t < p->ntensors || (optional && t == UINT32_MAX);
+}
+
+Plan *gpuc_plan_read(const char *path, GpucErr *e) {
+  FILE *f = fopen(path, "rb");
+  if (!f) { gpuc_err_set(e, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
+  struct stat st;
+  uint8_t *buf = NULL;
+  Plan *p = calloc(1, sizeof *p);
+  if (!p) { fclose(f); gpuc_err_set(e, "%s: out of memory", path); return NULL; }
+  if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) BAD("%s: not a regular file", path);
+  if ((uint64_t)st.st_size < sizeof(PlanHeader)) BAD("%s: not a gpuc plan (too short)", path);
+  if ((uint64_t)st.st_size > ((uint64_t)64 << 30)) BAD("%s: plan larger than 64 GiB", path);
+  buf = malloc((size_t)st.st_size);
+  if (!buf) BAD("%s: out of memory reading plan", path);
+  if (fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) BAD("%s: read error", path);
+  PlanHeader h;
+  memcpy(&h, buf, sizeof h);
+  if (memcmp(h.magic, GPUC_PLAN_MAGIC, 8)) BAD("%s: not a gpuc plan (bad magic)", path);
+  if (h.format_version != GPUC_PLAN_FORMAT_VERSION || h.header_size != sizeof h)
+    BAD("%s: plan format version %u, this gpuc reads version %u; " REBUILD, path,
+        h.format_version, GPUC_PLAN_FORMAT_VERSION);
+  if (h.file_size != (uint64_t)st.st_size)
+    BAD("%s: corrupt plan: file is %lld bytes, header says %llu (truncated?)", path,
+        (long long)st.st_size, (unsigned long long)h.file_size);
+  uint64_t want = h.checksum;
+  memset(buf + offsetof(PlanHeader, checksum), 0, 8);
+  if (gpuc_fnv1a64(buf, (size_t)st.st_size, GPUC_FNV_INIT) != want)
+    BAD("%s: corrupt plan: checksum mismatch; " REBUILD, path);
+  if (h.nsections == 0 || h.nsections > 64 ||
+      sizeof h + (uint64_t)h.nsections * sizeof(PlanSection) > (uint64_t)st.st_size)
+    BAD("%s: corrupt plan: section table", path);
+  PlanSection tab[64];
+  memcpy(tab, buf + sizeof h, h.nsections * sizeof(PlanSection));
+  for (uint32_t i = 0; i < h.nsections; i++)
+    if (tab[i].offset > (uint64_t)st.st_size || tab[i].size > (uint64_t)st.st_size - tab[i].offset)
+      BAD("%s: corrupt plan: section %u outside the file", path, tab[i].id);
+  p->hdr = h;
+  uint64_t n;
+  void *meta;
+  if (take(buf, tab, h.nsections, PLAN_SEC_META, sizeof(PlanMeta), &meta, &n, path, e)) goto fail;
+  if (n != 1) { free(meta); BAD("%s: corrupt plan: meta", path); }
+  p->meta = *(PlanMeta *)meta;
+  free(meta);
+#define TAKE(id, field, count_field, type)                                                   \
+  do {                                                                                       \
+    if (take(buf, tab, h.nsections, id, sizeof(type), (void **)&p->field, &n, path, e)) goto fail; \
+    if (n > UINT32_MAX) BAD("%s: corrupt plan: section too large", path);                  \
+    p->count_field = (uint32_t)n;                                                            \
+  } while (0)
+  TAKE(PLAN_SEC_TENSORS, tensors, ntensors, PlanTensor);
+  TAKE(PLAN_SEC_KERNELS, kernels, nkernels, PlanKernel);
+  TAKE(PLAN_SEC_STEPS, steps, nsteps, PlanStep);
+  TAKE(PLAN_SEC_ARGS, args, nargs, uint32_t);
+  TAKE(PLAN_SEC_GEMMS, gemms, ngemms, PlanGemm);
+  TAKE(PLAN_SEC_CONVS, convs, nconvs, PlanConv);
+#undef TAKE
+  if (take(buf, tab, h.nsections, PLAN_SEC_STRINGS, 1, (void **)&p->strings, &p->strings_size, path, e) ||
+      take(buf, tab, h.nsections, PLAN_SEC_WEIGHTS, 1, (void **)&p->weights, &p->weights_size, path, e) ||
+      take(buf, tab, h.nsections, PLAN_SEC_PTX, 1, (void **)&p->ptx, &p->ptx_size, path, e) ||
+      take(buf, tab, h.nsections, PLAN_SEC_CUBIN, 1, (void **)&p->cubin, &p->cubin_size, path, e))
+    goto fail;
+  /* strings and PTX must end in NUL so every offset reads a bounded string */
+  if (p->strings_size == 0 || p->strings[p->strings_size - 1])
+    BAD("%s: corrupt plan: string table", path);
+  if (p->ptx_size == 0 || p->ptx[p->ptx_size - 1]) BAD("%s: corrupt plan: PTX", path);
+  if (p->meta.weight_bytes != p->weights_size) BAD("%s: corrupt plan: weights size", path);
+  for (uint32_t i = 0; i < p->ntensors; i++)
+    if (check_tensor(p, i, path, e)) goto fail;
+  for (uint32_t i = 0; i < p->nkernels; i++)
+    if (p->kernels[i].name >= p->strings_size) BAD("%s: corrupt plan: kernel %u name", path, i);
+  for (uint32_t i = 0; i < p->nargs; i++)
+    if (!tensor_ok(p, p->args[i], false)) BAD("%s: corrupt plan: argument %u", path, i);
+  for (uint32_t i = 0; i < p->ngemms; i++) {
+    const PlanGemm *g = &p->gemms[i];
+    if (!tensor_ok(p, g->a, false) || !tensor_ok(p, g->b, false) || !tensor_ok(p, g->c, true) ||
+        !tensor_ok(p, g->y, false) || g->m <= 0 || g->n <= 0 || g->k <= 0 || g->batch <= 0)
+      BAD("%s: corrupt plan: gemm %u", path, i);
+  }
+  for (uint32_t i = 0; i < p->nconvs; i++) {
+    const PlanConv *c = &p->convs[i];
+    if (!tensor_ok(p, c->x, false) || !tensor_ok(p, c->w, false) || !tensor_ok(p, c->b, true) ||
+        !tensor_ok(p, c->y, false) || c->nspatial < 2 || c->nspatial > 3 || c->groups == 0 ||
+        c->workspace > p->meta.workspace_bytes)
+      BAD("%s: corrupt plan: conv %u", path, i);
+  }
+  for (uint32_t i = 0; i < p->nsteps; i++) {
+    const PlanStep *s = &p->steps[i];
+    uint32_t lim = s->kind == PLAN_STEP_KERNEL ? p->nkernels
+                 : s->kind == PLAN_STEP_GEMM ? p->ngemms
+                 : s->kind == PLAN_STEP_CONV ? p->nconvs : 0;
+    if (s->index >= lim || s->args > p->nargs || s->nargs > p->nargs - s->args ||
+        s->nodes >= p->strings_size || s->nargs > 64)
+      BAD("%s: corrupt plan: step %u", path, i);
+    if (s->kind == PLAN_STEP_KERNEL &&
+        (s->grid[0] == 0 || s->grid[1] == 0 || s->grid[2] == 0 || s->block[0] == 0 ||
+         s->block[1] == 0 || s->block[2] == 0 ||
+         (uint64_t)s->block[0] * s->block[1] * s->block[2] > 1024 || s->shmem > 228 * 1024))
+      BAD("%s: corrupt plan: step %u launch shape", path, i);
+  }
+  free(buf);
+  fclose(f);
+  return p;
+fail:
+  free(buf);
+  fclose(f);
+  gpuc_plan_free(p);
+  return NULL;
+}
+
+static const char *role_name(int r) {
+  static const char *n[] = {"internal", "input", "output", "const", "input+output"};
+  return r >= 0 && r <= 4 ? n[r] : "?";
+}
+
+void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
+  fprintf(f, "plan: %s\nformat %u, built by gpuc %.16s, target sm_%u%s\n", path,
+          p->hdr.format_version, p->hdr.gpuc_version, p->hdr.sm,
+          (p->hdr.flags & GPUC_PLAN_F_FP16) ? ", fp16" : "");
+  fprintf(f, "arena: %llu bytes (naive sum %llu), workspace %llu bytes, weights %llu bytes\n",
+          (unsigned long long)p->meta.arena_bytes, (unsigned long long)p->meta.naive_bytes,
+          (unsigned long long)p->meta.workspace_bytes, (unsigned long long)p->meta.weight_bytes);
+  fprintf(f, "module: %u kernels, PTX %llu bytes, CUBIN %llu bytes (sm_%u)\n", p->nkernels,
+          (unsigned long long)p->ptx_size, (unsigned long long)p->cubin_size, p->hdr.sm);
+  fprintf(f, "tensors (inputs and outputs):\n");
+  for (uint32_t i = 0; i < p->ntensors; i++) {
+    const PlanTensor *t = &p->tensors[i];
+    if (t->role != PLAN_ROLE_INPUT && t->role != PLAN_ROLE_OUTPUT && t->role != PLAN_ROLE_INPUT_OUTPUT) continue;
+    Tensor d = {.dt = t->dt, .rank = t->rank};
+    memcpy(d.dims, t->dims, sizeof d.dims);
+    char s[200];
+    gpuc_shape_str(&d, s, sizeof s);
+    fprintf(f, "  %-8s %s: %s %s\n", role_name(t->role), gpuc_plan_str(p, t->name), s,
+            gpuc_dtype_name(t->dt));
+  }
+  fprintf(f, "schedule (%u steps):\n", p->nsteps);
+  for (uint32_t i = 0; i < p->nsteps; i++) {
+    const PlanStep *s = &p->steps[i];
+    if (s->kind == PLAN_STEP_KERNEL)
+      fprintf(f, "  %4u kernel %-28s grid %u block %u  <- %s\n", i,
+              gpuc_plan_str(p, p->kernels[s->index].name), s->grid[0] * s->grid[1] * s->grid[2],
+              s->block[0] * s->block[1] * s->block[2], gpuc_plan_str(p, s->nodes));
+    else if (s->kind == PLAN_STEP_GEMM) {
+      const PlanGemm *g = &p->gemms[s->index];
+      fprintf(f, "  %4u cublasLt gemm %lldx%lldx%lld batch %lld  <- %s\n", i, (long long)g->m,
+              (long long)g->n, (long long)g->k, (long long)g->batch, gpuc_plan_str(p, s->nodes));
+    } else
+      fprintf(f, "  %4u cudnn conv%s  <- %s\n", i, p->convs[s->index].nspatial == 3 ? "3d" : "2d",
+              gpuc_plan_str(p, s->nodes));
+  }
+}

@@ -1,0 +1,218 @@
+/* Reference Conv and ConvTranspose: im2col / col2im around ref_sgemm
+ * (ref_dgemm for f64), per batch item and group, N-D spatial.
+ *
+ * Conv, for each image n and group g:
+ *   col[Cg*K, P]  = taps of X_g at every output position (0 in the padding)
+ *   Y_g[Mg, P]    = W_g[Mg, Cg*K] x col
+ * ConvTranspose, for each n and g:
+ *   col[Mg*K, Q]  = W_g[Cg, Mg*K]^T x X_g[Cg, Q]
+ *   Y_g          += col scattered to the output positions of each tap
+ * with K the kernel taps, P/Q the output/input positions. Positions are
+ * processed in chunks so col stays under NN_SCRATCH_BYTES. A table maps
+ * (tap, position) to the offset of the element it touches, or -1 for a
+ * tap in the padding; it is shared by every channel, image and group. */
+#include "ref_util.h"
+#include "infer_nn.h"
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t prod(const int64_t *v, int n) {
+  int64_t p = 1;
+  for (int i = 0; i < n; i++) p *= v[i];
+  return p;
+}
+
+/* For grid positions [p0, p0 + np) (flattened over `grid`) and each kernel
+ * tap kp: tbl[kp * np + j] = flattened offset in `target` of
+ * pos * stride - pad_b + tap * dil, or -1 when outside target. Conv walks
+ * the output grid into the input; ConvTranspose the input into the output. */
+static void tap_table(const NnWindow *w, const int64_t *grid, const int64_t *target, int64_t p0,
+                      int64_t np, int32_t *tbl) {
+  int nsp = w->nsp;
+  int64_t K = prod(w->k, nsp), pos[NN_MAX_SP], tstride[NN_MAX_SP];
+  int64_t s = 1;
+  for (int d = nsp - 1; d >= 0; d--) { tstride[d] = s; s *= target[d]; }
+  int64_t rem = p0;
+  for (int d = nsp - 1; d >= 0; d--) { pos[d] = rem % grid[d]; rem /= grid[d]; }
+  for (int64_t j = 0; j < np; j++) {
+    int64_t tap[NN_MAX_SP] = {0};
+    for (int64_t kp = 0; kp < K; kp++) {
+      int64_t off = 0;
+      for (int d = 0; d < nsp && off >= 0; d++) {
+        int64_t t = pos[d] * w->stride[d] - w->pad_b[d] + tap[d] * w->dil[d];
+        off = t < 0 || t >= target[d] ? -1 : off + t * tstride[d];
+      }
+      tbl[kp * np + j] = (int32_t)off;
+      for (int d = nsp - 1; d >= 0; d--) { /* next tap */
+        if (++tap[d] < w->k[d]) break;
+        tap[d] = 0;
+      }
+    }
+    for (int d = nsp - 1; d >= 0; d--) { /* next position */
+      if (++pos[d] < grid[d]) break;
+      pos[d] = 0;
+    }
+  }
+}
+
+/* Positions per chunk so that `rows` rows of T stay within the budget. */
+static int64_t chunk_len(int64_t rows, int64_t total, size_t elem) {
+  if (rows <= 0) return total > 0 ? total : 1;
+  int64_t c = NN_SCRATCH_BYTES / (rows * (int64_t)elem);
+  if (c < 1) c = 1;
+  return c < total ? c : total;
+}
+
+/* True for a 1x1 window with unit strides and no padding: col == X. */
+static bool is_pointwise(const NnWindow *w) {
+  for (int d = 0; d < w->nsp; d++)
+    if (w->k[d] != 1 || w->stride[d] != 1 || w->pad_b[d] || w->pad_e[d]) return false;
+  return true;
+}
+
+#define DEFINE_CONV(NAME, T, GEMM)                                                           \
+  static int NAME(const NnWindow *w, const T *x, const T *wt, const T *b, T *y) {            \
+    int nsp = w->nsp;                                                                        \
+    int64_t HWin = prod(w->in, nsp), HWout = prod(w->out, nsp), K = prod(w->k, nsp);         \
+    int64_t Cg = w->c_in / w->group, Mg = w->c_out / w->group, CK = Cg * K;                  \
+    bool direct = is_pointwise(w);                                                           \
+    int64_t chunk = direct ? HWout : chunk_len(CK, HWout, sizeof(T));                        \
+    int32_t *tbl = NULL;                                                                     \
+    T *col = NULL;                                                                           \
+    if (!direct) {                                                                           \
+      tbl = malloc(sizeof *tbl * (size_t)(K * chunk + 1));                                   \
+      col = malloc(sizeof *col * (size_t)(CK * chunk + 1));                                  \
+      if (!tbl || !col) goto oom;                                                            \
+    }                                                                                        \
+    for (int64_t p0 = 0; p0 < HWout; p0 += chunk) {                                          \
+      int64_t np = HWout - p0 < chunk ? HWout - p0 : chunk;                                  \
+      if (!direct) tap_table(w, w->out, w->in, p0, np, tbl);                                 \
+      for (int64_t n = 0; n < w->n; n++)                                                     \
+        for (int64_t g = 0; g < w->group; g++) {                                             \
+          const T *xg = x + (n * w->c_in + g * Cg) * HWin, *B = xg + p0;                     \
+          int64_t ldb = HWin;                                                                \
+          if (!direct) {                                                                     \
+            for (int64_t ci = 0; ci < Cg; ci++)                                              \
+              for (int64_t kp = 0; kp < K; kp++) {                                           \
+                T *dst = col + (ci * K + kp) * np;                                           \
+                const int32_t *t = tbl + kp * np;                                            \
+                const T *xc = xg + ci * HWin;                                                \
+                for (int64_t j = 0; j < np; j++) dst[j] = t[j] >= 0 ? xc[t[j]] : 0;          \
+              }                                                                              \
+            B = col;                                                                         \
+            ldb = np;                                                                        \
+          }                                                                                  \
+          if (GEMM(false, false, Mg, np, CK, 1, wt + g * Mg * CK, CK, B, ldb, 0,             \
+                   y + (n * w->c_out + g * Mg) * HWout + p0, HWout))                         \
+            goto oom;                                                                        \
+        }                                                                                    \
+    }                                                                                        \
+    if (b)                                                                                   \
+      for (int64_t n = 0; n < w->n; n++)                                                     \
+        for (int64_t m = 0; m < w->c_out; m++) {                                             \
+          T *ym = y + (n * w->c_out + m) * HWout;                                            \
+          for (int64_t j = 0; j < HWout; j++) ym[j] += b[m];                                 \
+        }                                                                                    \
+    free(tbl);                                                                               \
+    free(col);                                                                               \
+    return 0;                                                                                \
+  oom:                                                                                       \
+    free(tbl);                                                                               \
+    free(col);                                                                               \
+    return -1;                                                                               \
+  }
+
+DEFINE_CONV(conv_f32, float, ref_sgemm)
+DEFINE_CONV(conv_f64, double, ref_dgemm)
+
+/* y must be zeroed by the caller. */
+#define DEFINE_CONVT(NAME, T, GEMM)                                                          \
+  static int NAME(const NnWindow *w, const T *x, const T *wt, const T *b, T *y) {            \
+    int nsp = w->nsp;                                                                        \
+    int64_t HWin = prod(w->in, nsp), HWout = prod(w->out, nsp), K = prod(w->k, nsp);         \
+    int64_t Cg = w->c_in / w->group, Mg = w->c_out / w->group, MK = Mg * K;                  \
+    int64_t chunk = chunk_len(MK, HWin, sizeof(T));                                          \
+    int32_t *tbl = malloc(sizeof *tbl * (size_t)(K * chunk + 1));                            \
+    T *col = malloc(sizeof *col * (size_t)(MK * chunk + 1));                                 \
+    if (!tbl || !col) goto oom;                                                              \
+    for (int64_t p0 = 0; p0 < HWin; p0 += chunk) {                                           \
+      int64_t np = HWin - p0 < chunk ? HWin - p0 : chunk;                                    \
+      tap_table(w, w->in, w->out, p0, np, tbl);                                              \
+      for (int64_t n = 0; n < w->n; n++)                                                     \
+        for (int64_t g = 0; g < w->group; g++) {                                             \
+          const T *xg = x + (n * w->c_in + g * Cg) * HWin;                                   \
+          if (GEMM(true, false, MK, np, Cg, 1, wt + g * Cg * MK, MK, xg + p0, HWin, 0, col,  \
+                   np))                                                                      \
+            goto oom;                                                                        \
+          T *yg = y + (n * w->c_out + g * Mg) * HWout;                                       \
+          for (int64_t m = 0; m < Mg; m++)                                                   \
+            for (int64_t kp = 0; kp < K; kp++) {                                             \
+              const T *src = col + (m * K + kp) * np;                                        \
+              const int32_t *t = tbl + kp * np;                                              \
+              T *ym = yg + m * HWout;                                                        \
+              for (int64_t j = 0; j < np; j++)                                               \
+                if (t[j] >= 0) ym[t[j]] += src[j];                                           \
+            }                                                                                \
+        }                                                                                    \
+    }                                                                                        \
+    if (b)                                                                                   \
+      for (int64_t n = 0; n < w->n; n++)                                                     \
+        for (int64_t m = 0; m < w->c_out; m++) {                                             \
+          T *ym = y + (n * w->c_out + m) * HWout;                                            \
+          for (int64_t j = 0; j < HWout; j++) ym[j] += b[m];                                 \
+        }                                                                                    \
+    free(tbl);                                                                               \
+    free(col);                                                                               \
+    return 0;                                                                                \
+  oom:                                                                                       \
+    free(tbl);                                                                               \
+    free(col);                                                                               \
+    return -1;                                                                               \
+  }
+
+DEFINE_CONVT(convt_f32, float, ref_sgemm)
+DEFINE_CONVT(convt_f64, double, ref_dgemm)
+
+typedef int (*ConvF32)(const NnWindow *, const float *, const float *, const float *, float *);
+typedef int (*ConvF64)(const NnWindow *, const double *, const double *, const double *,
+                       double *);
+
+/* Dispatch on dtype; f16/bf16 go through f32 copies. */
+static int run_conv(OpCtx *c, const NnWindow *w, ConvF32 f32, ConvF64 f64) {
+  const Tensor *x = c->in[0], *wt = c->in[1];
+  const Tensor *b = gpuc_has_in(c, 2) ? c->in[2] : NULL;
+  Tensor *y = c->out[0];
+  /* tap tables hold offsets as int32 */
+  if (prod(w->in, w->nsp) > INT32_MAX || prod(w->out, w->nsp) > INT32_MAX)
+    return gpuc_op_fail(c, "spatial size too large for the reference kernel");
+  if (gpuc_numel(y) == 0) return 0;
+  int rc;
+  if (x->dt == GPUC_DT_F32) {
+    rc = f32(w, x->data, wt->data, b ? b->data : NULL, y->data);
+  } else if (x->dt == GPUC_DT_F64) {
+    rc = f64(w, x->data, wt->data, b ? b->data : NULL, y->data);
+  } else {
+    float *xf = gpuc_to_f32(x, c->err), *wf = xf ? gpuc_to_f32(wt, c->err) : NULL;
+    float *bf = wf && b ? gpuc_to_f32(b, c->err) : NULL;
+    float *yf = calloc((size_t)gpuc_numel(y), sizeof *yf);
+    rc = -1;
+    if (xf && wf && (bf || !b) && yf) {
+      rc = f32(w, xf, wf, bf, yf);
+      if (!rc) gpuc_from_f32(y, yf);
+    }
+    free(xf); free(wf); free(bf); free(yf);
+  }
+  return rc ? gpuc_op_fail(c, "out of host memory") : 0;
+}
+
+int ref_Conv(OpCtx *c) {
+  NnWindow w;
+  if (nn_conv_window(c, &w)) return -1;
+  return run_conv(c, &w, conv_f32, conv_f64);
+}
+
+int ref_ConvTranspose(OpCtx *c) {
+  NnWindow w;
+  if (nn_convt_window(c, &w)) return -1;
+  return run_conv(c, &w, convt_f32, convt_f64);
+}

@@ -1,0 +1,121 @@
+/* Reference pooling: AveragePool, MaxPool (with Indices), GlobalAveragePool,
+ * GlobalMaxPool. N-D windows over [N, C, D1..Dn]; values are read and
+ * accumulated as f64 (exact for every integer type MaxPool accepts). */
+#include "ref_util.h"
+#include "infer_nn.h"
+#include <math.h>
+#include <stdlib.h>
+
+static inline double ld(const Tensor *t, int64_t i) {
+  return t->dt == GPUC_DT_F32 ? ((const float *)t->data)[i] : gpuc_get_f64(t, i);
+}
+static inline void st(Tensor *t, int64_t i, double v) {
+  if (t->dt == GPUC_DT_F32) ((float *)t->data)[i] = (float)v;
+  else gpuc_set_f64(t, i, v);
+}
+
+static int64_t prod(const int64_t *v, int n) {
+  int64_t p = 1;
+  for (int i = 0; i < n; i++) p *= v[i];
+  return p;
+}
+
+enum { POOL_AVG, POOL_MAX };
+
+/* Pool every [N, C] plane. For each output position walk the K kernel taps;
+ * taps in the padding are skipped (MaxPool) or only counted (AveragePool
+ * with count_include_pad). idx (MaxPool Indices) may be NULL. */
+static void pool_nd(const NnWindow *w, int kind, bool include_pad, bool col_major,
+                    const Tensor *x, Tensor *y, Tensor *idx) {
+  int nsp = w->nsp;
+  int64_t HWin = prod(w->in, nsp), HWout = prod(w->out, nsp), K = prod(w->k, nsp);
+  int64_t planes = w->n * w->c_in;
+  int64_t rstride[NN_MAX_SP], cstride[NN_MAX_SP], s = 1;
+  for (int d = nsp - 1; d >= 0; d--) { rstride[d] = s; s *= w->in[d]; }
+  s = 1;
+  for (int d = 0; d < nsp; d++) { cstride[d] = s; s *= w->in[d]; }
+  for (int64_t pl = 0; pl < planes; pl++) {
+    int64_t o[NN_MAX_SP] = {0};
+    for (int64_t p = 0; p < HWout; p++) {
+      int64_t tap[NN_MAX_SP] = {0};
+      double acc = kind == POOL_MAX ? -INFINITY : 0;
+      int64_t best = -1, valid = 0, padded = 0;
+      for (int64_t kp = 0; kp < K; kp++) {
+        int64_t off = 0, coff = 0;
+        bool in_x = true, in_pad = true;
+        for (int d = 0; d < nsp; d++) {
+          int64_t i = o[d] * w->stride[d] - w->pad_b[d] + tap[d] * w->dil[d];
+          if (i < 0 || i >= w->in[d]) in_x = false;
+          if (i < -w->pad_b[d] || i >= w->in[d] + w->pad_e[d]) in_pad = false;
+          off += i * rstride[d];
+          coff += i * cstride[d];
+        }
+        padded += in_pad;
+        if (in_x) {
+          double v = ld(x, pl * HWin + off);
+          valid++;
+          if (kind == POOL_AVG) acc += v;
+          else if (best < 0 || v > acc) { acc = v; best = col_major ? coff : off; }
+        }
+        for (int d = nsp - 1; d >= 0; d--) {
+          if (++tap[d] < w->k[d]) break;
+          tap[d] = 0;
+        }
+      }
+      /* A window entirely in the padding (possible with dilation or
+       * ceil_mode) has no value: it yields 0 (and index -1). */
+      double out;
+      if (kind == POOL_AVG) {
+        int64_t div = include_pad ? padded : valid;
+        out = div ? acc / (double)div : 0;
+      } else {
+        out = valid ? acc : 0;
+      }
+      st(y, pl * HWout + p, out);
+      if (idx) ((int64_t *)idx->data)[pl * HWout + p] = best < 0 ? -1 : pl * HWin + best;
+      for (int d = nsp - 1; d >= 0; d--) {
+        if (++o[d] < w->out[d]) break;
+        o[d] = 0;
+      }
+    }
+  }
+}
+
+int ref_AveragePool(OpCtx *c) {
+  NnWindow w;
+  if (nn_pool_window(c, &w)) return -1;
+  bool include_pad = gpuc_attr_i(c->n, "count_include_pad", 0) == 1;
+  pool_nd(&w, POOL_AVG, include_pad, false, c->in[0], c->out[0], NULL);
+  return 0;
+}
+
+int ref_MaxPool(OpCtx *c) {
+  NnWindow w;
+  if (nn_pool_window(c, &w)) return -1;
+  bool col_major = gpuc_attr_i(c->n, "storage_order", 0) == 1;
+  Tensor *idx = c->nout > 1 ? c->out[1] : NULL;
+  pool_nd(&w, POOL_MAX, false, col_major, c->in[0], c->out[0], idx);
+  return 0;
+}
+
+/* Reduce every [N, C] plane over all spatial dims. */
+static int global_pool(OpCtx *c, int kind) {
+  const Tensor *x = c->in[0];
+  Tensor *y = c->out[0];
+  int64_t planes = x->dims[0] * x->dims[1], hw = prod(x->dims + 2, x->rank - 2);
+  for (int64_t pl = 0; pl < planes; pl++) {
+    double acc = kind == POOL_MAX ? -INFINITY : 0;
+    for (int64_t i = 0; i < hw; i++) {
+      double v = ld(x, pl * hw + i);
+      if (kind == POOL_AVG) acc += v;
+      else if (i == 0 || v > acc) acc = v;
+    }
+    if (kind == POOL_AVG) acc = hw ? acc / (double)hw : 0;
+    else if (hw == 0) acc = 0;
+    st(y, pl, acc);
+  }
+  return 0;
+}
+
+int ref_GlobalAveragePool(OpCtx *c) { return global_pool(c, POOL_AVG); }
+int ref_GlobalMaxPool(OpCtx *c) { return global_pool(c, POOL_MAX); }

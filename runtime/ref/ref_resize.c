@@ -1,0 +1,226 @@
+/* Reference Resize / Upsample, and the block rearrangements DepthToSpace /
+ * SpaceToDepth.
+ *
+ * Resize is separable: for every axis and output index we list the input
+ * indices ("taps") and weights that contribute; an output element is the
+ * sum over the product of its axes' taps. Nearest mode has one tap of
+ * weight 1 per axis and copies elements bit-exactly. Out-of-range taps are
+ * clamped to the edge (the ONNX reference pads with edge values), or get
+ * weight 0 with exclude_outside; weights are renormalized then and with
+ * antialias (the filter is stretched by 1/scale when downsampling). */
+#include "ref_util.h"
+#include "infer_nn.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline double ld(const Tensor *t, int64_t i) {
+  return t->dt == GPUC_DT_F32 ? ((const float *)t->data)[i] : gpuc_get_f64(t, i);
+}
+static inline void st(Tensor *t, int64_t i, double v) {
+  if (t->dt == GPUC_DT_F32) ((float *)t->data)[i] = (float)v;
+  else gpuc_set_f64(t, i, v);
+}
+
+/* ---- Resize ------------------------------------------------------------ */
+
+/* Taps of one axis: output index o uses idx/w[first[o] .. first[o+1]). */
+typedef struct {
+  int64_t *first, *idx;
+  double *w;
+  bool *outside; /* tf_crop_and_resize: coordinate outside the input */
+} AxisTaps;
+
+/* Input coordinate of output index x along axis d. */
+static double src_coord(const NnResize *p, int d, int64_t in, int64_t x) {
+  double s = p->scale[d], len = p->length[d], xr = (double)x, fin = (double)in;
+  switch (p->coord) {
+  case NN_CT_HALF_PIXEL: return (xr + 0.5) / s - 0.5;
+  case NN_CT_HALF_PIXEL_SYMMETRIC: {
+    double adj = (double)p->out[d] / len, offset = fin / 2 * (1 - adj);
+    return offset + (xr + 0.5) / s - 0.5;
+  }
+  case NN_CT_PYTORCH_HALF_PIXEL: return len > 1 ? (xr + 0.5) / s - 0.5 : 0;
+  case NN_CT_ALIGN_CORNERS: return len == 1 ? 0 : xr * (fin - 1) / (len - 1);
+  case NN_CT_ASYMMETRIC: return xr / s;
+  case NN_CT_TF_HALF_PIXEL_FOR_NN: return (xr + 0.5) / s;
+  case NN_CT_TF_CROP_AND_RESIZE: {
+    double a = p->roi_start[d], b = p->roi_end[d];
+    return len > 1 ? a * (fin - 1) + xr * (b - a) * (fin - 1) / (len - 1)
+                   : 0.5 * (a + b) * (fin - 1);
+  }
+  }
+  return 0;
+}
+
+static int64_t nearest_index(const NnResize *p, int d, double xo) {
+  double f = floor(xo);
+  switch (p->nearest) {
+  case NN_NR_ROUND_PREFER_FLOOR: return (int64_t)(xo == f + 0.5 ? f : round(xo));
+  case NN_NR_ROUND_PREFER_CEIL: return (int64_t)(xo == f + 0.5 ? f + 1 : round(xo));
+  case NN_NR_FLOOR: return (int64_t)f;
+  case NN_NR_CEIL: return (int64_t)ceil(xo);
+  case NN_NR_SIMPLE: return (int64_t)(p->scale[d] < 1 ? ceil(xo) : trunc(xo));
+  }
+  return (int64_t)f;
+}
+
+/* Cubic convolution kernel with parameter A at distance t. */
+static double cubic_w(double A, double t) {
+  t = fabs(t);
+  if (t <= 1) return ((A + 2) * t - (A + 3)) * t * t + 1;
+  if (t < 2) return ((A * t - 5 * A) * t + 8 * A) * t - 4 * A;
+  return 0;
+}
+
+static int64_t clamp_i(int64_t v, int64_t hi) { return v < 0 ? 0 : v > hi ? hi : v; }
+
+static void free_taps(AxisTaps *t) {
+  free(t->first); free(t->idx); free(t->w); free(t->outside);
+}
+
+static int build_taps(OpCtx *c, const NnResize *p, int d, int64_t in, AxisTaps *t) {
+  int64_t out = p->out[d], lo = 0, hi = 1;
+  double sa = p->antialias && p->scale[d] < 1 ? p->scale[d] : 1;
+  if (p->mode == NN_RS_LINEAR) { lo = (int64_t)floor(-1 / sa) + 1; hi = 2 - lo; }
+  if (p->mode == NN_RS_CUBIC) { lo = (int64_t)floor(-2 / sa) + 1; hi = 2 - lo; }
+  int64_t T = hi - lo;
+  if (T > (GPUC_MAX_TENSOR_BYTES / 16) / (out + 1))
+    return gpuc_op_fail(c, "axis %d needs %lld taps per output, too many for the reference kernel",
+                        d, (long long)T);
+  t->first = malloc(sizeof(int64_t) * (size_t)(out + 1));
+  t->idx = malloc(sizeof(int64_t) * (size_t)(out * T + 1));
+  t->w = malloc(sizeof(double) * (size_t)(out * T + 1));
+  t->outside = malloc((size_t)out + 1);
+  if (!t->first || !t->idx || !t->w || !t->outside) return gpuc_op_fail(c, "out of host memory");
+  double margin = (double)T + 2;
+  int64_t n = 0;
+  for (int64_t o = 0; o < out; o++) {
+    double xo = src_coord(p, d, in, o);
+    t->first[o] = n;
+    t->outside[o] = p->coord == NN_CT_TF_CROP_AND_RESIZE && (xo < 0 || xo > (double)(in - 1));
+    /* far-off coordinates only ever reach the edge: keep them castable */
+    xo = fmin(fmax(xo, -margin), (double)in + margin);
+    if (p->mode == NN_RS_NEAREST) {
+      t->idx[n] = clamp_i(nearest_index(p, d, xo), in - 1);
+      t->w[n++] = 1;
+      continue;
+    }
+    double f = floor(xo), r = xo - f, sum = 0;
+    int64_t n0 = n;
+    for (int64_t i = lo; i < hi; i++) {
+      int64_t pos = (int64_t)f + i;
+      double arg = ((double)i - r) * sa;
+      double w = p->mode == NN_RS_LINEAR ? fmax(0, 1 - fabs(arg)) : cubic_w(p->cubic_a, arg);
+      if (p->exclude_outside && (pos < 0 || pos >= in)) w = 0;
+      sum += w;
+      if (w == 0) continue; /* identity axes keep a single tap */
+      t->idx[n] = clamp_i(pos, in - 1);
+      t->w[n++] = w;
+    }
+    if ((p->antialias || p->exclude_outside) && sum != 0)
+      for (int64_t k = n0; k < n; k++) t->w[k] /= sum;
+  }
+  t->first[out] = n;
+  return 0;
+}
+
+static int resize_run(OpCtx *c) {
+  NnResize p;
+  if (nn_resize_params(c, &p)) return -1;
+  const Tensor *x = c->in[0];
+  Tensor *y = c->out[0];
+  int r = p.rank;
+  int64_t n = gpuc_numel(y), xs[GPUC_MAX_RANK];
+  if (n == 0) return 0;
+  gpuc_strides(x, xs);
+  for (int d = 0; d < r; d++)
+    if (x->dims[d] == 0) return gpuc_op_fail(c, "cannot resize an empty axis %d", d);
+  AxisTaps taps[GPUC_MAX_RANK];
+  memset(taps, 0, sizeof taps);
+  int rc = 0;
+  for (int d = 0; d < r && !rc; d++) rc = build_taps(c, &p, d, x->dims[d], &taps[d]);
+  if (rc) goto done;
+  size_t es = gpuc_dtype_size(x->dt);
+  int64_t o[GPUC_MAX_RANK] = {0};
+  for (int64_t i = 0; i < n; i++) {
+    bool outside = false;
+    for (int d = 0; d < r; d++) outside |= taps[d].outside[o[d]];
+    if (outside) {
+      st(y, i, p.extrapolation);
+    } else if (p.mode == NN_RS_NEAREST) { /* one tap per axis: copy the element */
+      int64_t off = 0;
+      for (int d = 0; d < r; d++) off += taps[d].idx[taps[d].first[o[d]]] * xs[d];
+      memcpy((char *)y->data + (size_t)i * es, (const char *)x->data + (size_t)off * es, es);
+    } else { /* sum over the product of the axes' taps */
+      int64_t k[GPUC_MAX_RANK];
+      bool empty = false;
+      for (int d = 0; d < r; d++) {
+        k[d] = taps[d].first[o[d]];
+        empty |= k[d] == taps[d].first[o[d] + 1];
+      }
+      double acc = 0;
+      while (!empty) {
+        int64_t off = 0;
+        double w = 1;
+        for (int d = 0; d < r; d++) {
+          off += taps[d].idx[k[d]] * xs[d];
+          w *= taps[d].w[k[d]];
+        }
+        acc += w * ld(x, off);
+        int d = r - 1;
+        for (; d >= 0; d--) {
+          if (++k[d] < taps[d].first[o[d] + 1]) break;
+          k[d] = taps[d].first[o[d]];
+        }
+        if (d < 0) break;
+      }
+      st(y, i, acc);
+    }
+    for (int d = r - 1; d >= 0; d--) {
+      if (++o[d] < p.out[d]) break;
+      o[d] = 0;
+    }
+  }
+done:
+  for (int d = 0; d < r; d++) free_taps(&taps[d]);
+  return rc;
+}
+
+int ref_Resize(OpCtx *c) { return resize_run(c); }
+int ref_Upsample(OpCtx *c) { return resize_run(c); }
+
+/* ---- DepthToSpace / SpaceToDepth --------------------------------------- */
+
+/* Deep side [N, C*b*b, H, W], spatial side [N, C, H*b, W*b]. The deep
+ * channel of (c, bh, bw) is (bh*b + bw)*C + c (DCR) or c*b*b + bh*b + bw
+ * (CRD). to_space: copy deep -> spatial, else the reverse. */
+static int block_move(OpCtx *c, bool to_space, bool crd) {
+  const Tensor *x = c->in[0];
+  Tensor *y = c->out[0];
+  const Tensor *deep = to_space ? x : y, *sp = to_space ? y : x;
+  int64_t b = gpuc_attr_i(c->n, "blocksize", 1);
+  int64_t N = sp->dims[0], C = sp->dims[1], H = deep->dims[2], W = deep->dims[3];
+  size_t es = gpuc_dtype_size(x->dt);
+  const char *src = x->data;
+  char *dst = y->data;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t ch = 0; ch < C; ch++)
+      for (int64_t bh = 0; bh < b; bh++)
+        for (int64_t bw = 0; bw < b; bw++) {
+          int64_t dc = crd ? ch * b * b + bh * b + bw : (bh * b + bw) * C + ch;
+          for (int64_t h = 0; h < H; h++)
+            for (int64_t w = 0; w < W; w++) {
+              int64_t di = ((n * C * b * b + dc) * H + h) * W + w;
+              int64_t si = ((n * C + ch) * H * b + h * b + bh) * W * b + w * b + bw;
+              int64_t from = to_space ? di : si, to = to_space ? si : di;
+              memcpy(dst + (size_t)to * es, src + (size_t)from * es, es);
+            }
+        }
+  return 0;
+}
+
+int ref_DepthToSpace(OpCtx *c) {
+  return block_move(c, true, !strcmp(gpuc_attr_s(c->n, "mode", "DCR"), "CRD"));
+}
+int ref_SpaceToDepth(OpCtx *c) { return block_move(c, false, false); }

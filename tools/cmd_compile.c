@@ -1,0 +1,134 @@
+/* gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16] [--arch A]
+ *                 [--shape NAME=DIMS]... [--mem-limit SIZE]
+ * Import, run the passes of the level, generate code, write the plan. Works
+ * without a GPU when --arch names the target. */
+#include "cli.h"
+#include "codegen.h"
+#include "passes.h"
+#include "session.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int parse_arch(const char *a, int *sm) {
+  if (!strcmp(a, "native")) { *sm = 0; return 0; }
+  static const int known[] = {80, 86, 87, 89, 90, 100, 120};
+  if (strncmp(a, "sm_", 3)) return -1;
+  int v = atoi(a + 3);
+  for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+    if (known[i] == v) { *sm = v; return 0; }
+  return -1;
+}
+
+int parse_size(const char *s, int64_t *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || v <= 0) return -1;
+  double mul = 1;
+  if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
+  else if (*end == 'M' || *end == 'm') mul = 1024.0 * 1024, end++;
+  else if (*end == 'G' || *end == 'g') mul = 1024.0 * 1024 * 1024, end++;
+  if (*end == 'B' || *end == 'b') end++;
+  if (*end) return -1;
+  *out = (int64_t)(v * mul);
+  return 0;
+}
+
+int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e) {
+  double t0 = now_s();
+  int sm = r->sm;
+  if (sm == 0) {
+    GpucErr ge = {0};
+    sm = gpuc_gpu_sm(&ge);
+    if (sm < 0)
+      return gpuc_err_set(e, "no GPU here (%s): name the target with --arch sm_80|sm_86|sm_89|sm_90|sm_120", ge.msg);
+  }
+  Graph *g = gpuc_onnx_load(r->model, r->binds, r->nbinds, e);
+  if (!g) return -1;
+  memset(st, 0, sizeof *st);
+  st->nodes_in = g->nnodes;
+  PassOptions po;
+  gpuc_pass_options_default(&po, r->level < 1 ? 1 : r->level); /* shapes must fold for codegen */
+  if (gpuc_passes_run(g, &po, e)) { gpuc_graph_free(g); return -1; }
+  CodegenOptions co = {.sm = sm, .fp16 = r->fp16, .level = r->level, .mem_limit = r->mem_limit};
+  Plan *p = NULL;
+  int rc = gpuc_codegen(g, &co, &p, st, e);
+  if (!rc) {
+    p->meta.nnodes_onnx = (uint32_t)st->nodes_in;
+    rc = gpuc_plan_write(p, r->out, e);
+  }
+  st->compile_seconds = now_s() - t0;
+  st->sm = sm;
+  gpuc_plan_free(p);
+  gpuc_graph_free(g);
+  return rc;
+}
+
+void default_plan_path(const char *model, char *out, size_t n) {
+  size_t l = strlen(model);
+  if (l > 5 && !strcmp(model + l - 5, ".onnx")) snprintf(out, n, "%.*s.gpuc", (int)(l - 5), model);
+  else snprintf(out, n, "%s.gpuc", model);
+}
+
+int cmd_compile(int argc, char **argv) {
+  CompileRequest r = {.level = 2, .sm = 0};
+  static GpucShapeBind binds[64];
+  char outbuf[4096];
+  const char *out = NULL;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-o")) {
+      if (i + 1 >= argc) return usage_error("-o needs a file");
+      out = argv[++i];
+    } else if (!strcmp(a, "-O0") || !strcmp(a, "-O1") || !strcmp(a, "-O2") || !strcmp(a, "-O3")) {
+      r.level = a[2] - '0';
+    } else if (!strcmp(a, "--fp16")) {
+      r.fp16 = true;
+    } else if (!strcmp(a, "--arch")) {
+      if (i + 1 >= argc || parse_arch(argv[i + 1], &r.sm))
+        return usage_error("--arch wants native or sm_80|sm_86|sm_89|sm_90|sm_120");
+      i++;
+    } else if (!strcmp(a, "--shape")) {
+      if (i + 1 >= argc) return usage_error("--shape needs NAME=DIMS");
+      if (r.nbinds == 64) return usage_error("too many --shape flags");
+      if (parse_shape_arg(argv[++i], &binds[r.nbinds++])) return EXIT_USAGE;
+    } else if (!strcmp(a, "--mem-limit")) {
+      if (i + 1 >= argc || parse_size(argv[i + 1], &r.mem_limit))
+        return usage_error("--mem-limit wants a size like 8G or 512M");
+      i++;
+    } else if (a[0] == '-') {
+      return usage_error("unknown flag '%s'", a);
+    } else if (!r.model) {
+      r.model = a;
+    } else {
+      return usage_error("more than one model given");
+    }
+  }
+  if (!r.model) return usage_error("no model given");
+  if (r.fp16) {
+    GpucErr e;
+    gpuc_err_unsupported(&e, "%s: --fp16 is not implemented by this build yet (fp32 plans only)", r.model);
+    return report(&e);
+  }
+  if (!out) { default_plan_path(r.model, outbuf, sizeof outbuf); out = outbuf; }
+  r.binds = binds;
+  r.out = out;
+  GpucErr e = {0};
+  CompileStats st;
+  if (compile_model(&r, &st, &e)) return report(&e);
+  printf("compiled %s -> %s (sm_%d, -O%d%s)\n", r.model, out, st.sm, r.level, r.fp16 ? ", fp16" : "");
+  printf("  nodes: %d imported, %d after passes\n", st.nodes_in, st.nodes_after);
+  printf("  kernels generated: %d; library calls: %d cuBLASLt, %d cuDNN\n", st.kernels, st.gemms, st.convs);
+  printf("  arena: %llu bytes (naive sum %llu); weights: %llu bytes; workspace: %llu bytes\n",
+         (unsigned long long)st.arena_bytes, (unsigned long long)st.naive_bytes,
+         (unsigned long long)st.weight_bytes, (unsigned long long)st.workspace_bytes);
+  printf("  compile time: %.2f s (NVRTC %.2f s)\n", st.compile_seconds, st.nvrtc_seconds);
+  return EXIT_OK;
+}
