@@ -74,6 +74,7 @@ static const Tensor *legacy_binary_view(OpCtx *c, Tensor *tmp) {
 static const Tensor *legacy_prelu_view(OpCtx *c, Tensor *tmp) {
   const Tensor *x = c->in[0], *s = c->in[1];
   if (s->rank != 1 || s->dims[0] == 1 || x->rank < 2) return s;
+  if (s->dims[0] >= 0 && x->dims[1] >= 0 && s->dims[0] != x->dims[1]) return s; /* numpy then */
   *tmp = *s;
   tmp->rank = x->rank - 1; /* [C] -> [C, 1, ..., 1] against [N, C, ...] */
   for (int d = 1; d < tmp->rank; d++) tmp->dims[d] = 1;
@@ -113,13 +114,13 @@ static int unary(OpCtx *c, const GpucDType *allowed, GpucDType out_dt) {
 
 /* Inputs [first, first+count) that are present must share one dtype. */
 static int same_dtypes(OpCtx *c, int first, int count) {
-  GpucDType dt = DT(UNDEF);
+  int k0 = -1;
   for (int k = first; k < first + count && k < c->nin; k++) {
     if (!c->in[k]) continue;
-    if (dt == DT(UNDEF)) dt = c->in[k]->dt;
-    else if (c->in[k]->dt != dt)
-      return gpuc_op_fail(c, "input %d is %s, input %d is %s; they must match", first, gpuc_dtype_name(dt),
-                          k, gpuc_dtype_name(c->in[k]->dt));
+    if (k0 < 0) k0 = k;
+    else if (c->in[k]->dt != c->in[k0]->dt)
+      return gpuc_op_fail(c, "input %d is %s, input %d is %s; they must match", k0,
+                          gpuc_dtype_name(c->in[k0]->dt), k, gpuc_dtype_name(c->in[k]->dt));
   }
   return 0;
 }

@@ -242,6 +242,9 @@ int nn_convt_window(OpCtx *c, NnWindow *w) {
     if (opad[i] >= s && opad[i] >= w->dil[i])
       return gpuc_op_fail(c, "output_padding[%d] = %lld must be smaller than the stride or the dilation",
                           i, (long long)opad[i]);
+    if (in > 0 && in - 1 > NN_DIM_LIMIT / s)
+      return gpuc_op_fail(c, "output of spatial dim %d would be too large (input %lld, stride %lld)",
+                          i, (long long)in, (long long)s);
     /* full (unpadded) extent: stride * (in - 1) + output_padding + eff */
     int64_t full = in < 0 || eff < 0 ? -1 : s * (in - 1) + opad[i] + eff;
     int64_t out;
@@ -517,7 +520,7 @@ int infer_SpaceToDepth(OpCtx *c) {
   int64_t b;
   if (block_attr(c, &b)) return -1;
   int64_t dims[4] = {x->dims[0], -1, -1, -1};
-  if (x->dims[1] > NN_DIM_LIMIT) return gpuc_op_fail(c, "X has too many channels");
+  if (x->dims[1] > NN_DIM_LIMIT / (b * b)) return gpuc_op_fail(c, "X has too many channels");
   dims[1] = x->dims[1] < 0 ? -1 : x->dims[1] * b * b;
   for (int i = 2; i < 4; i++) {
     if (x->dims[i] >= 0 && x->dims[i] % b)

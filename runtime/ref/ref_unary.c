@@ -7,8 +7,6 @@
 #include "ref_ew.h"
 #include <float.h>
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 typedef struct Un {
   GpucOp op;

@@ -92,41 +92,43 @@ typedef float gv8 __attribute__((vector_size(32)));
 
 typedef void (*GemmKernel)(int64_t kc, const float *a, const float *b, float *tile);
 
+/* The accumulators are named variables, one row per ROW() line, so that
+ * they live in registers (an array would stay in memory at -O2). */
+
 /* tile[4][8] = sum_k a[k][0..4) (x) b[k][0..8) */
 static void kernel_4x8(int64_t kc, const float *restrict a, const float *restrict b,
                        float *restrict tile) {
-  gv4 c[4][2];
-  memset(c, 0, sizeof c);
-  for (int64_t k = 0; k < kc; k++) {
+  gv4 c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0}, c30 = {0}, c31 = {0};
+  for (int64_t k = 0; k < kc; k++, a += 4, b += 8) {
     gv4 b0, b1;
-    memcpy(&b0, b + k * 8, sizeof b0);
-    memcpy(&b1, b + k * 8 + 4, sizeof b1);
-    for (int i = 0; i < 4; i++) {
-      float av = a[k * 4 + i];
-      c[i][0] += av * b0;
-      c[i][1] += av * b1;
-    }
+    memcpy(&b0, b, sizeof b0);
+    memcpy(&b1, b + 4, sizeof b1);
+#define ROW(i) c##i##0 += a[i] * b0; c##i##1 += a[i] * b1;
+    ROW(0) ROW(1) ROW(2) ROW(3)
+#undef ROW
   }
-  memcpy(tile, c, sizeof c);
+#define ROW(i) memcpy(tile + i * 8, &c##i##0, 16); memcpy(tile + i * 8 + 4, &c##i##1, 16);
+  ROW(0) ROW(1) ROW(2) ROW(3)
+#undef ROW
 }
 
 /* tile[6][16], compiled for AVX2+FMA: 12 accumulators in ymm registers. */
 __attribute__((target("avx2,fma"))) static void kernel_6x16(int64_t kc, const float *restrict a,
                                                            const float *restrict b,
                                                            float *restrict tile) {
-  gv8 c[6][2];
-  memset(c, 0, sizeof c);
-  for (int64_t k = 0; k < kc; k++) {
+  gv8 c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
+  gv8 c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
+  for (int64_t k = 0; k < kc; k++, a += 6, b += 16) {
     gv8 b0, b1;
-    memcpy(&b0, b + k * 16, sizeof b0);
-    memcpy(&b1, b + k * 16 + 8, sizeof b1);
-    for (int i = 0; i < 6; i++) {
-      float av = a[k * 6 + i];
-      c[i][0] += av * b0;
-      c[i][1] += av * b1;
-    }
+    memcpy(&b0, b, sizeof b0);
+    memcpy(&b1, b + 8, sizeof b1);
+#define ROW(i) c##i##0 += a[i] * b0; c##i##1 += a[i] * b1;
+    ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+#undef ROW
   }
-  memcpy(tile, c, sizeof c);
+#define ROW(i) memcpy(tile + i * 16, &c##i##0, 32); memcpy(tile + i * 16 + 8, &c##i##1, 32);
+  ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+#undef ROW
 }
 
 static bool cpu_has_avx2_fma(void) {

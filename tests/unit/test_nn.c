@@ -534,6 +534,7 @@ static void test_resize_cases(void) {
   one_new(&o, GPUC_OP_RESIZE, 3, 1, 18);
   attr_s(&o, "mode", "cubic");
   attr_i(&o, "antialias", 1);
+  attr_f(&o, "cubic_coeff_a", -0.5f);
   const Tensor *ains[3] = {cst, NULL, scales};
   rc = one_run(&o, ains, outs, &e);
   CHECK(rc == 0, "Resize antialias: %s", e.msg);
@@ -588,6 +589,7 @@ static void test_import_unknown(void) {
   one_free(&o);
   /* Resize with unknown scales: rank known, dims unknown */
   one_new(&o, GPUC_OP_RESIZE, 3, 1, 13);
+  o.g->nodes[0].in[1] = -1; /* no roi */
   int64_t rd[4] = {1, 3, 8, 8}, sd[1] = {4};
   set_value(&o, o.g->nodes[0].in[0], GPUC_DT_F32, 4, rd);
   set_value(&o, o.g->nodes[0].in[2], GPUC_DT_F32, 1, sd);
