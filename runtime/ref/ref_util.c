@@ -172,6 +172,28 @@ static void pack_b(const float *B, int64_t ldb, bool tb, int64_t j0, int64_t n, 
   }
 }
 
+/* A few rows (matrix-vector products): packing B would cost more than the
+ * product, so stream B's rows once per row of C instead. */
+static int sgemm_thin(bool ta, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                      int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                      int64_t ldc) {
+  float *row = malloc(sizeof(float) * (size_t)N);
+  if (!row) return -1;
+  for (int64_t m = 0; m < M; m++) {
+    float *restrict r = row;
+    memset(r, 0, sizeof(float) * (size_t)N);
+    for (int64_t k = 0; k < K; k++) {
+      float av = op_at(A, lda, ta, m, k);
+      const float *restrict b = B + k * ldb;
+      for (int64_t n = 0; n < N; n++) r[n] += av * b[n];
+    }
+    float *c = C + m * ldc;
+    for (int64_t n = 0; n < N; n++) c[n] = alpha * r[n] + (beta == 0 ? 0.0f : beta * c[n]);
+  }
+  free(row);
+  return 0;
+}
+
 int ref_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
               const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
               int64_t ldc) {
@@ -181,6 +203,7 @@ int ref_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float
       for (int64_t n = 0; n < N; n++) C[m * ldc + n] = beta == 0 ? 0.0f : beta * C[m * ldc + n];
     return 0;
   }
+  if (M < 4 && !trans_b) return sgemm_thin(trans_a, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   bool avx = cpu_has_avx2_fma();
   int mr = avx ? 6 : 4, nr = avx ? 16 : 8;
   GemmKernel kernel = avx ? kernel_6x16 : kernel_4x8;

@@ -321,6 +321,7 @@ static void emit(const char *name, const char *kind, const char *expect, const M
 typedef struct { uint8_t *b; size_t n, cap; } Buf;
 
 static void put(Buf *b, const void *p, size_t n) {
+  if (n == 0) return;  /* p may be NULL then (an empty Buf) */
   if (b->n + n > b->cap) {
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < b->n + n) cap *= 2;
