@@ -2,6 +2,7 @@
  * thread per output element, inputs broadcast by baked strides. Math runs
  * in float for f32/f16/bf16, double for f64, long long for integers. */
 #include "lower_util.h"
+#include "infer_elementwise.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,9 +112,25 @@ int lower_Shrink(LowerCtx *c) {
 
 /* ---- binary and variadic ---- */
 static const char *bin_ct(LowerCtx *c) { return cg_compute_type(c->in[0]->dt); }
+
+/* Binary ops broadcast B the way inference did: numpy rules, or before
+ * opset 7 the legacy axis/PRelu forms (gpuc_ew_bcast_view). */
+static int binary(LowerCtx *c, const char *ct, const char *expr) {
+  Tensor tmp;
+  OpCtx oc = {.g = c->g, .n = c->n, .nin = c->nin, .nout = c->nout, .in = c->in,
+              .out = (Tensor **)c->out, .err = c->err};
+  const Tensor *b = gpuc_ew_bcast_view(&oc, 1, &tmp);
+  if (!b) return -1;
+  const Tensor *ins[2] = {c->in[0], b};
+  LowerCtx v = *c;
+  v.in = ins;
+  int rc = cg_elementwise(&v, IN01, 2, ct, NULL, expr);
+  c->nkernels_emitted = v.nkernels_emitted;
+  return rc;
+}
 #define BINARY(Name, fexpr, iexpr) \
   int lower_##Name(LowerCtx *c) { const char *ct = bin_ct(c); \
-    return cg_elementwise(c, IN01, 2, ct, NULL, is_float_ct(ct) ? fexpr : iexpr); }
+    return binary(c, ct, is_float_ct(ct) ? fexpr : iexpr); }
 BINARY(Add, "x0 + x1", "(long long)((unsigned long long)x0 + (unsigned long long)x1)")
 BINARY(Sub, "x0 - x1", "(long long)((unsigned long long)x0 - (unsigned long long)x1)")
 BINARY(Mul, "x0 * x1", "(long long)((unsigned long long)x0 * (unsigned long long)x1)")
@@ -132,16 +149,20 @@ int lower_Pow(LowerCtx *c) {
   /* exponent may have another dtype: compute in double for exactness on
    * integer bases, float otherwise */
   const char *ct = is_float_ct(cg_compute_type(c->in[0]->dt)) ? cg_compute_type(c->in[0]->dt) : "double";
-  return cg_elementwise(c, IN01, 2, ct, NULL, "pow(x0, x1)");
+  return binary(c, ct, "pow(x0, x1)");
 }
 int lower_Mod(LowerCtx *c) {
   const char *ct = bin_ct(c);
-  if (gpuc_attr_i(c->n, "fmod", 0) || is_float_ct(ct)) return cg_elementwise(c, IN01, 2, ct, NULL, "fmod(x0, x1)");
+  if (is_float_ct(ct) && !gpuc_attr_i(c->n, "fmod", 0)) /* Python-style: the divisor's sign */
+    return binary(c, ct, "(fmod(x0, x1) != 0 && ((fmod(x0, x1) < 0) != (x1 < 0))) ? fmod(x0, x1) + x1 : fmod(x0, x1)");
+  if (is_float_ct(ct)) return binary(c, ct, "fmod(x0, x1)");
+  if (gpuc_attr_i(c->n, "fmod", 0)) /* C remainder: the dividend's sign */
+    return binary(c, ct, "x1 == 0 ? 0 : (x1 == -1 ? 0 : x0 % x1)");
   /* integer mod takes the divisor's sign; by zero gives 0 */
-  return cg_elementwise(c, IN01, 2, ct, NULL,
+  return binary(c, ct,
                         "x1 == 0 ? 0 : (x1 == -1 ? 0 : ((x0 % x1 != 0 && ((x0 % x1 < 0) != (x1 < 0))) ? x0 % x1 + x1 : x0 % x1))");
 }
-int lower_PRelu(LowerCtx *c) { return cg_elementwise(c, IN01, 2, bin_ct(c), NULL, "x0 < 0 ? x0 * x1 : x0"); }
+int lower_PRelu(LowerCtx *c) { return binary(c, bin_ct(c), "x0 < 0 ? x0 * x1 : x0"); }
 int lower_Where(LowerCtx *c) {
   const char *ct = cg_compute_type(c->in[1]->dt);
   return cg_elementwise(c, IN012, 3, ct, NULL, "x0 ? x1 : x2");

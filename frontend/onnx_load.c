@@ -42,6 +42,7 @@ typedef struct {
   NameMap names;
   const char *model_dir;
   GpucErr *e;
+  bool no_default_opset;   /* the model imports only other domains */
 } Loader;
 
 static bool valid_name(const char *s) { return s && *s; }
@@ -85,14 +86,15 @@ static int convert_attr(Loader *L, const Onnx__NodeProto *np, const char *node_n
     a->n = (int)ap->n_floats;
     a->floats = gpuc_arena_alloc(&g->arena, sizeof(float) * (ap->n_floats + 1));
     if (!a->floats) return gpuc_err_set(L->e, "%s: out of memory", g->path);
-    memcpy(a->floats, ap->floats, sizeof(float) * ap->n_floats);
+    /* an empty list arrives as NULL, which memcpy must not get */
+    if (ap->n_floats) memcpy(a->floats, ap->floats, sizeof(float) * ap->n_floats);
     break;
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
     a->kind = GPUC_ATTR_INTS;
     a->n = (int)ap->n_ints;
     a->ints = gpuc_arena_alloc(&g->arena, sizeof(int64_t) * (ap->n_ints + 1));
     if (!a->ints) return gpuc_err_set(L->e, "%s: out of memory", g->path);
-    memcpy(a->ints, ap->ints, sizeof(int64_t) * ap->n_ints);
+    if (ap->n_ints) memcpy(a->ints, ap->ints, sizeof(int64_t) * ap->n_ints);
     break;
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS:
     a->kind = GPUC_ATTR_STRINGS;
@@ -296,6 +298,9 @@ static int convert_graph(Loader *L, const Onnx__GraphProto *gp) {
     if (np->domain && *np->domain && strcmp(np->domain, "ai.onnx"))
       { rc = gpuc_err_unsupported(e, "%s: node '%s' (%s): unsupported op: domain '%s' is not supported",
                                   g->path, nname, op_type, np->domain); break; }
+    if (L->no_default_opset)
+      { rc = gpuc_err_set(e, "%s: node '%s' (%s): the model imports no default-domain opset",
+                          g->path, nname, op_type); break; }
     int op = gpuc_op_lookup(op_type);
     if (op < 0)
       { rc = gpuc_err_unsupported(e, "%s: node '%s' (%s): unsupported op '%s'", g->path, nname,
@@ -304,7 +309,10 @@ static int convert_graph(Loader *L, const Onnx__GraphProto *gp) {
     /* trailing empty names are absent optional inputs/outputs */
     size_t nin = np->n_input, nout = np->n_output;
     while (nin > 0 && !valid_name(np->input[nin - 1])) nin--;
-    while (nout > 0 && !valid_name(np->output[nout - 1])) nout--;
+    /* unused outputs keep their slots (-1): Split's output count decides
+     * how it divides the axis */
+    if (info->max_out >= 0 && (int)nout > info->max_out)
+      while (nout > 0 && !valid_name(np->output[nout - 1])) nout--;
     if ((int)nin < info->min_in || (info->max_in >= 0 && (int)nin > info->max_in) || nin > GPUC_MAX_IO)
       { rc = gpuc_err_set(e, "%s: node '%s' (%s): has %zu inputs, the op takes %d..%d", g->path,
                           nname, op_type, nin, info->min_in,
@@ -416,6 +424,8 @@ static int64_t default_opset(const Onnx__ModelProto *mp, GpucErr *e, const char 
     if (!*d || !strcmp(d, "ai.onnx")) opset = os->has_version ? os->version : 1;
   }
   if (mp->n_opset_import == 0) opset = 1; /* IR v1-2 models have no opset_import */
+  /* only other domains imported: their nodes are refused as unsupported */
+  if (opset == -1) return 0;
   if (opset < 1 || opset > 30) {
     gpuc_err_set(e, "%s: default-domain opset %lld is not supported (1..30)", path, (long long)opset);
     return -1;
@@ -445,6 +455,7 @@ Graph *gpuc_onnx_load(const char *path, const GpucShapeBind *binds, int nbinds, 
   }
   int64_t opset = default_opset(mp, e, path);
   if (opset < 0) goto fail;
+  L.no_default_opset = opset == 0;
   g = gpuc_graph_new(path);
   if (!g) { gpuc_err_set(e, "%s: out of memory", path); goto fail; }
   g->opset = opset;

@@ -31,7 +31,8 @@ void *gpuc_arena_alloc(Arena *a, size_t n) {
 
 char *gpuc_arena_strdup(Arena *a, const char *s, size_t n) {
   char *p = gpuc_arena_alloc(a, n + 1);
-  if (p) { memcpy(p, s, n); p[n] = 0; }
+  if (p && n) memcpy(p, s, n); /* s may be NULL when n == 0 (empty protobuf bytes) */
+  if (p) p[n] = 0;
   return p;
 }
 
@@ -232,6 +233,27 @@ int gpuc_graph_bind_shape(Graph *g, const char *name, int rank, const int64_t *d
     return gpuc_err_set(e, "%s: --shape %s: element count overflows", g->path, name);
   v->t.rank = rank;
   for (int i = 0; i < rank; i++) v->t.dims[i] = dims[i];
+  return 0;
+}
+
+int gpuc_graph_freeze_input(Graph *g, const char *name, const Tensor *value, GpucErr *e) {
+  int slot = -1;
+  for (int k = 0; k < g->ninputs; k++)
+    if (strcmp(g->values[g->inputs[k]].name, name) == 0) slot = k;
+  if (slot < 0) return gpuc_err_set(e, "%s: '%s' is not a graph input", g->path, name);
+  Value *v = &g->values[g->inputs[slot]];
+  bool ok = value->dt == v->t.dt && (v->t.rank < 0 || v->t.rank == value->rank);
+  for (int i = 0; ok && v->t.rank >= 0 && i < value->rank; i++)
+    if (v->t.dims[i] >= 0 && v->t.dims[i] != value->dims[i]) ok = false;
+  if (!ok) return gpuc_err_set(e, "%s: value for input '%s' does not match its type", g->path, name);
+  Tensor *c = gpuc_tensor_clone(value, e);
+  if (!c) return -1;
+  v->t = *c;
+  free(c);
+  v->is_const = true;
+  v->is_input = false;
+  for (int k = slot; k + 1 < g->ninputs; k++) g->inputs[k] = g->inputs[k + 1];
+  g->ninputs--;
   return 0;
 }
 

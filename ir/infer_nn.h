@@ -63,6 +63,11 @@ typedef struct NnResize {
  * known, 1 when it depends on data not known yet (import), -1 on error. */
 int nn_resize_params(OpCtx *c, NnResize *p);
 
+/* Most multiply-adds (or window taps) one reference kernel call may do:
+ * an untrusted model with a huge padded kernel would otherwise run for
+ * days rather than fail. About 30 s of Conv at reference speed. */
+#define NN_MAX_WORK 1e12
+
 /* Bytes one intermediate buffer of a reference kernel may use. */
 #define NN_SCRATCH_BYTES ((int64_t)64 << 20)
 

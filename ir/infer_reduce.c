@@ -1,7 +1,6 @@
 /* Shape inference for the reductions (Reduce*, ArgMax, ArgMin), CumSum,
  * Softmax/LogSoftmax/Hardmax and TopK. */
 #include "infer_reduce.h"
-#include <string.h>
 
 /* At most this many axes are read from an axes input; more than the rank
  * is always an error (a duplicate), this only bounds the buffer. */

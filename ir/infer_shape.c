@@ -367,9 +367,11 @@ int gpuc_split_plan(OpCtx *c, int *axis_out, int64_t *sizes) {
   /* explicit sizes */
   const int64_t *sattr = NULL;
   int nattr = gpuc_attr_ints(c->n, "split", &sattr);
-  if (gpuc_has_in(c, 1) || nattr >= 0) {
+  /* an empty split input (some exporters write one) means "not given" */
+  bool split_in = gpuc_has_in(c, 1) && !(c->in[1]->rank == 1 && c->in[1]->dims[0] == 0);
+  if (split_in || nattr >= 0) {
     int n;
-    if (gpuc_has_in(c, 1)) {
+    if (split_in) {
       const Tensor *s = c->in[1];
       if (!gpuc_dtype_is_int(s->dt) || s->rank != 1)
         return gpuc_op_fail(c, "the split input must be a 1-D integer tensor");
@@ -383,7 +385,7 @@ int gpuc_split_plan(OpCtx *c, int *axis_out, int64_t *sizes) {
     if (n != nout) return gpuc_op_fail(c, "split has %d sizes for %d outputs", n, nout);
     int64_t sum = 0;
     for (int k = 0; k < n; k++) {
-      sizes[k] = gpuc_has_in(c, 1) ? gpuc_get_i64(c->in[1], k) : sattr[k];
+      sizes[k] = split_in ? gpuc_get_i64(c->in[1], k) : sattr[k];
       if (sizes[k] < 0) return gpuc_op_fail(c, "split size %lld is negative", (long long)sizes[k]);
       if (__builtin_add_overflow(sum, sizes[k], &sum))
         return gpuc_op_fail(c, "split sizes overflow int64");
@@ -668,8 +670,10 @@ int infer_Constant(OpCtx *c) {
   if (n->nattr != 1) return gpuc_op_fail(c, "needs exactly one value attribute, has %d", n->nattr);
   const Attr *a = &n->attrs[0];
   int64_t len = a->n;
-  if (!strcmp(a->name, "value") && a->kind == GPUC_ATTR_TENSOR && a->t && a->t->data)
+  if (!strcmp(a->name, "value") && a->kind == GPUC_ATTR_TENSOR) {
+    if (!a->t || !a->t->data) return gpuc_op_fail(c, "the 'value' tensor has no data");
     return set_out(c, 0, a->t->dt, a->t->rank, a->t->dims);
+  }
   if (!strcmp(a->name, "value_float") && a->kind == GPUC_ATTR_FLOAT)
     return set_out(c, 0, GPUC_DT_F32, 0, NULL);
   if (!strcmp(a->name, "value_int") && a->kind == GPUC_ATTR_INT)

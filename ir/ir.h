@@ -211,6 +211,9 @@ int gpuc_graph_toposort(Graph *g, GpucErr *e);
 int gpuc_graph_infer(Graph *g, GpucErr *e);
 /* Structural checks: indices in range, single producers, acyclic order. */
 int gpuc_graph_verify(const Graph *g, GpucErr *e);
+/* Turn graph input NAME into a constant holding a copy of value (checked
+ * against the input's dtype and known dims). */
+int gpuc_graph_freeze_input(Graph *g, const char *name, const Tensor *value, GpucErr *e);
 /* Bind symbolic/unknown dims of input NAME to dims. */
 int gpuc_graph_bind_shape(Graph *g, const char *name, int rank,
                           const int64_t *dims, GpucErr *e);

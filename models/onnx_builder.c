@@ -95,11 +95,11 @@ static Onnx__TensorProto *tensor(const char *name, int elem, int rank, const int
   t->data_type = elem;
   t->n_dims = (size_t)rank;
   t->dims = xcalloc((size_t)rank, sizeof(int64_t));
-  memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
+  if (rank) memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
   t->has_raw_data = 1;
   t->raw_data.len = bytes;
   t->raw_data.data = xcalloc(bytes, 1);
-  memcpy(t->raw_data.data, data, bytes);
+  if (bytes) memcpy(t->raw_data.data, data, bytes);
   return t;
 }
 

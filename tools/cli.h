@@ -23,6 +23,10 @@ typedef struct CompileRequest {
   int level, sm;
   bool fp16;
   int64_t mem_limit;
+  /* graph inputs compiled in as constants (test-onnx --gpu) */
+  int nfreeze;
+  const char **freeze_names;
+  const Tensor **freeze_values;
 } CompileRequest;
 int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e);
 void default_plan_path(const char *model, char *out, size_t n);

@@ -54,6 +54,9 @@ int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e) {
   if (!g) return -1;
   memset(st, 0, sizeof *st);
   st->nodes_in = g->nnodes;
+  for (int i = 0; i < r->nfreeze; i++)
+    if (gpuc_graph_freeze_input(g, r->freeze_names[i], r->freeze_values[i], e)) { gpuc_graph_free(g); return -1; }
+  if (r->nfreeze && gpuc_graph_infer(g, e)) { gpuc_graph_free(g); return -1; }
   PassOptions po;
   gpuc_pass_options_default(&po, r->level < 1 ? 1 : r->level); /* shapes must fold for codegen */
   if (gpuc_passes_run(g, &po, e)) { gpuc_graph_free(g); return -1; }

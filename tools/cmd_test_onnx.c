@@ -89,17 +89,49 @@ static bool compare(const char *name, const Tensor *got, const Tensor *want) {
   return true;
 }
 
-/* Run inputs through a compiled plan on the GPU; outs get host tensors. */
-static int run_gpu(GpucSession *s, const Graph *g, Tensor **ins, Tensor **outs, GpucErr *e) {
-  for (int k = 0; k < g->ninputs; k++)
-    if (gpuc_session_set_input(s, g->values[g->inputs[k]].name, ins[k], e)) return -1;
-  if (gpuc_session_run(s, e)) return -1;
-  for (int k = 0; k < g->noutputs; k++)
-    if (!(outs[k] = gpuc_session_get_output(s, g->values[g->outputs[k]].name, e))) return -1;
-  return 0;
+typedef struct GpuTest { const char *model; int level; bool fp16; } GpuTest;
+
+/* Small integer inputs (<= 64 values) are almost always shapes, axes,
+ * pads or counts that a shape-static plan needs at compile time (as
+ * TensorRT needs shape tensors): the GPU test compiles the plan with them
+ * frozen to this data set's values. */
+static bool freeze_for_gpu(const Tensor *t) {
+  return gpuc_dtype_is_int(t->dt) && gpuc_numel(t) <= 64;
 }
 
-static int run_set(const Graph *g, GpucSession *gpu, const char *setdir, GpucErr *e) {
+/* Compile for this data set, run on the GPU; outs get host tensors. */
+static int run_gpu(const GpuTest *gt, const Graph *g, Tensor **ins, Tensor **outs, GpucErr *e) {
+  const char *names[GPUC_MAX_IO];
+  const Tensor *vals[GPUC_MAX_IO];
+  int nf = 0;
+  for (int k = 0; k < g->ninputs && nf < GPUC_MAX_IO; k++)
+    if (freeze_for_gpu(ins[k])) { names[nf] = g->values[g->inputs[k]].name; vals[nf++] = ins[k]; }
+  char plan[64];
+  snprintf(plan, sizeof plan, "/tmp/gpuc_test_%d.gpuc", (int)getpid());
+  CompileRequest r = {.model = gt->model, .out = plan, .level = gt->level, .sm = 0, .fp16 = gt->fp16,
+                      .nfreeze = nf, .freeze_names = names, .freeze_values = vals};
+  CompileStats st;
+  GpucSession *s = NULL;
+  int rc = -1;
+  if (compile_model(&r, &st, e) || !(s = gpuc_session_create(plan, 0, e))) goto done;
+  for (int k = 0; k < g->ninputs; k++)
+    if (!freeze_for_gpu(ins[k]) && gpuc_session_set_input(s, g->values[g->inputs[k]].name, ins[k], e)) goto done;
+  if (gpuc_session_run(s, e)) goto done;
+  for (int k = 0; k < g->noutputs; k++)
+    if (!(outs[k] = gpuc_session_get_output(s, g->values[g->outputs[k]].name, e))) goto done;
+  rc = 0;
+done:
+  gpuc_session_free(s);
+  unlink(plan);
+  return rc;
+}
+
+/* ONNX's test data stores bfloat16 tensors as uint16 bit patterns. */
+static void bf16_from_u16(Tensor *t, GpucDType want) {
+  if (t && t->dt == GPUC_DT_U16 && want == GPUC_DT_BF16) t->dt = GPUC_DT_BF16;
+}
+
+static int run_set(const Graph *g, const GpuTest *gpu, const char *setdir, GpucErr *e) {
   int ni = g->ninputs, no = g->noutputs, rc = EXIT_BAD_INPUT;
   Tensor **ins = calloc((size_t)ni + 1, sizeof *ins), **outs = calloc((size_t)no + 1, sizeof *outs),
          **want = calloc((size_t)no + 1, sizeof *want);
@@ -117,14 +149,17 @@ static int run_set(const Graph *g, GpucSession *gpu, const char *setdir, GpucErr
   for (int k = 0; k < ni; k++) {
     snprintf(path, sizeof path, "%s/input_%d.pb", setdir, k);
     if (!(ins[k] = gpuc_onnx_load_tensor_pb(path, NULL, e))) goto done;
+    bf16_from_u16(ins[k], g->values[g->inputs[k]].t.dt);
   }
   for (int k = 0; k < no; k++) {
     snprintf(path, sizeof path, "%s/output_%d.pb", setdir, k);
     if (!(want[k] = gpuc_onnx_load_tensor_pb(path, NULL, e))) goto done;
   }
   if (gpu ? run_gpu(gpu, g, ins, outs, e) : gpuc_ref_run(g, (const Tensor *const *)ins, outs, e)) goto done;
-  for (int k = 0; k < no; k++)
+  for (int k = 0; k < no; k++) {
+    bf16_from_u16(want[k], outs[k]->dt);
     all_ok &= compare(g->values[g->outputs[k]].name, outs[k], want[k]);
+  }
   rc = all_ok ? EXIT_OK : EXIT_BAD_INPUT;
   if (!all_ok) gpuc_err_set(e, "%s: outputs differ from the expected values", setdir);
 done:
@@ -160,25 +195,11 @@ int cmd_test_onnx(int argc, char **argv) {
     return report(&e);
   }
   if (fp16 && !gpu) { gpuc_graph_free(g); return usage_error("test-onnx: --fp16 needs --gpu"); }
-  GpucSession *sess = NULL;
-  char plan[64] = "";
-  if (gpu) {
-    if (fp16) { RTOL = 1e-2; ATOL = 1e-3; }
-    snprintf(plan, sizeof plan, "/tmp/gpuc_test_%d.gpuc", (int)getpid());
-    CompileRequest r = {.model = model, .out = plan, .level = level, .sm = 0, .fp16 = fp16};
-    CompileStats st;
-    if (compile_model(&r, &st, &e) || !(sess = gpuc_session_create(plan, 0, &e))) {
-      unlink(plan);
-      gpuc_graph_free(g);
-      if (e.unsupported) printf("SKIP %s\n", e.msg);
-      return report(&e);
-    }
-  }
+  GpuTest gt = {.model = model, .level = level, .fp16 = fp16};
+  if (gpu && fp16) { RTOL = 1e-2; ATOL = 1e-3; }
   char **sets;
   int nsets = list_sets(dir, &sets), rc = EXIT_OK;
   if (nsets <= 0) {
-    gpuc_session_free(sess);
-    if (*plan) unlink(plan);
     gpuc_graph_free(g);
     gpuc_err_set(&e, "%s: no test_data_set_* folders", dir);
     return report(&e);
@@ -187,7 +208,7 @@ int cmd_test_onnx(int argc, char **argv) {
     char setdir[4096];
     snprintf(setdir, sizeof setdir, "%s/%s", dir, sets[s]);
     printf("%s:\n", sets[s]);
-    if (run_set(g, sess, setdir, &e)) {
+    if (run_set(g, gpu ? &gt : NULL, setdir, &e)) {
       if (e.unsupported) printf("SKIP %s\n", e.msg);
       report(&e);
       rc = EXIT_BAD_INPUT;
@@ -195,8 +216,6 @@ int cmd_test_onnx(int argc, char **argv) {
     free(sets[s]);
   }
   free(sets);
-  gpuc_session_free(sess);
-  if (*plan) unlink(plan);
   gpuc_graph_free(g);
   if (rc == EXIT_OK) printf("PASS %s\n", dir);
   else printf("FAIL %s\n", dir);

@@ -1,11 +1,14 @@
 /* gpuc: entry point and shared CLI helpers. */
 #include "cli.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *usage_text =
     "usage:\n"
@@ -76,10 +79,16 @@ void print_tensor_summary(const char *name, const Tensor *t) {
 }
 
 bool is_plan_file(const char *path) {
-  FILE *f = fopen(path, "rb");
+  /* Not fopen: opening a FIFO for reading waits for a writer forever.
+   * Anything that is not a regular file goes on to the ONNX loader, which
+   * says what is wrong with it. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return false;
+  struct stat st;
   char magic[8] = {0};
-  bool yes = f && fread(magic, 1, 8, f) == 8 && !memcmp(magic, "GPUCPLAN", 8);
-  if (f) fclose(f);
+  bool yes = !fstat(fd, &st) && S_ISREG(st.st_mode) && read(fd, magic, 8) == 8 &&
+             !memcmp(magic, "GPUCPLAN", 8);
+  close(fd);
   return yes;
 }
 

@@ -25,32 +25,46 @@ static int64_t prod(const int64_t *v, int n) {
 /* For grid positions [p0, p0 + np) (flattened over `grid`) and each kernel
  * tap kp: tbl[kp * np + j] = flattened offset in `target` of
  * pos * stride - pad_b + tap * dil, or -1 when outside target. Conv walks
- * the output grid into the input; ConvTranspose the input into the output. */
+ * the output grid into the input; ConvTranspose the input into the output.
+ * Positions are walked in runs along the last dim, whose inner loop is
+ * branch-light. */
 static void tap_table(const NnWindow *w, const int64_t *grid, const int64_t *target, int64_t p0,
                       int64_t np, int32_t *tbl) {
-  int nsp = w->nsp;
-  int64_t K = prod(w->k, nsp), pos[NN_MAX_SP], tstride[NN_MAX_SP];
+  int nsp = w->nsp, L = nsp - 1;
+  int64_t K = prod(w->k, nsp), tstride[NN_MAX_SP], tap[NN_MAX_SP] = {0};
   int64_t s = 1;
-  for (int d = nsp - 1; d >= 0; d--) { tstride[d] = s; s *= target[d]; }
-  int64_t rem = p0;
-  for (int d = nsp - 1; d >= 0; d--) { pos[d] = rem % grid[d]; rem /= grid[d]; }
-  for (int64_t j = 0; j < np; j++) {
-    int64_t tap[NN_MAX_SP] = {0};
-    for (int64_t kp = 0; kp < K; kp++) {
-      int64_t off = 0;
-      for (int d = 0; d < nsp && off >= 0; d++) {
+  for (int d = L; d >= 0; d--) { tstride[d] = s; s *= target[d]; }
+  int64_t sL = w->stride[L], lim = target[L];
+  for (int64_t kp = 0; kp < K; kp++) {
+    int32_t *dst = tbl + kp * np;
+    int64_t pos[NN_MAX_SP], rem = p0;
+    for (int d = L; d >= 0; d--) { pos[d] = rem % grid[d]; rem /= grid[d]; }
+    for (int64_t j = 0; j < np;) {
+      int64_t run = grid[L] - pos[L] < np - j ? grid[L] - pos[L] : np - j;
+      int64_t outer = 0;
+      for (int d = 0; d < L && outer >= 0; d++) {
         int64_t t = pos[d] * w->stride[d] - w->pad_b[d] + tap[d] * w->dil[d];
-        off = t < 0 || t >= target[d] ? -1 : off + t * tstride[d];
+        outer = t < 0 || t >= target[d] ? -1 : outer + t * tstride[d];
       }
-      tbl[kp * np + j] = (int32_t)off;
-      for (int d = nsp - 1; d >= 0; d--) { /* next tap */
-        if (++tap[d] < w->k[d]) break;
-        tap[d] = 0;
+      if (outer < 0) {
+        for (int64_t r = 0; r < run; r++) dst[j + r] = -1;
+      } else {
+        int64_t t0 = pos[L] * sL - w->pad_b[L] + tap[L] * w->dil[L];
+        for (int64_t r = 0; r < run; r++) {
+          int64_t t = t0 + r * sL;
+          dst[j + r] = t >= 0 && t < lim ? (int32_t)(outer + t) : -1;
+        }
+      }
+      j += run;
+      pos[L] += run;
+      for (int d = L; d > 0 && pos[d] >= grid[d]; d--) { /* next row */
+        pos[d] = 0;
+        pos[d - 1]++;
       }
     }
-    for (int d = nsp - 1; d >= 0; d--) { /* next position */
-      if (++pos[d] < grid[d]) break;
-      pos[d] = 0;
+    for (int d = L; d >= 0; d--) { /* next tap */
+      if (++tap[d] < w->k[d]) break;
+      tap[d] = 0;
     }
   }
 }
@@ -76,9 +90,10 @@ static bool is_pointwise(const NnWindow *w) {
     int64_t HWin = prod(w->in, nsp), HWout = prod(w->out, nsp), K = prod(w->k, nsp);         \
     int64_t Cg = w->c_in / w->group, Mg = w->c_out / w->group, CK = Cg * K;                  \
     bool direct = is_pointwise(w);                                                           \
-    int64_t chunk = direct ? HWout : chunk_len(CK, HWout, sizeof(T));                        \
     int32_t *tbl = NULL;                                                                     \
     T *col = NULL;                                                                           \
+    if (CK == 0) goto bias; /* no input channels: the output is the bias */                  \
+    int64_t chunk = direct ? HWout : chunk_len(CK, HWout, sizeof(T));                        \
     if (!direct) {                                                                           \
       tbl = malloc(sizeof *tbl * (size_t)(K * chunk + 1));                                   \
       col = malloc(sizeof *col * (size_t)(CK * chunk + 1));                                  \
@@ -107,6 +122,7 @@ static bool is_pointwise(const NnWindow *w) {
             goto oom;                                                                        \
         }                                                                                    \
     }                                                                                        \
+  bias:                                                                                      \
     if (b)                                                                                   \
       for (int64_t n = 0; n < w->n; n++)                                                     \
         for (int64_t m = 0; m < w->c_out; m++) {                                             \
@@ -173,12 +189,8 @@ DEFINE_CONV(conv_f64, double, ref_dgemm)
 DEFINE_CONVT(convt_f32, float, ref_sgemm)
 DEFINE_CONVT(convt_f64, double, ref_dgemm)
 
-typedef int (*ConvF32)(const NnWindow *, const float *, const float *, const float *, float *);
-typedef int (*ConvF64)(const NnWindow *, const double *, const double *, const double *,
-                       double *);
-
 /* Dispatch on dtype; f16/bf16 go through f32 copies. */
-static int run_conv(OpCtx *c, const NnWindow *w, ConvF32 f32, ConvF64 f64) {
+static int run_conv(OpCtx *c, const NnWindow *w, bool transpose) {
   const Tensor *x = c->in[0], *wt = c->in[1];
   const Tensor *b = gpuc_has_in(c, 2) ? c->in[2] : NULL;
   Tensor *y = c->out[0];
@@ -186,18 +198,24 @@ static int run_conv(OpCtx *c, const NnWindow *w, ConvF32 f32, ConvF64 f64) {
   if (prod(w->in, w->nsp) > INT32_MAX || prod(w->out, w->nsp) > INT32_MAX)
     return gpuc_op_fail(c, "spatial size too large for the reference kernel");
   if (gpuc_numel(y) == 0) return 0;
+  /* one multiply-add per (output or input position, channel pair, tap) */
+  double work = (double)w->n * (double)w->c_out * (double)(w->c_in / w->group) *
+                (double)prod(w->k, w->nsp) * (double)prod(transpose ? w->in : w->out, w->nsp);
+  if (work > NN_MAX_WORK)
+    return gpuc_op_fail(c, "needs %.3g multiply-adds, over the reference limit of %.3g", work,
+                        NN_MAX_WORK);
   int rc;
   if (x->dt == GPUC_DT_F32) {
-    rc = f32(w, x->data, wt->data, b ? b->data : NULL, y->data);
+    rc = (transpose ? convt_f32 : conv_f32)(w, x->data, wt->data, b ? b->data : NULL, y->data);
   } else if (x->dt == GPUC_DT_F64) {
-    rc = f64(w, x->data, wt->data, b ? b->data : NULL, y->data);
+    rc = (transpose ? convt_f64 : conv_f64)(w, x->data, wt->data, b ? b->data : NULL, y->data);
   } else {
     float *xf = gpuc_to_f32(x, c->err), *wf = xf ? gpuc_to_f32(wt, c->err) : NULL;
     float *bf = wf && b ? gpuc_to_f32(b, c->err) : NULL;
     float *yf = calloc((size_t)gpuc_numel(y), sizeof *yf);
     rc = -1;
     if (xf && wf && (bf || !b) && yf) {
-      rc = f32(w, xf, wf, bf, yf);
+      rc = (transpose ? convt_f32 : conv_f32)(w, xf, wf, bf, yf);
       if (!rc) gpuc_from_f32(y, yf);
     }
     free(xf); free(wf); free(bf); free(yf);
@@ -208,11 +226,11 @@ static int run_conv(OpCtx *c, const NnWindow *w, ConvF32 f32, ConvF64 f64) {
 int ref_Conv(OpCtx *c) {
   NnWindow w;
   if (nn_conv_window(c, &w)) return -1;
-  return run_conv(c, &w, conv_f32, conv_f64);
+  return run_conv(c, &w, false);
 }
 
 int ref_ConvTranspose(OpCtx *c) {
   NnWindow w;
   if (nn_convt_window(c, &w)) return -1;
-  return run_conv(c, &w, convt_f32, convt_f64);
+  return run_conv(c, &w, true);
 }

@@ -180,7 +180,7 @@ int ref_ScatterElements(OpCtx *c) {
   const Tensor *x = c->in[0], *ind = c->in[1], *upd = c->in[2];
   Tensor *y = c->out[0];
   int r = x->rank, axis;
-  Reduction red;
+  Reduction red = RED_NONE;
   if (get_reduction(c, &red)) return -1;
   if (gpuc_norm_axis(c, gpuc_attr_i(c->n, "axis", 0), r, &axis)) return -1;
   for (int k = 0; k < r; k++)
@@ -205,7 +205,7 @@ int ref_ScatterND(OpCtx *c) {
   const Tensor *x = c->in[0], *ind = c->in[1], *upd = c->in[2];
   Tensor *y = c->out[0];
   int r = x->rank, q = ind->rank, k = (int)ind->dims[q - 1];
-  Reduction red;
+  Reduction red = RED_NONE;
   if (get_reduction(c, &red)) return -1;
   int64_t xs[GPUC_MAX_RANK];
   gpuc_strides(x, xs);

@@ -182,6 +182,10 @@ int ref_LRN(OpCtx *c) {
   double bias = gpuc_attr_f(c->n, "bias", 1.0f);
   int64_t N = x->dims[0], C = x->dims[1], S = prod(x->dims + 2, x->rank - 2);
   int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  double work = (double)gpuc_numel(x) * (double)(size < C ? size : C);
+  if (work > NN_MAX_WORK)
+    return gpuc_op_fail(c, "needs %.3g multiply-adds, over the reference limit of %.3g", work,
+                        NN_MAX_WORK);
   for (int64_t n = 0; n < N; n++)
     for (int64_t ch = 0; ch < C; ch++)
       for (int64_t s = 0; s < S; s++) {

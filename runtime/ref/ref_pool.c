@@ -81,9 +81,19 @@ static void pool_nd(const NnWindow *w, int kind, bool include_pad, bool col_majo
   }
 }
 
+/* Taps visited: N * C * outputs * kernel taps. */
+static int check_work(OpCtx *c, const NnWindow *w) {
+  double work = (double)w->n * (double)w->c_in * (double)prod(w->out, w->nsp) *
+                (double)prod(w->k, w->nsp);
+  if (work > NN_MAX_WORK)
+    return gpuc_op_fail(c, "needs %.3g window taps, over the reference limit of %.3g", work,
+                        NN_MAX_WORK);
+  return 0;
+}
+
 int ref_AveragePool(OpCtx *c) {
   NnWindow w;
-  if (nn_pool_window(c, &w)) return -1;
+  if (nn_pool_window(c, &w) || check_work(c, &w)) return -1;
   bool include_pad = gpuc_attr_i(c->n, "count_include_pad", 0) == 1;
   pool_nd(&w, POOL_AVG, include_pad, false, c->in[0], c->out[0], NULL);
   return 0;
@@ -91,7 +101,7 @@ int ref_AveragePool(OpCtx *c) {
 
 int ref_MaxPool(OpCtx *c) {
   NnWindow w;
-  if (nn_pool_window(c, &w)) return -1;
+  if (nn_pool_window(c, &w) || check_work(c, &w)) return -1;
   bool col_major = gpuc_attr_i(c->n, "storage_order", 0) == 1;
   Tensor *idx = c->nout > 1 ? c->out[1] : NULL;
   pool_nd(&w, POOL_MAX, false, col_major, c->in[0], c->out[0], idx);

@@ -141,6 +141,14 @@ static int resize_run(OpCtx *c) {
   int rc = 0;
   for (int d = 0; d < r && !rc; d++) rc = build_taps(c, &p, d, x->dims[d], &taps[d]);
   if (rc) goto done;
+  double work = (double)n; /* outputs times the average taps per axis */
+  for (int d = 0; d < r; d++)
+    if (p.out[d] > 0) work *= (double)taps[d].first[p.out[d]] / (double)p.out[d];
+  if (work > NN_MAX_WORK) {
+    rc = gpuc_op_fail(c, "needs about %.3g taps, over the reference limit of %.3g", work,
+                      NN_MAX_WORK);
+    goto done;
+  }
   size_t es = gpuc_dtype_size(x->dt);
   int64_t o[GPUC_MAX_RANK] = {0};
   for (int64_t i = 0; i < n; i++) {

@@ -188,7 +188,10 @@ static int sgemm_thin(bool ta, int64_t M, int64_t N, int64_t K, float alpha, con
       for (int64_t n = 0; n < N; n++) r[n] += av * b[n];
     }
     float *c = C + m * ldc;
-    for (int64_t n = 0; n < N; n++) c[n] = alpha * r[n] + (beta == 0 ? 0.0f : beta * c[n]);
+    if (beta == 0)
+      for (int64_t n = 0; n < N; n++) c[n] = alpha * r[n];
+    else
+      for (int64_t n = 0; n < N; n++) c[n] = alpha * r[n] + beta * c[n];
   }
   free(row);
   return 0;

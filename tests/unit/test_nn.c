@@ -394,6 +394,26 @@ static void test_conv_hostile(void) {
   expect_fail(&o, pins, "MaxPool storage_order", "storage_order");
   one_free(&o);
 
+  /* absurd work: a huge kernel over huge padding must fail, not run for days */
+  {
+    int64_t x1d[4] = {1, 1, 1, 1}, wbd[4] = {1, 1, 2048, 2048}, xpd[4] = {1, 1, 1024, 1024};
+    static const int64_t pbig[4] = {2047, 2047, 2047, 2047}, kp[2] = {1024, 1024},
+                         pp[4] = {1023, 1023, 1023, 1023};
+    Tensor *x1 = rand_tensor(GPUC_DT_F32, 4, x1d), *wb = tensor(GPUC_DT_F32, 4, wbd);
+    Tensor *xp = tensor(GPUC_DT_F32, 4, xpd);
+    const Tensor *cins[3] = {x1, wb, NULL}, *pins2[1] = {xp};
+    one_new(&o, GPUC_OP_CONV, 2, 1, 17);
+    attr_ints(&o, "pads", 4, pbig);
+    expect_fail(&o, cins, "Conv with absurd work", "limit");
+    one_free(&o);
+    one_new(&o, GPUC_OP_MAXPOOL, 1, 1, 17);
+    attr_ints(&o, "kernel_shape", 2, kp);
+    attr_ints(&o, "pads", 4, pp);
+    expect_fail(&o, pins2, "MaxPool with absurd work", "limit");
+    one_free(&o);
+    gpuc_tensor_free(x1); gpuc_tensor_free(wb); gpuc_tensor_free(xp);
+  }
+
   /* DepthToSpace / SpaceToDepth */
   one_new(&o, GPUC_OP_DEPTHTOSPACE, 1, 1, 13);
   attr_i(&o, "blocksize", 3);

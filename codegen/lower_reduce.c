@@ -1,0 +1,409 @@
+/* GPU lowerings of the reductions: Reduce*, ArgMax/ArgMin, Softmax,
+ * LogSoftmax, Hardmax, CumSum and TopK. Semantics follow
+ * runtime/ref/ref_reduce.c and ref_softmax.c.
+ *
+ * Geometry: like the reference, the input's axes are split into kept and
+ * reduced ones, each list merged where contiguous; one output element (a
+ * "row") reduces nred inputs at base(row) + off(j). Rows run either one per
+ * thread (short rows, or many strided rows: coalesced across threads) or
+ * one per block (threads stride over the row, then warp shuffles and a
+ * shared-memory step combine the partials). Floats accumulate in float
+ * (double for f64); integers exactly in 64 bits, wrapping like the
+ * reference. Every generated kernel has shapes baked in. */
+#include "lower_util.h"
+#include "infer_reduce.h"
+#include <stdio.h>
+#include <string.h>
+
+#define FULL_OPCTX(c)                                                                      \
+  (&(OpCtx){.g = (c)->g, .n = (c)->n, .nin = (c)->nin, .nout = (c)->nout, .in = (c)->in, \
+            .out = (Tensor **)(c)->out, .err = (c)->err})
+#define MAX_GRID (65535u * 32)
+#define LL(v) ((long long)(v))
+
+static bool is_flt(GpucDType dt) {
+  return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 || dt == GPUC_DT_F64;
+}
+static const char *facc(GpucDType dt) { return dt == GPUC_DT_F64 ? "double" : "float"; }
+/* integer value type: u64 compares unsigned, everything else fits long long */
+static const char *ival(GpucDType dt) { return dt == GPUC_DT_U64 ? "unsigned long long" : "long long"; }
+static void inf_lit(char *buf, size_t n, const char *ct, bool neg) {
+  snprintf(buf, n, "((%s)(%s__int_as_float(0x7f800000)))", ct, neg ? "-" : "");
+}
+static void nan_lit(char *buf, size_t n, const char *ct) {
+  snprintf(buf, n, "((%s)__int_as_float(0x7fc00000))", ct);
+}
+
+/* ---- rows: one per thread or one per block ------------------------------ */
+
+typedef struct {
+  bool block;        /* one block per row, else one thread per row */
+  unsigned threads;  /* block size */
+  int uid;           /* unique shared-memory names */
+} Rows;
+
+/* Short rows run one per thread; so do strided (non-contiguous) rows when
+ * there are enough of them to fill the GPU. */
+static Rows rows_pick(int64_t nrows, int64_t len, bool contiguous) {
+  Rows r = {.block = false, .threads = 256};
+  if (len <= 16 || (!contiguous && nrows >= 8192)) return r;
+  r.block = true;
+  unsigned cap = nrows < 256 && len >= 65536 ? 1024 : 256, t = 32;
+  while (t < cap && (int64_t)t < len) t *= 2;
+  r.threads = t;
+  return r;
+}
+
+static void rows_open(StrBuf *b, const Rows *r, int64_t nrows) {
+  if (r->block) sb_printf(b, "  for (i64 row = blockIdx.x; row < %lldLL; row += gridDim.x) {\n", LL(nrows));
+  else sb_printf(b, "  GRID_STRIDE(row, %lldLL) {\n", LL(nrows));
+}
+
+/* "for (i64 j = ...)" over the row's n elements, this thread's share */
+static void rows_for(StrBuf *b, const Rows *r, const char *j, int64_t n) {
+  if (r->block)
+    sb_printf(b, "    for (i64 %s = threadIdx.x; %s < %lldLL; %s += blockDim.x)", j, j, LL(n), j);
+  else sb_printf(b, "    for (i64 %s = 0; %s < %lldLL; %s++)", j, j, LL(n), j);
+}
+
+static const char *rows_first(const Rows *r) { return r->block ? "threadIdx.x == 0" : "true"; }
+
+typedef enum { C_SUM, C_PROD, C_MAX, C_MIN, C_FMAX } Comb;
+
+/* combine expression of a and b: MAX/MIN propagate NaN, FMAX ignores it */
+static void comb_expr(char *buf, size_t n, Comb op, const char *a, const char *b) {
+  switch (op) {
+  case C_SUM: snprintf(buf, n, "%s + %s", a, b); break;
+  case C_PROD: snprintf(buf, n, "%s * %s", a, b); break;
+  case C_MAX: snprintf(buf, n, "((%s > %s || %s != %s) ? %s : %s)", b, a, b, b, b, a); break;
+  case C_MIN: snprintf(buf, n, "((%s < %s || %s != %s) ? %s : %s)", b, a, b, b, b, a); break;
+  case C_FMAX: snprintf(buf, n, "((%s > %s || %s != %s) ? %s : %s)", b, a, a, a, b, a); break;
+  }
+}
+
+/* Combine `var` (type t) across the block; every thread gets the result. */
+static void rows_reduce(StrBuf *b, Rows *r, const char *var, const char *t, Comb op) {
+  if (!r->block) return;
+  char e[256], s[64];
+  comb_expr(e, sizeof e, op, var, "t_");
+  sb_printf(b, "    for (int s_ = 16; s_ > 0; s_ >>= 1) { %s t_ = __shfl_xor_sync(0xffffffffu, %s, s_); %s = %s; }\n",
+            t, var, var, e);
+  if (r->threads <= 32) return;
+  int id = r->uid++;
+  snprintf(s, sizeof s, "sh%d_[w_]", id);
+  comb_expr(e, sizeof e, op, var, s);
+  sb_printf(b, "    { __shared__ %s sh%d_[32];\n"
+               "      if ((threadIdx.x & 31) == 0) sh%d_[threadIdx.x >> 5] = %s;\n"
+               "      __syncthreads();\n"
+               "      %s = sh%d_[0];\n"
+               "      for (int w_ = 1; w_ < %u; w_++) %s = %s;\n"
+               "      __syncthreads(); }\n",
+            t, id, id, var, var, id, r->threads / 32, var, e);
+}
+
+/* Combine (v, i) pairs across the block with the order `before`. */
+static void rows_argreduce(StrBuf *b, Rows *r, const char *v, const char *i, const char *t,
+                           const char *before) {
+  if (!r->block) return;
+  sb_printf(b, "    for (int s_ = 16; s_ > 0; s_ >>= 1) {\n"
+               "      %s tv_ = __shfl_xor_sync(0xffffffffu, %s, s_);\n"
+               "      i64 ti_ = __shfl_xor_sync(0xffffffffu, %s, s_);\n"
+               "      if (%s(tv_, ti_, %s, %s)) { %s = tv_; %s = ti_; }\n    }\n",
+            t, v, i, before, v, i, v, i);
+  if (r->threads <= 32) return;
+  int id = r->uid++;
+  sb_printf(b, "    { __shared__ %s shv%d_[32]; __shared__ i64 shi%d_[32];\n"
+               "      if ((threadIdx.x & 31) == 0) { shv%d_[threadIdx.x >> 5] = %s; shi%d_[threadIdx.x >> 5] = %s; }\n"
+               "      __syncthreads();\n"
+               "      %s = shv%d_[0]; %s = shi%d_[0];\n"
+               "      for (int w_ = 1; w_ < %u; w_++)\n"
+               "        if (%s(shv%d_[w_], shi%d_[w_], %s, %s)) { %s = shv%d_[w_]; %s = shi%d_[w_]; }\n"
+               "      __syncthreads(); }\n",
+            t, id, id, id, v, id, i, v, id, i, id, r->threads / 32, before, id, id, v, i, v, id, i, id);
+}
+
+static int rows_launch(LowerCtx *c, const Rows *r, const char *name, int64_t nrows, int nargs,
+                       const uint32_t *args) {
+  if (!r->block) return cg_launch(c, name, (uint64_t)nrows, r->threads, 0, nargs, args);
+  uint64_t g = nrows < 1 ? 1 : (uint64_t)nrows;
+  if (g > MAX_GRID) g = MAX_GRID;
+  unsigned grid[3] = {(unsigned)g, 1, 1}, blk[3] = {r->threads, 1, 1};
+  return cg_launch_grid(c, name, grid, blk, 0, nargs, args);
+}
+
+/* Device function `name`(a, ai, b, bi): element a (index ai) comes strictly
+ * before b in the order: larger (or smaller) values first, NaN first or
+ * last, ties by lower (or higher, `last`) index. An index < 0 marks no
+ * element, which comes after everything. */
+static void emit_before(StrBuf *b, const char *name, const char *vt, bool is_float, bool larger,
+                        bool nan_first, bool last) {
+  const char *tie = last ? "ai > bi" : "ai < bi";
+  sb_printf(b, "__device__ __forceinline__ bool %s(%s a, i64 ai, %s b, i64 bi) {\n"
+               "  if (ai < 0) return false;\n  if (bi < 0) return true;\n", name, vt, vt);
+  if (is_float)
+    sb_printf(b, "  bool an = a != a, bn = b != b;\n"
+                 "  if (an || bn) return (an && bn) ? (%s) : %s;\n", tie, nan_first ? "an" : "bn");
+  sb_printf(b, "  if (a != b) return a %s b;\n  return %s;\n}\n", larger ? ">" : "<", tie);
+}
+
+/* [outer, n, inner] view of x along `axis` */
+static void axis_view(const Tensor *x, int axis, int64_t *outer, int64_t *n, int64_t *inner) {
+  *outer = *inner = 1;
+  for (int d = 0; d < axis; d++) *outer *= x->dims[d];
+  for (int d = axis + 1; d < x->rank; d++) *inner *= x->dims[d];
+  *n = x->dims[axis];
+}
+
+/* ---- Reduce* ------------------------------------------------------------ */
+
+typedef enum {
+  R_L1, R_L2, R_LOGSUM, R_LOGSUMEXP, R_MAX, R_MEAN, R_MIN, R_PROD, R_SUM, R_SUMSQ
+} RedOp;
+
+typedef struct {
+  int nk, nr;
+  int64_t kdim[GPUC_MAX_RANK], kstr[GPUC_MAX_RANK], rdim[GPUC_MAX_RANK], rstr[GPUC_MAX_RANK];
+  int64_t nout, nred;
+} RedGeom;
+
+static void push_axis(int64_t *dims, int64_t *strides, int *n, int64_t dim, int64_t stride) {
+  if (*n > 0 && strides[*n - 1] == dim * stride) {
+    dims[*n - 1] *= dim;
+    strides[*n - 1] = stride;
+    return;
+  }
+  dims[*n] = dim;
+  strides[*n] = stride;
+  (*n)++;
+}
+
+static void geom_init(const Tensor *x, const bool *mask, RedGeom *g) {
+  memset(g, 0, sizeof *g);
+  int64_t str[GPUC_MAX_RANK];
+  gpuc_strides(x, str);
+  g->nout = g->nred = 1;
+  for (int d = 0; d < x->rank; d++) {
+    if (mask[d]) g->nred *= x->dims[d];
+    else g->nout *= x->dims[d];
+    if (x->dims[d] == 1) continue;
+    if (mask[d]) push_axis(g->rdim, g->rstr, &g->nr, x->dims[d], str[d]);
+    else push_axis(g->kdim, g->kstr, &g->nk, x->dims[d], str[d]);
+  }
+}
+
+
+/* "i64 var = offset of index `idx` decomposed over (dims, strides)", n
+ * merged axes, row-major */
+static void emit_offset(StrBuf *b, const char *var, const char *idx, int n, const int64_t *dims,
+                        const int64_t *strides) {
+  if (n == 0) { sb_printf(b, "      i64 %s = 0;\n", var); return; }
+  if (n == 1) { sb_printf(b, "      i64 %s = (%s) * %lldLL;\n", var, idx, LL(strides[0])); return; }
+  sb_printf(b, "      i64 %s = 0, q_%s = %s;\n", var, var, idx);
+  for (int d = n - 1; d > 0; d--)
+    sb_printf(b, "      %s += (q_%s %% %lldLL) * %lldLL; q_%s /= %lldLL;\n", var, var, LL(dims[d]),
+              LL(strides[d]), var, LL(dims[d]));
+  sb_printf(b, "      %s += q_%s * %lldLL;\n", var, var, LL(strides[0]));
+}
+
+/* f64 value -> integer dtype the way gpuc_set_f64 converts (the PTX
+ * conversion saturates and maps NaN to 0, like f64_to_i64) */
+static void store_f64_as_int(StrBuf *b, GpucDType dt, const char *dst, const char *val) {
+  if (dt == GPUC_DT_BOOL) sb_printf(b, "%s = (unsigned char)((%s) != 0);\n", dst, val);
+  else if (dt == GPUC_DT_U64)
+    sb_printf(b, "{ double d_ = %s; %s = (d_ != d_ || d_ <= 0) ? (d_ <= -1 ? (unsigned long long)(long long)d_ : 0ULL) : (unsigned long long)d_; }\n",
+              val, dst);
+  else sb_printf(b, "%s = (%s)(long long)(%s);\n", dst, cg_ctype(dt), val);
+}
+
+static void int_limit(GpucDType dt, bool hi, char *buf, size_t n) {
+  switch (dt) {
+  case GPUC_DT_I8: snprintf(buf, n, hi ? "127LL" : "-128LL"); break;
+  case GPUC_DT_U8: snprintf(buf, n, hi ? "255LL" : "0LL"); break;
+  case GPUC_DT_I16: snprintf(buf, n, hi ? "32767LL" : "-32768LL"); break;
+  case GPUC_DT_U16: snprintf(buf, n, hi ? "65535LL" : "0LL"); break;
+  case GPUC_DT_I32: snprintf(buf, n, hi ? "2147483647LL" : "(-2147483647LL - 1)"); break;
+  case GPUC_DT_U32: snprintf(buf, n, hi ? "4294967295LL" : "0LL"); break;
+  case GPUC_DT_U64: snprintf(buf, n, hi ? "0xffffffffffffffffULL" : "0ULL"); break;
+  case GPUC_DT_BOOL: snprintf(buf, n, hi ? "1LL" : "0LL"); break;
+  default: snprintf(buf, n, hi ? "9223372036854775807LL" : "(-9223372036854775807LL - 1)"); break;
+  }
+}
+
+/* The loop over this thread's share of the row: declares `v` (type vt) =
+ * x[base + offset(j)]; the caller appends the body statement. */
+static void reduce_loop(StrBuf *b, const Rows *r, const RedGeom *g, GpucDType dt, const char *vt) {
+  rows_for(b, r, "j", g->nred);
+  sb_printf(b, " {\n");
+  emit_offset(b, "off", "j", g->nr, g->rdim, g->rstr);
+  sb_printf(b, "      %s v = ", vt);
+  cg_load(b, vt, dt, "x", "base + off");
+  sb_printf(b, ";\n      ");
+}
+
+static int reduce_lower(LowerCtx *c, RedOp op) {
+  const Tensor *x = c->in[0], *y = c->out[0];
+  GpucDType dt = x->dt;
+  bool mask[GPUC_MAX_RANK], known;
+  if (gpuc_reduce_axes(FULL_OPCTX(c), mask, &known)) return -1;
+  if (!known) return lower_unsupported(c, "the axes input is not a constant");
+  if (dt == GPUC_DT_UNDEF || (dt == GPUC_DT_BOOL && op != R_MAX && op != R_MIN) || y->dt != dt)
+    return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
+  RedGeom g;
+  geom_init(x, mask, &g);
+  if (g.nout != gpuc_numel(y)) return lower_fail(c, "internal: reduction size mismatch");
+  if (g.nout == 0) return 0;
+  bool fl = is_flt(dt), u64 = dt == GPUC_DT_U64;
+  bool contiguous = g.nr == 0 || (g.nr == 1 && g.rstr[0] == 1);
+  Rows r = rows_pick(g.nout, g.nred, contiguous);
+  StrBuf *b = cg_src(c);
+  char name[128], e[256], lit[96];
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s* __restrict__ y) {\n",
+            name, cg_ctype(dt), cg_ctype(dt));
+  rows_open(b, &r, g.nout);
+  emit_offset(b, "base", "row", g.nk, g.kdim, g.kstr);
+  if (fl) {
+    const char *ct = facc(dt);
+    Comb cb = op == R_PROD ? C_PROD : op == R_MAX || op == R_LOGSUMEXP ? C_MAX : op == R_MIN ? C_MIN : C_SUM;
+    if (cb == C_MAX) inf_lit(lit, sizeof lit, ct, true);
+    else if (cb == C_MIN) inf_lit(lit, sizeof lit, ct, false);
+    else snprintf(lit, sizeof lit, "(%s)%d", ct, cb == C_PROD ? 1 : 0);
+    sb_printf(b, "    %s acc = %s;\n", ct, lit);
+    const char *map = op == R_L1 ? "fabs(v)" : op == R_L2 || op == R_SUMSQ ? "v * v" : "v";
+    comb_expr(e, sizeof e, cb, "acc", map);
+    reduce_loop(b, &r, &g, dt, ct);
+    sb_printf(b, "acc = %s;\n    }\n", e);
+    rows_reduce(b, &r, "acc", ct, cb);
+    const char *res = "acc";
+    char nan[64], fin[160];
+    nan_lit(nan, sizeof nan, ct);
+    switch (op) {
+    case R_MEAN:
+      if (g.nred) snprintf(fin, sizeof fin, "acc / (%s)%lld", ct, LL(g.nred));
+      else snprintf(fin, sizeof fin, "%s", nan);
+      res = fin;
+      break;
+    case R_LOGSUM: res = "log(acc)"; break;
+    case R_L2: res = "sqrt(acc)"; break;
+    case R_LOGSUMEXP:
+      /* log(sum(exp(x - shift))) + shift, shift = the max when finite */
+      sb_printf(b, "    %s sh = isfinite(acc) ? acc : (%s)0, s = 0;\n", ct, ct);
+      reduce_loop(b, &r, &g, dt, ct);
+      sb_printf(b, "s = s + exp(v - sh);\n    }\n");
+      rows_reduce(b, &r, "s", ct, C_SUM);
+      res = "(acc != acc ? acc : log(s) + sh)";
+      break;
+    default: break;
+    }
+    sb_printf(b, "    if (%s) ", rows_first(&r));
+    cg_store(b, dt, "y", "row", ct, res);
+  } else {
+    const char *lt = ival(dt);
+    bool sum_like = op != R_MAX && op != R_MIN && op != R_LOGSUMEXP;
+    const char *at = sum_like ? "unsigned long long" : lt;
+    Comb cb = op == R_PROD ? C_PROD : op == R_MAX || op == R_LOGSUMEXP ? C_MAX : op == R_MIN ? C_MIN : C_SUM;
+    if (cb == C_MAX) int_limit(dt, false, lit, sizeof lit);
+    else if (cb == C_MIN) int_limit(dt, true, lit, sizeof lit);
+    else snprintf(lit, sizeof lit, "%dULL", cb == C_PROD ? 1 : 0);
+    sb_printf(b, "    %s acc = (%s)%s;\n", at, at, lit);
+    const char *map = "v";
+    if (sum_like) {
+      if (op == R_L1) map = u64 ? "v" : "(v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v)";
+      else if (op == R_L2 || op == R_SUMSQ) map = "(unsigned long long)v * (unsigned long long)v";
+      else map = "(unsigned long long)v";
+    }
+    comb_expr(e, sizeof e, cb, "acc", map);
+    reduce_loop(b, &r, &g, dt, lt);
+    sb_printf(b, "acc = %s;\n    }\n", e);
+    rows_reduce(b, &r, "acc", at, cb);
+    sb_printf(b, "    double sd = %s;\n", u64 ? "(double)acc" : "(double)(long long)acc");
+    sb_printf(b, "    if (%s) ", rows_first(&r));
+    switch (op) {
+    case R_MEAN:
+      if (g.nred == 0) cg_store(b, dt, "y", "row", at, "0");
+      else if (u64) {
+        snprintf(e, sizeof e, "acc / %lldULL", LL(g.nred));
+        cg_store(b, dt, "y", "row", at, e);
+      } else {
+        snprintf(e, sizeof e, "(long long)acc / %lldLL", LL(g.nred));
+        cg_store(b, dt, "y", "row", at, e);
+      }
+      break;
+    case R_L2: store_f64_as_int(b, dt, "y[row]", "sqrt(sd)"); break;
+    case R_LOGSUM: store_f64_as_int(b, dt, "y[row]", "log(sd)"); break;
+    case R_LOGSUMEXP:
+      if (g.nred == 0) {
+        inf_lit(lit, sizeof lit, "double", true);
+        store_f64_as_int(b, dt, "y[row]", lit);
+        break;
+      }
+      sb_printf(b, "{}\n    double m = %s, s = 0;\n", u64 ? "(double)acc" : "(double)(long long)acc");
+      reduce_loop(b, &r, &g, dt, lt);
+      sb_printf(b, "s = s + exp((double)v - m);\n    }\n");
+      rows_reduce(b, &r, "s", "double", C_SUM);
+      sb_printf(b, "    if (%s) ", rows_first(&r));
+      store_f64_as_int(b, dt, "y[row]", "log(s) + m");
+      break;
+    default: cg_store(b, dt, "y", "row", at, "acc"); break;
+    }
+  }
+  sb_printf(b, "  }\n}\n");
+  uint32_t args[2] = {c->tin[0], c->tout[0]};
+  return rows_launch(c, &r, name, g.nout, 2, args);
+}
+
+int lower_ReduceL1(LowerCtx *c) { return reduce_lower(c, R_L1); }
+int lower_ReduceL2(LowerCtx *c) { return reduce_lower(c, R_L2); }
+int lower_ReduceLogSum(LowerCtx *c) { return reduce_lower(c, R_LOGSUM); }
+int lower_ReduceLogSumExp(LowerCtx *c) { return reduce_lower(c, R_LOGSUMEXP); }
+int lower_ReduceMax(LowerCtx *c) { return reduce_lower(c, R_MAX); }
+int lower_ReduceMean(LowerCtx *c) { return reduce_lower(c, R_MEAN); }
+int lower_ReduceMin(LowerCtx *c) { return reduce_lower(c, R_MIN); }
+int lower_ReduceProd(LowerCtx *c) { return reduce_lower(c, R_PROD); }
+int lower_ReduceSum(LowerCtx *c) { return reduce_lower(c, R_SUM); }
+int lower_ReduceSumSquare(LowerCtx *c) { return reduce_lower(c, R_SUMSQ); }
+
+/* ---- ArgMax / ArgMin ------------------------------------------------------ */
+
+/* The first extreme index along the axis (the last with select_last_index);
+ * NaN counts as the extreme. */
+static int arg_lower(LowerCtx *c, bool is_max) {
+  const Tensor *x = c->in[0], *y = c->out[0];
+  GpucDType dt = x->dt;
+  if (dt == GPUC_DT_UNDEF || dt == GPUC_DT_BOOL) return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
+  int axis;
+  if (gpuc_norm_axis(FULL_OPCTX(c), gpuc_attr_i(c->n, "axis", 0), x->rank, &axis)) return -1;
+  bool last = gpuc_attr_i(c->n, "select_last_index", 0) != 0;
+  int64_t outer, n, inner;
+  axis_view(x, axis, &outer, &n, &inner);
+  int64_t rows = outer * inner;
+  if (rows == 0) return 0;
+  if (n == 0) return lower_fail(c, "axis %d is empty", axis);
+  bool fl = is_flt(dt);
+  const char *vt = fl ? facc(dt) : ival(dt);
+  Rows r = rows_pick(rows, n, inner == 1);
+  StrBuf *b = cg_src(c);
+  char name[128], before[160];
+  snprintf(before, sizeof before, "%s_before", c->kname);
+  emit_before(b, before, vt, fl, is_max, true, last);
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, long long* __restrict__ y) {\n",
+            name, cg_ctype(dt));
+  rows_open(b, &r, rows);
+  sb_printf(b, "    i64 base = (row / %lldLL) * %lldLL + row %% %lldLL;\n", LL(inner), LL(n * inner), LL(inner));
+  sb_printf(b, "    %s bv = 0; i64 bi = -1;\n", vt);
+  rows_for(b, &r, "j", n);
+  sb_printf(b, " {\n      %s v = ", vt);
+  char idx[96];
+  snprintf(idx, sizeof idx, "base + j * %lldLL", LL(inner));
+  cg_load(b, vt, dt, "x", idx);
+  sb_printf(b, ";\n      if (%s(v, j, bv, bi)) { bv = v; bi = j; }\n    }\n", before);
+  rows_argreduce(b, &r, "bv", "bi", vt, before);
+  sb_printf(b, "    if (%s) y[row] = bi;\n  }\n}\n", rows_first(&r));
+  (void)y;
+  uint32_t args[2] = {c->tin[0], c->tout[0]};
+  return rows_launch(c, &r, name, rows, 2, args);
+}
+
+int lower_ArgMax(LowerCtx *c) { return arg_lower(c, true); }
+int lower_ArgMin(LowerCtx *c) { return arg_lower(c, false); }
