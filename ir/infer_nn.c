@@ -187,9 +187,8 @@ int nn_conv_window(OpCtx *c, NnWindow *w) {
   int64_t wc = wt->dims[1];
   /* C == W dims[1] * group, checked without multiplying untrusted dims */
   if (w->c_in >= 0 && wc >= 0 && (w->c_in % w->group || w->c_in / w->group != wc))
-    return gpuc_op_fail(c, "X has %lld channels, but W dims[1] = %lld with group %lld needs %lld/%lld",
-                        (long long)w->c_in, (long long)wc, (long long)w->group, (long long)wc,
-                        (long long)w->group);
+    return gpuc_op_fail(c, "X has %lld channels, which is not W dims[1] (%lld) times group (%lld)",
+                        (long long)w->c_in, (long long)wc, (long long)w->group);
   if (w->c_out >= 0 && w->c_out % w->group)
     return gpuc_op_fail(c, "W has %lld output channels, not a multiple of group %lld",
                         (long long)w->c_out, (long long)w->group);
