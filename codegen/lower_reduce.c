@@ -407,3 +407,199 @@ static int arg_lower(LowerCtx *c, bool is_max) {
 
 int lower_ArgMax(LowerCtx *c) { return arg_lower(c, true); }
 int lower_ArgMin(LowerCtx *c) { return arg_lower(c, false); }
+
+/* ---- Softmax / LogSoftmax / Hardmax --------------------------------------- */
+
+typedef enum { SM_SOFTMAX, SM_LOGSOFTMAX, SM_HARDMAX } SmOp;
+
+/* Rows of n elements with stride inner (the [outer, n, inner] view; 2-D
+ * coercion before opset 13). Softmax: exp(x - max) / sum; LogSoftmax:
+ * x - max - log(sum); Hardmax: one-hot of the first maximum (NaN counts as
+ * the maximum). NaNs propagate through max and sum like the formula. */
+static int softmax_lower(LowerCtx *c, SmOp op) {
+  const Tensor *x = c->in[0], *y = c->out[0];
+  GpucDType dt = x->dt;
+  if (!is_flt(dt) || y->dt != dt) return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
+  int64_t outer, n, inner;
+  if (gpuc_softmax_view(FULL_OPCTX(c), &outer, &n, &inner)) return -1;
+  int64_t rows = outer * inner;
+  if (rows == 0 || n == 0) return 0;
+  const char *ct = facc(dt);
+  Rows r = rows_pick(rows, n, inner == 1);
+  StrBuf *b = cg_src(c);
+  char name[128], before[160], idx[96], lit[96], e[256];
+  snprintf(idx, sizeof idx, "base + j * %lldLL", LL(inner));
+  if (op == SM_HARDMAX) {
+    snprintf(before, sizeof before, "%s_before", c->kname);
+    emit_before(b, before, ct, true, true, true, false);
+  }
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s* __restrict__ y) {\n",
+            name, cg_ctype(dt), cg_ctype(dt));
+  rows_open(b, &r, rows);
+  sb_printf(b, "    i64 base = (row / %lldLL) * %lldLL + row %% %lldLL;\n", LL(inner), LL(n * inner), LL(inner));
+#define ROW_LOOP_LOAD()                   \
+  do {                                    \
+    rows_for(b, &r, "j", n);              \
+    sb_printf(b, " {\n      %s v = ", ct); \
+    cg_load(b, ct, dt, "x", idx);         \
+    sb_printf(b, ";\n      ");            \
+  } while (0)
+  if (op == SM_HARDMAX) {
+    sb_printf(b, "    %s bv = 0; i64 bi = -1;\n", ct);
+    ROW_LOOP_LOAD();
+    sb_printf(b, "if (%s(v, j, bv, bi)) { bv = v; bi = j; }\n    }\n", before);
+    rows_argreduce(b, &r, "bv", "bi", ct, before);
+    rows_for(b, &r, "j", n);
+    sb_printf(b, " ");
+    snprintf(e, sizeof e, "j == bi ? (%s)1 : (%s)0", ct, ct);
+    cg_store(b, dt, "y", idx, ct, e);
+  } else {
+    inf_lit(lit, sizeof lit, ct, true);
+    sb_printf(b, "    %s mx = %s;\n", ct, lit);
+    ROW_LOOP_LOAD();
+    comb_expr(e, sizeof e, C_MAX, "mx", "v");
+    sb_printf(b, "mx = %s;\n    }\n", e);
+    rows_reduce(b, &r, "mx", ct, C_MAX);
+    sb_printf(b, "    %s s = 0;\n", ct);
+    ROW_LOOP_LOAD();
+    sb_printf(b, "s = s + exp(v - mx);\n    }\n");
+    rows_reduce(b, &r, "s", ct, C_SUM);
+    if (op == SM_LOGSOFTMAX) sb_printf(b, "    %s ls = log(s);\n", ct);
+    ROW_LOOP_LOAD();
+    cg_store(b, dt, "y", idx, ct, op == SM_SOFTMAX ? "exp(v - mx) / s" : "v - mx - ls");
+    sb_printf(b, "    }\n");
+  }
+#undef ROW_LOOP_LOAD
+  sb_printf(b, "  }\n}\n");
+  uint32_t args[2] = {c->tin[0], c->tout[0]};
+  return rows_launch(c, &r, name, rows, 2, args);
+}
+
+int lower_Softmax(LowerCtx *c) { return softmax_lower(c, SM_SOFTMAX); }
+int lower_LogSoftmax(LowerCtx *c) { return softmax_lower(c, SM_LOGSOFTMAX); }
+int lower_Hardmax(LowerCtx *c) { return softmax_lower(c, SM_HARDMAX); }
+
+/* ---- CumSum ------------------------------------------------------------------ */
+
+/* Running sums along the axis (exclusive leaves the element out, reverse
+ * runs from the end); floats in double, integers wrapping in 64 bits.
+ * Contiguous long rows: one block per row, chunked block scans with a
+ * carry; otherwise one thread per row, sequential. */
+int lower_CumSum(LowerCtx *c) {
+  const Tensor *x = c->in[0], *y = c->out[0];
+  GpucDType dt = x->dt;
+  if (dt == GPUC_DT_UNDEF || dt == GPUC_DT_BOOL || y->dt != dt)
+    return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
+  if (!c->in[1]->data) return lower_unsupported(c, "the axis input is not a constant");
+  int axis;
+  if (gpuc_norm_axis(FULL_OPCTX(c), gpuc_get_i64(c->in[1], 0), x->rank, &axis)) return -1;
+  bool excl = gpuc_attr_i(c->n, "exclusive", 0) != 0, rev = gpuc_attr_i(c->n, "reverse", 0) != 0;
+  int64_t outer, n, inner;
+  axis_view(x, axis, &outer, &n, &inner);
+  int64_t rows = outer * inner;
+  if (rows == 0 || n == 0) return 0;
+  const char *at = is_flt(dt) ? "double" : "unsigned long long";
+  StrBuf *b = cg_src(c);
+  char name[128], kexpr[96];
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  if (rev) snprintf(kexpr, sizeof kexpr, "%lldLL - 1 - t", LL(n));
+  else snprintf(kexpr, sizeof kexpr, "t");
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s* __restrict__ y) {\n",
+            name, cg_ctype(dt), cg_ctype(dt));
+  uint32_t args[2] = {c->tin[0], c->tout[0]};
+  if (inner == 1 && n > 64) {
+    Rows r = rows_pick(rows, n, true);
+    unsigned nw = r.threads / 32;
+    rows_open(b, &r, rows);
+    sb_printf(b, "    i64 base = row * %lldLL;\n    %s carry = 0;\n"
+                 "    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
+                 "    for (i64 c0 = 0; c0 < %lldLL; c0 += blockDim.x) {\n"
+                 "      i64 t = c0 + threadIdx.x, k = %s;\n"
+                 "      %s v = 0;\n      if (t < %lldLL) v = ",
+              LL(n), at, LL(n), kexpr, at, LL(n));
+    cg_load(b, at, dt, "x", "base + k");
+    sb_printf(b, ";\n      %s s = v;\n"
+                 "      for (int o = 1; o < 32; o <<= 1) { %s u = __shfl_up_sync(0xffffffffu, s, o); if (lane >= o) s = s + u; }\n"
+                 "      %s ex = __shfl_up_sync(0xffffffffu, s, 1);\n"
+                 "      if (lane == 0) ex = 0;\n"
+                 "      __shared__ %s ws[32];\n"
+                 "      if (lane == 31) ws[w] = s;\n"
+                 "      __syncthreads();\n"
+                 "      %s pre = carry, tot = carry;\n"
+                 "      for (int q = 0; q < %u; q++) { if (q < w) pre = pre + ws[q]; tot = tot + ws[q]; }\n"
+                 "      if (t < %lldLL) ",
+              at, at, at, at, at, nw, LL(n));
+    cg_store(b, dt, "y", "base + k", at, excl ? "pre + ex" : "pre + s");
+    sb_printf(b, "      carry = tot;\n      __syncthreads();\n    }\n  }\n}\n");
+    return rows_launch(c, &r, name, rows, 2, args);
+  }
+  sb_printf(b, "  GRID_STRIDE(row, %lldLL) {\n"
+               "    i64 base = (row / %lldLL) * %lldLL + row %% %lldLL;\n"
+               "    %s s = 0;\n"
+               "    for (i64 t = 0; t < %lldLL; t++) {\n"
+               "      i64 at = base + (%s) * %lldLL;\n"
+               "      %s v = ",
+            LL(rows), LL(inner), LL(n * inner), LL(inner), at, LL(n), kexpr, LL(inner), at);
+  cg_load(b, at, dt, "x", "at");
+  sb_printf(b, ";\n");
+  if (!excl) sb_printf(b, "      s = s + v;\n");
+  sb_printf(b, "      ");
+  cg_store(b, dt, "y", "at", at, "s");
+  if (excl) sb_printf(b, "      s = s + v;\n");
+  sb_printf(b, "    }\n  }\n}\n");
+  return cg_launch(c, name, (uint64_t)rows, 256, 0, 2, args);
+}
+
+/* ---- TopK ----------------------------------------------------------------------- */
+
+/* The k largest (or smallest) along the axis, sorted; NaN sorts above
+ * every number, equal values keep the lower index first. Selection: round
+ * t picks the first element (in that total order) after round t-1's pick,
+ * by a block arg-reduction over the row: O(k * n) per row, fine for small
+ * k. */
+int lower_TopK(LowerCtx *c) {
+  const Tensor *x = c->in[0];
+  GpucDType dt = x->dt;
+  if (dt == GPUC_DT_UNDEF || dt == GPUC_DT_BOOL) return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
+  int axis;
+  int64_t k;
+  if (gpuc_topk_params(FULL_OPCTX(c), &axis, &k)) return -1;
+  if (k < 0) return lower_unsupported(c, "K is not a constant");
+  if (k > 1024) return lower_unsupported(c, "K = %lld is too large for the GPU kernel (at most 1024)", LL(k));
+  bool largest = gpuc_attr_i(c->n, "largest", 1) != 0;
+  int64_t outer, n, inner;
+  axis_view(x, axis, &outer, &n, &inner);
+  int64_t rows = outer * inner;
+  if (rows == 0 || k == 0) return 0;
+  bool fl = is_flt(dt), want_idx = c->nout > 1 && c->out[1] && c->tout[1] != UINT32_MAX;
+  const char *vt = fl ? facc(dt) : ival(dt);
+  Rows r = rows_pick(rows, n, inner == 1);
+  StrBuf *b = cg_src(c);
+  char name[128], before[160], idx[96];
+  snprintf(before, sizeof before, "%s_before", c->kname);
+  emit_before(b, before, vt, fl, largest, largest, false);
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s* __restrict__ vals%s) {\n",
+            name, cg_ctype(dt), cg_ctype(dt), want_idx ? ", long long* __restrict__ idxs" : "");
+  rows_open(b, &r, rows);
+  sb_printf(b, "    i64 base = (row / %lldLL) * %lldLL + row %% %lldLL;\n"
+               "    i64 obase = (row / %lldLL) * %lldLL + row %% %lldLL;\n"
+               "    %s pv = 0; i64 pi = -1;\n"
+               "    for (i64 t = 0; t < %lldLL; t++) {\n"
+               "    %s bv = 0; i64 bi = -1;\n",
+            LL(inner), LL(n * inner), LL(inner), LL(inner), LL(k * inner), LL(inner), vt, LL(k), vt);
+  snprintf(idx, sizeof idx, "base + j * %lldLL", LL(inner));
+  rows_for(b, &r, "j", n);
+  sb_printf(b, " {\n      %s v = ", vt);
+  cg_load(b, vt, dt, "x", idx);
+  sb_printf(b, ";\n      if ((pi < 0 || %s(pv, pi, v, j)) && %s(v, j, bv, bi)) { bv = v; bi = j; }\n    }\n",
+            before, before);
+  rows_argreduce(b, &r, "bv", "bi", vt, before);
+  sb_printf(b, "    if (%s) {\n      vals[obase + t * %lldLL] = x[base + bi * %lldLL];\n", rows_first(&r),
+            LL(inner), LL(inner));
+  if (want_idx) sb_printf(b, "      idxs[obase + t * %lldLL] = bi;\n", LL(inner));
+  sb_printf(b, "    }\n    pv = bv; pi = bi;\n    }\n  }\n}\n");
+  uint32_t args[3] = {c->tin[0], c->tout[0], want_idx ? c->tout[1] : 0};
+  return rows_launch(c, &r, name, rows, want_idx ? 3 : 2, args);
+}

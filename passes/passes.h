@@ -9,6 +9,7 @@
 
 typedef struct PassOptions {
   int level;                     /* -O0..-O3 */
+  bool fp16;                     /* half storage with fp32 islands */
   int64_t fold_max_bytes;        /* largest tensor constant folding may create */
   const char *dump_after;        /* pass name to dump the graph after, or NULL */
   FILE *dump_to;
@@ -20,6 +21,7 @@ void gpuc_pass_options_default(PassOptions *o, int level);
 int pass_fold_constants(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_dead_code(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_identity(Graph *g, const PassOptions *o, GpucErr *e);
+int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e);
 /* Runs the passes of o->level, verifying the graph after each. */
 int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e);
 #endif

@@ -59,6 +59,7 @@ int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e) {
   if (r->nfreeze && gpuc_graph_infer(g, e)) { gpuc_graph_free(g); return -1; }
   PassOptions po;
   gpuc_pass_options_default(&po, r->level < 1 ? 1 : r->level); /* shapes must fold for codegen */
+  po.fp16 = r->fp16;
   if (gpuc_passes_run(g, &po, e)) { gpuc_graph_free(g); return -1; }
   CodegenOptions co = {.sm = sm, .fp16 = r->fp16, .level = r->level, .mem_limit = r->mem_limit};
   Plan *p = NULL;
@@ -115,11 +116,6 @@ int cmd_compile(int argc, char **argv) {
     }
   }
   if (!r.model) return usage_error("no model given");
-  if (r.fp16) {
-    GpucErr e;
-    gpuc_err_unsupported(&e, "%s: --fp16 is not implemented by this build yet (fp32 plans only)", r.model);
-    return report(&e);
-  }
   if (!out) { default_plan_path(r.model, outbuf, sizeof outbuf); out = outbuf; }
   r.binds = binds;
   r.out = out;

@@ -39,13 +39,32 @@ static Tensor **random_inputs(const Graph *g) {
   return ins;
 }
 
+static void compare_model_opts(const char *path, const GpucShapeBind *b, int nb, int expect_nodes_after,
+                               bool fp16);
 static void compare_model(const char *path, const GpucShapeBind *b, int nb, int expect_nodes_after) {
+  compare_model_opts(path, b, nb, expect_nodes_after, false);
+}
+
+/* relative L2 of a against reference w */
+static double rel_l2(const Tensor *a, const Tensor *w) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < gpuc_numel(w); i++) {
+    double d = gpuc_get_f64(a, i) - gpuc_get_f64(w, i);
+    num += d * d;
+    den += gpuc_get_f64(w, i) * gpuc_get_f64(w, i);
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void compare_model_opts(const char *path, const GpucShapeBind *b, int nb, int expect_nodes_after,
+                               bool fp16) {
   GpucErr e = {0};
   Graph *g0 = gpuc_onnx_load(path, b, nb, &e), *g1 = gpuc_onnx_load(path, b, nb, &e);
   CHECK(g0 && g1, "load %s: %s", path, e.msg);
   if (!g0 || !g1) { gpuc_graph_free(g0); gpuc_graph_free(g1); return; }
   PassOptions o;
   gpuc_pass_options_default(&o, 1);
+  o.fp16 = fp16;
   int rc = gpuc_passes_run(g1, &o, &e);
   CHECK(rc == 0, "passes on %s: %s", path, e.msg);
   if (expect_nodes_after >= 0)
@@ -65,6 +84,12 @@ static void compare_model(const char *path, const GpucShapeBind *b, int nb, int 
       int64_t n = gpuc_numel(o0[k]), bad = 0;
       CHECK(n == gpuc_numel(o1[k]) && n > 0, "%s output %d: sizes differ", path, k);
       if (n != gpuc_numel(o1[k])) continue;
+      if (fp16) { /* half storage: relative L2 within 1e-2, as the fp16 target */
+        double r = rel_l2(o1[k], o0[k]);
+        CHECK(o1[k]->dt == o0[k]->dt, "%s output %d: fp16 plan changed the output dtype", path, k);
+        CHECK(r < 1e-2 && r > 0, "%s output %d: fp16 relative L2 %.3g", path, k, r);
+        continue;
+      }
       for (int64_t i = 0; i < n; i++) {
         double a = gpuc_get_f64(o1[k], i), w = gpuc_get_f64(o0[k], i);
         if (!(fabs(a - w) <= 1e-5 + 1e-5 * fabs(w))) bad++;
@@ -92,6 +117,12 @@ int main(int argc, char **argv) {
   GpucShapeBind m = {.name = "image", .rank = 2, .dims = {3, 784}};
   snprintf(p, sizeof p, "%s/mlp.onnx", argv[1]);
   compare_model(p, &m, 1, -1);
+  compare_model_opts(p, &m, 1, -1, true);
+  snprintf(p, sizeof p, "%s/small_cnn.onnx", argv[1]);
+  compare_model_opts(p, NULL, 0, -1, true);
+  GpucShapeBind r18 = {.name = "input", .rank = 4, .dims = {1, 3, 224, 224}};
+  snprintf(p, sizeof p, "%s/resnet18.onnx", argv[1]);
+  compare_model_opts(p, &r18, 1, -1, true);
 
   /* The fold cap: with a 16-byte cap the 4-element int64 shape (32 bytes)
    * must not fold, and so nothing after it can: all 5 nodes stay. */

@@ -1,0 +1,157 @@
+/* --fp16: half-precision storage with fp32 islands, decided at compile time.
+ *
+ * Every float32 value becomes float16 except where half loses too much or
+ * overflows: reductions (sums of many terms), Pow/Exp/Log, cumulative sums,
+ * losses, and ops whose float outputs are fixed by attributes. Those
+ * "fp32 islands" read fp32 inputs and write fp32 outputs, with Cast nodes
+ * inserted at the borders. Graph inputs and outputs stay fp32 (the user's
+ * interface does not change). Kernels still compute in fp32 registers
+ * (half is a storage format for them: softmax and LayerNorm statistics
+ * accumulate in fp32), and GEMMs/convolutions accumulate in fp32. */
+#include "passes.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { ONNX_FLOAT = 1, ONNX_FLOAT16 = 10 };
+
+static bool fp32_island(GpucOp op) {
+  switch (op) {
+  case GPUC_OP_REDUCESUM: case GPUC_OP_REDUCEMEAN: case GPUC_OP_REDUCESUMSQUARE:
+  case GPUC_OP_REDUCEL1: case GPUC_OP_REDUCEL2: case GPUC_OP_REDUCELOGSUM:
+  case GPUC_OP_REDUCELOGSUMEXP: case GPUC_OP_REDUCEPROD:
+  case GPUC_OP_POW: case GPUC_OP_EXP: case GPUC_OP_LOG: case GPUC_OP_CUMSUM:
+  case GPUC_OP_SOFTMAXCROSSENTROPYLOSS: case GPUC_OP_NEGATIVELOGLIKELIHOODLOSS:
+  case GPUC_OP_CONSTANTOFSHAPE: case GPUC_OP_EYELIKE: case GPUC_OP_RANGE:
+  case GPUC_OP_QUANTIZELINEAR: case GPUC_OP_DYNAMICQUANTIZELINEAR: case GPUC_OP_EINSUM:
+  case GPUC_OP_MEANVARIANCENORMALIZATION: case GPUC_OP_LRN:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* Inputs that are parameters read at compile time, not data: keep them. */
+static bool param_input(GpucOp op, int k) {
+  return (op == GPUC_OP_RESIZE || op == GPUC_OP_UPSAMPLE) && k >= 1;
+}
+
+typedef struct {
+  Graph *g;
+  int *cast16, *cast32;          /* per value: its converted twin, or -1 */
+  GpucErr *e;
+} Fp16;
+
+static bool is_f(GpucDType dt) { return dt == GPUC_DT_F32 || dt == GPUC_DT_F16; }
+
+/* A value holding v converted to dt: constants convert their data once;
+ * computed values get a Cast node (placed by the final toposort). */
+static int converted(Fp16 *s, int v, GpucDType dt) {
+  int *cache = dt == GPUC_DT_F16 ? s->cast16 : s->cast32;
+  if (cache[v] >= 0) return cache[v];
+  Graph *g = s->g;
+  char name[512];
+  snprintf(name, sizeof name, "%s.%s", g->values[v].name, gpuc_dtype_name(dt));
+  int w = gpuc_graph_add_value(g, name);
+  if (w < 0) { gpuc_err_set(s->e, "%s: out of memory", g->path); return -1; }
+  Value *src = &g->values[v], *dst = &g->values[w];
+  dst->t = src->t;
+  dst->t.data = NULL;
+  dst->t.dt = dt;
+  if (src->is_const) {
+    if (gpuc_tensor_alloc(&dst->t, s->e)) return -1;
+    int64_t n = gpuc_numel(&src->t);
+    for (int64_t i = 0; i < n; i++) gpuc_set_f64(&dst->t, i, gpuc_get_f64(&src->t, i));
+    dst->is_const = true;
+    dst->is_param = src->is_param;
+  } else {
+    int ni = gpuc_graph_add_node(g, GPUC_OP_CAST, name, 1, 1);
+    if (ni < 0) { gpuc_err_set(s->e, "%s: out of memory", g->path); return -1; }
+    Node *n = &g->nodes[ni];
+    n->in[0] = v;
+    n->out[0] = w;
+    n->nattr = 1;
+    n->attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr));
+    if (!n->attrs) { gpuc_err_set(s->e, "%s: out of memory", g->path); return -1; }
+    n->attrs[0] = (Attr){.name = "to", .kind = GPUC_ATTR_INT,
+                         .i = dt == GPUC_DT_F16 ? ONNX_FLOAT16 : ONNX_FLOAT};
+    g->values[w].producer = ni;
+  }
+  cache[v] = w;
+  return w;
+}
+
+int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e) {
+  int nv = g->nvalues, changes = 0, nn = g->nnodes;
+  Fp16 s = {.g = g, .e = e};
+  /* values may be added: size the caches for the worst case */
+  int cap = nv * 3 + 16;
+  s.cast16 = malloc(sizeof(int) * (size_t)cap);
+  s.cast32 = malloc(sizeof(int) * (size_t)cap);
+  if (!s.cast16 || !s.cast32) { free(s.cast16); free(s.cast32); return gpuc_err_set(e, "%s: out of memory", g->path); }
+  for (int i = 0; i < cap; i++) s.cast16[i] = s.cast32[i] = -1;
+  int rc = -1;
+  for (int i = 0; i < nn; i++) {
+    GpucOp op = g->nodes[i].op;
+    GpucDType want = fp32_island(op) ? GPUC_DT_F32 : GPUC_DT_F16;
+    for (int k = 0; k < g->nodes[i].nin; k++) {
+      int v = g->nodes[i].in[k];
+      if (v < 0 || !is_f(g->values[v].t.dt) || param_input(op, k)) continue;
+      if (op == GPUC_OP_CAST) continue; /* Cast converts whatever it gets */
+      if (g->values[v].t.dt == want) continue;
+      if (g->nvalues + 2 >= cap) { gpuc_err_set(e, "%s: fp16 pass: too many casts", g->path); goto done; }
+      int w = converted(&s, v, want);
+      if (w < 0) goto done;
+      g->nodes[i].in[k] = w;
+      changes++;
+    }
+    /* outputs follow the node's precision */
+    Node *n = &g->nodes[i];
+    if (op == GPUC_OP_CAST) {
+      Attr *to = (Attr *)gpuc_attr(n, "to");
+      if (to && to->kind == GPUC_ATTR_INT && to->i == ONNX_FLOAT) { to->i = ONNX_FLOAT16; changes++; }
+    }
+    for (int k = 0; k < n->nout; k++) {
+      int v = n->out[k];
+      if (v >= 0 && g->values[v].t.dt == GPUC_DT_F32 && want == GPUC_DT_F16 && op != GPUC_OP_SHAPE &&
+          op != GPUC_OP_SIZE)
+        g->values[v].t.dt = GPUC_DT_F16;
+    }
+  }
+  /* graph outputs stay fp32: the producer writes a half twin, a Cast
+   * writes the output */
+  for (int k = 0; k < g->noutputs; k++) {
+    int v = g->outputs[k];
+    if (g->values[v].t.dt != GPUC_DT_F16 || g->values[v].producer < 0) continue;
+    char name[512];
+    snprintf(name, sizeof name, "%s.f16", g->values[v].name);
+    int w = gpuc_graph_add_value(g, name);
+    int ni = w < 0 ? -1 : gpuc_graph_add_node(g, GPUC_OP_CAST, name, 1, 1);
+    if (ni < 0) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
+    int p = g->values[v].producer;
+    for (int j = 0; j < g->nodes[p].nout; j++)
+      if (g->nodes[p].out[j] == v) g->nodes[p].out[j] = w;
+    /* other consumers of v read the half twin */
+    for (int j = 0; j < g->nnodes; j++)
+      for (int q = 0; q < g->nodes[j].nin; q++)
+        if (g->nodes[j].in[q] == v) g->nodes[j].in[q] = w;
+    g->values[w].t = g->values[v].t;
+    g->values[w].producer = p;
+    Node *c = &g->nodes[ni];
+    c->in[0] = w;
+    c->out[0] = v;
+    c->nattr = 1;
+    c->attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr));
+    if (!c->attrs) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
+    c->attrs[0] = (Attr){.name = "to", .kind = GPUC_ATTR_INT, .i = ONNX_FLOAT};
+    g->values[v].producer = ni;
+    g->values[v].t.dt = GPUC_DT_F32;
+    changes++;
+  }
+  if (gpuc_graph_toposort(g, e) || gpuc_graph_infer(g, e)) goto done;
+  rc = changes;
+done:
+  free(s.cast16);
+  free(s.cast32);
+  return rc;
+}
