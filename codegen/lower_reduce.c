@@ -482,6 +482,44 @@ int lower_Hardmax(LowerCtx *c) { return softmax_lower(c, SM_HARDMAX); }
 
 /* ---- CumSum ------------------------------------------------------------------ */
 
+/* CumSum whose axis is only known at run time: the kernel reads it and
+ * derives the [outer, n, inner] view from the baked shape; one thread per
+ * row, sequential (the launch covers every element, so any axis fits). */
+static int cumsum_runtime_axis(LowerCtx *c) {
+  const Tensor *x = c->in[0];
+  GpucDType dt = x->dt;
+  bool excl = gpuc_attr_i(c->n, "exclusive", 0) != 0, rev = gpuc_attr_i(c->n, "reverse", 0) != 0;
+  int64_t total = gpuc_numel(x);
+  if (total == 0) return 0;
+  const char *at = is_flt(dt) ? "double" : "unsigned long long";
+  StrBuf *b = cg_src(c);
+  char name[128];
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const %s* __restrict__ axis, %s* __restrict__ y) {\n"
+               "  const i64 dims[%d] = {", name, cg_ctype(dt), cg_ctype(c->in[1]->dt), cg_ctype(dt), x->rank);
+  for (int d = 0; d < x->rank; d++) sb_printf(b, "%s%lldLL", d ? ", " : "", LL(x->dims[d]));
+  sb_printf(b, "};\n"
+               "  i64 a = (i64)axis[0];\n  if (a < 0) a += %d;\n  if (a < 0 || a >= %d) return;\n"
+               "  i64 n = dims[a], inner = 1;\n  for (int d = (int)a + 1; d < %d; d++) inner *= dims[d];\n"
+               "  if (n == 0) return;\n"
+               "  GRID_STRIDE(row, %lldLL / n) {\n"
+               "    i64 base = (row / inner) * n * inner + row %% inner;\n"
+               "    %s s = 0;\n"
+               "    for (i64 t = 0; t < n; t++) {\n"
+               "      i64 at = base + (%s) * inner;\n"
+               "      %s v = ",
+            x->rank, x->rank, x->rank, LL(total), at, rev ? "n - 1 - t" : "t", at);
+  cg_load(b, at, dt, "x", "at");
+  sb_printf(b, ";\n");
+  if (!excl) sb_printf(b, "      s = s + v;\n");
+  sb_printf(b, "      ");
+  cg_store(b, dt, "y", "at", at, "s");
+  if (excl) sb_printf(b, "      s = s + v;\n");
+  sb_printf(b, "    }\n  }\n}\n");
+  uint32_t args[3] = {c->tin[0], c->tin[1], c->tout[0]};
+  return cg_launch(c, name, (uint64_t)total, 256, 0, 3, args);
+}
+
 /* Running sums along the axis (exclusive leaves the element out, reverse
  * runs from the end); floats in double, integers wrapping in 64 bits.
  * Contiguous long rows: one block per row, chunked block scans with a
@@ -491,7 +529,7 @@ int lower_CumSum(LowerCtx *c) {
   GpucDType dt = x->dt;
   if (dt == GPUC_DT_UNDEF || dt == GPUC_DT_BOOL || y->dt != dt)
     return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
-  if (!c->in[1]->data) return lower_unsupported(c, "the axis input is not a constant");
+  if (!c->in[1]->data) return cumsum_runtime_axis(c);
   int axis;
   if (gpuc_norm_axis(FULL_OPCTX(c), gpuc_get_i64(c->in[1], 0), x->rank, &axis)) return -1;
   bool excl = gpuc_attr_i(c->n, "exclusive", 0) != 0, rev = gpuc_attr_i(c->n, "reverse", 0) != 0;

@@ -36,7 +36,7 @@ bool is_plan_file(const char *path);
 Tensor *load_tensor_file(const char *path, GpucErr *e);
 
 /* "NAME=1x3x224x224" -> bind. Returns 0 or prints a usage error. */
-int parse_shape_arg(const char *arg, GpucShapeBind *b);
+int parse_shape_arg(char *arg, GpucShapeBind *b);
 int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print "gpuc: <msg>" for a failed load/run and return EXIT_BAD_INPUT. */
 int report(const GpucErr *e);

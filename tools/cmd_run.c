@@ -130,10 +130,11 @@ int cmd_run(int argc, char **argv) {
       outdir = argv[++i];
     } else if (!strcmp(argv[i], "--input")) {
       if (i + 1 >= argc) return usage_error("--input needs NAME=FILE");
-      const char *a = argv[++i], *eq = strchr(a, '=');
+      char *a = argv[++i], *eq = strchr(a, '=');
       if (!eq || eq == a || !eq[1]) return usage_error("--input wants NAME=FILE, got '%s'", a);
       if (ninputs == 256) return usage_error("too many --input flags");
-      in_names[ninputs] = strndup(a, (size_t)(eq - a));
+      *eq = 0; /* NAME is the argv string cut at '=' */
+      in_names[ninputs] = a;
       in_files[ninputs++] = eq + 1;
     } else if (!strcmp(argv[i], "--shape")) {
       if (i + 1 >= argc) return usage_error("--shape needs NAME=DIMS");

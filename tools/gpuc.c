@@ -38,10 +38,11 @@ int report(const GpucErr *e) {
   return EXIT_BAD_INPUT;
 }
 
-int parse_shape_arg(const char *arg, GpucShapeBind *b) {
-  const char *eq = strrchr(arg, '=');
+int parse_shape_arg(char *arg, GpucShapeBind *b) {
+  char *eq = strrchr(arg, '=');
   if (!eq || eq == arg) return usage_error("--shape wants NAME=DIMS, got '%s'", arg);
-  b->name = strndup(arg, (size_t)(eq - arg));
+  *eq = 0; /* the name is the argv string itself, cut at '=' */
+  b->name = arg;
   b->rank = 0;
   const char *p = eq + 1;
   if (!*p) return usage_error("--shape %s: no dims", arg);
@@ -49,12 +50,12 @@ int parse_shape_arg(const char *arg, GpucShapeBind *b) {
     char *end;
     errno = 0;
     long long v = strtoll(p, &end, 10);
-    if (end == p || errno || v < 0) return usage_error("--shape %s: bad dim", arg);
+    if (end == p || errno || v < 0) return usage_error("--shape %s=%s: bad dim", arg, eq + 1);
     if (b->rank == GPUC_MAX_RANK) return usage_error("--shape %s: rank over %d", arg, GPUC_MAX_RANK);
     b->dims[b->rank++] = v;
     p = end;
     if (*p == 'x' || *p == 'X' || *p == ',') p++;
-    else if (*p) return usage_error("--shape %s: bad dim separator", arg);
+    else if (*p) return usage_error("--shape %s=%s: bad dim separator", arg, eq + 1);
   }
   return 0;
 }

@@ -4,6 +4,9 @@
  *   <file>\t<kind>\t<expected message fragment, may be empty>
  * kind "bad":    gpuc inspect and gpuc run --cpu must both fail cleanly;
  *      "runbad": gpuc run must fail cleanly, inspect may accept the model;
+ *      "clean":  either outcome is acceptable (ONNX leaves the result
+ *                undefined, e.g. integer division by zero) as long as it
+ *                is clean: exit 0, or a one-line error and exit 1;
  *      "ok":     a valid model (positive control), both must succeed.
  * OUTDIR/outside.bin lies outside the model folder on purpose: external
  * data cases try to reach it by '..', by symlinks, and by absolute paths.
@@ -102,6 +105,7 @@ typedef Onnx__AttributeProto Attr;
 
 enum {
   FLOAT = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
+  INT32 = ONNX__TENSOR_PROTO__DATA_TYPE__INT32,
   INT64 = ONNX__TENSOR_PROTO__DATA_TYPE__INT64,
   STRING = ONNX__TENSOR_PROTO__DATA_TYPE__STRING,
 };
@@ -168,6 +172,15 @@ static Tensor *i64(const char *name, int rank, const int64_t *dims, const int64_
   t->n_int64_data = (size_t)n;
   t->int64_data = P(sizeof(int64_t) * (size_t)(n ? n : 1));
   if (n) memcpy(t->int64_data, v, sizeof(int64_t) * (size_t)n);
+  return t;
+}
+
+static Tensor *i32(const char *name, int rank, const int64_t *dims, const int32_t *v) {
+  Tensor *t = tensor(name, INT32, rank, dims);
+  int64_t n = numel_of(rank, dims);
+  t->n_int32_data = (size_t)n;
+  t->int32_data = P(sizeof(int32_t) * (size_t)(n ? n : 1));
+  if (n) memcpy(t->int32_data, v, sizeof(int32_t) * (size_t)n);
   return t;
 }
 
@@ -970,6 +983,23 @@ static void ops_and_attributes(void) {
   memset(n->name, 'n', 100000);
   out_name(g, "y");
   BAD("huge_node_name", "node 'nnnn", model(g, 17));
+
+  /* an attribute type outside the enum */
+  g = graph();
+  input(g, vi("x", FLOAT, DIMS(2)));
+  attr(node(g, "Relu", "x", "y"), "odd", (Onnx__AttributeProto__AttributeType)99);
+  out_name(g, "y");
+  BAD("attribute_type_99", "type 99", model(g, 17));
+
+  g = graph();
+  Attr *a = attr(node(g, "Constant", "", "c"), "sparse_value",
+                 ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSOR);
+  a->sparse_tensor = P(sizeof *a->sparse_tensor);
+  onnx__sparse_tensor_proto__init(a->sparse_tensor);
+  a->sparse_tensor->values = f32(NULL, DIMS(1), NULL);
+  a->sparse_tensor->indices = i64(NULL, DIMS(1), (const int64_t[]){0});
+  out_name(g, "c");
+  BAD("constant_sparse_value", "not supported", model(g, 17));
 }
 
 static void value_types(void) {
@@ -1001,6 +1031,14 @@ static void value_types(void) {
   node(g, "Identity", "x", "y");
   out_name(g, "y");
   BAD("input_without_type", "only tensor inputs", model(g, 17));
+
+  g = graph();
+  v = vi("x", FLOAT, DIMS(2));
+  v->type->tensor_type->has_elem_type = 0;
+  input(g, v);
+  node(g, "Relu", "x", "y");
+  out_name(g, "y");
+  BAD("input_without_elem_type", "UNDEFINED", model(g, 17));
 
   g = graph();
   input(g, vi("x", FLOAT, DIMS(2, -1)));
@@ -1274,6 +1312,219 @@ static void shapes(void) {
   emit("gather_index_out_of_range", "runbad", "", model(g, 17));
 }
 
+/* one node over constant inputs (no graph inputs, so `run` needs no data
+ * and prints no notes) */
+static Node *one(Graph *g, const char *op, const char *ins) {
+  Node *n = node(g, op, ins, "y");
+  out_name(g, "y");
+  return n;
+}
+/* 1-D int64 initializer holding the listed values */
+#define I64(name, ...)                                                                  \
+  init(g, i64(name, 1,                                                                  \
+              (const int64_t[]){(int64_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t))}, \
+              (const int64_t[]){__VA_ARGS__}))
+#define I64S(name, v) init(g, i64(name, SCALAR, (const int64_t[]){v}))
+#define F32S(name, v) init(g, f32(name, SCALAR, (const float[]){v}))
+#define X(name, ...) init(g, f32(name, DIMS(__VA_ARGS__), NULL))
+
+/* Parameters that reach the op functions and kernels: sizes computed from
+ * data, zero divisors, indices, and integer arithmetic at its limits. */
+static void kernels(void) {
+  Graph *g;
+  /* integer arithmetic whose result ONNX leaves open: any clean outcome */
+  g = graph(); I64("a", 7, 8); I64("b", 0, 1); one(g, "Div", "a b");
+  emit("div_int_by_zero", "clean", "", model(g, 17));
+  g = graph();
+  init(g, i32("a", DIMS(2), (const int32_t[]){7, 8}));
+  init(g, i32("b", DIMS(2), (const int32_t[]){0, 0}));
+  one(g, "Div", "a b");
+  emit("div_int32_by_zero", "clean", "", model(g, 17));
+  g = graph(); I64("a", INT64_MIN); I64("b", -1); one(g, "Div", "a b");
+  emit("div_int64_min_by_minus_one", "clean", "", model(g, 17));
+  g = graph(); I64("a", 7, 8); I64("b", 0, 3); one(g, "Mod", "a b");
+  emit("mod_int_by_zero", "clean", "", model(g, 17));
+  g = graph(); I64("a", INT64_MIN); I64("b", -1); one(g, "Mod", "a b");
+  emit("mod_int64_min_by_minus_one", "clean", "", model(g, 17));
+  g = graph(); I64("a", INT64_MAX); I64("b", 1); one(g, "Add", "a b");
+  emit("add_int64_overflow", "clean", "", model(g, 17));
+  g = graph(); I64("a", INT64_MIN); I64("b", 1); one(g, "Sub", "a b");
+  emit("sub_int64_overflow", "clean", "", model(g, 17));
+  g = graph(); I64("a", INT64_MAX); I64("b", 2); one(g, "Mul", "a b");
+  emit("mul_int64_overflow", "clean", "", model(g, 17));
+  g = graph(); I64("a", INT64_MIN); one(g, "Neg", "a");
+  emit("neg_int64_min", "clean", "", model(g, 17));
+  g = graph(); I64("a", INT64_MIN); one(g, "Abs", "a");
+  emit("abs_int64_min", "clean", "", model(g, 17));
+  g = graph(); I64("a", 10); I64("b", 40); one(g, "Pow", "a b");
+  emit("pow_int64_overflow", "clean", "", model(g, 17));
+  g = graph(); I64("a", INT64_MAX, 1); one(g, "ReduceSum", "a");
+  emit("reducesum_int64_overflow", "clean", "", model(g, 17));
+  g = graph(); I64("a", INT64_MAX, 1); one(g, "ReduceProd", "a");
+  emit("reduceprod_int64_overflow", "clean", "", model(g, 17));
+  g = graph(); I64("a", INT64_MAX, 1); I64S("axis", 0); one(g, "CumSum", "a axis");
+  emit("cumsum_int64_overflow", "clean", "", model(g, 17));
+  g = graph(); I64("a", INT64_MAX, INT64_MIN); I64("b", INT64_MIN, INT64_MAX); one(g, "Sum", "a b");
+  emit("sum_int64_overflow", "clean", "", model(g, 17));
+  g = graph(); I64("a", INT64_MAX, INT64_MAX); one(g, "ReduceMean", "a");
+  emit("reducemean_int64_overflow", "clean", "", model(g, 17));
+  g = graph(); X("x", 3, 3); I64S("k", INT64_MIN); one(g, "Trilu", "x k");
+  emit("trilu_k_int64_min", "clean", "", model(g, 17));
+  g = graph(); X("x", 3, 3); attr_i(one(g, "EyeLike", "x"), "k", INT64_MIN);
+  emit("eyelike_k_int64_min", "clean", "", model(g, 17));
+  g = graph(); init(g, f32("x", DIMS(3), (const float[]){0.0f / 0.0f, 1e30f, -1e30f}));
+  attr_i(one(g, "Cast", "x"), "to", INT64);
+  emit("cast_nan_and_huge_to_int", "clean", "", model(g, 17));
+
+  /* sizes from data */
+  g = graph(); X("x", 2, 2); I64("pads", 0, 0, (int64_t)1 << 20, (int64_t)1 << 20);
+  one(g, "Pad", "x pads");
+  BAD("pad_huge", "", model(g, 17));
+  g = graph(); X("x", 2, 2); I64("pads", 0, 0, -5, -5); one(g, "Pad", "x pads");
+  BAD("pad_negative_past_size", "", model(g, 17));
+  g = graph(); X("x", 1, 1, 2, 2);
+  init(g, f32("scales", DIMS(4), (const float[]){1, 1, 1e6f, 1e6f}));
+  one(g, "Resize", "x ~ scales");
+  BAD("resize_huge", "", model(g, 17));
+  g = graph(); X("x", 1, 1, 2, 2);
+  init(g, f32("scales", DIMS(4), (const float[]){1, 1, 0.0f / 0.0f, 1}));
+  one(g, "Resize", "x ~ scales");
+  BAD("resize_nan_scale", "", model(g, 17));
+  g = graph(); I64("idx", 0, 1); I64S("depth", (int64_t)1 << 40);
+  init(g, f32("values", DIMS(2), (const float[]){0, 1}));
+  one(g, "OneHot", "idx depth values");
+  BAD("onehot_huge_depth", "", model(g, 17));
+  g = graph(); F32S("start", 0); F32S("limit", 1e30f); F32S("delta", 1);
+  one(g, "Range", "start limit delta");
+  BAD("range_float_huge", "", model(g, 17));
+  g = graph(); F32S("start", 0); F32S("limit", 0.0f / 0.0f); F32S("delta", 1);
+  one(g, "Range", "start limit delta");
+  BAD("range_float_nan", "", model(g, 17));
+  g = graph(); F32S("start", 0); F32S("limit", 1.0f / 0.0f); F32S("delta", 1);
+  one(g, "Range", "start limit delta");
+  BAD("range_float_infinite", "", model(g, 17));
+
+  /* attributes and inputs inconsistent with the shapes */
+  g = graph(); X("x", 1, 4, 2, 2); attr_i(one(g, "DepthToSpace", "x"), "blocksize", 0);
+  BAD("depthtospace_blocksize_0", "", model(g, 17));
+  g = graph(); X("x", 1, 4, 2, 2); attr_i(one(g, "SpaceToDepth", "x"), "blocksize", 0);
+  BAD("spacetodepth_blocksize_0", "", model(g, 17));
+  g = graph(); X("x", 1, 4, 2, 2); attr_i(one(g, "DepthToSpace", "x"), "blocksize", (int64_t)1 << 40);
+  BAD("depthtospace_blocksize_huge", "", model(g, 17));
+  g = graph(); X("x", 5); I64("k", 10);
+  node(g, "TopK", "x k", "y i");
+  out_name(g, "y");
+  BAD("topk_k_past_dim", "", model(g, 17));
+  g = graph(); X("x", 5); I64("k", -1);
+  node(g, "TopK", "x k", "y i");
+  out_name(g, "y");
+  BAD("topk_k_negative", "", model(g, 17));
+  g = graph(); X("x", 2, 3); I64("shape", 4, 2); one(g, "Reshape", "x shape");
+  BAD("reshape_count_mismatch", "", model(g, 17));
+  g = graph(); X("x", 2, 3); I64("shape", -1, -1); one(g, "Reshape", "x shape");
+  BAD("reshape_two_minus_ones", "", model(g, 17));
+  g = graph(); X("x", 2, 3); I64("shape", 0, 0, 0); one(g, "Reshape", "x shape");
+  BAD("reshape_zero_copies_missing_dim", "", model(g, 17));
+  g = graph(); X("x", 6); I64("split", 2, 2); node(g, "Split", "x split", "a b");
+  out_name(g, "a");
+  BAD("split_sizes_mismatch", "", model(g, 17));
+  g = graph(); X("x", 6); I64("split", 8, -2); node(g, "Split", "x split", "a b");
+  out_name(g, "a");
+  BAD("split_negative_size", "", model(g, 17));
+  g = graph(); X("x", 6); I64("s", 0); I64("e", 6); I64("ax", 0); I64("st", 0);
+  one(g, "Slice", "x s e ax st");
+  BAD("slice_step_zero", "", model(g, 17));
+  g = graph(); X("x", 6); I64("s", 0); I64("e", 6); I64("ax", 3); one(g, "Slice", "x s e ax");
+  BAD("slice_axis_out_of_range", "", model(g, 17));
+  g = graph(); X("x", 6); I64("s", INT64_MIN); I64("e", INT64_MAX); I64("ax", 0);
+  I64("st", INT64_MIN); one(g, "Slice", "x s e ax st");
+  BAD("slice_step_int64_min", "", model(g, 17));
+  g = graph(); X("x", 1, 3, 5, 5); X("w", 2, 3, 3, 3);
+  attr_i(one(g, "Conv", "x w"), "group", 2);
+  BAD("conv_group_mismatch", "", model(g, 17));
+  g = graph(); X("x", 1, 3, 5, 5); X("w", 2, 3, 3, 3);
+  attr_i(one(g, "Conv", "x w"), "group", 0);
+  BAD("conv_group_zero", "", model(g, 17));
+  g = graph(); X("x", 1, 1, 2, 2); X("w", 1, 1, 5, 5); one(g, "Conv", "x w");
+  BAD("conv_kernel_past_input", "", model(g, 17));
+  g = graph(); X("x", 1, 1, 5, 5); X("w", 1, 1, 3, 3); X("b", 7); one(g, "Conv", "x w b");
+  BAD("conv_bias_length", "", model(g, 17));
+  g = graph(); X("x", 1, 1, 5, 5); X("w", 1, 1, 3, 3);
+  attr_ints(one(g, "Conv", "x w"), "dilations", DIMS((int64_t)1 << 62, 1));
+  BAD("conv_dilation_huge", "", model(g, 17));
+  g = graph(); X("x", 1, 1, 2, 2); attr_ints(one(g, "MaxPool", "x"), "kernel_shape", DIMS(5, 5));
+  BAD("maxpool_kernel_past_input", "", model(g, 17));
+  g = graph(); X("x", 1, 1, 4, 4); attr_ints(one(g, "AveragePool", "x"), "kernel_shape", DIMS(0, 0));
+  BAD("averagepool_kernel_zero", "", model(g, 17));
+  g = graph(); X("x", 3); X("w", 4); one(g, "MatMul", "x w");
+  BAD("matmul_vectors_mismatch", "", model(g, 17));
+  g = graph(); X("a", 2, 3); X("b", 2, 3); one(g, "Gemm", "a b");
+  BAD("gemm_shape_mismatch", "", model(g, 17));
+  g = graph(); X("x", 2, 3); attr_s(one(g, "Einsum", "x"), "equation", "ab,,->>", 7);
+  BAD("einsum_garbage_equation", "", model(g, 17));
+  g = graph(); X("x", 2, 3); X("z", 2, 3);
+  attr_s(one(g, "Einsum", "x z"), "equation", "ij,ij->k", 8);
+  BAD("einsum_output_label_unknown", "", model(g, 17));
+  g = graph(); X("x", 2, 3); I64("axes", 0); one(g, "Squeeze", "x axes");
+  BAD("squeeze_dim_not_one", "", model(g, 17));
+  g = graph(); X("x", 2, 3); I64("axes", 0, 0); one(g, "Unsqueeze", "x axes");
+  BAD("unsqueeze_axis_twice", "", model(g, 17));
+  g = graph(); X("x", 2, 2, 2, 2, 2, 2, 2, 2); I64("axes", 0); one(g, "Unsqueeze", "x axes");
+  BAD("unsqueeze_past_max_rank", "", model(g, 17));
+  g = graph(); X("x", 2, 3); I64("idx", 0); attr_i(one(g, "Gather", "x idx"), "axis", 5);
+  BAD("gather_axis_out_of_range", "", model(g, 17));
+  g = graph(); X("x", 2, 3); attr_i(one(g, "Softmax", "x"), "axis", 4);
+  BAD("softmax_axis_out_of_range", "", model(g, 17));
+  g = graph(); X("x", 2, 3); attr_i(one(g, "Flatten", "x"), "axis", 5);
+  BAD("flatten_axis_out_of_range", "", model(g, 17));
+  g = graph(); X("x", 2, 3); I64("axes", 7); one(g, "ReduceSum", "x axes");
+  BAD("reducesum_axis_out_of_range", "", model(g, 17));
+  g = graph(); X("x", 3); I64("shape", 2); one(g, "Expand", "x shape");
+  BAD("expand_incompatible", "", model(g, 17));
+  g = graph(); X("x", 3); I64("shape", -7); one(g, "Expand", "x shape");
+  BAD("expand_negative_dim", "", model(g, 17));
+  g = graph(); X("x", 1, 3, 2, 2); X("s", 2); X("b", 3); X("m", 3); X("v", 3);
+  one(g, "BatchNormalization", "x s b m v");
+  BAD("batchnorm_scale_length", "", model(g, 17));
+  g = graph(); X("x", 2, 3); attr_i(one(g, "Cast", "x"), "to", 99);
+  BAD("cast_to_unknown_type", "", model(g, 17));
+  g = graph(); X("x", 2, 3); attr_i(one(g, "Cast", "x"), "to", STRING);
+  BAD("cast_to_string", "", model(g, 17));
+  g = graph(); X("x", 2, 3); I64("r", 2); one(g, "Tile", "x r");
+  BAD("tile_repeats_length", "", model(g, 17));
+  g = graph(); X("x", 2, 3); I64("r", 2, -1); one(g, "Tile", "x r");
+  BAD("tile_repeats_negative", "", model(g, 17));
+  g = graph(); X("a", 2, 3); X("b", 3, 2); X("c", 4, 2); one(g, "Where", "a b c");
+  BAD("where_shape_mismatch", "", model(g, 17));
+
+  /* indices only a kernel sees */
+  g = graph(); X("x", 4); init(g, i64("idx", DIMS(1, 1), (const int64_t[]){9})); X("u", 1);
+  one(g, "ScatterND", "x idx u");
+  emit("scatternd_index_out_of_range", "runbad", "", model(g, 17));
+  g = graph(); X("x", 4); I64("idx", 1, -9); X("u", 2); one(g, "ScatterElements", "x idx u");
+  emit("scatterelements_index_out_of_range", "runbad", "", model(g, 17));
+  g = graph(); X("x", 2, 2); init(g, i64("idx", DIMS(1, 2), (const int64_t[]){1, 5}));
+  one(g, "GatherElements", "x idx");
+  emit("gatherelements_index_out_of_range", "runbad", "", model(g, 17));
+  g = graph(); X("x", 2, 2); init(g, i64("idx", DIMS(1, 2), (const int64_t[]){0, 7}));
+  one(g, "GatherND", "x idx");
+  emit("gathernd_index_out_of_range", "runbad", "", model(g, 17));
+  g = graph(); X("x", 2, 2); init(g, i64("idx", DIMS(1, 2), (const int64_t[]){INT64_MIN, 0}));
+  one(g, "GatherND", "x idx");
+  emit("gathernd_index_int64_min", "runbad", "", model(g, 17));
+  g = graph(); X("x", 3); I64("idx", INT64_MIN); one(g, "Gather", "x idx");
+  emit("gather_index_int64_min", "runbad", "", model(g, 17));
+  g = graph(); X("x", 3); I64S("axis", 5); one(g, "CumSum", "x axis");
+  emit("cumsum_axis_out_of_range", "runbad", "", model(g, 17));
+  g = graph(); I64("idx", 0, 7); I64S("depth", 3);
+  init(g, f32("values", DIMS(3), (const float[]){0, 1, 2}));
+  one(g, "OneHot", "idx depth values");
+  BAD("onehot_values_length", "", model(g, 17));
+  g = graph(); X("x", 3, 4); init(g, i64("lab", DIMS(3), (const int64_t[]){0, 9, -5}));
+  one(g, "SoftmaxCrossEntropyLoss", "x lab");
+  emit("softmaxcrossentropy_label_out_of_range", "runbad", "", model(g, 17));
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) die("usage: gen_hostile OUTDIR");
   if (mkdir(argv[1], 0755) && errno != EEXIST) die("mkdir %s: %s", argv[1], strerror(errno));
@@ -1298,6 +1549,7 @@ int main(int argc, char **argv) {
   deep_nesting();
   external_data(outdir);
   shapes();
+  kernels();
 
   if (fclose(manifest)) die("%s: write failed", mpath);
   pool_reset();
