@@ -447,8 +447,9 @@ int lower_Pad(LowerCtx *c) {
   gpuc_strides(x, xs);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
-  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s%s%s* __restrict__ y) {\n",
-            name, t, value_ptr ? "const " : "", value_ptr ? t : "", value_ptr ? "* __restrict__ pv, " : "");
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, ", name, t);
+  if (value_ptr) sb_printf(b, "const %s* __restrict__ pv, ", t);
+  sb_printf(b, "%s* __restrict__ y) {\n", t);
   if (value_ptr) sb_printf(b, "  const %s v = pv[0];\n", t);
   else sb_printf(b, "  const %s v = (%s)0x%llxULL;\n", t, t, value);
   sb_printf(b, "  GRID_STRIDE(i, %lldLL) {\n    i64 r_ = i, s = 0, o, q;\n    bool ok = true;\n", (ll)n_out);

@@ -6,6 +6,7 @@
 #include "ir.h"
 
 #define GPUC_PROTO_MAX_DEPTH 64            /* nesting of ONNX messages */
+#define GPUC_PROTO_MAX_FIELDS 4000000      /* fields of graphs, nodes, attributes... */
 #define GPUC_MODEL_MAX_BYTES ((int64_t)4 << 30)
 
 /* Load and validate a model: decode, convert to IR, toposort, verify, infer.

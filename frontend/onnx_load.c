@@ -255,9 +255,11 @@ static int convert_graph(Loader *L, const Onnx__GraphProto *gp) {
     const Onnx__TensorProto *tp = gp->initializer[i];
     if (!valid_name(tp->name))
       return gpuc_err_set(e, "%s: initializer #%zu has no name", g->path, i);
-    char what[1024];
-    snprintf(what, sizeof what, "%s: initializer '%s'", g->path, tp->name);
-    int vi = define_value(L, tp->name, what);
+    /* define_value adds the path itself */
+    char what[1024], label[512];
+    snprintf(label, sizeof label, "initializer '%s'", tp->name);
+    snprintf(what, sizeof what, "%s: %s", g->path, label);
+    int vi = define_value(L, tp->name, label);
     if (vi < 0) return -1;
     Value *v = &g->values[vi];
     if (gpuc_tensor_from_proto(tp, L->model_dir, what, &v->t, e)) return -1;
@@ -406,10 +408,10 @@ static int convert_graph(Loader *L, const Onnx__GraphProto *gp) {
   g->outputs = gpuc_arena_alloc(&g->arena, sizeof(int) * (gp->n_output + 1));
   for (size_t i = 0; i < gp->n_output; i++) {
     const char *name = gp->output[i]->name;
-    int vi = valid_name(name) ? map_get(&L->names, name) : -1;
+    if (!valid_name(name)) return gpuc_err_set(e, "%s: graph output #%zu has no name", g->path, i);
+    int vi = map_get(&L->names, name);
     if (vi < 0)
-      return gpuc_err_set(e, "%s: graph output '%s' is never produced", g->path,
-                          name ? name : "");
+      return gpuc_err_set(e, "%s: graph output '%s' is never produced", g->path, name);
     g->values[vi].is_output = true;
     g->outputs[g->noutputs++] = vi;
   }

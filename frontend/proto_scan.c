@@ -4,7 +4,10 @@
  * attributes inside graphs..., or TypeProto sequences of sequences) would
  * exhaust the stack. This walker follows only the fields through which
  * ONNX messages can nest, with an explicit stack, and rejects files nested
- * deeper than GPUC_PROTO_MAX_DEPTH or whose framing is broken. */
+ * deeper than GPUC_PROTO_MAX_DEPTH or whose framing is broken. It also
+ * bounds the number of fields in those messages (GPUC_PROTO_MAX_FIELDS):
+ * protobuf-c allocates for each, so 20 MB of empty nodes would otherwise
+ * cost gigabytes before any of our checks run. */
 #include "frontend.h"
 #include <stdint.h>
 #include <string.h>
@@ -47,6 +50,7 @@ static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
 int gpuc_proto_scan(const uint8_t *buf, size_t len, const char *path, GpucErr *e) {
   struct { const uint8_t *p, *end; int type; } st[GPUC_PROTO_MAX_DEPTH + 1];
   int top = 0;
+  uint64_t fields = 0; /* every field of a graph-level message allocates in protobuf-c */
   st[0].p = buf;
   st[0].end = buf + len;
   st[0].type = M_MODEL;
@@ -57,6 +61,9 @@ int gpuc_proto_scan(const uint8_t *buf, size_t len, const char *path, GpucErr *e
     if (read_varint(p, end, &key)) goto broken;
     uint32_t field = (uint32_t)(key >> 3), wt = (uint32_t)(key & 7);
     if (field == 0) goto broken;
+    if (++fields > GPUC_PROTO_MAX_FIELDS)
+      return gpuc_err_set(e, "%s: more than %d nodes, attributes, names and other graph elements; "
+                             "refusing to decode (memory)", path, GPUC_PROTO_MAX_FIELDS);
     switch (wt) {
     case 0: if (read_varint(p, end, &v)) goto broken; break;
     case 1: if (end - *p < 8) goto broken; *p += 8; break;

@@ -401,19 +401,29 @@ static void model_header(Buf *b) {
 /* A graph nested `depth` times through If.then_branch attributes, or a
  * TypeProto nested `depth` times (sequence or map), or graphs nested via
  * training_info. */
-enum { DEEP_GRAPH, DEEP_SEQ, DEEP_MAP, DEEP_TRAINING, DEEP_OPTIONAL };
+enum { DEEP_GRAPH, DEEP_SEQ, DEEP_MAP, DEEP_TRAINING, DEEP_OPTIONAL, DEEP_FUNCTION };
 
 static void emit_deep(const char *name, const char *kind, const char *expect, int how, long depth) {
-  size_t per = how == DEEP_GRAPH || how == DEEP_TRAINING ? 3 : 2;
-  size_t nlv = 3 + (size_t)depth * per;
+  size_t per = how == DEEP_GRAPH || how == DEEP_TRAINING || how == DEEP_FUNCTION ? 3 : 2;
+  size_t nlv = 5 + (size_t)depth * per;
   Level *lv = calloc(nlv, sizeof *lv);
   if (!lv) die("out of memory");
   size_t k = 0;
   model_header(&lv[k].pre);
   Buf leaf = {0};
-  if (how == DEEP_GRAPH || how == DEEP_TRAINING) {
+  if (how == DEEP_GRAPH || how == DEEP_TRAINING || how == DEEP_FUNCTION) {
     if (how == DEEP_GRAPH) {
       lv[k++].field = 7;                          /* Model.graph */
+    } else if (how == DEEP_FUNCTION) {
+      lv[k++].field = 25;                         /* Model.functions */
+      put_str(&lv[k].pre, 1, "f");                /* Function.name */
+      lv[k++].field = 7;                          /* Function.node */
+      put_str(&lv[k].pre, 4, "If");               /* Node.op_type */
+      lv[k++].field = 5;                          /* Node.attribute */
+      put_str(&lv[k].pre, 1, "then_branch");      /* Attribute.name */
+      put_key(&lv[k].pre, 20, 0);                 /* Attribute.type = GRAPH */
+      put_varint(&lv[k].pre, 5);
+      lv[k++].field = 6;                          /* Attribute.g */
     } else {
       lv[k++].field = 20;                         /* Model.training_info */
       lv[k++].field = 1;                          /* TrainingInfo.initialization */
@@ -545,6 +555,15 @@ static void valid_controls(void) {
   attr_ints(n, "unused", 0, NULL);
   output(g, vi("y", FLOAT, DIMS(2, 3)));
   OK("valid_empty_attributes", model(g, 17));
+
+  /* an unused output in the middle keeps its slot: Split still makes
+   * three parts, and its kernel must cope with the absent one */
+  g = graph();
+  init(g, f32("x", DIMS(6), NULL));
+  node(g, "Split", "x", "a ~ c");
+  out_name(g, "a");
+  out_name(g, "c");
+  OK("valid_split_unused_output", model(g, 17));
 
   /* 100k graph outputs: anything quadratic in the output count shows */
   g = graph();
@@ -769,7 +788,7 @@ static void structure(void) {
   init(g, f32("w", DIMS(2), NULL));
   init(g, f32("w", DIMS(3), NULL));
   out_name(g, "w");
-  BAD("duplicate_initializers", "defined twice", model(g, 17));
+  BAD("duplicate_initializers", "initializer 'w': the name 'w' is defined twice", model(g, 17));
 
   g = graph();
   input(g, vi("x", FLOAT, DIMS(2)));
@@ -789,7 +808,7 @@ static void structure(void) {
   input(g, vi("x", FLOAT, DIMS(2)));
   node(g, "Relu", "x", "y");
   out_name(g, "");
-  BAD("output_without_name", "never produced", model(g, 17));
+  BAD("output_without_name", "has no name", model(g, 17));
 
   g = graph();
   input(g, vi("x", FLOAT, DIMS(2)));
@@ -797,6 +816,13 @@ static void structure(void) {
   node(g, "Neg", "x", "y");
   out_name(g, "y");
   BAD("node_without_outputs", "0 outputs", model(g, 17));
+
+  g = graph();
+  input(g, vi("x", FLOAT, DIMS(2)));
+  node(g, "Relu", "x", "~");
+  node(g, "Neg", "x", "y");
+  out_name(g, "y");
+  BAD("node_output_empty_name", "output 0 is required", model(g, 17));
 
   /* a required input left empty (only trailing optional inputs may be) */
   g = graph();
@@ -1086,6 +1112,7 @@ static void deep_nesting(void) {
   emit_deep("deep_map_type_100k", "bad", "nested more than", DEEP_MAP, 100000);
   emit_deep("deep_optional_type_100k", "bad", "nested more than", DEEP_OPTIONAL, 100000);
   emit_deep("deep_training_info_100k", "bad", "nested more than", DEEP_TRAINING, 100000);
+  emit_deep("deep_function_100k", "bad", "nested more than", DEEP_FUNCTION, 100000);
   /* just past the limit, and If inside If a few levels (fine for the
    * pre-scan, refused as control flow) */
   emit_deep("deep_graph_attributes_22", "bad", "nested more than", DEEP_GRAPH, 22);
@@ -1438,7 +1465,7 @@ static void kernels(void) {
   BAD("slice_axis_out_of_range", "", model(g, 17));
   g = graph(); X("x", 6); I64("s", INT64_MIN); I64("e", INT64_MAX); I64("ax", 0);
   I64("st", INT64_MIN); one(g, "Slice", "x s e ax st");
-  BAD("slice_step_int64_min", "", model(g, 17));
+  emit("slice_step_int64_min", "clean", "", model(g, 17));  /* legal: an empty slice */
   g = graph(); X("x", 1, 3, 5, 5); X("w", 2, 3, 3, 3);
   attr_i(one(g, "Conv", "x w"), "group", 2);
   BAD("conv_group_mismatch", "", model(g, 17));
@@ -1494,7 +1521,10 @@ static void kernels(void) {
   BAD("tile_repeats_length", "", model(g, 17));
   g = graph(); X("x", 2, 3); I64("r", 2, -1); one(g, "Tile", "x r");
   BAD("tile_repeats_negative", "", model(g, 17));
-  g = graph(); X("a", 2, 3); X("b", 3, 2); X("c", 4, 2); one(g, "Where", "a b c");
+  g = graph();
+  Tensor *cond = tensor("a", ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, DIMS(2, 3));
+  raw(cond, "\1\0\1\0\1\0", 6);
+  init(g, cond); X("b", 3, 2); X("c", 4, 2); one(g, "Where", "a b c");
   BAD("where_shape_mismatch", "", model(g, 17));
 
   /* indices only a kernel sees */

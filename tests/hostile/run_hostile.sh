@@ -8,7 +8,7 @@
 # For every case, `gpuc inspect M` and `gpuc run M --cpu` are run under
 # `timeout 10`. A hostile model ("bad") passes when both: exit exactly 1,
 # print exactly one stderr line, starting "gpuc: " and naming the model file
-# (and containing the case's expected fragment, where it has one), finish in
+# once (and containing the case's expected fragment, where it has one), finish in
 # time, and leave no sanitizer report. A "runbad" model must fail that way
 # under `run`; `inspect` may accept it. Valid controls ("ok") must exit 0.
 # A "clean" model may be accepted or refused, as long as it is done cleanly.
@@ -82,6 +82,10 @@ check() {
   esac
   if ! grep -qF -- "$file" "$errf"; then
     echo "$mode: message does not name $file: $first"
+    return
+  fi
+  if [ "$(grep -oF -- "$file" "$errf" | wc -l)" -gt 1 ]; then
+    echo "$mode: message names $file more than once: $first"
     return
   fi
   if grep -qE 'no shape inference yet|no reference kernel yet' "$errf"; then

@@ -1,0 +1,433 @@
+/* GPU lowerings of the normalizations: BatchNormalization (inference),
+ * InstanceNormalization, LayerNormalization, LRN and
+ * MeanVarianceNormalization. Semantics follow runtime/ref/ref_norm.c.
+ *
+ * Statistics are two-pass (mean, then squared deviations) like the
+ * reference, accumulated in float (double for f64 inputs), one block per
+ * normalized row (or one thread per row for short rows) with warp-shuffle
+ * and shared-memory reductions. Shapes and attributes are baked in. */
+#include "lower_util.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FULL_OPCTX(c)                                                                      \
+  (&(OpCtx){.g = (c)->g, .n = (c)->n, .nin = (c)->nin, .nout = (c)->nout, .in = (c)->in, \
+            .out = (Tensor **)(c)->out, .err = (c)->err})
+#define MAX_GRID (65535u * 32)
+#define LL(v) ((long long)(v))
+
+static bool is_flt(GpucDType dt) {
+  return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 || dt == GPUC_DT_F64;
+}
+static const char *facc(GpucDType dt) { return dt == GPUC_DT_F64 ? "double" : "float"; }
+static bool has_out(const LowerCtx *c, int k) {
+  return k < c->nout && c->out[k] && c->tout[k] != UINT32_MAX;
+}
+static int64_t prod(const int64_t *v, int n) {
+  int64_t p = 1;
+  for (int i = 0; i < n; i++) p *= v[i];
+  return p;
+}
+
+/* ---- rows: one per thread or one per block (as in lower_reduce.c) -------- */
+
+typedef struct {
+  bool block;
+  unsigned threads;
+  int uid;
+} Rows;
+
+static Rows rows_pick(int64_t nrows, int64_t len, bool contiguous) {
+  Rows r = {.block = false, .threads = 256};
+  if (len <= 16 || (!contiguous && nrows >= 8192)) return r;
+  r.block = true;
+  unsigned cap = nrows < 256 && len >= 65536 ? 1024 : 256, t = 32;
+  while (t < cap && (int64_t)t < len) t *= 2;
+  r.threads = t;
+  return r;
+}
+
+static void rows_open(StrBuf *b, const Rows *r, int64_t nrows) {
+  if (r->block) sb_printf(b, "  for (i64 row = blockIdx.x; row < %lldLL; row += gridDim.x) {\n", LL(nrows));
+  else sb_printf(b, "  GRID_STRIDE(row, %lldLL) {\n", LL(nrows));
+}
+
+static void rows_for(StrBuf *b, const Rows *r, const char *j, int64_t n) {
+  if (r->block)
+    sb_printf(b, "    for (i64 %s = threadIdx.x; %s < %lldLL; %s += blockDim.x)", j, j, LL(n), j);
+  else sb_printf(b, "    for (i64 %s = 0; %s < %lldLL; %s++)", j, j, LL(n), j);
+}
+
+static const char *rows_first(const Rows *r) { return r->block ? "threadIdx.x == 0" : "true"; }
+
+/* Sum `var` (type t) across the block; every thread gets the same result. */
+static void rows_sum(StrBuf *b, Rows *r, const char *var, const char *t) {
+  if (!r->block) return;
+  sb_printf(b, "    for (int s_ = 16; s_ > 0; s_ >>= 1) %s += __shfl_xor_sync(0xffffffffu, %s, s_);\n", var, var);
+  if (r->threads <= 32) return;
+  int id = r->uid++;
+  sb_printf(b, "    { __shared__ %s sh%d_[32];\n"
+               "      if ((threadIdx.x & 31) == 0) sh%d_[threadIdx.x >> 5] = %s;\n"
+               "      __syncthreads();\n"
+               "      %s = sh%d_[0];\n"
+               "      for (int w_ = 1; w_ < %u; w_++) %s += sh%d_[w_];\n"
+               "      __syncthreads(); }\n",
+            t, id, id, var, var, id, r->threads / 32, var, id);
+}
+
+static int rows_launch(LowerCtx *c, const Rows *r, const char *name, int64_t nrows, int nargs,
+                       const uint32_t *args) {
+  if (!r->block) return cg_launch(c, name, (uint64_t)nrows, r->threads, 0, nargs, args);
+  uint64_t g = nrows < 1 ? 1 : (uint64_t)nrows;
+  if (g > MAX_GRID) g = MAX_GRID;
+  unsigned grid[3] = {(unsigned)g, 1, 1}, blk[3] = {r->threads, 1, 1};
+  return cg_launch_grid(c, name, grid, blk, 0, nargs, args);
+}
+
+/* "i64 var = offset of index idx over (dims, strides)", row-major */
+static void emit_offset(StrBuf *b, const char *var, const char *idx, int n, const int64_t *dims,
+                        const int64_t *strides) {
+  if (n == 0) { sb_printf(b, "      i64 %s = 0;\n", var); return; }
+  if (n == 1) { sb_printf(b, "      i64 %s = (%s) * %lldLL;\n", var, idx, LL(strides[0])); return; }
+  sb_printf(b, "      i64 %s = 0, q_%s = %s;\n", var, var, idx);
+  for (int d = n - 1; d > 0; d--)
+    sb_printf(b, "      %s += (q_%s %% %lldLL) * %lldLL; q_%s /= %lldLL;\n", var, var, LL(dims[d]),
+              LL(strides[d]), var, LL(dims[d]));
+  sb_printf(b, "      %s += q_%s * %lldLL;\n", var, var, LL(strides[0]));
+}
+
+/* Two-pass mean and variance of the row's n elements at x[base + OFF]
+ * (OFF an expression in j): declares mean and var (type ct). */
+static void emit_stats(StrBuf *b, Rows *r, GpucDType dt, const char *ct, int64_t n, const char *off_decl,
+                       const char *idx) {
+  sb_printf(b, "    %s sum = 0;\n", ct);
+  rows_for(b, r, "j", n);
+  sb_printf(b, " {\n%s      sum += ", off_decl);
+  cg_load(b, ct, dt, "x", idx);
+  sb_printf(b, ";\n    }\n");
+  rows_sum(b, r, "sum", ct);
+  if (n) sb_printf(b, "    %s mean = sum / (%s)%lld;\n", ct, ct, LL(n));
+  else sb_printf(b, "    %s mean = 0;\n", ct);
+  sb_printf(b, "    %s sq = 0;\n", ct);
+  rows_for(b, r, "j", n);
+  sb_printf(b, " {\n%s      %s d = ", off_decl, ct);
+  cg_load(b, ct, dt, "x", idx);
+  sb_printf(b, " - mean;\n      sq += d * d;\n    }\n");
+  rows_sum(b, r, "sq", ct);
+  if (n) sb_printf(b, "    %s var = sq / (%s)%lld;\n", ct, ct, LL(n));
+  else sb_printf(b, "    %s var = 0;\n", ct);
+}
+
+/* ---- BatchNormalization ---------------------------------------------------- */
+
+/* Inference: y = x * a + b per parameter p with a = scale / sqrt(var + eps),
+ * b = B - mean * a. A first kernel computes a and b (in double, like the
+ * reference) into a scratch [2, P]; p is the channel, or channel * S +
+ * spatial position with spatial=0 (before opset 9). Training mode (batch
+ * statistics) is not lowered. */
+int lower_BatchNormalization(LowerCtx *c) {
+  const Tensor *x = c->in[0], *y = c->out[0];
+  GpucDType dt = x->dt;
+  if (!is_flt(dt)) return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
+  for (int i = 1; i < 5; i++)
+    if (!c->in[i] || !is_flt(c->in[i]->dt)) return lower_unsupported(c, "parameter %d is not a float tensor", i);
+  int64_t opset = c->g->opset;
+  bool rmean = has_out(c, 1), rvar = has_out(c, 2);
+  bool training;
+  if (opset >= 14) training = gpuc_attr_i(c->n, "training_mode", 0) == 1;
+  else training = (rmean || rvar) && !(opset < 7 && gpuc_attr_i(c->n, "is_test", 0) == 1);
+  if (training) return lower_unsupported(c, "BatchNormalization in training mode");
+  if (x->rank < 2) return lower_fail(c, "X must have rank >= 2");
+  bool per_act = opset < 9 && gpuc_attr_i(c->n, "spatial", 1) == 0;
+  double eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
+  int64_t C = x->dims[1], S = prod(x->dims + 2, x->rank - 2), P = per_act ? C * S : C;
+  int64_t total = gpuc_numel(x);
+  for (int i = 1; i < 5; i++)
+    if (gpuc_numel(c->in[i]) != P) return lower_fail(c, "parameter %d has %lld values, expected %lld", i,
+                                                     LL(gpuc_numel(c->in[i])), LL(P));
+  /* running mean / var outputs in inference mode: the inputs, unchanged */
+  for (int k = 1; k <= 2; k++)
+    if (has_out(c, k) && cg_copy(c, c->tin[k + 2], c->tout[k], gpuc_tensor_bytes(c->in[k + 2]))) return -1;
+  if (total == 0 || P == 0) return 0;
+  GpucDType pdt = dt == GPUC_DT_F64 ? GPUC_DT_F64 : GPUC_DT_F32;
+  const char *ct = facc(dt);
+  int64_t sdims[2] = {2, P};
+  uint32_t ab = cg_scratch(c, pdt, 2, sdims);
+  StrBuf *b = cg_src(c);
+  char name[128], e[64];
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ scale, const %s* __restrict__ bias, "
+               "const %s* __restrict__ mean, const %s* __restrict__ var, %s* __restrict__ ab) {\n"
+               "  GRID_STRIDE(p, %lldLL) {\n    double a = ",
+            name, cg_ctype(c->in[1]->dt), cg_ctype(c->in[2]->dt), cg_ctype(c->in[3]->dt),
+            cg_ctype(c->in[4]->dt), ct, LL(P));
+  cg_load(b, "double", c->in[1]->dt, "scale", "p");
+  sb_printf(b, " / sqrt(");
+  cg_load(b, "double", c->in[4]->dt, "var", "p");
+  cg_float_lit(e, sizeof e, eps, "double");
+  sb_printf(b, " + %s);\n    ab[p] = (%s)a;\n    ab[%lldLL + p] = (%s)(", e, ct, LL(P), ct);
+  cg_load(b, "double", c->in[2]->dt, "bias", "p");
+  sb_printf(b, " - ");
+  cg_load(b, "double", c->in[3]->dt, "mean", "p");
+  sb_printf(b, " * a);\n  }\n}\n");
+  uint32_t pargs[5] = {c->tin[1], c->tin[2], c->tin[3], c->tin[4], ab};
+  if (cg_launch(c, name, (uint64_t)P, 256, 0, 5, pargs)) return -1;
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const %s* __restrict__ ab, %s* __restrict__ y) {\n"
+               "  GRID_STRIDE(i, %lldLL) {\n",
+            name, cg_ctype(dt), ct, cg_ctype(y->dt), LL(total));
+  if (per_act) sb_printf(b, "    i64 p = i %% %lldLL;\n", LL(C * S));
+  else sb_printf(b, "    i64 p = (i / %lldLL) %% %lldLL;\n", LL(S), LL(C));
+  sb_printf(b, "    %s v = ", ct);
+  cg_load(b, ct, dt, "x", "i");
+  sb_printf(b, ";\n    ");
+  snprintf(e, sizeof e, "v * ab[p] + ab[%lldLL + p]", LL(P));
+  cg_store(b, y->dt, "y", "i", ct, e);
+  sb_printf(b, "  }\n}\n");
+  uint32_t args[3] = {c->tin[0], ab, c->tout[0]};
+  return cg_launch(c, name, (uint64_t)total, 256, 0, 3, args);
+}
+
+/* ---- InstanceNormalization --------------------------------------------------- */
+
+/* Per (n, c) plane of S elements: y = x * a + b with a = scale[c] /
+ * sqrt(var + eps), b = B[c] - mean * a. */
+int lower_InstanceNormalization(LowerCtx *c) {
+  const Tensor *x = c->in[0], *y = c->out[0];
+  GpucDType dt = x->dt;
+  if (!is_flt(dt) || !is_flt(c->in[1]->dt) || !is_flt(c->in[2]->dt))
+    return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
+  if (x->rank < 2) return lower_fail(c, "X must have rank >= 2");
+  double eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
+  int64_t N = x->dims[0], C = x->dims[1], S = prod(x->dims + 2, x->rank - 2), rows = N * C;
+  if (rows == 0 || S == 0) return 0;
+  const char *ct = facc(dt);
+  Rows r = rows_pick(rows, S, true);
+  StrBuf *b = cg_src(c);
+  char name[128], e[64];
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const %s* __restrict__ scale, "
+               "const %s* __restrict__ bias, %s* __restrict__ y) {\n",
+            name, cg_ctype(dt), cg_ctype(c->in[1]->dt), cg_ctype(c->in[2]->dt), cg_ctype(y->dt));
+  rows_open(b, &r, rows);
+  sb_printf(b, "    i64 base = row * %lldLL, ch = row %% %lldLL;\n", LL(S), LL(C));
+  emit_stats(b, &r, dt, ct, S, "", "base + j");
+  cg_float_lit(e, sizeof e, eps, ct);
+  sb_printf(b, "    %s a = ", ct);
+  cg_load(b, ct, c->in[1]->dt, "scale", "ch");
+  sb_printf(b, " / sqrt(var + %s);\n    %s bb = ", e, ct);
+  cg_load(b, ct, c->in[2]->dt, "bias", "ch");
+  sb_printf(b, " - mean * a;\n");
+  rows_for(b, &r, "j", S);
+  sb_printf(b, " {\n      %s v = ", ct);
+  cg_load(b, ct, dt, "x", "base + j");
+  sb_printf(b, ";\n      ");
+  cg_store(b, y->dt, "y", "base + j", ct, "v * a + bb");
+  sb_printf(b, "    }\n  }\n}\n");
+  uint32_t args[4] = {c->tin[0], c->tin[1], c->tin[2], c->tout[0]};
+  return rows_launch(c, &r, name, rows, 4, args);
+}
+
+/* ---- LayerNormalization ------------------------------------------------------- */
+
+/* Index expression of parameter p (broadcast to the normalized dims
+ * nd[0..nr)) at normalized position j; declares `var` when needed. */
+static void param_index(StrBuf *b, const Tensor *p, int nr, const int64_t *nd, const char *var,
+                        char *expr, size_t n) {
+  if (gpuc_numel(p) == 1) { snprintf(expr, n, "0"); return; }
+  int off = nr - p->rank;
+  bool same = true;
+  for (int d = 0; d < nr; d++) {
+    int64_t pd = d >= off ? p->dims[d - off] : 1;
+    if (pd != nd[d]) same = false;
+  }
+  if (same) { snprintf(expr, n, "j"); return; }
+  int64_t dims[GPUC_MAX_RANK], str[GPUC_MAX_RANK], s = 1;
+  for (int d = nr - 1; d >= 0; d--) {
+    int64_t pd = d >= off ? p->dims[d - off] : 1;
+    dims[d] = nd[d];
+    str[d] = pd == 1 ? 0 : s;
+    s *= pd;
+  }
+  emit_offset(b, var, "j", nr, dims, str);
+  snprintf(expr, n, "%s", var);
+}
+
+/* X as [outer, inner] with inner = prod(dims[axis:]); y = (x - mean) * inv
+ * * Scale (+ B), inv = 1 / sqrt(var + eps); optional Mean and InvStdDev
+ * outputs (stash dtype). */
+int lower_LayerNormalization(LowerCtx *c) {
+  const Tensor *x = c->in[0], *y = c->out[0], *scale = c->in[1];
+  const Tensor *bias = c->nin > 2 ? c->in[2] : NULL;
+  GpucDType dt = x->dt;
+  if (!is_flt(dt) || !is_flt(scale->dt) || (bias && !is_flt(bias->dt)))
+    return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
+  int axis;
+  if (gpuc_norm_axis(FULL_OPCTX(c), gpuc_attr_i(c->n, "axis", -1), x->rank, &axis)) return -1;
+  double eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
+  int64_t outer = prod(x->dims, axis), inner = prod(x->dims + axis, x->rank - axis);
+  if (outer == 0) return 0;
+  bool mo = has_out(c, 1), io = has_out(c, 2);
+  const char *ct = facc(dt);
+  Rows r = rows_pick(outer, inner, true);
+  StrBuf *b = cg_src(c);
+  char name[128], e[64], sidx[32], bidx[32];
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const %s* __restrict__ scale, ",
+            name, cg_ctype(dt), cg_ctype(scale->dt));
+  if (bias) sb_printf(b, "const %s* __restrict__ bias, ", cg_ctype(bias->dt));
+  sb_printf(b, "%s* __restrict__ y", cg_ctype(y->dt));
+  if (mo) sb_printf(b, ", %s* __restrict__ mout", cg_ctype(c->out[1]->dt));
+  if (io) sb_printf(b, ", %s* __restrict__ iout", cg_ctype(c->out[2]->dt));
+  sb_printf(b, ") {\n");
+  rows_open(b, &r, outer);
+  sb_printf(b, "    i64 base = row * %lldLL;\n", LL(inner));
+  emit_stats(b, &r, dt, ct, inner, "", "base + j");
+  cg_float_lit(e, sizeof e, eps, ct);
+  sb_printf(b, "    %s inv = (%s)1 / sqrt(var + %s);\n", ct, ct, e);
+  rows_for(b, &r, "j", inner);
+  sb_printf(b, " {\n");
+  int nr = x->rank - axis;
+  param_index(b, scale, nr, x->dims + axis, "si", sidx, sizeof sidx);
+  if (bias) param_index(b, bias, nr, x->dims + axis, "bi", bidx, sizeof bidx);
+  sb_printf(b, "      %s v = (", ct);
+  cg_load(b, ct, dt, "x", "base + j");
+  sb_printf(b, " - mean) * inv * ");
+  cg_load(b, ct, scale->dt, "scale", sidx);
+  if (bias) {
+    sb_printf(b, " + ");
+    cg_load(b, ct, bias->dt, "bias", bidx);
+  }
+  sb_printf(b, ";\n      ");
+  cg_store(b, y->dt, "y", "base + j", ct, "v");
+  sb_printf(b, "    }\n");
+  if (mo || io) {
+    sb_printf(b, "    if (%s) {\n", rows_first(&r));
+    if (mo) { sb_printf(b, "      "); cg_store(b, c->out[1]->dt, "mout", "row", ct, "mean"); }
+    if (io) { sb_printf(b, "      "); cg_store(b, c->out[2]->dt, "iout", "row", ct, "inv"); }
+    sb_printf(b, "    }\n");
+  }
+  sb_printf(b, "  }\n}\n");
+  uint32_t args[6];
+  int na = 0;
+  args[na++] = c->tin[0];
+  args[na++] = c->tin[1];
+  if (bias) args[na++] = c->tin[2];
+  args[na++] = c->tout[0];
+  if (mo) args[na++] = c->tout[1];
+  if (io) args[na++] = c->tout[2];
+  return rows_launch(c, &r, name, outer, na, args);
+}
+
+/* ---- LRN ------------------------------------------------------------------------- */
+
+/* y = x / (bias + alpha / size * sum of x^2 over the channel window
+ * [c - floor((size-1)/2), c + ceil((size-1)/2)]) ^ beta; one thread per
+ * element. */
+int lower_LRN(LowerCtx *c) {
+  const Tensor *x = c->in[0], *y = c->out[0];
+  GpucDType dt = x->dt;
+  if (!is_flt(dt)) return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
+  if (x->rank < 2) return lower_fail(c, "X must have rank >= 2");
+  int64_t size = gpuc_attr_i(c->n, "size", 1);
+  if (size < 1) return lower_fail(c, "size must be >= 1");
+  double alpha = gpuc_attr_f(c->n, "alpha", 1e-4f), beta = gpuc_attr_f(c->n, "beta", 0.75f);
+  double bias = gpuc_attr_f(c->n, "bias", 1.0f);
+  int64_t C = x->dims[1], S = prod(x->dims + 2, x->rank - 2), total = gpuc_numel(x);
+  int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  if (total == 0) return 0;
+  const char *ct = facc(dt);
+  StrBuf *b = cg_src(c);
+  char name[128], la[64], lb[64], lbias[64];
+  cg_float_lit(la, sizeof la, alpha / (double)size, ct);
+  cg_float_lit(lb, sizeof lb, beta, ct);
+  cg_float_lit(lbias, sizeof lbias, bias, ct);
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s* __restrict__ y) {\n"
+               "  GRID_STRIDE(i, %lldLL) {\n"
+               "    i64 s = i %% %lldLL, ch = (i / %lldLL) %% %lldLL, nb = i / %lldLL;\n"
+               "    i64 c0 = ch - %lldLL < 0 ? 0 : ch - %lldLL, c1 = ch + %lldLL >= %lldLL ? %lldLL : ch + %lldLL;\n"
+               "    %s sq = 0;\n"
+               "    for (i64 k = c0; k <= c1; k++) {\n      %s v = ",
+            name, cg_ctype(dt), cg_ctype(y->dt), LL(total), LL(S), LL(S), LL(C), LL(C * S), LL(lo),
+            LL(lo), LL(hi), LL(C), LL(C - 1), LL(hi), ct, ct);
+  char idx[96];
+  snprintf(idx, sizeof idx, "(nb * %lldLL + k) * %lldLL + s", LL(C), LL(S));
+  cg_load(b, ct, dt, "x", idx);
+  sb_printf(b, ";\n      sq += v * v;\n    }\n    %s v = ", ct);
+  cg_load(b, ct, dt, "x", "i");
+  sb_printf(b, ";\n    ");
+  char e[256];
+  snprintf(e, sizeof e, "v / pow(%s + %s * sq, %s)", lbias, la, lb);
+  cg_store(b, y->dt, "y", "i", ct, e);
+  sb_printf(b, "  }\n}\n");
+  uint32_t args[2] = {c->tin[0], c->tout[0]};
+  return cg_launch(c, name, (uint64_t)total, 256, 0, 2, args);
+}
+
+/* ---- MeanVarianceNormalization ---------------------------------------------- */
+
+static void push_axis(int64_t *dims, int64_t *strides, int *n, int64_t dim, int64_t stride) {
+  if (*n > 0 && strides[*n - 1] == dim * stride) {
+    dims[*n - 1] *= dim;
+    strides[*n - 1] = stride;
+    return;
+  }
+  dims[*n] = dim;
+  strides[*n] = stride;
+  (*n)++;
+}
+
+/* y = (x - mean) / (sqrt(var) + 1e-9), statistics over `axes` (default
+ * [0, 2, 3]); one row per group of the kept axes. */
+int lower_MeanVarianceNormalization(LowerCtx *c) {
+  const Tensor *x = c->in[0], *y = c->out[0];
+  GpucDType dt = x->dt;
+  if (!is_flt(dt)) return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
+  bool red[GPUC_MAX_RANK] = {false};
+  const int64_t *axes;
+  static const int64_t dflt[] = {0, 2, 3};
+  int na = gpuc_attr_ints(c->n, "axes", &axes);
+  if (na < 0) { axes = dflt; na = 3; }
+  for (int i = 0; i < na; i++) {
+    int a;
+    if (gpuc_norm_axis(FULL_OPCTX(c), axes[i], x->rank, &a)) return -1;
+    red[a] = true;
+  }
+  int nk = 0, nr = 0;
+  int64_t kdim[GPUC_MAX_RANK], kstr[GPUC_MAX_RANK], rdim[GPUC_MAX_RANK], rstr[GPUC_MAX_RANK];
+  int64_t str[GPUC_MAX_RANK], keys = 1, cnt = 1;
+  gpuc_strides(x, str);
+  for (int d = 0; d < x->rank; d++) {
+    if (red[d]) cnt *= x->dims[d];
+    else keys *= x->dims[d];
+    if (x->dims[d] == 1) continue;
+    if (red[d]) push_axis(rdim, rstr, &nr, x->dims[d], str[d]);
+    else push_axis(kdim, kstr, &nk, x->dims[d], str[d]);
+  }
+  if (keys == 0 || cnt == 0) return 0;
+  const char *ct = facc(dt);
+  Rows r = rows_pick(keys, cnt, nr == 0 || (nr == 1 && rstr[0] == 1));
+  StrBuf *b = cg_src(c);
+  char name[128];
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s* __restrict__ y) {\n", name,
+            cg_ctype(dt), cg_ctype(y->dt));
+  rows_open(b, &r, keys);
+  emit_offset(b, "base", "row", nk, kdim, kstr);
+  StrBuf off = {0};
+  emit_offset(&off, "off", "j", nr, rdim, rstr);
+  if (off.oom) return lower_fail(c, "out of memory");
+  emit_stats(b, &r, dt, ct, cnt, off.s, "base + off");
+  sb_printf(b, "    %s den = sqrt(var) + (%s)1e-9;\n", ct, ct);
+  rows_for(b, &r, "j", cnt);
+  sb_printf(b, " {\n%s      %s v = ", off.s, ct);
+  cg_load(b, ct, dt, "x", "base + off");
+  sb_printf(b, ";\n      ");
+  cg_store(b, y->dt, "y", "base + off", ct, "(v - mean) / den");
+  sb_printf(b, "    }\n  }\n}\n");
+  free(off.s);
+  uint32_t args[2] = {c->tin[0], c->tout[0]};
+  return rows_launch(c, &r, name, keys, 2, args);
+}

@@ -1,0 +1,323 @@
+/* GPU lowerings of Resize / Upsample and the block rearrangements
+ * DepthToSpace / SpaceToDepth. Semantics follow runtime/ref/ref_resize.c.
+ *
+ * Resize is separable: for every axis and output index the reference lists
+ * the input indices ("taps") and weights that contribute. Those tables
+ * depend only on shapes and attributes, so they are computed here on the
+ * host with the reference's own code (in double) and baked into the module
+ * as __device__ arrays, one set per resized axis; axes that map every
+ * output index to the same input index with weight 1 get no table. The
+ * kernel runs one thread per output element: nearest copies the element
+ * bit-exactly, linear/cubic sum weight products over the taps (float
+ * accumulation; double for f64 and integer inputs). Every mode the
+ * reference supports is covered (all coordinate transformations,
+ * nearest modes, cubic with exclude_outside, antialias,
+ * tf_crop_and_resize with extrapolation). */
+#include "lower_util.h"
+#include "infer_nn.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FULL_OPCTX(c)                                                                      \
+  (&(OpCtx){.g = (c)->g, .n = (c)->n, .nin = (c)->nin, .nout = (c)->nout, .in = (c)->in, \
+            .out = (Tensor **)(c)->out, .err = (c)->err})
+#define LL(v) ((long long)(v))
+/* taps over all axes baked into the source, at most */
+#define MAX_TABLE_TAPS ((int64_t)1 << 20)
+
+/* ---- taps (ported from ref_resize.c; keep in step with it) -------------- */
+
+typedef struct {
+  int64_t *first, *idx;
+  double *w;
+  bool *outside;
+} AxisTaps;
+
+static double src_coord(const NnResize *p, int d, int64_t in, int64_t x) {
+  double s = p->scale[d], len = p->length[d], xr = (double)x, fin = (double)in;
+  switch (p->coord) {
+  case NN_CT_HALF_PIXEL: return (xr + 0.5) / s - 0.5;
+  case NN_CT_HALF_PIXEL_SYMMETRIC: {
+    double adj = (double)p->out[d] / len, offset = fin / 2 * (1 - adj);
+    return offset + (xr + 0.5) / s - 0.5;
+  }
+  case NN_CT_PYTORCH_HALF_PIXEL: return len > 1 ? (xr + 0.5) / s - 0.5 : 0;
+  case NN_CT_ALIGN_CORNERS: return len == 1 ? 0 : xr * (fin - 1) / (len - 1);
+  case NN_CT_ASYMMETRIC: return xr / s;
+  case NN_CT_TF_HALF_PIXEL_FOR_NN: return (xr + 0.5) / s;
+  case NN_CT_TF_CROP_AND_RESIZE: {
+    double a = p->roi_start[d], b = p->roi_end[d];
+    return len > 1 ? a * (fin - 1) + xr * (b - a) * (fin - 1) / (len - 1)
+                   : 0.5 * (a + b) * (fin - 1);
+  }
+  }
+  return 0;
+}
+
+static int64_t nearest_index(const NnResize *p, int d, double xo) {
+  double f = floor(xo);
+  switch (p->nearest) {
+  case NN_NR_ROUND_PREFER_FLOOR: return (int64_t)(xo == f + 0.5 ? f : round(xo));
+  case NN_NR_ROUND_PREFER_CEIL: return (int64_t)(xo == f + 0.5 ? f + 1 : round(xo));
+  case NN_NR_FLOOR: return (int64_t)f;
+  case NN_NR_CEIL: return (int64_t)ceil(xo);
+  case NN_NR_SIMPLE: return (int64_t)(p->scale[d] < 1 ? ceil(xo) : trunc(xo));
+  }
+  return (int64_t)f;
+}
+
+static double cubic_w(double A, double t) {
+  t = fabs(t);
+  if (t <= 1) return ((A + 2) * t - (A + 3)) * t * t + 1;
+  if (t < 2) return ((A * t - 5 * A) * t + 8 * A) * t - 4 * A;
+  return 0;
+}
+
+static int64_t clamp_i(int64_t v, int64_t hi) { return v < 0 ? 0 : v > hi ? hi : v; }
+
+static void free_taps(AxisTaps *t) {
+  free(t->first); free(t->idx); free(t->w); free(t->outside);
+}
+
+static int build_taps(LowerCtx *c, const NnResize *p, int d, int64_t in, AxisTaps *t) {
+  int64_t out = p->out[d], lo = 0, hi = 1;
+  double sa = p->antialias && p->scale[d] < 1 ? p->scale[d] : 1;
+  if (p->mode == NN_RS_LINEAR) { lo = (int64_t)floor(-1 / sa) + 1; hi = 2 - lo; }
+  if (p->mode == NN_RS_CUBIC) { lo = (int64_t)floor(-2 / sa) + 1; hi = 2 - lo; }
+  int64_t T = hi - lo;
+  if (T > MAX_TABLE_TAPS / (out + 1))
+    return lower_unsupported(c, "axis %d needs %lld taps per output, too many for the GPU kernel", d, LL(T));
+  t->first = malloc(sizeof(int64_t) * (size_t)(out + 1));
+  t->idx = malloc(sizeof(int64_t) * (size_t)(out * T + 1));
+  t->w = malloc(sizeof(double) * (size_t)(out * T + 1));
+  t->outside = malloc((size_t)out + 1);
+  if (!t->first || !t->idx || !t->w || !t->outside) return lower_fail(c, "out of host memory");
+  double margin = (double)T + 2;
+  int64_t n = 0;
+  for (int64_t o = 0; o < out; o++) {
+    double xo = src_coord(p, d, in, o);
+    t->first[o] = n;
+    t->outside[o] = p->coord == NN_CT_TF_CROP_AND_RESIZE && (xo < 0 || xo > (double)(in - 1));
+    xo = fmin(fmax(xo, -margin), (double)in + margin);
+    if (p->mode == NN_RS_NEAREST) {
+      t->idx[n] = clamp_i(nearest_index(p, d, xo), in - 1);
+      t->w[n++] = 1;
+      continue;
+    }
+    double f = floor(xo), r = xo - f, sum = 0;
+    int64_t n0 = n;
+    for (int64_t i = lo; i < hi; i++) {
+      int64_t pos = (int64_t)f + i;
+      double arg = ((double)i - r) * sa;
+      double w = p->mode == NN_RS_LINEAR ? fmax(0, 1 - fabs(arg)) : cubic_w(p->cubic_a, arg);
+      if (p->exclude_outside && (pos < 0 || pos >= in)) w = 0;
+      sum += w;
+      if (w == 0) continue;
+      t->idx[n] = clamp_i(pos, in - 1);
+      t->w[n++] = w;
+    }
+    if ((p->antialias || p->exclude_outside) && sum != 0)
+      for (int64_t k = n0; k < n; k++) t->w[k] /= sum;
+  }
+  t->first[out] = n;
+  return 0;
+}
+
+/* True when axis taps are the identity: one tap per output, index o,
+ * weight 1, never outside. */
+static bool taps_identity(const AxisTaps *t, int64_t in, int64_t out) {
+  if (in != out) return false;
+  for (int64_t o = 0; o < out; o++)
+    if (t->first[o] != o || t->idx[o] != o || t->w[o] != 1 || t->outside[o]) return false;
+  return t->first[out] == out;
+}
+
+static bool any_outside(const AxisTaps *t, int64_t out) {
+  for (int64_t o = 0; o < out; o++) if (t->outside[o]) return true;
+  return false;
+}
+
+static void emit_i64_table(StrBuf *b, const char *type, const char *name, const int64_t *v, int64_t n) {
+  sb_printf(b, "__device__ const %s %s[%lld] = {", type, name, LL(n ? n : 1));
+  for (int64_t i = 0; i < n; i++) sb_printf(b, "%s%lld", !i ? "\n  " : i % 16 ? "," : ",\n  ", LL(v[i]));
+  if (!n) sb_printf(b, "0");
+  sb_printf(b, "};\n");
+}
+
+static bool is_flt(GpucDType dt) {
+  return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 || dt == GPUC_DT_F64;
+}
+
+static int resize_lower(LowerCtx *c) {
+  const Tensor *x = c->in[0], *y = c->out[0];
+  GpucDType dt = x->dt;
+  NnResize p;
+  int rc = nn_resize_params(FULL_OPCTX(c), &p);
+  if (rc < 0) return -1;
+  if (rc > 0) return lower_unsupported(c, "scales/sizes are not constants");
+  int r = p.rank;
+  int64_t total = gpuc_numel(y);
+  if (total == 0) return 0;
+  if (dt == GPUC_DT_UNDEF || (p.mode != NN_RS_NEAREST && dt == GPUC_DT_BOOL))
+    return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
+  for (int d = 0; d < r; d++) {
+    if (x->dims[d] == 0) return lower_fail(c, "cannot resize an empty axis %d", d);
+    if (p.out[d] != y->dims[d]) return lower_fail(c, "internal: resize output shape mismatch");
+  }
+  int64_t xs[GPUC_MAX_RANK];
+  gpuc_strides(x, xs);
+  AxisTaps taps[GPUC_MAX_RANK];
+  memset(taps, 0, sizeof taps);
+  bool ident[GPUC_MAX_RANK], outside[GPUC_MAX_RANK], any_out = false;
+  int64_t ntab = 0;
+  rc = 0;
+  for (int d = 0; d < r && !rc; d++) {
+    rc = build_taps(c, &p, d, x->dims[d], &taps[d]);
+    if (rc) break;
+    ident[d] = taps_identity(&taps[d], x->dims[d], p.out[d]);
+    outside[d] = any_outside(&taps[d], p.out[d]);
+    any_out |= outside[d];
+    if (!ident[d]) ntab += taps[d].first[p.out[d]] + p.out[d];
+  }
+  if (!rc && ntab > MAX_TABLE_TAPS)
+    rc = lower_unsupported(c, "resize tables of %lld entries are too large for the GPU kernel", LL(ntab));
+  if (rc) goto done;
+  bool nearest = p.mode == NN_RS_NEAREST;
+  /* math type: float for f32/f16/bf16, double for f64 and integers */
+  const char *ct = dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 ? "float" : "double";
+  StrBuf *b = cg_src(c);
+  const char *kn = c->kname;
+  char name[128], tn[192];
+  for (int d = 0; d < r; d++) {
+    if (outside[d]) {
+      sb_printf(b, "__device__ const unsigned char %s_x%d[%lld] = {", kn, d, LL(p.out[d]));
+      for (int64_t o = 0; o < p.out[d]; o++) sb_printf(b, "%s%d", !o ? "\n  " : o % 32 ? "," : ",\n  ", taps[d].outside[o]);
+      sb_printf(b, "};\n");
+    }
+    if (ident[d]) continue;
+    int64_t nt = taps[d].first[p.out[d]];
+    snprintf(tn, sizeof tn, "%s_i%d", kn, d);
+    emit_i64_table(b, "int", tn, taps[d].idx, nt);
+    if (nearest) continue;
+    snprintf(tn, sizeof tn, "%s_f%d", kn, d);
+    emit_i64_table(b, "int", tn, taps[d].first, p.out[d] + 1);
+    sb_printf(b, "__device__ const %s %s_w%d[%lld] = {", ct, kn, d, LL(nt ? nt : 1));
+    for (int64_t k = 0; k < nt; k++) sb_printf(b, "%s%.17g", !k ? "\n  " : k % 8 ? "," : ",\n  ", taps[d].w[k]);
+    if (!nt) sb_printf(b, "0");
+    sb_printf(b, "};\n");
+  }
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s* __restrict__ y) {\n"
+               "  GRID_STRIDE(i, %lldLL) {\n    i64 r = i;\n",
+            name, cg_ctype(dt), cg_ctype(y->dt), LL(total));
+  for (int d = r - 1; d > 0; d--)
+    sb_printf(b, "    i64 o%d = r %% %lldLL; r /= %lldLL;\n", d, LL(p.out[d]), LL(p.out[d]));
+  sb_printf(b, "    i64 o0 = r;\n");
+  if (any_out) {
+    char lit[64];
+    sb_printf(b, "    if (0");
+    for (int d = 0; d < r; d++) if (outside[d]) sb_printf(b, " || %s_x%d[o%d]", kn, d, d);
+    sb_printf(b, ") {\n      ");
+    cg_float_lit(lit, sizeof lit, p.extrapolation, "double");
+    if (gpuc_dtype_is_int(dt)) sb_printf(b, "y[i] = (%s)(long long)%s;\n", cg_ctype(dt), lit);
+    else cg_store(b, y->dt, "y", "i", "double", lit);
+    sb_printf(b, "      continue;\n    }\n");
+  }
+  if (nearest) {
+    sb_printf(b, "    i64 off = 0");
+    for (int d = 0; d < r; d++) {
+      if (ident[d]) sb_printf(b, " + o%d * %lldLL", d, LL(xs[d]));
+      else sb_printf(b, " + (i64)%s_i%d[o%d] * %lldLL", kn, d, d, LL(xs[d]));
+    }
+    sb_printf(b, ";\n    y[i] = x[off];\n  }\n}\n");
+  } else {
+    /* one nesting level per axis: a<d>/w<d> are the offset and weight
+     * product so far; identity axes add a single term */
+    sb_printf(b, "    %s acc = 0;\n", ct);
+    char pa[16] = "0", pw[48];
+    snprintf(pw, sizeof pw, "(%s)1", ct);
+    for (int d = 0; d < r; d++) {
+      int ind = 4 + 2 * d;
+      if (ident[d]) {
+        sb_printf(b, "%*s{ i64 a%d = %s + o%d * %lldLL; %s w%d = %s;\n", ind, "", d, pa, d, LL(xs[d]), ct, d, pw);
+      } else {
+        sb_printf(b, "%*sfor (int k%d = %s_f%d[o%d]; k%d < %s_f%d[o%d + 1]; k%d++) {\n", ind, "", d, kn, d, d, d,
+                  kn, d, d, d);
+        sb_printf(b, "%*s  i64 a%d = %s + (i64)%s_i%d[k%d] * %lldLL; %s w%d = %s * %s_w%d[k%d];\n", ind, "", d,
+                  pa, kn, d, d, LL(xs[d]), ct, d, pw, kn, d, d);
+      }
+      snprintf(pa, sizeof pa, "a%d", d);
+      snprintf(pw, sizeof pw, "w%d", d);
+    }
+    sb_printf(b, "%*sacc += %s * ", 4 + 2 * r, "", pw);
+    cg_load(b, ct, dt, "x", pa);
+    sb_printf(b, ";\n");
+    for (int d = r - 1; d >= 0; d--) sb_printf(b, "%*s}\n", 4 + 2 * d, "");
+    sb_printf(b, "    ");
+    if (gpuc_dtype_is_int(dt)) sb_printf(b, "y[i] = (%s)(long long)acc;\n", cg_ctype(dt));
+    else cg_store(b, y->dt, "y", "i", ct, "acc");
+    sb_printf(b, "  }\n}\n");
+  }
+  {
+    uint32_t args[2] = {c->tin[0], c->tout[0]};
+    rc = cg_launch(c, name, (uint64_t)total, 256, 0, 2, args);
+  }
+done:
+  for (int d = 0; d < r; d++) free_taps(&taps[d]);
+  (void)is_flt;
+  return rc;
+}
+
+int lower_Resize(LowerCtx *c) { return resize_lower(c); }
+int lower_Upsample(LowerCtx *c) { return resize_lower(c); }
+
+/* ---- DepthToSpace / SpaceToDepth ------------------------------------------ */
+
+/* Deep side [N, C*b*b, H, W], spatial side [N, C, H*b, W*b]; the deep
+ * channel of (c, bh, bw) is (bh*b + bw)*C + c (DCR) or c*b*b + bh*b + bw
+ * (CRD). One thread per output element, copying the element. */
+static int block_move(LowerCtx *c, bool to_space, bool crd) {
+  const Tensor *x = c->in[0], *y = c->out[0];
+  if (x->rank != 4) return lower_fail(c, "X must be 4-D");
+  const Tensor *deep = to_space ? x : y, *sp = to_space ? y : x;
+  int64_t bs = gpuc_attr_i(c->n, "blocksize", 1);
+  int64_t N = sp->dims[0], C = sp->dims[1], H = deep->dims[2], W = deep->dims[3];
+  int64_t total = gpuc_numel(y);
+  if (total == 0) return 0;
+  if (x->dt == GPUC_DT_UNDEF) return lower_unsupported(c, "dtype %s", gpuc_dtype_name(x->dt));
+  StrBuf *b = cg_src(c);
+  char name[128];
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  const char *t = cg_ctype(x->dt);
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s* __restrict__ y) {\n"
+               "  GRID_STRIDE(i, %lldLL) {\n    i64 r = i;\n", name, t, t, LL(total));
+  if (to_space) { /* output spatial [N, C, H*b, W*b] */
+    sb_printf(b, "    i64 ww = r %% %lldLL; r /= %lldLL;\n"
+                 "    i64 hh = r %% %lldLL; r /= %lldLL;\n"
+                 "    i64 ch = r %% %lldLL, n = r / %lldLL;\n"
+                 "    i64 h = hh / %lldLL, bh = hh %% %lldLL, w = ww / %lldLL, bw = ww %% %lldLL;\n",
+              LL(W * bs), LL(W * bs), LL(H * bs), LL(H * bs), LL(C), LL(C), LL(bs), LL(bs), LL(bs), LL(bs));
+    if (crd) sb_printf(b, "    i64 dc = ch * %lldLL + bh * %lldLL + bw;\n", LL(bs * bs), LL(bs));
+    else sb_printf(b, "    i64 dc = (bh * %lldLL + bw) * %lldLL + ch;\n", LL(bs), LL(C));
+    sb_printf(b, "    y[i] = x[((n * %lldLL + dc) * %lldLL + h) * %lldLL + w];\n", LL(C * bs * bs), LL(H), LL(W));
+  } else { /* output deep [N, C*b*b, H, W], DCR */
+    sb_printf(b, "    i64 w = r %% %lldLL; r /= %lldLL;\n"
+                 "    i64 h = r %% %lldLL; r /= %lldLL;\n"
+                 "    i64 dc = r %% %lldLL, n = r / %lldLL;\n"
+                 "    i64 ch = dc %% %lldLL, q = dc / %lldLL, bh = q / %lldLL, bw = q %% %lldLL;\n"
+                 "    y[i] = x[((n * %lldLL + ch) * %lldLL + h * %lldLL + bh) * %lldLL + w * %lldLL + bw];\n",
+              LL(W), LL(W), LL(H), LL(H), LL(C * bs * bs), LL(C * bs * bs), LL(C), LL(C), LL(bs), LL(bs),
+              LL(C), LL(H * bs), LL(bs), LL(W * bs), LL(bs));
+  }
+  sb_printf(b, "  }\n}\n");
+  (void)N;
+  uint32_t args[2] = {c->tin[0], c->tout[0]};
+  return cg_launch(c, name, (uint64_t)total, 256, 0, 2, args);
+}
+
+int lower_DepthToSpace(LowerCtx *c) {
+  return block_move(c, true, !strcmp(gpuc_attr_s(c->n, "mode", "DCR"), "CRD"));
+}
+int lower_SpaceToDepth(LowerCtx *c) { return block_move(c, false, false); }
