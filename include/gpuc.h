@@ -1,8 +1,6 @@
-/* gpuc public API.
- *
- * Today the library exposes the ONNX frontend and the CPU reference
- * executor; the plan-file runtime (load a compiled plan, bind inputs, run on
- * the GPU) will be added here by the GPU backend work.
+/* gpuc public API: the compiler side (ONNX frontend, passes, CPU
+ * reference, code generation). A deployed program needs only the runtime:
+ * include/gpuc_rt.h and libgpuc_rt.
  *
  *   GpucErr err = {0};
  *   Graph *g = gpuc_onnx_load("model.onnx", NULL, 0, &err);   // validated
@@ -18,4 +16,7 @@
 #include "../frontend/frontend.h"
 #include "../runtime/ref/ref.h"
 #include "../runtime/npy.h"
+#include "../passes/passes.h"
+#include "../codegen/codegen.h"
+#include "gpuc_rt.h"
 #endif
