@@ -196,8 +196,11 @@ int cg_conv(LowerCtx *c, const PlanConv *cv) {
   if (GROW(p->convs, p->nconvs, c->pb->cap_convs)) return gpuc_err_set(c->err, "out of memory");
   p->convs[p->nconvs] = *cv;
   PlanStep s = {.kind = PLAN_STEP_CONV, .index = p->nconvs++};
-  uint32_t args[4] = {cv->x, cv->w, cv->y, cv->b};
-  return add_step(c, &s, cv->b == UINT32_MAX ? 3 : 4, args);
+  /* every tensor the call touches is an argument, for liveness */
+  uint32_t args[5] = {cv->x, cv->w, cv->y}, n = 3;
+  if (cv->b != UINT32_MAX) args[n++] = cv->b;
+  if (cv->z != UINT32_MAX) args[n++] = cv->z;
+  return add_step(c, &s, (int)n, args);
 }
 
 /* ---- memory planning ---- */

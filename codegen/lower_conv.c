@@ -29,7 +29,8 @@ static int conv_pads(LowerCtx *c, int ns, const int64_t *in_sp, const int64_t *k
   return 0;
 }
 
-int lower_Conv(LowerCtx *c) {
+/* Conv and FusedConv: fused = bias (+ residual z) (+ relu) in cuDNN's call */
+static int lower_conv(LowerCtx *c, bool fused) {
   const Tensor *x = c->in[0], *w = c->in[1], *y = c->out[0];
   const Tensor *bias = c->nin > 2 ? c->in[2] : NULL;
   if (x->dt != GPUC_DT_F32 && x->dt != GPUC_DT_F16)
@@ -46,7 +47,7 @@ int lower_Conv(LowerCtx *c) {
   uint32_t xin = c->tin[0];
   bool asym = false;
   for (int i = 0; i < ns; i++) if (pb[i] != pe[i] || pb[i] < 0) asym = true;
-  PlanConv cv = {.x = xin, .w = c->tin[1], .b = UINT32_MAX, .y = c->tout[0],
+  PlanConv cv = {.x = xin, .w = c->tin[1], .b = UINT32_MAX, .y = c->tout[0], .z = UINT32_MAX,
                  .nspatial = ns == 3 ? 3 : 2, .groups = (uint32_t)gpuc_attr_i(c->n, "group", 1),
                  .dt = x->dt, .algo = -1, .workspace = 0};
   if (asym) { /* zero-pad into a scratch tensor, then convolve unpadded */
@@ -83,6 +84,12 @@ int lower_Conv(LowerCtx *c) {
   if (ns == 1) { cv.pads[1] = 0; cv.strides[1] = 1; cv.dilations[1] = 1; }
   /* cuDNN's workspace needs are only known with a GPU: the runtime picks an
    * algorithm that fits the plan's workspace at load time */
+  if (fused) {
+    cv.b = c->tin[2];
+    cv.z = c->nin > 3 && c->in[3] ? c->tin[3] : UINT32_MAX;
+    cv.act = (uint32_t)gpuc_attr_i(c->n, "activation", 0);
+    return cg_conv(c, &cv);
+  }
   if (cg_conv(c, &cv)) return -1;
   if (!bias) return 0;
   /* y += bias[channel] */
@@ -97,3 +104,6 @@ int lower_Conv(LowerCtx *c) {
   uint32_t args[2] = {c->tin[2], c->tout[0]};
   return cg_launch(c, name, (uint64_t)gpuc_numel(y), 256, 0, 2, args);
 }
+
+int lower_Conv(LowerCtx *c) { return lower_conv(c, false); }
+int lower_FusedConv(LowerCtx *c) { return lower_conv(c, true); }

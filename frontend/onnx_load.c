@@ -304,6 +304,7 @@ static int convert_graph(Loader *L, const Onnx__GraphProto *gp) {
       { rc = gpuc_err_set(e, "%s: node '%s' (%s): the model imports no default-domain opset",
                           g->path, nname, op_type); break; }
     int op = gpuc_op_lookup(op_type);
+    if (op >= 0 && (gpuc_ops[op].flags & GPUC_OPF_INTERNAL)) op = -1; /* gpuc's own, not ONNX */
     if (op < 0)
       { rc = gpuc_err_unsupported(e, "%s: node '%s' (%s): unsupported op '%s'", g->path, nname,
                                   op_type, op_type); break; }

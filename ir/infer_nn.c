@@ -759,3 +759,19 @@ int infer_Upsample(OpCtx *c) {
     return gpuc_op_unsupported(c, "Upsample before opset 7 is not supported");
   return infer_resize_like(c);
 }
+
+/* FusedConv(X, W, B, Z?): Conv's shape; Z, when present, must have it too. */
+int infer_FusedConv(OpCtx *c) {
+  OpCtx conv = *c;
+  conv.nin = 3;
+  if (infer_Conv(&conv)) return -1;
+  if (c->nin > 3 && c->in[3]) {
+    const Tensor *z = c->in[3], *y = c->out[0];
+    bool same = z->dt == y->dt && z->rank == y->rank;
+    for (int i = 0; same && i < y->rank; i++) same = z->dims[i] == y->dims[i] || z->dims[i] < 0 || y->dims[i] < 0;
+    if (!same) return gpuc_op_fail(c, "the residual input must have the convolution's shape and dtype");
+  }
+  int64_t act = gpuc_attr_i(c->n, "activation", 0);
+  if (act != 0 && act != 1) return gpuc_op_fail(c, "activation %lld is not 0 (none) or 1 (Relu)", (long long)act);
+  return 0;
+}

@@ -134,6 +134,7 @@ enum {
   GPUC_OPF_LAYOUT = 1 << 2,     /* layout-sensitive (NCHW semantics) */
   GPUC_OPF_GRAD = 1 << 3,       /* has a gradient rule */
   GPUC_OPF_SHAPE = 1 << 4,      /* output data depends only on input shapes */
+  GPUC_OPF_INTERNAL = 1 << 5,   /* made by passes only; never read from a model */
 };
 
 typedef enum GpucOp {

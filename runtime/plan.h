@@ -117,14 +117,19 @@ typedef struct PlanGemm {
   uint32_t reserved;
 } PlanGemm;
 
-/* cuDNN convolution, NCHW, 1-3 spatial dims (1-D is run as 2-D). */
+/* cuDNN convolution, NCHW, 1-3 spatial dims (1-D is run as 2-D):
+ *   y = act(conv(x, w) + b + z)
+ * with b, z optional; with b present it is one fused cuDNN call. */
 typedef struct PlanConv {
   uint32_t x, w, b, y;           /* b = UINT32_MAX if no bias */
+  uint32_t z;                    /* residual, UINT32_MAX if none */
+  uint32_t act;                  /* 0 none, 1 relu */
   uint32_t nspatial;             /* 2 or 3 */
   uint32_t groups;
   int32_t pads[3], strides[3], dilations[3];
   uint32_t dt;
   int32_t algo;                  /* cudnnConvolutionFwdAlgo_t, -1 = choose at load */
+  uint32_t reserved;
   uint64_t workspace;            /* bytes needed by algo */
 } PlanConv;
 

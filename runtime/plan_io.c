@@ -211,7 +211,9 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
   for (uint32_t i = 0; i < p->nconvs; i++) {
     const PlanConv *c = &p->convs[i];
     if (!tensor_ok(p, c->x, false) || !tensor_ok(p, c->w, false) || !tensor_ok(p, c->b, true) ||
-        !tensor_ok(p, c->y, false) || c->nspatial < 2 || c->nspatial > 3 || c->groups == 0 ||
+        !tensor_ok(p, c->y, false) || !tensor_ok(p, c->z, true) || c->act > 1 ||
+        (c->z != UINT32_MAX && c->b == UINT32_MAX) ||
+        c->nspatial < 2 || c->nspatial > 3 || c->groups == 0 ||
         c->workspace > p->meta.workspace_bytes)
       BAD("%s: corrupt plan: conv %u", path, i);
   }

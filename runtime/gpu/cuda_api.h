@@ -55,7 +55,9 @@
   X(cudnnDestroyConvolutionDescriptor) X(cudnnSetConvolutionNdDescriptor)           \
   X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType)                   \
   X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnFindConvolutionForwardAlgorithm) \
-  X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward)
+  X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward)               \
+  X(cudnnConvolutionBiasActivationForward) X(cudnnCreateActivationDescriptor)        \
+  X(cudnnSetActivationDescriptor) X(cudnnDestroyActivationDescriptor)
 
 #define FN_PTR(name) __typeof__(name) *name;
 typedef struct CudaDriverApi { GPUC_CU_FUNCS(FN_PTR) } CudaDriverApi;

@@ -14,7 +14,8 @@ typedef struct GemmState {
 } GemmState;
 
 typedef struct ConvState {
-  cudnnTensorDescriptor_t x, y;
+  cudnnTensorDescriptor_t x, y, b;
+  cudnnActivationDescriptor_t act;
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t conv;
   cudnnConvolutionFwdAlgo_t algo;
@@ -153,11 +154,24 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
   int found = 0;
   CUDNN_TRY(e, cudnn.cudnnGetConvolutionForwardAlgorithm_v7(s->dnn, st->x, st->w, st->conv, st->y, 8, &found, perf));
   st->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  bool identity_fused = c->b != UINT32_MAX && c->act == 0;
   for (int i = 0; i < found; i++)
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= p->meta.workspace_bytes) {
       st->algo = perf[i].algo;
       break;
     }
+  /* the fused call with an identity activation runs only this algorithm */
+  if (identity_fused) st->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  if (c->b != UINT32_MAX) {
+    int bd[5] = {1, yd[1], 1, 1, 1}, bs[5];
+    bs[nd - 1] = 1;
+    for (int i = nd - 2; i >= 0; i--) bs[i] = bs[i + 1] * bd[i + 1];
+    CUDNN_TRY(e, cudnn.cudnnCreateTensorDescriptor(&st->b));
+    CUDNN_TRY(e, cudnn.cudnnSetTensorNdDescriptor(st->b, t, nd, bd, bs));
+    CUDNN_TRY(e, cudnn.cudnnCreateActivationDescriptor(&st->act));
+    CUDNN_TRY(e, cudnn.cudnnSetActivationDescriptor(st->act, c->act ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+                                                    CUDNN_PROPAGATE_NAN, 0.0));
+  }
   size_t need = 0;
   CUDNN_TRY(e, cudnn.cudnnGetConvolutionForwardWorkspaceSize(s->dnn, st->x, st->w, st->conv, st->y, st->algo, &need));
   if (need > p->meta.workspace_bytes)
@@ -248,6 +262,8 @@ void gpuc_session_free(GpucSession *s) {
         if (c->y) cudnn.cudnnDestroyTensorDescriptor(c->y);
         if (c->w) cudnn.cudnnDestroyFilterDescriptor(c->w);
         if (c->conv) cudnn.cudnnDestroyConvolutionDescriptor(c->conv);
+        if (c->b) cudnn.cudnnDestroyTensorDescriptor(c->b);
+        if (c->act) cudnn.cudnnDestroyActivationDescriptor(c->act);
       }
     if (s->lt) cublaslt.cublasLtDestroy(s->lt);
     if (s->dnn) cudnn.cudnnDestroy(s->dnn);
@@ -336,6 +352,17 @@ static int issue(GpucSession *s, GpucErr *e, CUevent *marks) {
       float one = 1, zero = 0;
       double one64 = 1, zero64 = 0;
       bool f64 = c->dt == GPUC_DT_F64;
+      if (c->b != UINT32_MAX) { /* y = act(conv + z + b) in one call */
+        float alpha2 = c->z != UINT32_MAX ? 1.0f : 0.0f;
+        void *zp = (void *)(uintptr_t)s->tptr[c->z != UINT32_MAX ? c->z : c->y];
+        CUDNN_TRY(e, cudnn.cudnnConvolutionBiasActivationForward(
+                         s->dnn, &one, cs->x, (void *)(uintptr_t)s->tptr[c->x], cs->w,
+                         (void *)(uintptr_t)s->tptr[c->w], cs->conv, cs->algo,
+                         (void *)(uintptr_t)s->workspace, p->meta.workspace_bytes, &alpha2, cs->y, zp,
+                         cs->b, (void *)(uintptr_t)s->tptr[c->b], cs->act, cs->y,
+                         (void *)(uintptr_t)s->tptr[c->y]));
+        continue;
+      }
       CUDNN_TRY(e, cudnn.cudnnConvolutionForward(s->dnn, f64 ? (void *)&one64 : (void *)&one, cs->x,
                                                  (void *)(uintptr_t)s->tptr[c->x], cs->w,
                                                  (void *)(uintptr_t)s->tptr[c->w], cs->conv, cs->algo,

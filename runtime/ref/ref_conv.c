@@ -234,3 +234,21 @@ int ref_ConvTranspose(OpCtx *c) {
   if (nn_convt_window(c, &w)) return -1;
   return run_conv(c, &w, true);
 }
+
+/* FusedConv = act(Conv(X, W, B) + Z): the reference runs the parts in turn. */
+int ref_FusedConv(OpCtx *c) {
+  OpCtx conv = *c;
+  conv.nin = 3;
+  if (ref_Conv(&conv)) return -1;
+  Tensor *y = c->out[0];
+  const Tensor *z = c->nin > 3 ? c->in[3] : NULL;
+  bool relu = gpuc_attr_i(c->n, "activation", 0) == 1;
+  int64_t n = gpuc_numel(y);
+  for (int64_t i = 0; i < n; i++) {
+    double v = gpuc_get_f64(y, i);
+    if (z) v += gpuc_get_f64(z, i);
+    if (relu && v < 0) v = 0;
+    gpuc_set_f64(y, i, v);
+  }
+  return 0;
+}

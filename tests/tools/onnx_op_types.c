@@ -14,7 +14,9 @@ static void print_graph_ops(const Onnx__GraphProto *g, int depth) {
     const Onnx__NodeProto *n = g->node[i];
     const char *op = n->op_type ? n->op_type : "";
     bool other_domain = n->domain && *n->domain && strcmp(n->domain, "ai.onnx");
-    printf("%c%s%s%s\n", (!other_domain && gpuc_op_lookup(op) >= 0) ? '+' : '-',
+    int k = gpuc_op_lookup(op);
+    bool known = k >= 0 && !(gpuc_ops[k].flags & GPUC_OPF_INTERNAL);
+    printf("%c%s%s%s\n", (!other_domain && known) ? '+' : '-',
            other_domain ? n->domain : "", other_domain ? "." : "", op);
     for (size_t k = 0; k < n->n_attribute; k++) {
       print_graph_ops(n->attribute[k]->g, depth + 1);

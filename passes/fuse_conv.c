@@ -1,0 +1,101 @@
+/* Conv (+ residual Add) (+ Relu) -> FusedConv, which cuDNN runs as one
+ * cudnnConvolutionBiasActivationForward: the convolution's output is
+ * written once instead of read and written by two or three more kernels.
+ * The Conv gets a zero bias if it has none (cuDNN's fused call needs one).
+ * Conditions: the Conv's output (and the Add's, when fused) is read by
+ * exactly one node and is not a graph output; the residual has the
+ * output's shape and dtype. */
+#include "passes.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int only_consumer(const Graph *g, int v, int *slot) {
+  int who = -1, count = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i].nin; k++)
+      if (g->nodes[i].in[k] == v) { who = i; *slot = k; count++; }
+  return count == 1 && !g->values[v].is_output ? who : -1;
+}
+
+static bool same_type(const Tensor *a, const Tensor *b) {
+  if (a->dt != b->dt || a->rank != b->rank || !gpuc_shape_known(a)) return false;
+  return !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
+}
+
+int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e) {
+  int changes = 0;
+  bool *drop = calloc((size_t)g->nnodes + 1, 1);
+  if (!drop) return gpuc_err_set(e, "%s: out of memory", g->path);
+  for (int i = 0; i < g->nnodes; i++) {
+    if (g->nodes[i].op != GPUC_OP_CONV || drop[i]) continue;
+    int y = g->nodes[i].out[0], slot = 0;
+    if (y < 0 || !gpuc_shape_known(&g->values[y].t)) continue;
+    int next = only_consumer(g, y, &slot);
+    int add = -1, relu = -1, z = -1;
+    if (next >= 0 && g->nodes[next].op == GPUC_OP_ADD) {
+      int other = g->nodes[next].in[1 - slot];
+      if (other >= 0 && other != y && same_type(&g->values[other].t, &g->values[y].t) &&
+          same_type(&g->values[g->nodes[next].out[0]].t, &g->values[y].t)) {
+        add = next;
+        z = other;
+        int s2;
+        int after = only_consumer(g, g->nodes[add].out[0], &s2);
+        if (after >= 0 && g->nodes[after].op == GPUC_OP_RELU) relu = after;
+      }
+    } else if (next >= 0 && g->nodes[next].op == GPUC_OP_RELU) {
+      relu = next;
+    }
+    if (add < 0 && relu < 0) continue;
+    /* the residual must be computed before the Conv runs: producers come
+     * earlier in topological order, or it is an input/constant */
+    if (z >= 0 && g->values[z].producer > i) continue;
+    /* bias: the Conv's, or a zero constant */
+    int bias = g->nodes[i].nin > 2 ? g->nodes[i].in[2] : -1;
+    if (bias < 0) {
+      char name[512];
+      snprintf(name, sizeof name, "%s.zero_bias", g->nodes[i].name);
+      bias = gpuc_graph_add_value(g, name);
+      if (bias < 0) { free(drop); return gpuc_err_set(e, "%s: out of memory", g->path); }
+      int64_t m = g->values[g->nodes[i].in[1]].t.dims[0];
+      gpuc_set_shape(&g->values[bias].t, g->values[y].t.dt, 1, &m);
+      if (gpuc_tensor_alloc(&g->values[bias].t, e)) { free(drop); return -1; }
+      g->values[bias].is_const = true;
+    }
+    Node *n = &g->nodes[i];
+    int *in = gpuc_arena_alloc(&g->arena, sizeof(int) * 4);
+    Attr *attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr) * ((size_t)n->nattr + 1));
+    if (!in || !attrs) { free(drop); return gpuc_err_set(e, "%s: out of memory", g->path); }
+    in[0] = n->in[0];
+    in[1] = n->in[1];
+    in[2] = bias;
+    in[3] = z;
+    memcpy(attrs, n->attrs, sizeof(Attr) * (size_t)n->nattr);
+    attrs[n->nattr] = (Attr){.name = "activation", .kind = GPUC_ATTR_INT, .i = relu >= 0 ? 1 : 0};
+    n->op = GPUC_OP_FUSEDCONV;
+    n->in = in;
+    n->nin = z >= 0 ? 4 : 3;
+    n->attrs = attrs;
+    n->nattr++;
+    int last = relu >= 0 ? relu : add;
+    int out = g->nodes[last].out[0];
+    g->values[y].producer = -1; /* the Conv's own output is no longer written */
+    n->out[0] = out;
+    g->values[out].producer = i;
+    if (add >= 0) { drop[add] = true; g->values[g->nodes[add].out[0]].producer = -1; }
+    if (relu >= 0) drop[relu] = true;
+    g->values[out].producer = i;
+    changes++;
+  }
+  int kept = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    if (drop[i]) continue;
+    g->nodes[kept] = g->nodes[i];
+    for (int k = 0; k < g->nodes[kept].nout; k++)
+      if (g->nodes[kept].out[k] >= 0) g->values[g->nodes[kept].out[k]].producer = kept;
+    kept++;
+  }
+  g->nnodes = kept;
+  free(drop);
+  return changes;
+}
