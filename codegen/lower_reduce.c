@@ -316,7 +316,13 @@ static int reduce_lower(LowerCtx *c, RedOp op) {
     reduce_loop(b, &r, &g, dt, lt);
     sb_printf(b, "acc = %s;\n    }\n", e);
     rows_reduce(b, &r, "acc", at, cb);
-    sb_printf(b, "    double sd = %s;\n", u64 ? "(double)acc" : "(double)(long long)acc");
+    const char *sd = u64 ? "(double)acc" : "(double)(long long)acc"; /* the value as a number */
+    if (op == R_LOGSUMEXP && g.nred > 0) {
+      sb_printf(b, "    double m = %s, s = 0;\n", sd);
+      reduce_loop(b, &r, &g, dt, lt);
+      sb_printf(b, "s = s + exp((double)v - m);\n    }\n");
+      rows_reduce(b, &r, "s", "double", C_SUM);
+    }
     sb_printf(b, "    if (%s) ", rows_first(&r));
     switch (op) {
     case R_MEAN:
@@ -329,20 +335,15 @@ static int reduce_lower(LowerCtx *c, RedOp op) {
         cg_store(b, dt, "y", "row", at, e);
       }
       break;
-    case R_L2: store_f64_as_int(b, dt, "y[row]", "sqrt(sd)"); break;
-    case R_LOGSUM: store_f64_as_int(b, dt, "y[row]", "log(sd)"); break;
+    case R_L2: snprintf(e, sizeof e, "sqrt(%s)", sd); store_f64_as_int(b, dt, "y[row]", e); break;
+    case R_LOGSUM: snprintf(e, sizeof e, "log(%s)", sd); store_f64_as_int(b, dt, "y[row]", e); break;
     case R_LOGSUMEXP:
       if (g.nred == 0) {
         inf_lit(lit, sizeof lit, "double", true);
         store_f64_as_int(b, dt, "y[row]", lit);
-        break;
+      } else {
+        store_f64_as_int(b, dt, "y[row]", "log(s) + m");
       }
-      sb_printf(b, "{}\n    double m = %s, s = 0;\n", u64 ? "(double)acc" : "(double)(long long)acc");
-      reduce_loop(b, &r, &g, dt, lt);
-      sb_printf(b, "s = s + exp((double)v - m);\n    }\n");
-      rows_reduce(b, &r, "s", "double", C_SUM);
-      sb_printf(b, "    if (%s) ", rows_first(&r));
-      store_f64_as_int(b, dt, "y[row]", "log(s) + m");
       break;
     default: cg_store(b, dt, "y", "row", at, "acc"); break;
     }

@@ -6,6 +6,7 @@
  *   resnet18.onnx   ResNet-18 topology as PyTorch exports it (Conv without
  *                   bias + BatchNormalization + Relu, residual Add), input
  *                   "input" [batch,3,224,224] with a symbolic batch
+ *   resnet50.onnx   ResNet-50 (v1.5 bottlenecks), same conventions
  *   shape_chain.onnx  Shape-Gather-Unsqueeze-Concat-Reshape, for folding tests
  * usage: make_models OUTDIR */
 #include "onnx_builder.h"
@@ -182,6 +183,72 @@ static int resnet18(const char *dir) {
   return ob_save(b, path);
 }
 
+/* One Bottleneck (torchvision ResNet v1.5): 1x1 -> 3x3 (stride) -> 1x1 x4,
+ * each with BN; projection shortcut when the shape changes. */
+static void bottleneck(OnnxBuilder *b, const char *pre, const char *x, const char *y, int64_t cin,
+                       int64_t width, int64_t stride) {
+  int64_t cout = width * 4;
+  char n[10][160], t[10][160];
+  const char *names[] = {"conv1", "bn1", "relu1", "conv2", "bn2", "relu2", "conv3", "bn3", "down", "downbn"};
+  for (int i = 0; i < 10; i++) {
+    snprintf(n[i], sizeof n[i], "%s.%s", pre, names[i]);
+    snprintf(t[i], sizeof t[i], "%s.%s.out", pre, names[i]);
+  }
+  conv(b, n[0], x, t[0], cin, width, 1, 1, false);
+  batchnorm(b, n[1], t[0], t[1], width);
+  unary(b, "Relu", n[2], t[1], t[2]);
+  conv(b, n[3], t[2], t[3], width, width, 3, stride, false);
+  batchnorm(b, n[4], t[3], t[4], width);
+  unary(b, "Relu", n[5], t[4], t[5]);
+  conv(b, n[6], t[5], t[6], width, cout, 1, 1, false);
+  batchnorm(b, n[7], t[6], t[7], cout);
+  const char *shortcut = x;
+  if (stride != 1 || cin != cout) {
+    conv(b, n[8], x, t[8], cin, cout, 1, stride, false);
+    batchnorm(b, n[9], t[8], t[9], cout);
+    shortcut = t[9];
+  }
+  char an[160], at[160], rn[160];
+  snprintf(an, sizeof an, "%s.add", pre);
+  snprintf(at, sizeof at, "%s.add.out", pre);
+  snprintf(rn, sizeof rn, "%s.relu", pre);
+  const char *ins[] = {t[7], shortcut, NULL}, *outs[] = {at, NULL};
+  ob_node(b, "Add", an, ins, outs);
+  unary(b, "Relu", rn, at, y);
+}
+
+/* ResNet-50 topology with a symbolic batch, for CI compiles of a real-size
+ * network (the GPU machine exports torchvision's for the comparisons). */
+static int resnet50(const char *dir) {
+  OnnxBuilder *b = ob_new("resnet50", 17);
+  int64_t in[4] = {-1, 3, 224, 224}, out[2] = {-1, 1000};
+  ob_input(b, "input", 1, 4, in, "batch");
+  conv(b, "conv1", "input", "c1", 3, 64, 7, 2, false);
+  batchnorm(b, "bn1", "c1", "b1", 64);
+  unary(b, "Relu", "relu", "b1", "r1");
+  maxpool(b, "maxpool", "r1", "x0", 3, 2, 1);
+  const int blocks[4] = {3, 4, 6, 3};
+  const int64_t widths[4] = {64, 128, 256, 512};
+  char prev[64] = "x0";
+  int64_t cin = 64;
+  for (int s = 0; s < 4; s++)
+    for (int k = 0; k < blocks[s]; k++) {
+      char pre[64], y[64];
+      snprintf(pre, sizeof pre, "layer%d.%d", s + 1, k);
+      snprintf(y, sizeof y, "layer%d.%d.y", s + 1, k);
+      bottleneck(b, pre, prev, y, cin, widths[s], (s > 0 && k == 0) ? 2 : 1);
+      cin = widths[s] * 4;
+      snprintf(prev, sizeof prev, "%s", y);
+    }
+  unary(b, "GlobalAveragePool", "avgpool", prev, "gap");
+  unary(b, "Flatten", "flatten", "gap", "flat");
+  gemm(b, "fc", "flat", "logits", 2048, 1000);
+  ob_output(b, "logits", 1, 2, out);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/resnet50.onnx", dir);
+  return ob_save(b, path);
+}
+
 /* The shape chain PyTorch exports for x.view(x.size(0), -1): folds away
  * once the batch is bound. Input "x" [batch,3,4,5] -> "y" [batch,60]. */
 static int shape_chain(const char *dir) {
@@ -211,5 +278,5 @@ static int shape_chain(const char *dir) {
 
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: make_models OUTDIR\n"); return 2; }
-  return small_cnn(argv[1]) || mlp(argv[1]) || resnet18(argv[1]) || shape_chain(argv[1]) ? 1 : 0;
+  return small_cnn(argv[1]) || mlp(argv[1]) || resnet18(argv[1]) || resnet50(argv[1]) || shape_chain(argv[1]) ? 1 : 0;
 }

@@ -8,7 +8,7 @@ cmake -S . -B build -G Ninja -DGPUC_WERROR=ON >/dev/null
 ninja -C build
 ctest --test-dir build --output-on-failure
 if [ "${GPUC_SKIP_SANITIZE:-0}" != 1 ]; then
-  cmake -S . -B build-asan -G Ninja -DGPUC_WERROR=ON -DGPUC_SANITIZE=ON \
+  cmake -S . -B build-asan -G Ninja -DGPUC_WERROR=ON -DGPUC_SANITIZE=ON -DGPUC_SWEEP_ARCHS=sm_90 \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   ninja -C build-asan
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 ctest --test-dir build-asan --output-on-failure
