@@ -91,12 +91,15 @@ static bool compare(const char *name, const Tensor *got, const Tensor *want) {
 
 typedef struct GpuTest { const char *model; int level; bool fp16; } GpuTest;
 
-/* Small integer inputs (<= 64 values) are almost always shapes, axes,
- * pads or counts that a shape-static plan needs at compile time (as
- * TensorRT needs shape tensors): the GPU test compiles the plan with them
- * frozen to this data set's values. */
+/* Small integer inputs (<= 64 values) and scalars are almost always
+ * shapes, axes, pads or counts that a shape-static plan needs at compile
+ * time (as TensorRT needs shape tensors): the GPU test compiles the plan
+ * with them frozen to this data set's values. */
 static bool freeze_for_gpu(const Tensor *t) {
-  return gpuc_dtype_is_int(t->dt) && gpuc_numel(t) <= 64;
+  /* small integer tensors, and scalars of any type (Range's start/limit/
+   * delta, OneHot's depth) */
+  return (gpuc_dtype_is_int(t->dt) && gpuc_numel(t) <= 64) || t->rank == 0 ||
+         (t->rank == 1 && t->dims[0] == 1 && !gpuc_dtype_is_int(t->dt) && t->dt != GPUC_DT_BOOL);
 }
 
 /* Compile for this data set, run on the GPU; outs get host tensors. */
