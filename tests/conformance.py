@@ -116,6 +116,7 @@ def main():
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--filter", default="")
     ap.add_argument("--gpu", action="store_true", help="run through the GPU backend (test-onnx --gpu)")
+    ap.add_argument("--fp16", action="store_true", help="with --gpu: fp16 plans (looser tolerances)")
     ap.add_argument("--json", default=None, help="write every result as JSON")
     ap.add_argument("--against", default=None,
                     help="JSON of a CPU run: report the GPU pass rate over tests the CPU passes")
@@ -131,13 +132,14 @@ def main():
             if a.filter in t and os.path.isfile(os.path.join(d, "model.onnx")):
                 dirs.append(d)
     with cf.ThreadPoolExecutor(a.jobs) as ex:
-        mode = "--gpu" if a.gpu else "--cpu"
+        mode = ("--gpu" + (" --fp16" if a.fp16 else "")) if a.gpu else "--cpu"
         results = list(ex.map(lambda d: run_one(a.gpuc, a.op_types, d, a.timeout, mode), dirs))
     for r in results:
         if r["scope"] and r["status"] != "pass":
             print("%-4s %s: %s" % (r["status"].upper(), r["name"], r["why"]))
     if a.md:
-        write_md(a.md, results, a.data, "GPU, gpuc test-onnx --gpu" if a.gpu else "CPU reference")
+        write_md(a.md, results, a.data,
+                 ("GPU, gpuc test-onnx --gpu" + (" --fp16" if a.fp16 else "")) if a.gpu else "CPU reference")
     if a.json:
         import json
         with open(a.json, "w") as f:

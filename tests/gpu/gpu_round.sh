@@ -33,6 +33,10 @@ if [[ "$what" == *conformance* ]]; then
       --gpu --md "$OUT/CONFORMANCE_GPU.md" --json "$OUT/gpu.json" --against "$OUT/cpu.json" \
       > "$OUT/conf_gpu.txt" 2>&1
   tail -5 "$OUT/conf_gpu.txt"
+  $PY tests/conformance.py "$GPUC" "$OPS" --data .testdata --jobs "$J" --min-pass-rate 0 \
+      --gpu --fp16 --md "$OUT/CONFORMANCE_GPU_FP16.md" --json "$OUT/gpu16.json" --against "$OUT/cpu.json" \
+      > "$OUT/conf_gpu16.txt" 2>&1
+  tail -3 "$OUT/conf_gpu16.txt"
 fi
 if [[ "$what" == *models* ]]; then
   q=""; [[ "$what" == *quick* ]] && q="--quick"
