@@ -7,8 +7,10 @@
 # node, pytorch-converted, pytorch-operator, simple folders).
 # usage: tests/gpu/gpu_round.sh [conformance] [models] [quick]
 set -u
-OUT=${OUT:-/tmp/gpuc_out}
-mkdir -p "$OUT"
+FINAL=${OUT:-/tmp/gpuc_out}   # what comes back: round.tgz and a summary
+OUT=/tmp/gpuc_round
+rm -rf "$OUT"; mkdir -p "$OUT" "$FINAL"
+trap 'tar -czf "$FINAL/round.tgz" -C "$OUT" . ; grep -h -E "passed|pass rate|of [0-9]+ tests" "$OUT"/conf_*.txt > "$FINAL/summary.txt" 2>/dev/null; cp "$OUT/models.md" "$FINAL/" 2>/dev/null; true' EXIT
 what=${*:-conformance models}
 PY=${PYTHON:-python3}
 cudnn=$($PY -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
