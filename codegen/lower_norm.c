@@ -256,7 +256,7 @@ static void param_index(StrBuf *b, const Tensor *p, int nr, const int64_t *nd, c
 
 /* X as [outer, inner] with inner = prod(dims[axis:]); y = (x - mean) * inv
  * * Scale (+ B), inv = 1 / sqrt(var + eps); optional Mean and InvStdDev
- * outputs (stash dtype). */
+ * outputs (stash dtype; stash_type double computes in double). */
 int lower_LayerNormalization(LowerCtx *c) {
   const Tensor *x = c->in[0], *y = c->out[0], *scale = c->in[1];
   const Tensor *bias = c->nin > 2 ? c->in[2] : NULL;
@@ -269,7 +269,8 @@ int lower_LayerNormalization(LowerCtx *c) {
   int64_t outer = prod(x->dims, axis), inner = prod(x->dims + axis, x->rank - axis);
   if (outer == 0) return 0;
   bool mo = has_out(c, 1), io = has_out(c, 2);
-  const char *ct = facc(dt);
+  /* statistics in float, or double for f64 inputs or an f64 stash_type */
+  const char *ct = dt == GPUC_DT_F64 || gpuc_attr_i(c->n, "stash_type", 1) == 11 ? "double" : "float";
   Rows r = rows_pick(outer, inner, true);
   StrBuf *b = cg_src(c);
   char name[128], e[64], sidx[32], bidx[32];

@@ -369,7 +369,7 @@ int lower_ReduceSumSquare(LowerCtx *c) { return reduce_lower(c, R_SUMSQ); }
 /* The first extreme index along the axis (the last with select_last_index);
  * NaN counts as the extreme. */
 static int arg_lower(LowerCtx *c, bool is_max) {
-  const Tensor *x = c->in[0], *y = c->out[0];
+  const Tensor *x = c->in[0];
   GpucDType dt = x->dt;
   if (dt == GPUC_DT_UNDEF || dt == GPUC_DT_BOOL) return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
   int axis;
@@ -401,7 +401,6 @@ static int arg_lower(LowerCtx *c, bool is_max) {
   sb_printf(b, ";\n      if (%s(v, j, bv, bi)) { bv = v; bi = j; }\n    }\n", before);
   rows_argreduce(b, &r, "bv", "bi", vt, before);
   sb_printf(b, "    if (%s) y[row] = bi;\n  }\n}\n", rows_first(&r));
-  (void)y;
   uint32_t args[2] = {c->tin[0], c->tout[0]};
   return rows_launch(c, &r, name, rows, 2, args);
 }

@@ -146,10 +146,6 @@ static void emit_i64_table(StrBuf *b, const char *type, const char *name, const 
   sb_printf(b, "};\n");
 }
 
-static bool is_flt(GpucDType dt) {
-  return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 || dt == GPUC_DT_F64;
-}
-
 static int resize_lower(LowerCtx *c) {
   const Tensor *x = c->in[0], *y = c->out[0];
   GpucDType dt = x->dt;
@@ -157,6 +153,11 @@ static int resize_lower(LowerCtx *c) {
   int rc = nn_resize_params(FULL_OPCTX(c), &p);
   if (rc < 0) return -1;
   if (rc > 0) return lower_unsupported(c, "scales/sizes are not constants");
+  /* nn_resize_params keeps the default roi when the roi input's values are
+   * unknown (import time); the kernel needs the real one baked in */
+  if (p.coord == NN_CT_TF_CROP_AND_RESIZE && c->n->op == GPUC_OP_RESIZE && c->nin > 1 && c->in[1] &&
+      gpuc_numel(c->in[1]) != 0 && !c->in[1]->data)
+    return lower_unsupported(c, "roi is not a constant");
   int r = p.rank;
   int64_t total = gpuc_numel(y);
   if (total == 0) return 0;
@@ -266,7 +267,6 @@ static int resize_lower(LowerCtx *c) {
   }
 done:
   for (int d = 0; d < r; d++) free_taps(&taps[d]);
-  (void)is_flt;
   return rc;
 }
 
@@ -283,7 +283,7 @@ static int block_move(LowerCtx *c, bool to_space, bool crd) {
   if (x->rank != 4) return lower_fail(c, "X must be 4-D");
   const Tensor *deep = to_space ? x : y, *sp = to_space ? y : x;
   int64_t bs = gpuc_attr_i(c->n, "blocksize", 1);
-  int64_t N = sp->dims[0], C = sp->dims[1], H = deep->dims[2], W = deep->dims[3];
+  int64_t C = sp->dims[1], H = deep->dims[2], W = deep->dims[3];
   int64_t total = gpuc_numel(y);
   if (total == 0) return 0;
   if (x->dt == GPUC_DT_UNDEF) return lower_unsupported(c, "dtype %s", gpuc_dtype_name(x->dt));
@@ -312,7 +312,6 @@ static int block_move(LowerCtx *c, bool to_space, bool crd) {
               LL(C), LL(H * bs), LL(bs), LL(W * bs), LL(bs));
   }
   sb_printf(b, "  }\n}\n");
-  (void)N;
   uint32_t args[2] = {c->tin[0], c->tout[0]};
   return cg_launch(c, name, (uint64_t)total, 256, 0, 2, args);
 }
