@@ -198,7 +198,7 @@ def main():
             log(json.dumps(row))
             rows.append(row)
             torch.cuda.empty_cache()
-    with open(os.path.join(a.out, "models.json"), "w") as f:
+    with open(os.path.join(a.out, "models.json"), "a") as f:
         json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), f, indent=1)
     lines = ["| model | batch | rel L2 fp32 | rel L2 fp16 | gpuc -O2 fp32 ms | gpuc -O2 --fp16 ms | PyTorch eager fp32 ms | PyTorch eager fp16 ms | note |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

@@ -1,6 +1,6 @@
 /* The code generator's driver: graph values -> plan tensors, each node ->
  * lower_<Op>, then memory planning, weights, and the NVRTC compile. */
-#include "codegen.h"
+#include "lower_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -334,13 +334,19 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
     if (pb.oom) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
     if (lower_fns[n->op](&c)) goto done;
   }
-  /* graph outputs that are constants (folded) still need an output buffer */
+  /* graph outputs that are constants (folded) get an arena buffer filled
+   * from the weights by a copy step */
   for (int k = 0; k < g->noutputs; k++) {
     int v = g->outputs[k];
     if (!g->values[v].is_const) continue;
-    gpuc_err_unsupported(e, "%s: graph output '%s' is a constant; not supported by the GPU backend yet",
-                         g->path, g->values[v].name);
-    goto done;
+    Node dummy = {.name = g->values[v].name};
+    LowerCtx c = {.g = g, .n = &dummy, .pb = &pb, .opt = o, .err = e};
+    snprintf(c.kname, sizeof c.kname, "k_const_output%d", k);
+    uint32_t w = value_tensor(&pb, v);
+    uint32_t t = new_tensor(&pb, g->values[v].name, &g->values[v].t, PLAN_MEM_ARENA, PLAN_ROLE_OUTPUT);
+    if (w == UINT32_MAX || t == UINT32_MAX) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
+    pb.p->tensors[w].role = PLAN_ROLE_CONST;
+    if (gpuc_tensor_bytes(&g->values[v].t) && cg_copy(&c, w, t, gpuc_tensor_bytes(&g->values[v].t))) goto done;
   }
   if (pb.oom || pb.src.oom || pb.strings.oom) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
   if (plan_memory(&pb)) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }

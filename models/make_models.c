@@ -249,6 +249,38 @@ static int resnet50(const char *dir) {
   return ob_save(b, path);
 }
 
+/* MobileNetV2's pieces with every stage an output (GPU fp16 diagnosis):
+ * depthwise 3x3 conv + bias -> "dw", Clip(0, 6) -> "clip",
+ * 1x1 conv (no activation) + residual x -> "y". Input "x" [1,32,16,16]. */
+static int mobile_block(const char *dir) {
+  OnnxBuilder *b = ob_new("mobile_block", 17);
+  int64_t in[4] = {1, 32, 16, 16}, scalar = 0;
+  ob_input(b, "x", 1, 4, in, NULL);
+  int64_t wd[4] = {32, 1, 3, 3};
+  weights(b, "dw.weight", 4, wd, 9);
+  constant_vec(b, "dw.bias", 32, 0.0f, 0.1f);
+  const char *i1[] = {"x", "dw.weight", "dw.bias", NULL}, *o1[] = {"dw", NULL};
+  ob_node(b, "Conv", "dw", i1, o1);
+  int64_t ks[2] = {3, 3}, pads[4] = {1, 1, 1, 1};
+  ob_attr_ints(b, "kernel_shape", 2, ks);
+  ob_attr_ints(b, "pads", 4, pads);
+  ob_attr_i(b, "group", 32);
+  float lo = 0, hi = 6;
+  ob_init_f32(b, "lo", 0, &scalar, &lo);
+  ob_init_f32(b, "hi", 0, &scalar, &hi);
+  const char *i2[] = {"dw", "lo", "hi", NULL}, *o2[] = {"clip", NULL};
+  ob_node(b, "Clip", "relu6", i2, o2);
+  conv(b, "pw", "clip", "pw.out", 32, 32, 1, 1, true);
+  const char *i3[] = {"pw.out", "x", NULL}, *o3[] = {"y", NULL};
+  ob_node(b, "Add", "residual", i3, o3);
+  ob_output(b, "dw", 1, 4, in);
+  ob_output(b, "clip", 1, 4, in);
+  ob_output(b, "y", 1, 4, in);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/mobile_block.onnx", dir);
+  return ob_save(b, path);
+}
+
 /* The shape chain PyTorch exports for x.view(x.size(0), -1): folds away
  * once the batch is bound. Input "x" [batch,3,4,5] -> "y" [batch,60]. */
 static int shape_chain(const char *dir) {
@@ -278,5 +310,5 @@ static int shape_chain(const char *dir) {
 
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: make_models OUTDIR\n"); return 2; }
-  return small_cnn(argv[1]) || mlp(argv[1]) || resnet18(argv[1]) || resnet50(argv[1]) || shape_chain(argv[1]) ? 1 : 0;
+  return small_cnn(argv[1]) || mlp(argv[1]) || resnet18(argv[1]) || resnet50(argv[1]) || shape_chain(argv[1]) || mobile_block(argv[1]) ? 1 : 0;
 }

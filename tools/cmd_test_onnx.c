@@ -102,13 +102,27 @@ static bool freeze_for_gpu(const Tensor *t) {
          (t->rank == 1 && t->dims[0] == 1 && !gpuc_dtype_is_int(t->dt) && t->dt != GPUC_DT_BOOL);
 }
 
+/* Resize/Upsample read scales, sizes and roi at compile time. */
+static bool resize_param(const Graph *g, int v) {
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = &g->nodes[i];
+    if (n->op != GPUC_OP_RESIZE && n->op != GPUC_OP_UPSAMPLE) continue;
+    for (int k = 1; k < n->nin; k++) if (n->in[k] == v) return true;
+  }
+  return false;
+}
+
+static bool frozen(const Graph *g, int k, const Tensor *t) {
+  return freeze_for_gpu(t) || resize_param(g, g->inputs[k]);
+}
+
 /* Compile for this data set, run on the GPU; outs get host tensors. */
 static int run_gpu(const GpuTest *gt, const Graph *g, Tensor **ins, Tensor **outs, GpucErr *e) {
   const char *names[GPUC_MAX_IO];
   const Tensor *vals[GPUC_MAX_IO];
   int nf = 0;
   for (int k = 0; k < g->ninputs && nf < GPUC_MAX_IO; k++)
-    if (freeze_for_gpu(ins[k])) { names[nf] = g->values[g->inputs[k]].name; vals[nf++] = ins[k]; }
+    if (frozen(g, k, ins[k])) { names[nf] = g->values[g->inputs[k]].name; vals[nf++] = ins[k]; }
   char plan[64];
   snprintf(plan, sizeof plan, "/tmp/gpuc_test_%d.gpuc", (int)getpid());
   CompileRequest r = {.model = gt->model, .out = plan, .level = gt->level, .sm = 0, .fp16 = gt->fp16,
@@ -118,7 +132,7 @@ static int run_gpu(const GpuTest *gt, const Graph *g, Tensor **ins, Tensor **out
   int rc = -1;
   if (compile_model(&r, &st, e) || !(s = gpuc_session_create(plan, 0, e))) goto done;
   for (int k = 0; k < g->ninputs; k++)
-    if (!freeze_for_gpu(ins[k]) && gpuc_session_set_input(s, g->values[g->inputs[k]].name, ins[k], e)) goto done;
+    if (!frozen(g, k, ins[k]) && gpuc_session_set_input(s, g->values[g->inputs[k]].name, ins[k], e)) goto done;
   if (gpuc_session_run(s, e)) goto done;
   for (int k = 0; k < g->noutputs; k++)
     if (!(outs[k] = gpuc_session_get_output(s, g->values[g->outputs[k]].name, e))) goto done;

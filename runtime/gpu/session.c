@@ -36,6 +36,7 @@ struct GpucSession {
   ConvState *convs;
   CUgraphExec graph;
   bool graph_ready;
+  size_t workspace_bytes;        /* >= the plan's: cuDNN may need more here */
   int sm;
   char devname[128];
 };
@@ -155,8 +156,9 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
   CUDNN_TRY(e, cudnn.cudnnGetConvolutionForwardAlgorithm_v7(s->dnn, st->x, st->w, st->conv, st->y, 8, &found, perf));
   st->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   bool identity_fused = c->b != UINT32_MAX && c->act == 0;
+  /* the heuristic's first choice, unless it wants over 1 GiB of scratch */
   for (int i = 0; i < found; i++)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= p->meta.workspace_bytes) {
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ((size_t)1 << 30)) {
       st->algo = perf[i].algo;
       break;
     }
@@ -174,9 +176,9 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
   }
   size_t need = 0;
   CUDNN_TRY(e, cudnn.cudnnGetConvolutionForwardWorkspaceSize(s->dnn, st->x, st->w, st->conv, st->y, st->algo, &need));
-  if (need > p->meta.workspace_bytes)
-    return gpuc_err_set(e, "cuDNN convolution needs %zu bytes of workspace, the plan has %llu", need,
-                        (unsigned long long)p->meta.workspace_bytes);
+  /* the workspace is runtime memory: grow it to what this GPU's algorithms
+   * need (cuDNN's needs are only known with the device present) */
+  if (need > s->workspace_bytes) s->workspace_bytes = need;
   return 0;
 }
 
@@ -189,6 +191,7 @@ GpucSession *gpuc_session_create(const char *plan_path, int device, GpucErr *e) 
   int sm = gpuc_gpu_sm(e);
   if (sm < 0) goto fail;
   s->sm = sm;
+  s->workspace_bytes = p->meta.workspace_bytes;
   if (sm < (int)p->hdr.sm) {
     gpuc_err_set(e, "%s: plan built for sm_%u, this GPU is sm_%d; rebuild with: gpuc MODEL.onnx --arch sm_%d -o %s",
                  plan_path, p->hdr.sm, sm, sm, plan_path);
@@ -212,7 +215,6 @@ GpucSession *gpuc_session_create(const char *plan_path, int device, GpucErr *e) 
     TRYF(cu.cuModuleGetFunction(&s->funcs[i], s->module, gpuc_plan_str(p, p->kernels[i].name)));
   TRYF(cu.cuMemAlloc(&s->arena, p->meta.arena_bytes ? p->meta.arena_bytes : 256));
   TRYF(cu.cuMemAlloc(&s->weights, p->weights_size ? p->weights_size : 256));
-  TRYF(cu.cuMemAlloc(&s->workspace, p->meta.workspace_bytes ? p->meta.workspace_bytes : 256));
   if (p->weights_size) TRYF(cu.cuMemcpyHtoD(s->weights, p->weights, p->weights_size));
   for (uint32_t i = 0; i < p->ntensors; i++) {
     const PlanTensor *t = &p->tensors[i];
@@ -233,6 +235,7 @@ GpucSession *gpuc_session_create(const char *plan_path, int device, GpucErr *e) 
     for (uint32_t i = 0; i < p->nconvs; i++)
       if (setup_conv(s, &p->convs[i], &s->convs[i], e)) goto fail;
   }
+  TRYF(cu.cuMemAlloc(&s->workspace, s->workspace_bytes ? s->workspace_bytes : 256));
   return s;
 fail:
   gpuc_session_free(s);
@@ -358,7 +361,7 @@ static int issue(GpucSession *s, GpucErr *e, CUevent *marks) {
         CUDNN_TRY(e, cudnn.cudnnConvolutionBiasActivationForward(
                          s->dnn, &one, cs->x, (void *)(uintptr_t)s->tptr[c->x], cs->w,
                          (void *)(uintptr_t)s->tptr[c->w], cs->conv, cs->algo,
-                         (void *)(uintptr_t)s->workspace, p->meta.workspace_bytes, &alpha2, cs->y, zp,
+                         (void *)(uintptr_t)s->workspace, s->workspace_bytes, &alpha2, cs->y, zp,
                          cs->b, (void *)(uintptr_t)s->tptr[c->b], cs->act, cs->y,
                          (void *)(uintptr_t)s->tptr[c->y]));
         continue;
@@ -366,7 +369,7 @@ static int issue(GpucSession *s, GpucErr *e, CUevent *marks) {
       CUDNN_TRY(e, cudnn.cudnnConvolutionForward(s->dnn, f64 ? (void *)&one64 : (void *)&one, cs->x,
                                                  (void *)(uintptr_t)s->tptr[c->x], cs->w,
                                                  (void *)(uintptr_t)s->tptr[c->w], cs->conv, cs->algo,
-                                                 (void *)(uintptr_t)s->workspace, p->meta.workspace_bytes,
+                                                 (void *)(uintptr_t)s->workspace, s->workspace_bytes,
                                                  f64 ? (void *)&zero64 : (void *)&zero, cs->y,
                                                  (void *)(uintptr_t)s->tptr[c->y]));
     }
@@ -444,7 +447,7 @@ int gpuc_session_bench(GpucSession *s, int warmup, int iters, GpucBench *b, doub
   b->p90_ms = ms[(int)(iters * 0.9) < iters ? (int)(iters * 0.9) : iters - 1];
   b->min_ms = ms[0];
   free(ms);
-  b->peak_device_bytes = s->plan->meta.arena_bytes + s->plan->meta.workspace_bytes + s->plan->weights_size;
+  b->peak_device_bytes = s->plan->meta.arena_bytes + s->workspace_bytes + s->plan->weights_size;
   if (prof_ms) { /* per-step times: eager issue with an event before each step */
     const Plan *p = s->plan;
     CUevent *marks = calloc(p->nsteps + 1, sizeof *marks);

@@ -7,10 +7,13 @@
 # node, pytorch-converted, pytorch-operator, simple folders).
 # usage: tests/gpu/gpu_round.sh [conformance] [models] [quick]
 set -u
-FINAL=${OUT:-/tmp/gpuc_out}   # what comes back: round.tgz and a summary
-OUT=/tmp/gpuc_round
-rm -rf "$OUT"; mkdir -p "$OUT" "$FINAL"
-trap 'tar -czf "$FINAL/round.tgz" -C "$OUT" . ; grep -h -E "passed|pass rate|of [0-9]+ tests" "$OUT"/conf_*.txt > "$FINAL/summary.txt" 2>/dev/null; cp "$OUT/models.md" "$FINAL/" 2>/dev/null; true' EXIT
+# Results go straight to $OUT as they are made (a run stopped at its time
+# limit still returns what it finished); big JSON files go to round.tgz.
+OUT=${OUT:-/tmp/gpuc_out}
+mkdir -p "$OUT"
+BIG=/tmp/gpuc_round_big
+mkdir -p "$BIG"
+trap 'tar -czf "$OUT/round.tgz" -C "$BIG" . 2>/dev/null; true' EXIT
 what=${*:-conformance models}
 PY=${PYTHON:-python3}
 cudnn=$($PY -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
@@ -18,29 +21,55 @@ cudnn=$($PY -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__
 export PYTHONUNBUFFERED=1
 GPUC=$PWD/build-gpu/gpuc
 OPS=$PWD/build-gpu/onnx_op_types
-(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; $GPUC --version) 2>&1 | tee "$OUT/env.txt"
+(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; $GPUC --version) 2>&1 | tee "$OUT/log.txt"
 
 # smoke: a bundled model compiled for this GPU, GPU vs CPU reference
 mkdir -p /tmp/gpuc_smoke
-$GPUC build-gpu/models/mlp.onnx --shape image=16x784 -o /tmp/gpuc_smoke/mlp.gpuc 2>&1 | tee -a "$OUT/smoke.txt"
-$GPUC run build-gpu/models/mlp.onnx --cpu --shape image=16x784 --out /tmp/gpuc_smoke/cpu 2>&1 | tee -a "$OUT/smoke.txt"
-$GPUC run /tmp/gpuc_smoke/mlp.gpuc --out /tmp/gpuc_smoke/gpu 2>&1 | tee -a "$OUT/smoke.txt"
+$GPUC build-gpu/models/mlp.onnx --shape image=16x784 -o /tmp/gpuc_smoke/mlp.gpuc 2>&1 | tee -a "$OUT/log.txt"
+$GPUC run build-gpu/models/mlp.onnx --cpu --shape image=16x784 --out /tmp/gpuc_smoke/cpu 2>&1 | tee -a "$OUT/log.txt"
+$GPUC run /tmp/gpuc_smoke/mlp.gpuc --out /tmp/gpuc_smoke/gpu 2>&1 | tee -a "$OUT/log.txt"
 
+# fp16 diagnosis on MobileNetV2's pieces: GPU fp32 / fp16 against the CPU
+if [ -f build-gpu/models/mobile_block.onnx ]; then
+  M=build-gpu/models/mobile_block.onnx D=/tmp/gpuc_diag
+  mkdir -p $D
+  $GPUC run $M --cpu --out $D/cpu > /dev/null 2>&1
+  $GPUC $M -o $D/f32.gpuc > /dev/null && $GPUC run $D/f32.gpuc --out $D/g32 > /dev/null 2>&1
+  $GPUC $M --fp16 -o $D/f16.gpuc > /dev/null && $GPUC run $D/f16.gpuc --out $D/g16 > /dev/null 2>&1
+  $GPUC inspect $D/f16.gpuc > "$BIG/diag_plan.txt" 2>&1
+  $PY - <<PYEOF 2>&1 | tee "$OUT/diag.txt"
+import numpy as np
+for o in ["dw", "clip", "y"]:
+    c = np.load("$D/cpu/%s.npy" % o).astype(np.float64)
+    for v in ["g32", "g16"]:
+        try:
+            g = np.load("$D/%s/%s.npy" % (v, o)).astype(np.float64)
+            print("mobile_block %s %s rel L2 %.3g" % (o, v, np.linalg.norm(g - c) / np.linalg.norm(c)))
+        except Exception as ex:
+            print("mobile_block %s %s: %s" % (o, v, ex))
+PYEOF
+fi
+
+if [[ "$what" == *models* ]]; then
+  q=""; [[ "$what" == *quick* ]] && q="--quick"
+  $PY bench/torch_models.py --gpuc "$GPUC" --work /tmp/gpuc_models --out "$OUT" $q \
+      --models "${MODELS:-resnet50,mobilenet_v2,bert}" 2>&1 | tee "$BIG/models.txt" | tail -20
+fi
 if [[ "$what" == *conformance* ]]; then
   J=$(nproc)
+  CPUJSON=.testdata/cpu.json   # CPU results do not depend on the machine: reuse when carried
+  if [ ! -f "$CPUJSON" ]; then
+    CPUJSON=$BIG/cpu.json
+    $PY tests/conformance.py "$GPUC" "$OPS" --data .testdata --jobs "$J" --min-pass-rate 0 \
+        --json "$CPUJSON" > "$BIG/conf_cpu.txt" 2>&1
+    tail -3 "$BIG/conf_cpu.txt"
+  fi
   $PY tests/conformance.py "$GPUC" "$OPS" --data .testdata --jobs "$J" --min-pass-rate 0 \
-      --md "$OUT/CONFORMANCE_CPU.md" --json "$OUT/cpu.json" > "$OUT/conf_cpu.txt" 2>&1
-  tail -3 "$OUT/conf_cpu.txt"
-  $PY tests/conformance.py "$GPUC" "$OPS" --data .testdata --jobs "$J" --min-pass-rate 0 \
-      --gpu --md "$OUT/CONFORMANCE_GPU.md" --json "$OUT/gpu.json" --against "$OUT/cpu.json" \
+      --gpu --md "$OUT/CONFORMANCE_GPU.md" --json "$BIG/gpu.json" --against "$CPUJSON" \
       > "$OUT/conf_gpu.txt" 2>&1
   tail -5 "$OUT/conf_gpu.txt"
   $PY tests/conformance.py "$GPUC" "$OPS" --data .testdata --jobs "$J" --min-pass-rate 0 \
-      --gpu --fp16 --md "$OUT/CONFORMANCE_GPU_FP16.md" --json "$OUT/gpu16.json" --against "$OUT/cpu.json" \
+      --gpu --fp16 --md "$BIG/CONFORMANCE_GPU_FP16.md" --json "$BIG/gpu16.json" --against "$CPUJSON" \
       > "$OUT/conf_gpu16.txt" 2>&1
   tail -3 "$OUT/conf_gpu16.txt"
-fi
-if [[ "$what" == *models* ]]; then
-  q=""; [[ "$what" == *quick* ]] && q="--quick"
-  $PY bench/torch_models.py --gpuc "$GPUC" --work /tmp/gpuc_models --out "$OUT" $q 2>&1 | tee "$OUT/models.txt" | tail -20
 fi
