@@ -91,6 +91,10 @@ int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e) {
   if (!s.cast16 || !s.cast32) { free(s.cast16); free(s.cast32); return gpuc_err_set(e, "%s: out of memory", g->path); }
   for (int i = 0; i < cap; i++) s.cast16[i] = s.cast32[i] = -1;
   int rc = -1;
+  /* the model's own output dtypes are the interface: remember them */
+  GpucDType *out_dt = malloc(sizeof(GpucDType) * ((size_t)g->noutputs + 1));
+  if (!out_dt) { free(s.cast16); free(s.cast32); return gpuc_err_set(e, "%s: out of memory", g->path); }
+  for (int k = 0; k < g->noutputs; k++) out_dt[k] = g->values[g->outputs[k]].t.dt;
   for (int i = 0; i < nn; i++) {
     GpucOp op = g->nodes[i].op;
     GpucDType want = fp32_island(op) ? GPUC_DT_F32 : GPUC_DT_F16;
@@ -118,11 +122,12 @@ int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e) {
         g->values[v].t.dt = GPUC_DT_F16;
     }
   }
-  /* graph outputs stay fp32: the producer writes a half twin, a Cast
-   * writes the output */
+  /* graph outputs keep the model's dtype: where an fp32 output became
+   * half, the producer writes a half twin and a Cast writes the output */
   for (int k = 0; k < g->noutputs; k++) {
     int v = g->outputs[k];
-    if (g->values[v].t.dt != GPUC_DT_F16 || g->values[v].producer < 0) continue;
+    if (out_dt[k] != GPUC_DT_F32 || g->values[v].t.dt != GPUC_DT_F16 || g->values[v].producer < 0)
+      continue;
     char name[512];
     snprintf(name, sizeof name, "%s.f16", g->values[v].name);
     int w = gpuc_graph_add_value(g, name);
@@ -151,6 +156,7 @@ int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e) {
   if (gpuc_graph_toposort(g, e) || gpuc_graph_infer(g, e)) goto done;
   rc = changes;
 done:
+  free(out_dt);
   free(s.cast16);
   free(s.cast32);
   return rc;
