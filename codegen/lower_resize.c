@@ -27,114 +27,17 @@
 /* taps over all axes baked into the source, at most */
 #define MAX_TABLE_TAPS ((int64_t)1 << 20)
 
-/* ---- taps (ported from ref_resize.c; keep in step with it) -------------- */
-
-typedef struct {
-  int64_t *first, *idx;
-  double *w;
-  bool *outside;
-} AxisTaps;
-
-static double src_coord(const NnResize *p, int d, int64_t in, int64_t x) {
-  double s = p->scale[d], len = p->length[d], xr = (double)x, fin = (double)in;
-  switch (p->coord) {
-  case NN_CT_HALF_PIXEL: return (xr + 0.5) / s - 0.5;
-  case NN_CT_HALF_PIXEL_SYMMETRIC: {
-    double adj = (double)p->out[d] / len, offset = fin / 2 * (1 - adj);
-    return offset + (xr + 0.5) / s - 0.5;
-  }
-  case NN_CT_PYTORCH_HALF_PIXEL: return len > 1 ? (xr + 0.5) / s - 0.5 : 0;
-  case NN_CT_ALIGN_CORNERS: return len == 1 ? 0 : xr * (fin - 1) / (len - 1);
-  case NN_CT_ASYMMETRIC: return xr / s;
-  case NN_CT_TF_HALF_PIXEL_FOR_NN: return (xr + 0.5) / s;
-  case NN_CT_TF_CROP_AND_RESIZE: {
-    double a = p->roi_start[d], b = p->roi_end[d];
-    return len > 1 ? a * (fin - 1) + xr * (b - a) * (fin - 1) / (len - 1)
-                   : 0.5 * (a + b) * (fin - 1);
-  }
-  }
-  return 0;
-}
-
-static int64_t nearest_index(const NnResize *p, int d, double xo) {
-  double f = floor(xo);
-  switch (p->nearest) {
-  case NN_NR_ROUND_PREFER_FLOOR: return (int64_t)(xo == f + 0.5 ? f : round(xo));
-  case NN_NR_ROUND_PREFER_CEIL: return (int64_t)(xo == f + 0.5 ? f + 1 : round(xo));
-  case NN_NR_FLOOR: return (int64_t)f;
-  case NN_NR_CEIL: return (int64_t)ceil(xo);
-  case NN_NR_SIMPLE: return (int64_t)(p->scale[d] < 1 ? ceil(xo) : trunc(xo));
-  }
-  return (int64_t)f;
-}
-
-static double cubic_w(double A, double t) {
-  t = fabs(t);
-  if (t <= 1) return ((A + 2) * t - (A + 3)) * t * t + 1;
-  if (t < 2) return ((A * t - 5 * A) * t + 8 * A) * t - 4 * A;
-  return 0;
-}
-
-static int64_t clamp_i(int64_t v, int64_t hi) { return v < 0 ? 0 : v > hi ? hi : v; }
-
-static void free_taps(AxisTaps *t) {
-  free(t->first); free(t->idx); free(t->w); free(t->outside);
-}
-
-static int build_taps(LowerCtx *c, const NnResize *p, int d, int64_t in, AxisTaps *t) {
-  int64_t out = p->out[d], lo = 0, hi = 1;
-  double sa = p->antialias && p->scale[d] < 1 ? p->scale[d] : 1;
-  if (p->mode == NN_RS_LINEAR) { lo = (int64_t)floor(-1 / sa) + 1; hi = 2 - lo; }
-  if (p->mode == NN_RS_CUBIC) { lo = (int64_t)floor(-2 / sa) + 1; hi = 2 - lo; }
-  int64_t T = hi - lo;
-  if (T > MAX_TABLE_TAPS / (out + 1))
-    return lower_unsupported(c, "axis %d needs %lld taps per output, too many for the GPU kernel", d, LL(T));
-  t->first = malloc(sizeof(int64_t) * (size_t)(out + 1));
-  t->idx = malloc(sizeof(int64_t) * (size_t)(out * T + 1));
-  t->w = malloc(sizeof(double) * (size_t)(out * T + 1));
-  t->outside = malloc((size_t)out + 1);
-  if (!t->first || !t->idx || !t->w || !t->outside) return lower_fail(c, "out of host memory");
-  double margin = (double)T + 2;
-  int64_t n = 0;
-  for (int64_t o = 0; o < out; o++) {
-    double xo = src_coord(p, d, in, o);
-    t->first[o] = n;
-    t->outside[o] = p->coord == NN_CT_TF_CROP_AND_RESIZE && (xo < 0 || xo > (double)(in - 1));
-    xo = fmin(fmax(xo, -margin), (double)in + margin);
-    if (p->mode == NN_RS_NEAREST) {
-      t->idx[n] = clamp_i(nearest_index(p, d, xo), in - 1);
-      t->w[n++] = 1;
-      continue;
-    }
-    double f = floor(xo), r = xo - f, sum = 0;
-    int64_t n0 = n;
-    for (int64_t i = lo; i < hi; i++) {
-      int64_t pos = (int64_t)f + i;
-      double arg = ((double)i - r) * sa;
-      double w = p->mode == NN_RS_LINEAR ? fmax(0, 1 - fabs(arg)) : cubic_w(p->cubic_a, arg);
-      if (p->exclude_outside && (pos < 0 || pos >= in)) w = 0;
-      sum += w;
-      if (w == 0) continue;
-      t->idx[n] = clamp_i(pos, in - 1);
-      t->w[n++] = w;
-    }
-    if ((p->antialias || p->exclude_outside) && sum != 0)
-      for (int64_t k = n0; k < n; k++) t->w[k] /= sum;
-  }
-  t->first[out] = n;
-  return 0;
-}
 
 /* True when axis taps are the identity: one tap per output, index o,
  * weight 1, never outside. */
-static bool taps_identity(const AxisTaps *t, int64_t in, int64_t out) {
+static bool taps_identity(const NnAxisTaps *t, int64_t in, int64_t out) {
   if (in != out) return false;
   for (int64_t o = 0; o < out; o++)
     if (t->first[o] != o || t->idx[o] != o || t->w[o] != 1 || t->outside[o]) return false;
   return t->first[out] == out;
 }
 
-static bool any_outside(const AxisTaps *t, int64_t out) {
+static bool any_outside(const NnAxisTaps *t, int64_t out) {
   for (int64_t o = 0; o < out; o++) if (t->outside[o]) return true;
   return false;
 }
@@ -169,13 +72,13 @@ static int resize_lower(LowerCtx *c) {
   }
   int64_t xs[GPUC_MAX_RANK];
   gpuc_strides(x, xs);
-  AxisTaps taps[GPUC_MAX_RANK];
+  NnAxisTaps taps[GPUC_MAX_RANK];
   memset(taps, 0, sizeof taps);
   bool ident[GPUC_MAX_RANK], outside[GPUC_MAX_RANK], any_out = false;
   int64_t ntab = 0;
   rc = 0;
   for (int d = 0; d < r && !rc; d++) {
-    rc = build_taps(c, &p, d, x->dims[d], &taps[d]);
+    rc = nn_resize_taps(FULL_OPCTX(c), &p, d, x->dims[d], MAX_TABLE_TAPS, &taps[d]);
     if (rc) break;
     ident[d] = taps_identity(&taps[d], x->dims[d], p.out[d]);
     outside[d] = any_outside(&taps[d], p.out[d]);
@@ -266,7 +169,7 @@ static int resize_lower(LowerCtx *c) {
     rc = cg_launch(c, name, (uint64_t)total, 256, 0, 2, args);
   }
 done:
-  for (int d = 0; d < r; d++) free_taps(&taps[d]);
+  for (int d = 0; d < r; d++) nn_free_taps(&taps[d]);
   return rc;
 }
 

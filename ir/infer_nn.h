@@ -71,4 +71,15 @@ int nn_resize_params(OpCtx *c, NnResize *p);
 /* Bytes one intermediate buffer of a reference kernel may use. */
 #define NN_SCRATCH_BYTES ((int64_t)64 << 20)
 
+/* Resize taps of one axis: output index o reads idx/w[first[o] ..
+ * first[o+1]); outside[o] marks tf_crop_and_resize extrapolation. At most
+ * max_taps taps in all. */
+typedef struct NnAxisTaps {
+  int64_t *first, *idx;
+  double *w;
+  bool *outside;
+} NnAxisTaps;
+int nn_resize_taps(OpCtx *c, const NnResize *p, int d, int64_t in, int64_t max_taps, NnAxisTaps *t);
+void nn_free_taps(NnAxisTaps *t);
+
 #endif
