@@ -6,7 +6,7 @@
  * reference, accumulated in float (double for f64 inputs), one block per
  * normalized row (or one thread per row for short rows) with warp-shuffle
  * and shared-memory reductions. Shapes and attributes are baked in. */
-#include "lower_util.h"
+#include "lower_rows.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +17,6 @@
 #define MAX_GRID (65535u * 32)
 #define LL(v) ((long long)(v))
 
-static bool is_flt(GpucDType dt) {
-  return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 || dt == GPUC_DT_F64;
-}
 static const char *facc(GpucDType dt) { return dt == GPUC_DT_F64 ? "double" : "float"; }
 static bool has_out(const LowerCtx *c, int k) {
   return k < c->nout && c->out[k] && c->tout[k] != UINT32_MAX;
@@ -32,32 +29,9 @@ static int64_t prod(const int64_t *v, int n) {
 
 /* ---- rows: one per thread or one per block (as in lower_reduce.c) -------- */
 
-typedef struct {
-  bool block;
-  unsigned threads;
-  int uid;
-} Rows;
 
-static Rows rows_pick(int64_t nrows, int64_t len, bool contiguous) {
-  Rows r = {.block = false, .threads = 256};
-  if (len <= 16 || (!contiguous && nrows >= 8192)) return r;
-  r.block = true;
-  unsigned cap = nrows < 256 && len >= 65536 ? 1024 : 256, t = 32;
-  while (t < cap && (int64_t)t < len) t *= 2;
-  r.threads = t;
-  return r;
-}
 
-static void rows_open(StrBuf *b, const Rows *r, int64_t nrows) {
-  if (r->block) sb_printf(b, "  for (i64 row = blockIdx.x; row < %lldLL; row += gridDim.x) {\n", LL(nrows));
-  else sb_printf(b, "  GRID_STRIDE(row, %lldLL) {\n", LL(nrows));
-}
 
-static void rows_for(StrBuf *b, const Rows *r, const char *j, int64_t n) {
-  if (r->block)
-    sb_printf(b, "    for (i64 %s = threadIdx.x; %s < %lldLL; %s += blockDim.x)", j, j, LL(n), j);
-  else sb_printf(b, "    for (i64 %s = 0; %s < %lldLL; %s++)", j, j, LL(n), j);
-}
 
 static const char *rows_first(const Rows *r) { return r->block ? "threadIdx.x == 0" : "true"; }
 
@@ -76,26 +50,7 @@ static void rows_sum(StrBuf *b, Rows *r, const char *var, const char *t) {
             t, id, id, var, var, id, r->threads / 32, var, id);
 }
 
-static int rows_launch(LowerCtx *c, const Rows *r, const char *name, int64_t nrows, int nargs,
-                       const uint32_t *args) {
-  if (!r->block) return cg_launch(c, name, (uint64_t)nrows, r->threads, 0, nargs, args);
-  uint64_t g = nrows < 1 ? 1 : (uint64_t)nrows;
-  if (g > MAX_GRID) g = MAX_GRID;
-  unsigned grid[3] = {(unsigned)g, 1, 1}, blk[3] = {r->threads, 1, 1};
-  return cg_launch_grid(c, name, grid, blk, 0, nargs, args);
-}
 
-/* "i64 var = offset of index idx over (dims, strides)", row-major */
-static void emit_offset(StrBuf *b, const char *var, const char *idx, int n, const int64_t *dims,
-                        const int64_t *strides) {
-  if (n == 0) { sb_printf(b, "      i64 %s = 0;\n", var); return; }
-  if (n == 1) { sb_printf(b, "      i64 %s = (%s) * %lldLL;\n", var, idx, LL(strides[0])); return; }
-  sb_printf(b, "      i64 %s = 0, q_%s = %s;\n", var, var, idx);
-  for (int d = n - 1; d > 0; d--)
-    sb_printf(b, "      %s += (q_%s %% %lldLL) * %lldLL; q_%s /= %lldLL;\n", var, var, LL(dims[d]),
-              LL(strides[d]), var, LL(dims[d]));
-  sb_printf(b, "      %s += q_%s * %lldLL;\n", var, var, LL(strides[0]));
-}
 
 /* Two-pass mean and variance of the row's n elements at x[base + OFF]
  * (OFF an expression in j): declares mean and var (type ct). */
@@ -369,16 +324,6 @@ int lower_LRN(LowerCtx *c) {
 
 /* ---- MeanVarianceNormalization ---------------------------------------------- */
 
-static void push_axis(int64_t *dims, int64_t *strides, int *n, int64_t dim, int64_t stride) {
-  if (*n > 0 && strides[*n - 1] == dim * stride) {
-    dims[*n - 1] *= dim;
-    strides[*n - 1] = stride;
-    return;
-  }
-  dims[*n] = dim;
-  strides[*n] = stride;
-  (*n)++;
-}
 
 /* y = (x - mean) / (sqrt(var) + 1e-9), statistics over `axes` (default
  * [0, 2, 3]); one row per group of the kept axes. */

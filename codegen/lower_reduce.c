@@ -10,7 +10,7 @@
  * shared-memory step combine the partials). Floats accumulate in float
  * (double for f64); integers exactly in 64 bits, wrapping like the
  * reference. Every generated kernel has shapes baked in. */
-#include "lower_util.h"
+#include "lower_rows.h"
 #include "infer_reduce.h"
 #include <stdio.h>
 #include <string.h>
@@ -21,9 +21,6 @@
 #define MAX_GRID (65535u * 32)
 #define LL(v) ((long long)(v))
 
-static bool is_flt(GpucDType dt) {
-  return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 || dt == GPUC_DT_F64;
-}
 static const char *facc(GpucDType dt) { return dt == GPUC_DT_F64 ? "double" : "float"; }
 /* integer value type: u64 compares unsigned, everything else fits long long */
 static const char *ival(GpucDType dt) { return dt == GPUC_DT_U64 ? "unsigned long long" : "long long"; }
@@ -36,35 +33,9 @@ static void nan_lit(char *buf, size_t n, const char *ct) {
 
 /* ---- rows: one per thread or one per block ------------------------------ */
 
-typedef struct {
-  bool block;        /* one block per row, else one thread per row */
-  unsigned threads;  /* block size */
-  int uid;           /* unique shared-memory names */
-} Rows;
 
-/* Short rows run one per thread; so do strided (non-contiguous) rows when
- * there are enough of them to fill the GPU. */
-static Rows rows_pick(int64_t nrows, int64_t len, bool contiguous) {
-  Rows r = {.block = false, .threads = 256};
-  if (len <= 16 || (!contiguous && nrows >= 8192)) return r;
-  r.block = true;
-  unsigned cap = nrows < 256 && len >= 65536 ? 1024 : 256, t = 32;
-  while (t < cap && (int64_t)t < len) t *= 2;
-  r.threads = t;
-  return r;
-}
 
-static void rows_open(StrBuf *b, const Rows *r, int64_t nrows) {
-  if (r->block) sb_printf(b, "  for (i64 row = blockIdx.x; row < %lldLL; row += gridDim.x) {\n", LL(nrows));
-  else sb_printf(b, "  GRID_STRIDE(row, %lldLL) {\n", LL(nrows));
-}
 
-/* "for (i64 j = ...)" over the row's n elements, this thread's share */
-static void rows_for(StrBuf *b, const Rows *r, const char *j, int64_t n) {
-  if (r->block)
-    sb_printf(b, "    for (i64 %s = threadIdx.x; %s < %lldLL; %s += blockDim.x)", j, j, LL(n), j);
-  else sb_printf(b, "    for (i64 %s = 0; %s < %lldLL; %s++)", j, j, LL(n), j);
-}
 
 static const char *rows_first(const Rows *r) { return r->block ? "threadIdx.x == 0" : "true"; }
 
@@ -122,14 +93,6 @@ static void rows_argreduce(StrBuf *b, Rows *r, const char *v, const char *i, con
             t, id, id, id, v, id, i, v, id, i, id, r->threads / 32, before, id, id, v, i, v, id, i, id);
 }
 
-static int rows_launch(LowerCtx *c, const Rows *r, const char *name, int64_t nrows, int nargs,
-                       const uint32_t *args) {
-  if (!r->block) return cg_launch(c, name, (uint64_t)nrows, r->threads, 0, nargs, args);
-  uint64_t g = nrows < 1 ? 1 : (uint64_t)nrows;
-  if (g > MAX_GRID) g = MAX_GRID;
-  unsigned grid[3] = {(unsigned)g, 1, 1}, blk[3] = {r->threads, 1, 1};
-  return cg_launch_grid(c, name, grid, blk, 0, nargs, args);
-}
 
 /* Device function `name`(a, ai, b, bi): element a (index ai) comes strictly
  * before b in the order: larger (or smaller) values first, NaN first or
@@ -166,16 +129,6 @@ typedef struct {
   int64_t nout, nred;
 } RedGeom;
 
-static void push_axis(int64_t *dims, int64_t *strides, int *n, int64_t dim, int64_t stride) {
-  if (*n > 0 && strides[*n - 1] == dim * stride) {
-    dims[*n - 1] *= dim;
-    strides[*n - 1] = stride;
-    return;
-  }
-  dims[*n] = dim;
-  strides[*n] = stride;
-  (*n)++;
-}
 
 static void geom_init(const Tensor *x, const bool *mask, RedGeom *g) {
   memset(g, 0, sizeof *g);
@@ -192,18 +145,6 @@ static void geom_init(const Tensor *x, const bool *mask, RedGeom *g) {
 }
 
 
-/* "i64 var = offset of index `idx` decomposed over (dims, strides)", n
- * merged axes, row-major */
-static void emit_offset(StrBuf *b, const char *var, const char *idx, int n, const int64_t *dims,
-                        const int64_t *strides) {
-  if (n == 0) { sb_printf(b, "      i64 %s = 0;\n", var); return; }
-  if (n == 1) { sb_printf(b, "      i64 %s = (%s) * %lldLL;\n", var, idx, LL(strides[0])); return; }
-  sb_printf(b, "      i64 %s = 0, q_%s = %s;\n", var, var, idx);
-  for (int d = n - 1; d > 0; d--)
-    sb_printf(b, "      %s += (q_%s %% %lldLL) * %lldLL; q_%s /= %lldLL;\n", var, var, LL(dims[d]),
-              LL(strides[d]), var, LL(dims[d]));
-  sb_printf(b, "      %s += q_%s * %lldLL;\n", var, var, LL(strides[0]));
-}
 
 /* f64 value -> integer dtype the way gpuc_set_f64 converts (the PTX
  * conversion saturates and maps NaN to 0, like f64_to_i64) */
