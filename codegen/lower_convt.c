@@ -14,14 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FULL_OPCTX(c)                                                                      \
-  (&(OpCtx){.g = (c)->g, .n = (c)->n, .nin = (c)->nin, .nout = (c)->nout, .in = (c)->in, \
-            .out = (Tensor **)(c)->out, .err = (c)->err})
 #define LL(v) ((long long)(v))
 
-static bool is_flt(GpucDType dt) {
-  return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 || dt == GPUC_DT_F64;
-}
 static int64_t prod(const int64_t *v, int n) {
   int64_t p = 1;
   for (int i = 0; i < n; i++) p *= v[i];
@@ -40,7 +34,7 @@ int lower_ConvTranspose(LowerCtx *c) {
   if (!is_flt(dt) || wt->dt != dt || (bias && bias->dt != dt))
     return lower_unsupported(c, "ConvTranspose of %s", gpuc_dtype_name(dt));
   NnWindow w;
-  if (nn_convt_window(FULL_OPCTX(c), &w)) return -1;
+  if (nn_convt_window(LOWER_OPCTX(c), &w)) return -1;
   int nsp = w.nsp;
   int64_t HWin = prod(w.in, nsp), HWout = prod(w.out, nsp), K = prod(w.k, nsp);
   int64_t Cg = w.c_in / w.group, Mg = w.c_out / w.group, MK = Mg * K;
@@ -204,7 +198,7 @@ int lower_Einsum(LowerCtx *c) {
     if (!c->in[k] || c->in[k]->dt != dt) return lower_unsupported(c, "inputs of mixed dtypes");
   if (c->nin > 16) return lower_unsupported(c, "Einsum with %d inputs", c->nin);
   GpucEinsum es;
-  if (gpuc_einsum_parse(FULL_OPCTX(c), &es)) return -1;
+  if (gpuc_einsum_parse(LOWER_OPCTX(c), &es)) return -1;
   int order[GPUC_EINSUM_MAX_LABELS], pos[GPUC_EINSUM_MAX_LABELS], L = 0;
   bool in_out[GPUC_EINSUM_MAX_LABELS] = {false};
   for (int d = 0; d < es.out_rank; d++) { order[L++] = es.out_lab[d]; in_out[es.out_lab[d]] = true; }

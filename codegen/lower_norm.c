@@ -11,9 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FULL_OPCTX(c)                                                                      \
-  (&(OpCtx){.g = (c)->g, .n = (c)->n, .nin = (c)->nin, .nout = (c)->nout, .in = (c)->in, \
-            .out = (Tensor **)(c)->out, .err = (c)->err})
 #define MAX_GRID (65535u * 32)
 #define LL(v) ((long long)(v))
 
@@ -219,7 +216,7 @@ int lower_LayerNormalization(LowerCtx *c) {
   if (!is_flt(dt) || !is_flt(scale->dt) || (bias && !is_flt(bias->dt)))
     return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
   int axis;
-  if (gpuc_norm_axis(FULL_OPCTX(c), gpuc_attr_i(c->n, "axis", -1), x->rank, &axis)) return -1;
+  if (gpuc_norm_axis(LOWER_OPCTX(c), gpuc_attr_i(c->n, "axis", -1), x->rank, &axis)) return -1;
   double eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
   int64_t outer = prod(x->dims, axis), inner = prod(x->dims + axis, x->rank - axis);
   if (outer == 0) return 0;
@@ -338,7 +335,7 @@ int lower_MeanVarianceNormalization(LowerCtx *c) {
   if (na < 0) { axes = dflt; na = 3; }
   for (int i = 0; i < na; i++) {
     int a;
-    if (gpuc_norm_axis(FULL_OPCTX(c), axes[i], x->rank, &a)) return -1;
+    if (gpuc_norm_axis(LOWER_OPCTX(c), axes[i], x->rank, &a)) return -1;
     red[a] = true;
   }
   int nk = 0, nr = 0;

@@ -12,15 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#define FULL_OPCTX(c)                                                                      \
-  (&(OpCtx){.g = (c)->g, .n = (c)->n, .nin = (c)->nin, .nout = (c)->nout, .in = (c)->in, \
-            .out = (Tensor **)(c)->out, .err = (c)->err})
 #define MAX_GRID (65535u * 32)
 #define LL(v) ((long long)(v))
 
-static bool is_flt(GpucDType dt) {
-  return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 || dt == GPUC_DT_F64;
-}
 /* compute type: float (double for f64) for floats; integers exactly */
 static const char *val_t(GpucDType dt) {
   if (dt == GPUC_DT_F64) return "double";
@@ -46,7 +40,7 @@ static int pool_lower(LowerCtx *c, bool is_max) {
   if (dt == GPUC_DT_UNDEF || dt == GPUC_DT_BOOL || (!is_max && !is_flt(dt)))
     return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
   NnWindow w;
-  if (nn_pool_window(FULL_OPCTX(c), &w)) return -1;
+  if (nn_pool_window(LOWER_OPCTX(c), &w)) return -1;
   bool include_pad = !is_max && gpuc_attr_i(c->n, "count_include_pad", 0) == 1;
   bool col_major = is_max && gpuc_attr_i(c->n, "storage_order", 0) == 1;
   bool want_idx = is_max && c->nout > 1 && c->out[1] && c->tout[1] != UINT32_MAX;

@@ -15,9 +15,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define FULL_OPCTX(c)                                                                      \
-  (&(OpCtx){.g = (c)->g, .n = (c)->n, .nin = (c)->nin, .nout = (c)->nout, .in = (c)->in, \
-            .out = (Tensor **)(c)->out, .err = (c)->err})
 #define MAX_GRID (65535u * 32)
 #define LL(v) ((long long)(v))
 
@@ -185,7 +182,7 @@ static int reduce_lower(LowerCtx *c, RedOp op) {
   const Tensor *x = c->in[0], *y = c->out[0];
   GpucDType dt = x->dt;
   bool mask[GPUC_MAX_RANK], known;
-  if (gpuc_reduce_axes(FULL_OPCTX(c), mask, &known)) return -1;
+  if (gpuc_reduce_axes(LOWER_OPCTX(c), mask, &known)) return -1;
   if (!known) return lower_unsupported(c, "the axes input is not a constant");
   if (dt == GPUC_DT_UNDEF || (dt == GPUC_DT_BOOL && op != R_MAX && op != R_MIN) || y->dt != dt)
     return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
@@ -314,7 +311,7 @@ static int arg_lower(LowerCtx *c, bool is_max) {
   GpucDType dt = x->dt;
   if (dt == GPUC_DT_UNDEF || dt == GPUC_DT_BOOL) return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
   int axis;
-  if (gpuc_norm_axis(FULL_OPCTX(c), gpuc_attr_i(c->n, "axis", 0), x->rank, &axis)) return -1;
+  if (gpuc_norm_axis(LOWER_OPCTX(c), gpuc_attr_i(c->n, "axis", 0), x->rank, &axis)) return -1;
   bool last = gpuc_attr_i(c->n, "select_last_index", 0) != 0;
   int64_t outer, n, inner;
   axis_view(x, axis, &outer, &n, &inner);
@@ -362,7 +359,7 @@ static int softmax_lower(LowerCtx *c, SmOp op) {
   GpucDType dt = x->dt;
   if (!is_flt(dt) || y->dt != dt) return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
   int64_t outer, n, inner;
-  if (gpuc_softmax_view(FULL_OPCTX(c), &outer, &n, &inner)) return -1;
+  if (gpuc_softmax_view(LOWER_OPCTX(c), &outer, &n, &inner)) return -1;
   int64_t rows = outer * inner;
   if (rows == 0 || n == 0) return 0;
   const char *ct = facc(dt);
@@ -472,7 +469,7 @@ int lower_CumSum(LowerCtx *c) {
     return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
   if (!c->in[1]->data) return cumsum_runtime_axis(c);
   int axis;
-  if (gpuc_norm_axis(FULL_OPCTX(c), gpuc_get_i64(c->in[1], 0), x->rank, &axis)) return -1;
+  if (gpuc_norm_axis(LOWER_OPCTX(c), gpuc_get_i64(c->in[1], 0), x->rank, &axis)) return -1;
   bool excl = gpuc_attr_i(c->n, "exclusive", 0) != 0, rev = gpuc_attr_i(c->n, "reverse", 0) != 0;
   int64_t outer, n, inner;
   axis_view(x, axis, &outer, &n, &inner);
@@ -543,7 +540,7 @@ int lower_TopK(LowerCtx *c) {
   if (dt == GPUC_DT_UNDEF || dt == GPUC_DT_BOOL) return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
   int axis;
   int64_t k;
-  if (gpuc_topk_params(FULL_OPCTX(c), &axis, &k)) return -1;
+  if (gpuc_topk_params(LOWER_OPCTX(c), &axis, &k)) return -1;
   if (k < 0) return lower_unsupported(c, "K is not a constant");
   if (k > 1024) return lower_unsupported(c, "K = %lld is too large for the GPU kernel (at most 1024)", LL(k));
   bool largest = gpuc_attr_i(c->n, "largest", 1) != 0;

@@ -20,9 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FULL_OPCTX(c)                                                                      \
-  (&(OpCtx){.g = (c)->g, .n = (c)->n, .nin = (c)->nin, .nout = (c)->nout, .in = (c)->in, \
-            .out = (Tensor **)(c)->out, .err = (c)->err})
 #define LL(v) ((long long)(v))
 /* taps over all axes baked into the source, at most */
 #define MAX_TABLE_TAPS ((int64_t)1 << 20)
@@ -53,7 +50,7 @@ static int resize_lower(LowerCtx *c) {
   const Tensor *x = c->in[0], *y = c->out[0];
   GpucDType dt = x->dt;
   NnResize p;
-  int rc = nn_resize_params(FULL_OPCTX(c), &p);
+  int rc = nn_resize_params(LOWER_OPCTX(c), &p);
   if (rc < 0) return -1;
   if (rc > 0) return lower_unsupported(c, "scales/sizes are not constants");
   /* nn_resize_params keeps the default roi when the roi input's values are
@@ -78,7 +75,7 @@ static int resize_lower(LowerCtx *c) {
   int64_t ntab = 0;
   rc = 0;
   for (int d = 0; d < r && !rc; d++) {
-    rc = nn_resize_taps(FULL_OPCTX(c), &p, d, x->dims[d], MAX_TABLE_TAPS, &taps[d]);
+    rc = nn_resize_taps(LOWER_OPCTX(c), &p, d, x->dims[d], MAX_TABLE_TAPS, &taps[d]);
     if (rc) break;
     ident[d] = taps_identity(&taps[d], x->dims[d], p.out[d]);
     outside[d] = any_outside(&taps[d], p.out[d]);

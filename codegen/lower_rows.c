@@ -5,9 +5,6 @@
 #define MAX_GRID (65535u * 32)
 #define LL(v) ((long long)(v))
 
-bool is_flt(GpucDType dt) {
-  return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 || dt == GPUC_DT_F64;
-}
 
 /* Short rows run one per thread; so do strided (non-contiguous) rows when
  * there are enough of them to fill the GPU. */

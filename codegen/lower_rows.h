@@ -11,7 +11,6 @@ typedef struct {
   int uid;           /* unique shared-memory names */
 } Rows;
 
-bool is_flt(GpucDType dt); /* f32, f16, bf16 or f64 */
 Rows rows_pick(int64_t nrows, int64_t len, bool contiguous);
 void rows_open(StrBuf *b, const Rows *r, int64_t nrows);
 void rows_for(StrBuf *b, const Rows *r, const char *j, int64_t n);

@@ -4,6 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
+bool is_flt(GpucDType dt) {
+  return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 || dt == GPUC_DT_F64;
+}
+
 const char *cg_compute_type(GpucDType dt) {
   if (dt == GPUC_DT_F64) return "double";
   if (gpuc_dtype_is_int(dt)) return "long long";

@@ -4,14 +4,18 @@
 #include "codegen.h"
 #include "infer_util.h"
 
-/* OpCtx view of a LowerCtx, for gpuc_op_fail / attribute helpers. */
-#define LOWER_OPCTX(c) (&(OpCtx){.g = (c)->g, .n = (c)->n, .err = (c)->err})
+/* OpCtx view of a LowerCtx (inputs and outputs included), for
+ * gpuc_op_fail and the shared shape helpers of ir/ (windows, axes...). */
+#define LOWER_OPCTX(c)                                                                     \
+  (&(OpCtx){.g = (c)->g, .n = (c)->n, .nin = (c)->nin, .nout = (c)->nout, .in = (c)->in, \
+            .out = (Tensor **)(c)->out, .err = (c)->err})
 #define lower_fail(c, ...) gpuc_op_fail(LOWER_OPCTX(c), __VA_ARGS__)
 #define lower_unsupported(c, ...) gpuc_op_unsupported(LOWER_OPCTX(c), __VA_ARGS__)
 
 /* The type elementwise math runs in for dtype dt: "double" for f64,
  * "long long" for integers (exact), "float" for f32/f16/bf16 and bool. */
 const char *cg_compute_type(GpucDType dt);
+bool is_flt(GpucDType dt); /* f32, f16, bf16 or f64 */
 /* Expression reading element `idx` (a C expression) of argument `arg` of
  * dtype dt as compute type ct: handles __half/bf16 loads. */
 void cg_load(StrBuf *b, const char *ct, GpucDType dt, const char *arg, const char *idx);
