@@ -12,6 +12,7 @@ int cmd_run(int argc, char **argv);
 int cmd_test_onnx(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 
 /* Compiling a model to a plan (shared by the compile command and
  * test-onnx --gpu). sm 0 = the present GPU. */

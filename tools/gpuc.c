@@ -20,6 +20,8 @@ static const char *usage_text =
     "  gpuc run PLAN.gpuc [--input NAME=FILE]... [--out DIR]\n"
     "  gpuc inspect PLAN.gpuc\n"
     "  gpuc bench PLAN.gpuc [--iters N] [--warmup N] [--profile]\n"
+    "  gpuc train MODEL.onnx --data fashion-mnist:DIR --cpu [--epochs N] [--batch B] [--lr X]\n"
+    "             [--momentum M] [--weight-decay W] [--seed S] [--save OUT.onnx]\n"
     "inputs are .npy files or ONNX TensorProto .pb files; DIMS is like 1x3x224x224.\n"
     "exit status: 0 ok, 1 bad or unsupported model/input, 2 usage error\n";
 
@@ -100,6 +102,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
   if (!strcmp(cmd, "test-onnx")) return cmd_test_onnx(argc - 2, argv + 2);
   if (!strcmp(cmd, "bench")) return cmd_bench(argc - 2, argv + 2);
+  if (!strcmp(cmd, "train")) return cmd_train(argc - 2, argv + 2);
   if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
     printf("%s", usage_text);
     return EXIT_OK;

@@ -1,0 +1,313 @@
+/* The training loop on the CPU reference: the model + loss + backward graph
+ * run by gpuc_ref_run per batch (inputs: images, labels; outputs: loss and
+ * one gradient per parameter), SGD with momentum and weight decay applied on
+ * the host to the parameters' constant data, test accuracy with a
+ * forward-only copy of the model that gets the trained weights. */
+#include "train.h"
+#include "autodiff.h"
+#include "frontend.h"
+#include "ref.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct Trainer {
+  Graph *g;                     /* forward + loss + backward, batch bound */
+  Graph *eval;                  /* forward only, batch symbolic */
+  int64_t batch, dim, classes;
+  int in_rank;
+  int64_t in_dims[GPUC_MAX_RANK];  /* model input dims, batch excluded at [0] */
+  int np;
+  int *param;                   /* value index in g of each parameter */
+  int *eval_param;              /* the same parameter in eval */
+  float **vel;                  /* momentum buffers */
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void gpuc_trainer_free(Trainer *t) {
+  if (!t) return;
+  gpuc_graph_free(t->g);
+  gpuc_graph_free(t->eval);
+  for (int i = 0; i < t->np && t->vel; i++) free(t->vel[i]);
+  free(t->vel);
+  free(t->param);
+  free(t->eval_param);
+  free(t);
+}
+
+int gpuc_trainer_nparams(const Trainer *t) { return t->np; }
+const char *gpuc_trainer_param(const Trainer *t, int i, const Tensor **value) {
+  *value = &t->g->values[t->param[i]].t;
+  return t->g->values[t->param[i]].name;
+}
+
+/* One float input [batch, features...] and one float output [batch, C]. */
+static int check_io(const Graph *g, GpucErr *e) {
+  if (g->ninputs != 1)
+    return gpuc_err_set(e, "%s: training needs a model with one input (images), it has %d", g->path,
+                        g->ninputs);
+  if (g->noutputs != 1)
+    return gpuc_err_set(e, "%s: training needs a model with one output (scores), it has %d", g->path,
+                        g->noutputs);
+  const Tensor *x = &g->values[g->inputs[0]].t, *y = &g->values[g->outputs[0]].t;
+  if (x->dt != GPUC_DT_F32 || x->rank < 2)
+    return gpuc_err_set(e, "%s: the input must be f32 [batch, ...]", g->path);
+  for (int i = 1; i < x->rank; i++)
+    if (x->dims[i] < 0) return gpuc_err_set(e, "%s: the input's dims after the batch must be known", g->path);
+  if (y->dt != GPUC_DT_F32 || (y->rank >= 0 && y->rank != 2))
+    return gpuc_err_set(e, "%s: the output must be f32 scores [batch, classes]", g->path);
+  return 0;
+}
+
+static Attr *node_attrs(Graph *g, Node *n, int cap) {
+  n->attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr) * (size_t)cap);
+  return n->attrs;
+}
+
+Trainer *gpuc_trainer_new(const char *model_path, int64_t batch, GpucErr *e) {
+  Trainer *t = calloc(1, sizeof *t);
+  if (!t) { gpuc_err_set(e, "out of memory"); return NULL; }
+  t->batch = batch;
+  if (!(t->g = gpuc_onnx_load(model_path, NULL, 0, e))) goto fail;
+  if (!(t->eval = gpuc_onnx_load(model_path, NULL, 0, e))) goto fail;
+  Graph *g = t->g;
+  if (check_io(g, e)) goto fail;
+  /* bind the batch */
+  Value *xin = &g->values[g->inputs[0]];
+  t->in_rank = xin->t.rank;
+  memcpy(t->in_dims, xin->t.dims, sizeof t->in_dims);
+  if (xin->t.dims[0] >= 0 && xin->t.dims[0] != batch) {
+    gpuc_err_set(e, "%s: the input's batch is fixed at %lld; use --batch %lld", g->path,
+                 (long long)xin->t.dims[0], (long long)xin->t.dims[0]);
+    goto fail;
+  }
+  int64_t dims[GPUC_MAX_RANK];
+  memcpy(dims, xin->t.dims, sizeof dims);
+  dims[0] = batch;
+  t->dim = gpuc_shape_numel(t->in_rank - 1, dims + 1);
+  if (gpuc_graph_bind_shape(g, xin->name, t->in_rank, dims, e) || gpuc_graph_infer(g, e)) goto fail;
+  int logits = g->outputs[0];
+  const Tensor *lt = &g->values[logits].t;
+  if (!gpuc_shape_known(lt) || lt->rank != 2 || lt->dims[0] != batch) {
+    gpuc_err_set(e, "%s: the output is not [batch, classes] once the batch is bound", g->path);
+    goto fail;
+  }
+  t->classes = lt->dims[1];
+  /* labels input */
+  const char *lname = "labels";
+  char buf[64];
+  for (int k = 1; gpuc_graph_find_value(g, lname) >= 0 && k < 100; k++) {
+    snprintf(buf, sizeof buf, "labels.%d", k);
+    lname = buf;
+  }
+  int lab = gpuc_graph_add_value(g, lname), loss = gpuc_graph_add_value(g, "loss.train");
+  int *ins = gpuc_arena_alloc(&g->arena, sizeof(int) * 2);
+  int ni = gpuc_graph_add_node(g, GPUC_OP_SOFTMAXCROSSENTROPYLOSS, "loss.train", 2, 1);
+  if (lab < 0 || loss < 0 || !ins || ni < 0 || !node_attrs(g, &g->nodes[ni], 1)) {
+    gpuc_err_set(e, "out of memory");
+    goto fail;
+  }
+  int64_t ld = batch;
+  gpuc_set_shape(&g->values[lab].t, GPUC_DT_I64, 1, &ld);
+  g->values[lab].is_input = true;
+  ins[0] = g->inputs[0];
+  ins[1] = lab;
+  g->inputs = ins;
+  g->ninputs = 2;
+  Node *n = &g->nodes[ni];
+  n->in[0] = logits;
+  n->in[1] = lab;
+  n->out[0] = loss;
+  n->attrs[0] = (Attr){.name = "reduction", .kind = GPUC_ATTR_STRING, .s = "mean"};
+  n->nattr = 1;
+  g->values[loss].producer = ni;
+  g->values[logits].is_output = false;
+  g->values[loss].is_output = true;
+  g->outputs[0] = loss;
+  if (gpuc_graph_infer(g, e) || gpuc_autodiff(g, loss, e) || gpuc_graph_infer(g, e)) goto fail;
+  /* parameters, in the order of the gradient outputs */
+  t->np = g->noutputs - 1;
+  if (t->np < 1) { gpuc_err_set(e, "%s: the model has no trainable parameters", g->path); goto fail; }
+  t->param = calloc((size_t)t->np, sizeof(int));
+  t->eval_param = calloc((size_t)t->np, sizeof(int));
+  t->vel = calloc((size_t)t->np, sizeof(float *));
+  if (!t->param || !t->eval_param || !t->vel) { gpuc_err_set(e, "out of memory"); goto fail; }
+  for (int i = 0; i < t->np; i++) {
+    const char *gn = g->values[g->outputs[i + 1]].name;
+    char pn[1024];
+    snprintf(pn, sizeof pn, "%.*s", (int)(strlen(gn) - 5), gn);
+    int p = gpuc_graph_find_value(g, pn), q = gpuc_graph_find_value(t->eval, pn);
+    GPUC_ASSERT(p >= 0);
+    if (g->values[p].t.dt != GPUC_DT_F32) {
+      gpuc_err_unsupported(e, "%s: parameter '%s' is %s; training supports f32 parameters", g->path, pn,
+                           gpuc_dtype_name(g->values[p].t.dt));
+      goto fail;
+    }
+    if (q < 0 || !t->eval->values[q].is_const ||
+        gpuc_tensor_bytes(&t->eval->values[q].t) != gpuc_tensor_bytes(&g->values[p].t)) {
+      gpuc_err_set(e, "%s: parameter '%s' not found in the model again", g->path, pn);
+      goto fail;
+    }
+    t->param[i] = p;
+    t->eval_param[i] = q;
+    t->vel[i] = calloc((size_t)gpuc_numel(&g->values[p].t) + 1, sizeof(float));
+    if (!t->vel[i]) { gpuc_err_set(e, "out of memory"); goto fail; }
+  }
+  return t;
+fail:
+  gpuc_trainer_free(t);
+  return NULL;
+}
+
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static int check_data(const Trainer *t, const Dataset *d, GpucErr *e) {
+  if (d->dim != t->dim)
+    return gpuc_err_set(e, "%s: the model takes %lld values per image, the data has %lld", t->g->path,
+                        (long long)t->dim, (long long)d->dim);
+  for (int64_t i = 0; i < d->n; i++)
+    if (d->y[i] < 0 || d->y[i] >= t->classes)
+      return gpuc_err_set(e, "%s: label %lld is outside the model's %lld classes", t->g->path,
+                          (long long)d->y[i], (long long)t->classes);
+  return 0;
+}
+
+int gpuc_trainer_evaluate(Trainer *t, const Dataset *d, double *accuracy, GpucErr *e) {
+  if (check_data(t, d, e)) return -1;
+  for (int i = 0; i < t->np; i++) {
+    const Tensor *src = &t->g->values[t->param[i]].t;
+    memcpy(t->eval->values[t->eval_param[i]].t.data, src->data, gpuc_tensor_bytes(src));
+  }
+  const int64_t eb = 500;
+  Tensor x = {.dt = GPUC_DT_F32, .rank = t->in_rank};
+  memcpy(x.dims, t->in_dims, sizeof x.dims);
+  int64_t correct = 0;
+  for (int64_t s = 0; s < d->n; s += eb) {
+    int64_t b = d->n - s < eb ? d->n - s : eb;
+    x.dims[0] = b;
+    x.data = d->x + s * d->dim;
+    const Tensor *in[1] = {&x};
+    Tensor *out[1] = {NULL};
+    if (gpuc_ref_run(t->eval, in, out, e)) return -1;
+    const Tensor *y = out[0];
+    if (y->rank != 2 || y->dims[0] != b || y->dims[1] != t->classes) {
+      gpuc_tensor_free(out[0]);
+      return gpuc_err_set(e, "%s: the output is not [batch, classes]", t->g->path);
+    }
+    for (int64_t i = 0; i < b; i++) {
+      int64_t best = 0;
+      double bv = -INFINITY;
+      for (int64_t k = 0; k < t->classes; k++) {
+        double v = gpuc_get_f64(y, i * t->classes + k);
+        if (v > bv) { bv = v; best = k; }
+      }
+      correct += best == d->y[s + i];
+    }
+    gpuc_tensor_free(out[0]);
+  }
+  *accuracy = (double)correct / (double)d->n;
+  return 0;
+}
+
+int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, const TrainOptions *o,
+                     TrainResult *r, GpucErr *e) {
+  memset(r, 0, sizeof *r);
+  if (check_data(t, train, e) || (test && check_data(t, test, e))) return -1;
+  int64_t B = t->batch, steps = train->n / B;
+  if (steps < 1)
+    return gpuc_err_set(e, "the batch (%lld) is larger than the training set (%lld)", (long long)B,
+                        (long long)train->n);
+  int64_t *perm = malloc(sizeof(int64_t) * (size_t)train->n);
+  Tensor x = {.dt = GPUC_DT_F32, .rank = t->in_rank}, y = {.dt = GPUC_DT_I64, .rank = 1, .dims = {B}};
+  memcpy(x.dims, t->in_dims, sizeof x.dims);
+  x.dims[0] = B;
+  x.data = malloc(sizeof(float) * (size_t)(B * t->dim));
+  y.data = malloc(sizeof(int64_t) * (size_t)B);
+  Tensor **outs = calloc((size_t)t->g->noutputs, sizeof(Tensor *));
+  int rc = -1;
+  if (!perm || !x.data || !y.data || !outs) { gpuc_err_set(e, "out of memory"); goto done; }
+  for (int64_t i = 0; i < train->n; i++) perm[i] = i;
+  uint64_t rs = o->seed;
+  double t_start = now_s();
+  for (int ep = 1; ep <= o->epochs; ep++) {
+    /* Fisher-Yates with the seeded generator */
+    for (int64_t i = train->n - 1; i > 0; i--) {
+      int64_t j = (int64_t)(splitmix(&rs) % (uint64_t)(i + 1)), tmp = perm[i];
+      perm[i] = perm[j];
+      perm[j] = tmp;
+    }
+    double t_ep = now_s(), t_log = t_ep, loss_acc = 0;
+    int64_t loss_n = 0;
+    for (int64_t s = 0; s < steps; s++) {
+      for (int64_t i = 0; i < B; i++) {
+        int64_t k = perm[s * B + i];
+        memcpy((float *)x.data + i * t->dim, train->x + k * t->dim, sizeof(float) * (size_t)t->dim);
+        ((int64_t *)y.data)[i] = train->y[k];
+      }
+      const Tensor *in[2] = {&x, &y};
+      if (gpuc_ref_run(t->g, in, outs, e)) goto done;
+      double loss = gpuc_get_f64(outs[0], 0);
+      if (!isfinite(loss)) {
+        gpuc_err_set(e, "the loss is %g at epoch %d step %lld: lower --lr", loss, ep, (long long)s + 1);
+        goto done;
+      }
+      loss_acc += loss;
+      loss_n++;
+      r->last_loss = loss;
+      /* SGD with momentum (PyTorch's form): v = m v + (g + wd p); p -= lr v */
+      for (int i = 0; i < t->np; i++) {
+        Tensor *pt = &t->g->values[t->param[i]].t;
+        float *p = pt->data, *v = t->vel[i];
+        const float *gr = outs[i + 1]->data;
+        int64_t n = gpuc_numel(pt);
+        float m = (float)o->momentum, wd = (float)o->weight_decay, lr = (float)o->lr;
+        for (int64_t j = 0; j < n; j++) {
+          v[j] = m * v[j] + gr[j] + wd * p[j];
+          p[j] -= lr * v[j];
+        }
+      }
+      for (int k = 0; k < t->g->noutputs; k++) { gpuc_tensor_free(outs[k]); outs[k] = NULL; }
+      r->steps++;
+      if (o->log && o->log_every > 0 && (s + 1) % o->log_every == 0) {
+        double tn = now_s();
+        fprintf(o->log, "epoch %d step %lld/%lld loss %.4f images/s %.0f\n", ep, (long long)s + 1,
+                (long long)steps, loss_acc / (double)loss_n, (double)(o->log_every * B) / (tn - t_log));
+        fflush(o->log);
+        t_log = tn;
+        loss_acc = 0;
+        loss_n = 0;
+      }
+    }
+    double t_train = now_s() - t_ep;
+    if (test) {
+      if (gpuc_trainer_evaluate(t, test, &r->test_accuracy, e)) goto done;
+      if (o->log) {
+        fprintf(o->log, "epoch %d: test accuracy %.2f%% (%lld images), %.1f s training, %.0f images/s\n",
+                ep, 100.0 * r->test_accuracy, (long long)test->n, t_train,
+                (double)(steps * B) / t_train);
+        fflush(o->log);
+      }
+    }
+  }
+  r->seconds = now_s() - t_start;
+  rc = 0;
+done:
+  if (outs)
+    for (int k = 0; k < t->g->noutputs; k++) gpuc_tensor_free(outs[k]);
+  free(outs);
+  free(perm);
+  free(x.data);
+  free(y.data);
+  return rc;
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# gpuc train on the CPU: one epoch of the bundled MLP on Fashion-MNIST must
+# reach the accuracy floor; bad data files and flags give one-line errors
+# with exit 1/2, never a crash.
+# usage: train_test.sh GPUC MODELS_DIR DATA_DIR WORK_DIR [MIN_ACCURACY]
+set -u
+gpuc=$1 models=$2 data=$3 work=$4 floor=${5:-82}
+mkdir -p "$work"
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+
+# expect RC ARGS...: exit status RC, one line on stderr, no sanitizer report
+expect() {
+  local want=$1; shift
+  "$gpuc" "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  local lines; lines=$(grep -c . "$work/err" | head -1)
+  if [ "$rc" -ne "$want" ] || grep -q "Sanitizer\|runtime error" "$work/err"; then
+    bad "gpuc $* -> exit $rc (want $want): $(head -c 400 "$work/err")"
+  elif [ "$want" -eq 1 ] && [ "$lines" -ne 1 ]; then
+    bad "gpuc $* -> $lines lines on stderr, want 1: $(head -c 400 "$work/err")"
+  else ok; fi
+}
+
+mlp=$models/mlp.onnx
+out=$("$gpuc" train "$mlp" --data "fashion-mnist:$data" --epochs 1 --batch 64 --lr 0.05 \
+      --momentum 0.9 --seed 1 --cpu --save "$work/mlp_trained.onnx" 2>&1)
+rc=$?
+echo "$out"
+acc=$(echo "$out" | sed -n 's/^epoch 1: test accuracy \([0-9.]*\)%.*/\1/p')
+if [ $rc -ne 0 ] || [ -z "$acc" ]; then bad "training failed (exit $rc)"
+elif awk -v a="$acc" -v f="$floor" 'BEGIN { exit !(a >= f) }'; then ok
+else bad "test accuracy $acc% < $floor%"; fi
+[ -s "$work/mlp_trained.onnx" ] && "$gpuc" inspect "$work/mlp_trained.onnx" >/dev/null && ok \
+  || bad "--save did not write a loadable model"
+
+# usage errors (exit 2)
+expect 2 train "$mlp" --data "fashion-mnist:$data"                  # no --cpu
+expect 2 train "$mlp" --cpu                                          # no --data
+expect 2 train "$mlp" --data "mnist:$data" --cpu
+expect 2 train "$mlp" --data "fashion-mnist:$data" --cpu --batch 0
+expect 2 train "$mlp" --data "fashion-mnist:$data" --cpu --lr nan
+expect 2 train "$mlp" --data "fashion-mnist:$data" --cpu --epochs
+expect 2 train "$mlp" --data "fashion-mnist:$data" --cpu --bogus
+expect 2 train --data "fashion-mnist:$data" --cpu
+
+# hostile data folders (exit 1)
+d=$work/data
+mk() { rm -rf "$d"; mkdir -p "$d"; for f in train-images-idx3-ubyte train-labels-idx1-ubyte \
+  t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do cp "$data/$f.gz" "$d/"; done; }
+mk; rm "$d/train-images-idx3-ubyte.gz"
+expect 1 train "$mlp" --data "fashion-mnist:$d" --cpu
+mk; printf 'not gzip at all' > "$d/t10k-labels-idx1-ubyte.gz"
+expect 1 train "$mlp" --data "fashion-mnist:$d" --cpu
+mk; head -c 5000 "$data/train-images-idx3-ubyte.gz" > "$d/train-images-idx3-ubyte.gz"
+expect 1 train "$mlp" --data "fashion-mnist:$d" --cpu
+# wrong magic, huge dims, label out of range, count mismatch
+mk; printf '\x00\x00\x08\x03\xff\xff\xff\xff\x00\x00\x00\x1c\x00\x00\x00\x1c' | gzip > "$d/t10k-images-idx3-ubyte.gz"
+expect 1 train "$mlp" --data "fashion-mnist:$d" --cpu
+mk; printf '\x00\x00\x09\x01\x00\x00\x00\x01\x00' | gzip > "$d/t10k-labels-idx1-ubyte.gz"
+expect 1 train "$mlp" --data "fashion-mnist:$d" --cpu
+mk; printf '\x00\x00\x08\x01\x00\x00\x00\x01\x63' | gzip > "$d/t10k-labels-idx1-ubyte.gz"
+expect 1 train "$mlp" --data "fashion-mnist:$d" --cpu
+mk; printf '\x00\x00\x08\x01\x00\x00\x27\x10\x01' | gzip > "$d/t10k-labels-idx1-ubyte.gz"
+expect 1 train "$mlp" --data "fashion-mnist:$d" --cpu
+mk; rm "$d/t10k-images-idx3-ubyte.gz"; mkfifo "$d/t10k-images-idx3-ubyte.gz"
+expect 1 train "$mlp" --data "fashion-mnist:$d" --cpu
+# a model the trainer cannot take: wrong input size for 28x28 images
+expect 1 train "$models/resnet18.onnx" --data "fashion-mnist:$data" --cpu
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
