@@ -60,9 +60,22 @@ static int write_output(const char *outdir, const char *name, const Tensor *t, G
   return gpuc_npy_save(path, t, e);
 }
 
+/* mkdir -p */
 static int make_outdir(const char *outdir, GpucErr *e) {
-  if (outdir && mkdir(outdir, 0777) && errno != EEXIST)
-    return gpuc_err_set(e, "%s: cannot create output folder: %s", outdir, strerror(errno));
+  if (!outdir) return 0;
+  char path[4096];
+  if (snprintf(path, sizeof path, "%s", outdir) >= (int)sizeof path)
+    return gpuc_err_set(e, "%s: output folder path too long", outdir);
+  for (char *p = path + 1; ; p++) {
+    bool end = *p == 0;
+    if (*p == '/' || end) {
+      *p = 0;
+      if (mkdir(path, 0777) && errno != EEXIST)
+        return gpuc_err_set(e, "%s: cannot create output folder: %s", outdir, strerror(errno));
+      if (end) break;
+      *p = '/';
+    }
+  }
   return 0;
 }
 
