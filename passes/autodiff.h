@@ -45,6 +45,9 @@ bool gpuc_grad_trainable_slot(GpucOp op, int k);
 
 int gpuc_autodiff(Graph *g, int loss_value, GpucErr *e);
 
+/* MatMul with batch dims or 1-D operands (grad_MatMul handles 2-D x 2-D). */
+int gpuc_grad_matmul_nd(GradCtx *c);
+
 /* ---- helpers for rules --------------------------------------------------- */
 const Node *gc_node(const GradCtx *c);
 int gc_in(const GradCtx *c, int k);   /* forward input value (or -1) */

@@ -69,7 +69,7 @@ int grad_Gemm(GradCtx *c) {
 int grad_MatMul(GradCtx *c) {
   int A = gc_in(c, 0), B = gc_in(c, 1), dy = c->dy[0];
   if (gc_t(c, A)->rank != 2 || gc_t(c, B)->rank != 2)
-    return gc_fail(c, "only 2-D MatMul has a gradient rule so far");
+    return gpuc_grad_matmul_nd(c); /* passes/grad_rules_tf.c */
   if (c->need[0]) { TRY(c->dx[0] = gc_emit2(c, GPUC_OP_GEMM, dy, B)); TRY(gc_attr_i(c, "transB", 1)); }
   if (c->need[1]) { TRY(c->dx[1] = gc_emit2(c, GPUC_OP_GEMM, A, dy)); TRY(gc_attr_i(c, "transA", 1)); }
   return 0;

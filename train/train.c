@@ -83,9 +83,13 @@ Trainer *gpuc_trainer_new(const char *model_path, int64_t batch, GpucErr *e) {
   t->in_rank = xin->t.rank;
   memcpy(t->in_dims, xin->t.dims, sizeof t->in_dims);
   if (xin->t.dims[0] >= 0 && xin->t.dims[0] != batch) {
-    gpuc_err_set(e, "%s: the input's batch is fixed at %lld; use --batch %lld", g->path,
-                 (long long)xin->t.dims[0], (long long)xin->t.dims[0]);
-    goto fail;
+    /* a batch fixed by the exporter (often 1): made symbolic in both graphs
+     * and re-inferred; a model whose other shapes depend on it (a Reshape
+     * to a constant [1, ...]) fails the inference below. */
+    Graph *ev = t->eval;
+    xin->t.dims[0] = -1;
+    ev->values[ev->inputs[0]].t.dims[0] = -1;
+    if (gpuc_graph_infer(g, e) || gpuc_graph_infer(ev, e)) goto fail;
   }
   int64_t dims[GPUC_MAX_RANK];
   memcpy(dims, xin->t.dims, sizeof dims);
