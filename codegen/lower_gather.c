@@ -28,15 +28,6 @@
 
 typedef long long ll;
 
-static const char *bits_t(GpucDType dt) {
-  switch (gpuc_dtype_size(dt)) {
-  case 1: return "unsigned char";
-  case 2: return "unsigned short";
-  case 4: return "unsigned int";
-  default: return "unsigned long long";
-  }
-}
-
 /* Emit code setting `v` (i64) to index element `at` of `ind` wrapped by
  * dim, and clearing `ok` when it is out of [-dim, dim). */
 static void emit_index(StrBuf *b, const char *indent, const char *v, const char *ind, const char *at,
@@ -56,7 +47,7 @@ int lower_Gather(LowerCtx *c) {
   int64_t D = x->dims[axis], N = gpuc_numel(ind), total = gpuc_numel(y);
   int64_t inner = gpuc_shape_numel(x->rank - axis - 1, x->dims + axis + 1);
   if (total == 0) return 0;
-  const char *t = bits_t(x->dt);
+  const char *t = cg_bits_type(x->dt);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
   sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const %s* __restrict__ ind, %s* __restrict__ y) {\n"
@@ -81,7 +72,7 @@ int lower_GatherElements(LowerCtx *c) {
   int64_t xs[GPUC_MAX_RANK], N = gpuc_numel(ind);
   gpuc_strides(x, xs);
   if (N == 0) return 0;
-  const char *t = bits_t(x->dt);
+  const char *t = cg_bits_type(x->dt);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
   sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const %s* __restrict__ ind, %s* __restrict__ y) {\n"
@@ -118,7 +109,7 @@ int lower_GatherND(LowerCtx *c) {
   int64_t slice = gpuc_shape_numel(r - b0 - m, x->dims + b0 + m);
   int64_t xbatch = gpuc_shape_numel(r - b0, x->dims + b0), total = gpuc_numel(y);
   if (total == 0) return 0;
-  const char *t = bits_t(x->dt);
+  const char *t = cg_bits_type(x->dt);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
   sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const %s* __restrict__ ind, %s* __restrict__ y) {\n"
@@ -166,13 +157,13 @@ static void to_bits(char *buf, size_t n, GpucDType dt, const char *e) {
   case GPUC_DT_F64: snprintf(buf, n, "(unsigned long long)__double_as_longlong(%s)", e); break;
   case GPUC_DT_F16: snprintf(buf, n, "__half_as_ushort(%s)", e); break;
   case GPUC_DT_BF16: snprintf(buf, n, "__bfloat16_as_ushort(%s)", e); break;
-  default: snprintf(buf, n, "((%s)(%s))", bits_t(dt), e); break;
+  default: snprintf(buf, n, "((%s)(%s))", cg_bits_type(dt), e); break;
   }
 }
 
 /* Emit `__device__ void <fn>(T* p, T u)`: *p = red(*p, u), atomically. */
 static void emit_combine(StrBuf *b, const char *fn, GpucDType dt, Reduction red) {
-  const char *T = cg_ctype(dt), *W = bits_t(dt);
+  const char *T = cg_ctype(dt), *W = cg_bits_type(dt);
   size_t es = gpuc_dtype_size(dt);
   bool is_f = gpuc_dtype_is_float(dt);
   if (red == RED_NONE) {

@@ -10,30 +10,12 @@
 
 typedef long long ll;
 
-static const char *bits_t(GpucDType dt) {
-  switch (gpuc_dtype_size(dt)) {
-  case 1: return "unsigned char";
-  case 2: return "unsigned short";
-  case 4: return "unsigned int";
-  default: return "unsigned long long";
-  }
-}
-
-static unsigned long long elem_bits(GpucDType dt, const void *p) {
-  switch (gpuc_dtype_size(dt)) {
-  case 1: return *(const uint8_t *)p;
-  case 2: { uint16_t v; memcpy(&v, p, 2); return v; }
-  case 4: { uint32_t v; memcpy(&v, p, 4); return v; }
-  default: { uint64_t v; memcpy(&v, p, 8); return v; }
-  }
-}
-
 /* Bits of the value v stored in dtype dt the way the reference stores it. */
 static unsigned long long value_bits(GpucDType dt, double v) {
   char elem[16] = {0};
   Tensor t = {.dt = dt, .rank = 0, .data = elem};
   gpuc_set_f64(&t, 0, v);
-  return elem_bits(dt, elem);
+  return cg_elem_bits(dt, elem);
 }
 
 /* Fill all n elements of output 0 with one bit pattern. */
@@ -41,7 +23,7 @@ static int emit_fill(LowerCtx *c, unsigned long long bits) {
   const Tensor *y = c->out[0];
   int64_t n = gpuc_numel(y);
   if (n == 0) return 0;
-  const char *t = bits_t(y->dt);
+  const char *t = cg_bits_type(y->dt);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
   sb_printf(b, "extern \"C\" __global__ void %s(%s* __restrict__ y) {\n"
@@ -81,14 +63,14 @@ int lower_Constant(LowerCtx *c) {
   bool same = true;
   for (int64_t i = 1; i < cnt && same; i++)
     same = !memcmp((const char *)data + i * (int64_t)es, data, es);
-  if (same) return emit_fill(c, elem_bits(y->dt, data));
+  if (same) return emit_fill(c, cg_elem_bits(y->dt, data));
   if (cnt > 65536) return lower_unsupported(c, "a Constant node of %lld elements", (ll)cnt);
-  const char *t = bits_t(y->dt);
+  const char *t = cg_bits_type(y->dt);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
   sb_printf(b, "__device__ const %s %s_vals[%lld] = {", t, name, (ll)cnt);
   for (int64_t i = 0; i < cnt; i++)
-    sb_printf(b, "%s0x%llxULL", i ? ", " : "", elem_bits(y->dt, (const char *)data + i * (int64_t)es));
+    sb_printf(b, "%s0x%llxULL", i ? ", " : "", cg_elem_bits(y->dt, (const char *)data + i * (int64_t)es));
   sb_printf(b, "};\nextern \"C\" __global__ void %s(%s* __restrict__ y) {\n"
                "  GRID_STRIDE(i, %lldLL) y[i] = %s_vals[i];\n}\n", name, t, (ll)cnt, name);
   uint32_t args[1] = {c->tout[0]};
@@ -102,7 +84,7 @@ int lower_ConstantOfShape(LowerCtx *c) {
   char zero[16] = {0};
   const void *v = a && a->kind == GPUC_ATTR_TENSOR && a->t && a->t->data ? a->t->data : zero;
   if (a && a->t && a->t->dt != y->dt) return lower_fail(c, "value dtype differs from the output's");
-  return emit_fill(c, elem_bits(y->dt, v));
+  return emit_fill(c, cg_elem_bits(y->dt, v));
 }
 
 /* ---- EyeLike, OneHot, Range ------------------------------------------------ */
@@ -113,7 +95,7 @@ int lower_EyeLike(LowerCtx *c) {
   int64_t rows = y->dims[0], cols = y->dims[1], k = gpuc_attr_i(c->n, "k", 0), n = gpuc_numel(y);
   if (n == 0) return 0;
   if (k >= cols || k <= -rows) return emit_fill(c, 0);
-  const char *t = bits_t(y->dt);
+  const char *t = cg_bits_type(y->dt);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
   sb_printf(b, "extern \"C\" __global__ void %s(%s* __restrict__ y) {\n"
@@ -137,7 +119,7 @@ int lower_OneHot(LowerCtx *c) {
   int64_t depth = y->dims[axis], n = gpuc_numel(y);
   int64_t inner = gpuc_shape_numel(ind->rank - axis, ind->dims + axis);
   if (n == 0) return 0;
-  const char *t = bits_t(y->dt);
+  const char *t = cg_bits_type(y->dt);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
   sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ ind, const %s* __restrict__ vals, %s* __restrict__ y) {\n"

@@ -31,26 +31,6 @@ int gpuc_split_plan(OpCtx *c, int *axis, int64_t *sizes);
 #define VIEW_MAX (2 * GPUC_MAX_RANK)
 typedef long long ll;
 
-/* Unsigned integer type of dt's width: what byte-moving kernels copy. */
-static const char *bits_t(GpucDType dt) {
-  switch (gpuc_dtype_size(dt)) {
-  case 1: return "unsigned char";
-  case 2: return "unsigned short";
-  case 4: return "unsigned int";
-  default: return "unsigned long long";
-  }
-}
-
-/* Bit pattern of the element at p (of dt's width) as an unsigned literal. */
-static unsigned long long elem_bits(GpucDType dt, const void *p) {
-  switch (gpuc_dtype_size(dt)) {
-  case 1: return *(const uint8_t *)p;
-  case 2: { uint16_t v; memcpy(&v, p, 2); return v; }
-  case 4: { uint32_t v; memcpy(&v, p, 4); return v; }
-  default: { uint64_t v; memcpy(&v, p, 8); return v; }
-  }
-}
-
 /* The node's view as the OpCtx the planning functions take (they only
  * read in[], the node and the counts; out[] is not written). */
 static OpCtx plan_ctx(LowerCtx *c) {
@@ -72,11 +52,11 @@ static int emit_const_values(LowerCtx *c, uint32_t dst, GpucDType dt, int64_t n,
   if (n > 65536) return lower_unsupported(c, "a baked constant of %lld elements", (ll)n);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
-  const char *t = bits_t(dt);
+  const char *t = cg_bits_type(dt);
   size_t es = gpuc_dtype_size(dt);
   sb_printf(b, "__device__ const %s %s_vals[%lld] = {", t, name, (ll)n);
   for (int64_t i = 0; i < n; i++)
-    sb_printf(b, "%s0x%llxULL", i ? ", " : "", elem_bits(dt, (const char *)data + i * (int64_t)es));
+    sb_printf(b, "%s0x%llxULL", i ? ", " : "", cg_elem_bits(dt, (const char *)data + i * (int64_t)es));
   sb_printf(b, "};\nextern \"C\" __global__ void %s(%s* __restrict__ y) {\n"
                "  GRID_STRIDE(i, %lldLL) y[i] = %s_vals[i];\n}\n", name, t, (ll)n, name);
   uint32_t args[1] = {dst};
@@ -158,7 +138,7 @@ static int emit_transpose_tiled(LowerCtx *c, uint32_t src, uint32_t dst, GpucDTy
   if (gx > 0x7fffffff || gy > 65535) return 1;
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
-  const char *t = bits_t(dt);
+  const char *t = cg_bits_type(dt);
   sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(256) %s(const %s* __restrict__ x, %s* __restrict__ y) {\n"
                "  __shared__ %s tile[32][33];\n"
                "  for (i64 z = blockIdx.z; z < %lldLL; z += gridDim.z) {\n",
@@ -218,7 +198,7 @@ static int emit_view(LowerCtx *c, int o, uint32_t src, int64_t src_numel, GpucDT
   }
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
-  const char *t = bits_t(dt);
+  const char *t = cg_bits_type(dt);
   sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s* __restrict__ y) {\n"
                "  GRID_STRIDE(i, %lldLL) {\n", name, t, t, (ll)n);
   emit_decompose(b, "i", "s", v.rank, v.dims, v.st, v.off, "    ");
@@ -286,7 +266,7 @@ int lower_Concat(LowerCtx *c) {
   if (gpuc_norm_axis(LOWER_OPCTX(c), gpuc_attr_i(c->n, "axis", 1), r, &axis)) return -1;
   int64_t outer = gpuc_shape_numel(axis, y->dims);
   int64_t Yc = gpuc_shape_numel(r - axis, y->dims + axis), off = 0;
-  const char *t = bits_t(y->dt);
+  const char *t = cg_bits_type(y->dt);
   if (outer == 0 || Yc == 0) return 0;
   if (c->nin == 1) return alias_or_copy(c, 0, c->tin[0], gpuc_tensor_bytes(y));
   for (int k = 0; k < c->nin; k++) {
@@ -332,7 +312,7 @@ int lower_Split(LowerCtx *c) {
   int64_t outer = gpuc_shape_numel(axis, x->dims);
   int64_t inner = gpuc_shape_numel(x->rank - axis - 1, x->dims + axis + 1);
   int64_t Xc = x->dims[axis] * inner, off = 0;
-  const char *t = bits_t(x->dt);
+  const char *t = cg_bits_type(x->dt);
   for (int k = 0; k < c->nout; k++) {
     int64_t Yc = sizes[k] * inner;
     if (c->out[k] && Yc > 0 && outer > 0) {
@@ -427,21 +407,21 @@ int lower_Pad(LowerCtx *c) {
   if (rc == 1) return lower_unsupported(c, "Pad whose pads/axes are not constants");
   int64_t n_out = gpuc_numel(y);
   if (n_out == 0) return 0;
-  const char *t = bits_t(x->dt);
+  const char *t = cg_bits_type(x->dt);
   /* the pad value: the constant_value input (opset 11+; a runtime read when
    * it is not a constant), else the 'value' attribute, else zero */
   bool value_ptr = false;
   unsigned long long value = 0;
   if (c->nin > 2 && c->in[2]) {
     if (gpuc_numel(c->in[2]) >= 1) {
-      if (c->in[2]->data) value = elem_bits(x->dt, c->in[2]->data);
+      if (c->in[2]->data) value = cg_elem_bits(x->dt, c->in[2]->data);
       else value_ptr = true;
     }
   } else {
     char elem[16] = {0};
     Tensor tv = {.dt = x->dt, .rank = 0, .data = elem};
     gpuc_set_f64(&tv, 0, gpuc_attr_f(c->n, "value", 0.0f));
-    value = elem_bits(x->dt, elem);
+    value = cg_elem_bits(x->dt, elem);
   }
   if (r == 0) return alias_or_copy(c, 0, c->tin[0], gpuc_tensor_bytes(y));
   gpuc_strides(x, xs);
@@ -501,7 +481,7 @@ int lower_Trilu(LowerCtx *c) {
   int64_t k = kt && kt->data ? gpuc_get_i64(kt, 0) : 0;
   k = k > lim ? lim : k < -lim ? -lim : k;
   if (n == 0) return 0;
-  const char *t = bits_t(x->dt);
+  const char *t = cg_bits_type(x->dt);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
   sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, ", name, t);

@@ -109,3 +109,21 @@ int cg_copy(LowerCtx *c, uint32_t src, uint32_t dst, uint64_t bytes) {
   uint32_t args[2] = {src, dst};
   return cg_launch(c, name, bytes, 256, 0, 2, args);
 }
+
+const char *cg_bits_type(GpucDType dt) {
+  switch (gpuc_dtype_size(dt)) {
+  case 1: return "unsigned char";
+  case 2: return "unsigned short";
+  case 4: return "unsigned int";
+  default: return "unsigned long long";
+  }
+}
+
+unsigned long long cg_elem_bits(GpucDType dt, const void *p) {
+  switch (gpuc_dtype_size(dt)) {
+  case 1: return *(const uint8_t *)p;
+  case 2: { uint16_t v; memcpy(&v, p, 2); return v; }
+  case 4: { uint32_t v; memcpy(&v, p, 4); return v; }
+  default: { uint64_t v; memcpy(&v, p, 8); return v; }
+  }
+}

@@ -29,6 +29,10 @@ void cg_store(StrBuf *b, GpucDType dt, const char *dst, const char *idx, const c
  * NULL). Inputs listed in `which` (indices into c->in) are used, in order. */
 int cg_elementwise(LowerCtx *c, const int *which, int nwhich, const char *ct, const char *pre,
                    const char *expr);
+/* Unsigned integer type of dt's width: what byte-moving kernels copy. */
+const char *cg_bits_type(GpucDType dt);
+/* Bit pattern of the element at p (of dt's width), for baked literals. */
+unsigned long long cg_elem_bits(GpucDType dt, const void *p);
 /* Byte copy of in[i] into out[o] (same element count and dtype). */
 int cg_copy(LowerCtx *c, uint32_t src, uint32_t dst, uint64_t bytes);
 /* A float literal that round-trips (e.g. "1.00000001e-05f"). */

@@ -188,6 +188,29 @@ int gc_ints(GradCtx *c, int n, const int64_t *x) {
   return v;
 }
 
+int gc_second_output(GradCtx *c, const char *suffix, GpucDType dt) {
+  Graph *g = c->g;
+  Node *n = &g->nodes[c->node];
+  if (n->nout > 1 && n->out[1] >= 0) return n->out[1];
+  char name[600];
+  snprintf(name, sizeof name, "%s.%s", n->name, suffix);
+  int v = gpuc_graph_add_value(g, name);
+  if (v < 0) return gpuc_err_set(c->e, "%s: autodiff: out of memory", g->path);
+  n = &g->nodes[c->node];
+  if (n->nout < 2) {
+    int *outs = gpuc_arena_alloc(&g->arena, sizeof(int) * 2);
+    if (!outs) return gpuc_err_set(c->e, "%s: autodiff: out of memory", g->path);
+    outs[0] = n->out[0];
+    n->out = outs;
+    n->nout = 2;
+  }
+  n->out[1] = v;
+  g->values[v].producer = c->node;
+  const Tensor *x = gc_t(c, n->in[0]);
+  gpuc_set_shape(&g->values[v].t, dt == GPUC_DT_UNDEF ? x->dt : dt, x->rank, x->dims);
+  return v;
+}
+
 int gc_shape_of(GradCtx *c, int v) {
   const Tensor *t = gc_t(c, v);
   if (gpuc_shape_known(t)) return gc_ints(c, t->rank, t->dims);

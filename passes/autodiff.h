@@ -69,6 +69,10 @@ int gc_scalar(GradCtx *c, GpucDType dt, double v);
 int gc_ints(GradCtx *c, int n, const int64_t *v);
 /* Shape of value v as a 1-D int64 value (a constant when known, else Shape). */
 int gc_shape_of(GradCtx *c, int v);
+/* The forward node's output 1 (SoftmaxCrossEntropyLoss log_prob, Dropout
+ * mask), added as "<node>.<suffix>" of in[0]'s shape when the model left it
+ * out; dt UNDEF = in[0]'s dtype. Returns the value or -1. */
+int gc_second_output(GradCtx *c, const char *suffix, GpucDType dt);
 /* dy reduced over the axes along which `like` was broadcast to dy's shape
  * (numpy rules), reshaped to like's shape. Returns dy itself when nothing
  * is broadcast. */

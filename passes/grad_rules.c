@@ -213,24 +213,8 @@ int grad_ReduceSum(GradCtx *c) {
 int grad_SoftmaxCrossEntropyLoss(GradCtx *c) {
   Graph *g = c->g;
   Node *n = &g->nodes[c->node];
-  int lp = n->nout > 1 ? n->out[1] : -1;
-  if (lp < 0) {
-    char name[600];
-    snprintf(name, sizeof name, "%s.log_prob", n->name);
-    TRY(lp = gpuc_graph_add_value(g, name));
-    n = &g->nodes[c->node];
-    if (n->nout < 2) {
-      int *outs = gpuc_arena_alloc(&g->arena, sizeof(int) * 2);
-      if (!outs) return gpuc_err_set(c->e, "%s: autodiff: out of memory", g->path);
-      outs[0] = n->out[0];
-      n->out = outs;
-      n->nout = 2;
-    }
-    n->out[1] = lp;
-    g->values[lp].producer = c->node;
-    const Tensor *x = gc_t(c, n->in[0]);
-    gpuc_set_shape(&g->values[lp].t, x->dt, x->rank, x->dims);
-  }
+  int lp;
+  TRY(lp = gc_second_output(c, "log_prob", GPUC_DT_UNDEF));
   n = &g->nodes[c->node];
   int ins[4] = {c->dy[0], lp, n->in[1], n->nin > 2 ? n->in[2] : -1};
   const char *red = gpuc_attr_s(n, "reduction", "mean");

@@ -490,24 +490,8 @@ int grad_Dropout(GradCtx *c) {
   if (g->opset < 10) return gc_fail(c, "training-mode Dropout before opset 10");
   if (!(ratio >= 0 && ratio <= 1)) return gc_fail(c, "ratio %g is outside [0, 1]", ratio);
   n = &g->nodes[c->node];
-  int mask = n->nout > 1 ? n->out[1] : -1;
-  if (mask < 0) {
-    char name[600];
-    snprintf(name, sizeof name, "%s.mask", n->name);
-    TRY(mask = gpuc_graph_add_value(g, name));
-    n = &g->nodes[c->node];
-    if (n->nout < 2) {
-      int *outs = gpuc_arena_alloc(&g->arena, sizeof(int) * 2);
-      if (!outs) return gpuc_err_set(c->e, "%s: autodiff: out of memory", g->path);
-      outs[0] = n->out[0];
-      n->out = outs;
-      n->nout = 2;
-    }
-    n->out[1] = mask;
-    g->values[mask].producer = c->node;
-    const Tensor *x = gc_t(c, n->in[0]);
-    gpuc_set_shape(&g->values[mask].t, GPUC_DT_BOOL, x->rank, x->dims);
-  }
+  int mask;
+  TRY(mask = gc_second_output(c, "mask", GPUC_DT_BOOL));
   int dy = c->dy[0];
   GpucDType dt = dt_of(c, dy);
   int zero = gc_scalar(c, dt, 0.0), s = gc_scalar(c, dt, ratio < 1 ? 1.0 / (1.0 - ratio) : 0.0);
