@@ -233,8 +233,6 @@ int lower_Dropout(LowerCtx *c) {
   }
   if (lower_Identity(c)) return -1;
   if (c->nout > 1 && c->out[1]) {
-    const int none[1] = {0};
-    (void)none;
     LowerCtx m = *c;
     const Tensor *mo[1] = {c->out[1]};
     uint32_t mt[1] = {c->tout[1]};

@@ -54,9 +54,11 @@ int cmd_bench(int argc, char **argv) {
          b.median_ms, b.p90_ms, b.min_ms, iters);
   printf("throughput: %.1f items/s at batch %lld\n", (double)p->meta.batch / (b.median_ms * 1e-3),
          (long long)p->meta.batch);
+  /* the workspace may exceed the plan's: cuDNN's needs are known at load */
+  uint64_t ws = b.peak_device_bytes - p->meta.arena_bytes - p->weights_size;
   printf("device memory: %llu bytes (arena %llu + workspace %llu + weights %llu)\n",
          (unsigned long long)b.peak_device_bytes, (unsigned long long)p->meta.arena_bytes,
-         (unsigned long long)p->meta.workspace_bytes, (unsigned long long)p->weights_size);
+         (unsigned long long)ws, (unsigned long long)p->weights_size);
   if (prof) {
     double total = 0;
     for (uint32_t i = 0; i < p->nsteps; i++) total += prof[i];
