@@ -1,6 +1,7 @@
 /* The code generator's driver: graph values -> plan tensors, each node ->
  * lower_<Op>, then memory planning, weights, and the NVRTC compile. */
 #include "lower_util.h"
+#include "ew_kernel.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,7 +117,16 @@ static uint32_t value_tensor(PlanBuilder *pb, int v) {
   return t;
 }
 
+/* Fusion capture (LowerCtx.capture): helpers that would emit something
+ * mark the node as not inlinable and do nothing. */
+static bool capturing(LowerCtx *c) {
+  if (!c->capture) return false;
+  c->capture->other = true;
+  return true;
+}
+
 uint32_t cg_scratch(LowerCtx *c, GpucDType dt, int rank, const int64_t *dims) {
+  if (capturing(c)) return UINT32_MAX;
   Tensor t = {.dt = dt, .rank = rank};
   for (int i = 0; i < rank; i++) t.dims[i] = dims[i];
   char name[160];
@@ -125,6 +135,7 @@ uint32_t cg_scratch(LowerCtx *c, GpucDType dt, int rank, const int64_t *dims) {
 }
 
 int cg_alias(LowerCtx *c, int o, uint32_t src) {
+  if (capturing(c)) return 1;
   PlanTensor *t = &c->pb->p->tensors[c->tout[o]], *s = &c->pb->p->tensors[src];
   if (t->bytes != s->bytes) return gpuc_op_fail(&(OpCtx){.g = c->g, .n = c->n, .err = c->err},
                                                 "internal: alias of a different size");
@@ -146,7 +157,7 @@ const char *cg_kernel_name(LowerCtx *c) {
   return name;
 }
 
-static uint32_t node_label(LowerCtx *c) { return add_string(c->pb, c->n->name); }
+static uint32_t node_label(LowerCtx *c) { return add_string(c->pb, c->label ? c->label : c->n->name); }
 
 static int add_step(LowerCtx *c, PlanStep *s, int nargs, const uint32_t *args) {
   Plan *p = c->pb->p;
@@ -164,6 +175,7 @@ static int add_step(LowerCtx *c, PlanStep *s, int nargs, const uint32_t *args) {
 
 int cg_launch_grid(LowerCtx *c, const char *name, const unsigned grid[3], const unsigned block[3],
                    unsigned shmem, int nargs, const uint32_t *args) {
+  if (capturing(c)) return 0;
   Plan *p = c->pb->p;
   if (GROW(p->kernels, p->nkernels, c->pb->cap_kernels)) return gpuc_err_set(c->err, "out of memory");
   p->kernels[p->nkernels] = (PlanKernel){.name = add_string(c->pb, name)};
@@ -183,6 +195,7 @@ int cg_launch(LowerCtx *c, const char *name, uint64_t threads, unsigned block, u
 }
 
 int cg_gemm(LowerCtx *c, const PlanGemm *g) {
+  if (capturing(c)) return 0;
   Plan *p = c->pb->p;
   if (GROW(p->gemms, p->ngemms, c->pb->cap_gemms)) return gpuc_err_set(c->err, "out of memory");
   p->gemms[p->ngemms] = *g;
@@ -192,6 +205,7 @@ int cg_gemm(LowerCtx *c, const PlanGemm *g) {
 }
 
 int cg_conv(LowerCtx *c, const PlanConv *cv) {
+  if (capturing(c)) return 0;
   Plan *p = c->pb->p;
   if (GROW(p->convs, p->nconvs, c->pb->cap_convs)) return gpuc_err_set(c->err, "out of memory");
   p->convs[p->nconvs] = *cv;
@@ -287,13 +301,45 @@ static const char *prelude =
     "template <> __device__ __forceinline__ __half stf<__half>(float x) { return __float2half_rn(x); }\n"
     "template <> __device__ __forceinline__ __nv_bfloat16 stf<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }\n"
     "template <> __device__ __forceinline__ unsigned char stf<unsigned char>(float x) { return (unsigned char)(int)x; }\n"
+    "/* V elements of T moved as one aligned vector access */\n"
+    "template <class T, int V> struct alignas(sizeof(T) * V) Vec { T v[V]; };\n"
     "#define GRID_STRIDE(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \\\n"
     "                               i += (i64)gridDim.x * blockDim.x)\n";
 
 /* ---- the driver ---- */
+uint32_t cg_value_tensor(PlanBuilder *pb, int v) { return value_tensor(pb, v); }
+GpucErr *cg_builder_err(PlanBuilder *pb) { return pb->e; }
+const CodegenOptions *cg_builder_opt(PlanBuilder *pb) { return pb->opt; }
+
+int cg_lower_node(PlanBuilder *pb, int i, struct EwCapture *cap, const char *label) {
+  const Graph *g = pb->g;
+  const Node *n = &g->nodes[i];
+  const Tensor *ins[GPUC_MAX_IO], *outs[GPUC_MAX_IO];
+  uint32_t tin[GPUC_MAX_IO], tout[GPUC_MAX_IO];
+  LowerCtx c = {.g = g, .n = n, .node_index = i, .nin = n->nin, .nout = n->nout, .in = ins,
+                .out = outs, .tin = tin, .tout = tout, .pb = pb, .opt = pb->opt, .err = pb->e,
+                .capture = cap, .label = label};
+  snprintf(c.kname, sizeof c.kname, "k%d_%s", i, gpuc_op_name(n));
+  for (int k = 0; k < n->nin; k++) {
+    int v = n->in[k];
+    ins[k] = v >= 0 ? &g->values[v].t : NULL;
+    /* while capturing, values of the node's own group stay in registers */
+    bool internal = cap && v >= 0 && g->values[v].producer >= 0 &&
+                    g->nodes[g->values[v].producer].fuse_group == n->fuse_group;
+    tin[k] = v >= 0 && !internal ? value_tensor(pb, v) : UINT32_MAX;
+  }
+  for (int k = 0; k < n->nout; k++) {
+    outs[k] = n->out[k] >= 0 ? &g->values[n->out[k]].t : NULL;
+    tout[k] = n->out[k] >= 0 && !cap ? value_tensor(pb, n->out[k]) : UINT32_MAX;
+  }
+  if (pb->oom) return gpuc_err_set(pb->e, "%s: out of memory", g->path);
+  return lower_fns[n->op](&c);
+}
+
 int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileStats *st,
                  GpucErr *e) {
   *out = NULL;
+  int *members = NULL;
   PlanBuilder pb = {.g = g, .opt = o, .e = e};
   pb.p = calloc(1, sizeof *pb.p);
   pb.value_tensor = malloc(sizeof(uint32_t) * ((size_t)g->nvalues + 1));
@@ -316,23 +362,37 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
   for (int k = 0; k < g->ninputs; k++) value_tensor(&pb, g->inputs[k]);
   for (int k = 0; k < g->noutputs; k++)
     if (!g->values[g->outputs[k]].is_const) value_tensor(&pb, g->outputs[k]);
-  const Tensor *ins[GPUC_MAX_IO], *outs[GPUC_MAX_IO];
-  uint32_t tin[GPUC_MAX_IO], tout[GPUC_MAX_IO];
+  /* fusion groups (ids 1..nnodes): members chained in node order */
+  size_t nn1 = (size_t)g->nnodes + 1;
+  members = malloc(sizeof(int) * (nn1 * 4 + (size_t)g->nvalues + 1));
+  if (!members) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
+  int *first = members + nn1, *last = first + nn1, *next = last + nn1, *reader_group = next + nn1;
+  for (size_t k = 0; k < nn1; k++) first[k] = last[k] = next[k] = -1;
+  for (int v = 0; v < g->nvalues; v++) reader_group[v] = -2;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i].nin; k++) {
+      int v = g->nodes[i].in[k];
+      if (v < 0) continue;
+      int grp = g->nodes[i].fuse_group;
+      reader_group[v] = reader_group[v] == -2 || reader_group[v] == grp ? grp : -1;
+    }
   for (int i = 0; i < g->nnodes; i++) {
-    const Node *n = &g->nodes[i];
-    LowerCtx c = {.g = g, .n = n, .node_index = i, .nin = n->nin, .nout = n->nout, .in = ins,
-                  .out = outs, .tin = tin, .tout = tout, .pb = &pb, .opt = o, .err = e};
-    snprintf(c.kname, sizeof c.kname, "k%d_%s", i, gpuc_op_name(n));
-    for (int k = 0; k < n->nin; k++) {
-      ins[k] = n->in[k] >= 0 ? &g->values[n->in[k]].t : NULL;
-      tin[k] = n->in[k] >= 0 ? value_tensor(&pb, n->in[k]) : UINT32_MAX;
+    int grp = g->nodes[i].fuse_group;
+    if (grp <= 0 || grp > g->nnodes) continue;
+    if (first[grp] < 0) first[grp] = i;
+    else next[last[grp]] = i;
+    last[grp] = i;
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    int grp = g->nodes[i].fuse_group;
+    if (grp <= 0 || grp > g->nnodes) {
+      if (cg_lower_node(&pb, i, NULL, NULL)) goto done;
+      continue;
     }
-    for (int k = 0; k < n->nout; k++) {
-      outs[k] = n->out[k] >= 0 ? &g->values[n->out[k]].t : NULL;
-      tout[k] = n->out[k] >= 0 ? value_tensor(&pb, n->out[k]) : UINT32_MAX;
-    }
-    if (pb.oom) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
-    if (lower_fns[n->op](&c)) goto done;
+    if (i != last[grp]) continue; /* a group is lowered where its last member stands */
+    int nm = 0;
+    for (int j = first[grp]; j >= 0; j = next[j]) members[nm++] = j;
+    if (cg_lower_group(&pb, g, members, nm, reader_group)) goto done;
   }
   /* graph outputs that are constants (folded) get an arena buffer filled
    * from the weights by a copy step */
@@ -395,6 +455,7 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
   pb.p = NULL;
   rc = 0;
 done:
+  free(members);
   gpuc_plan_free(pb.p);
   free(pb.value_tensor);
   free(pb.strings.s);

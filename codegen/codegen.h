@@ -54,6 +54,11 @@ typedef struct LowerCtx {
   GpucErr *err;
   char kname[96];                /* unique base name for this node's kernels */
   int nkernels_emitted;
+  /* fusion (codegen/lower_fused.c): when set, cg_elementwise records the
+   * node's expression here instead of emitting a kernel, and any other
+   * emitting helper marks the node as not inlinable */
+  struct EwCapture *capture;
+  const char *label;             /* ONNX nodes the steps cover; NULL: n->name */
 } LowerCtx;
 
 /* The module source kernels are appended to. Kernels are
@@ -74,6 +79,21 @@ int cg_conv(LowerCtx *c, const PlanConv *cv);
 uint32_t cg_scratch(LowerCtx *c, GpucDType dt, int rank, const int64_t *dims);
 /* out tensor o becomes a view of tensor `src` (same bytes): Reshape & co. */
 int cg_alias(LowerCtx *c, int o, uint32_t src);
+
+/* ---- the driver's pieces fusion uses (codegen/lower_fused.c) ---- */
+/* Plan tensor of graph value v, created on first use. */
+uint32_t cg_value_tensor(PlanBuilder *pb, int v);
+/* Lower node i of the graph. With cap set its expression is recorded, not
+ * emitted, and values made by nodes of its fusion group get no tensor.
+ * label (may be NULL) names the ONNX nodes its steps cover. */
+int cg_lower_node(PlanBuilder *pb, int i, struct EwCapture *cap, const char *label);
+/* Lower fusion group `members` (node indices in order; the last one's
+ * output is the group's) as one kernel; as separate nodes when a member
+ * cannot be inlined. */
+int cg_lower_group(PlanBuilder *pb, const Graph *g, const int *members, int nmembers,
+                   const int *reader_group);
+GpucErr *cg_builder_err(PlanBuilder *pb);
+const CodegenOptions *cg_builder_opt(PlanBuilder *pb);
 
 #define OP(E, Name, min_in, max_in, min_out, max_out, flags) int lower_##Name(LowerCtx *c);
 #include "ops.def"

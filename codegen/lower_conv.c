@@ -92,17 +92,20 @@ static int lower_conv(LowerCtx *c, bool fused) {
   }
   if (cg_conv(c, &cv)) return -1;
   if (!bias) return 0;
-  /* y += bias[channel] */
-  int64_t spatial = 1;
-  for (int i = 2; i < y->rank; i++) spatial *= y->dims[i];
-  StrBuf *b = cg_src(c);
-  const char *name = cg_kernel_name(c);
-  const char *t = cg_ctype(y->dt);
-  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ bias, %s* __restrict__ y) {\n"
-               "  GRID_STRIDE(i, %lldLL) y[i] = stf<%s>(ldf(y[i]) + ldf(bias[(i / %lldLL) %% %lldLL]));\n}\n",
-            name, t, t, (long long)gpuc_numel(y), t, (long long)spatial, (long long)y->dims[1]);
-  uint32_t args[2] = {c->tin[2], c->tout[0]};
-  return cg_launch(c, name, (uint64_t)gpuc_numel(y), 256, 0, 2, args);
+  /* y += bias viewed as [C,1,..] (in place, one broadcasting kernel) */
+  Tensor bv = *bias;
+  bv.rank = y->rank - 1;
+  for (int i = 1; i < bv.rank; i++) bv.dims[i] = 1;
+  const Tensor *ins[2] = {y, &bv};
+  uint32_t tins[2] = {c->tout[0], c->tin[2]};
+  LowerCtx e = *c;
+  e.in = ins;
+  e.tin = tins;
+  e.nin = 2;
+  static const int which[2] = {0, 1};
+  int rc = cg_elementwise(&e, which, 2, "float", NULL, "x0 + x1");
+  c->nkernels_emitted = e.nkernels_emitted;
+  return rc;
 }
 
 int lower_Conv(LowerCtx *c) { return lower_conv(c, false); }

@@ -8,7 +8,9 @@ static bool gemm_dtype(GpucDType dt) {
   return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 || dt == GPUC_DT_F64;
 }
 
-int lower_MatMul(LowerCtx *c) {
+/* MatMul, and MatMulBias when bias is not NULL (B is then 2-D, so the batch
+ * folds into M and the bias row is cuBLASLt's epilogue). */
+static int matmul(LowerCtx *c, uint32_t bias) {
   const Tensor *a = c->in[0], *b = c->in[1], *y = c->out[0];
   if (!gemm_dtype(a->dt) || a->dt != b->dt)
     return lower_unsupported(c, "MatMul of %s x %s on the GPU", gpuc_dtype_name(a->dt), gpuc_dtype_name(b->dt));
@@ -24,6 +26,7 @@ int lower_MatMul(LowerCtx *c) {
   for (int d = 0; d < rb - 2; d++) batch_b *= b->dims[d];
   if (rb <= 2) {
     g.m = M * batch_a; /* A's batch folds into rows */
+    if (bias != UINT32_MAX) { g.c = bias; g.ldc = 0; }
   } else {
     /* batched: output batch dims = broadcast of both; support the cases
      * where each operand's batch is either the full batch or a single one */
@@ -37,6 +40,12 @@ int lower_MatMul(LowerCtx *c) {
     g.stride_y = M * N;
   }
   return cg_gemm(c, &g);
+}
+int lower_MatMul(LowerCtx *c) { return matmul(c, UINT32_MAX); }
+int lower_MatMulBias(LowerCtx *c) {
+  if (c->in[1]->rank != 2 || c->in[2]->dt != c->in[0]->dt)
+    return lower_fail(c, "internal: MatMulBias needs a 2-D B and a bias of A's dtype");
+  return matmul(c, c->tin[2]);
 }
 
 int lower_Gemm(LowerCtx *c) {

@@ -1,5 +1,7 @@
 /* Generic kernels: broadcasting elementwise, byte copies. */
 #include "lower_util.h"
+#include "ew_kernel.h"
+#include <stdlib.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,63 +39,44 @@ void cg_float_lit(char *buf, size_t n, double v, const char *ct) {
 
 int cg_elementwise(LowerCtx *c, const int *which, int nwhich, const char *ct, const char *pre,
                    const char *expr) {
-  const Tensor *y = c->out[0];
-  int r = y->rank;
-  int64_t n = gpuc_numel(y);
-  StrBuf *b = cg_src(c);
-  const char *name = cg_kernel_name(c);
-  uint32_t args[GPUC_MAX_IO + 1];
-  sb_printf(b, "extern \"C\" __global__ void %s(", name);
-  for (int k = 0; k < nwhich; k++) {
-    sb_printf(b, "const %s* __restrict__ in%d, ", cg_ctype(c->in[which[k]]->dt), k);
-    args[k] = c->tin[which[k]];
-  }
-  sb_printf(b, "%s* __restrict__ out0) {\n", cg_ctype(y->dt));
-  args[nwhich] = c->tout[0];
-  sb_printf(b, "  GRID_STRIDE(i, %lldLL) {\n", (long long)n);
-  /* per input: same shape -> index i; else decompose i with baked strides */
-  bool need_idx = false;
-  for (int k = 0; k < nwhich; k++) {
-    const Tensor *x = c->in[which[k]];
-    bool same = x->rank == r && !memcmp(x->dims, y->dims, sizeof(int64_t) * (size_t)r);
-    if (!same && gpuc_numel(x) != 1) need_idx = true;
-  }
-  if (need_idx) {
-    sb_printf(b, "    i64 rem = i;\n");
-    for (int d = r - 1; d >= 0; d--) sb_printf(b, "    i64 d%d = rem %% %lldLL; rem /= %lldLL;\n", d,
-                                               (long long)y->dims[d], (long long)y->dims[d]);
-  }
-  for (int k = 0; k < nwhich; k++) {
-    const Tensor *x = c->in[which[k]];
-    bool same = x->rank == r && !memcmp(x->dims, y->dims, sizeof(int64_t) * (size_t)r);
-    char idx[32];
-    if (gpuc_numel(x) == 1) snprintf(idx, sizeof idx, "0");
-    else if (same) snprintf(idx, sizeof idx, "i");
-    else {
-      snprintf(idx, sizeof idx, "o%d", k);
-      sb_printf(b, "    i64 o%d = 0", k);
-      int off = r - x->rank;
-      int64_t s = 1;
-      for (int d = x->rank - 1; d >= 0; d--) {
-        if (x->dims[d] != 1) sb_printf(b, " + d%d * %lldLL", d + off, (long long)s);
-        s *= x->dims[d];
-      }
-      sb_printf(b, ";\n");
+  if (nwhich > EW_MAX_ARGS) return lower_fail(c, "internal: elementwise op with %d inputs", nwhich);
+  if (c->capture) { /* fusion: record the expression, emit nothing */
+    EwCapture *cap = c->capture;
+    if (cap->calls++) { cap->other = true; return 0; }
+    cap->nargs = nwhich;
+    for (int k = 0; k < nwhich; k++) {
+      cap->slot[k] = which[k];
+      cap->view[k] = *c->in[which[k]];
+      cap->view[k].data = NULL;
     }
-    char arg[16];
-    snprintf(arg, sizeof arg, "in%d", k);
-    sb_printf(b, "    %s x%d = ", ct, k);
-    cg_load(b, ct, x->dt, arg, idx);
-    sb_printf(b, ";\n");
+    snprintf(cap->ct, sizeof cap->ct, "%s", ct);
+    cap->pre = pre ? strdup(pre) : NULL;
+    cap->expr = strdup(expr);
+    if (!cap->expr || (pre && !cap->pre)) return lower_fail(c, "out of memory");
+    return 0;
   }
-  if (pre) sb_printf(b, "    %s\n", pre);
-  sb_printf(b, "    ");
-  cg_store(b, y->dt, "out0", "i", ct, expr);
-  sb_printf(b, "  }\n}\n");
-  return cg_launch(c, name, (uint64_t)n, 256, 0, nwhich + 1, args);
+  EwProgram *p = calloc(1, sizeof *p);
+  if (!p) return lower_fail(c, "out of memory");
+  p->y = c->out[0];
+  p->ty = c->tout[0];
+  p->nterms = 1;
+  EwTerm *t = &p->term[0];
+  t->nargs = nwhich;
+  t->ct = ct;
+  t->pre = pre;
+  t->expr = expr;
+  t->dt = c->out[0]->dt;
+  for (int k = 0; k < nwhich; k++) {
+    t->arg[k].ext = ew_ext(p, c->tin[which[k]], c->in[which[k]]);
+    t->arg[k].term = -1;
+  }
+  int rc = cg_ew_program(c, p);
+  free(p);
+  return rc;
 }
 
 int cg_copy(LowerCtx *c, uint32_t src, uint32_t dst, uint64_t bytes) {
+  if (c->capture) { c->capture->other = true; return 0; }
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
   /* 16-byte vectors when both ends are aligned (arena/weights offsets are

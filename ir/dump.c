@@ -103,7 +103,9 @@ void gpuc_graph_dump(const Graph *g, FILE *f) {
       n->in[k] < 0 ? fprintf(f, "%s_", k ? ", " : "") : fprintf(f, "%s%%%d", k ? ", " : "", n->in[k]);
     fprintf(f, ")");
     for (int k = 0; k < n->nattr; k++) { fprintf(f, k ? ", " : " {"); print_attr(&n->attrs[k], f); }
-    fprintf(f, "%s  # %s\n", n->nattr ? "}" : "", n->name);
+    fprintf(f, "%s  # %s", n->nattr ? "}" : "", n->name);
+    if (n->fuse_group) fprintf(f, " [fused %d]", n->fuse_group);
+    fprintf(f, "\n");
   }
   fprintf(f, "  return");
   for (int i = 0; i < g->noutputs; i++)

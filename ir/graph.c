@@ -113,6 +113,19 @@ int gpuc_graph_add_node(Graph *g, GpucOp op, const char *name, int nin, int nout
   return g->nnodes++;
 }
 
+int gpuc_graph_remove_nodes(Graph *g, const bool *drop) {
+  int kept = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    if (!drop[i]) g->nodes[kept++] = g->nodes[i];
+  int removed = g->nnodes - kept;
+  g->nnodes = kept;
+  for (int v = 0; v < g->nvalues; v++) g->values[v].producer = -1;
+  for (int i = 0; i < kept; i++)
+    for (int k = 0; k < g->nodes[i].nout; k++)
+      if (g->nodes[i].out[k] >= 0) g->values[g->nodes[i].out[k]].producer = i;
+  return removed;
+}
+
 /* Kahn's algorithm, stable (keeps file order among ready nodes). */
 int gpuc_graph_toposort(Graph *g, GpucErr *e) {
   int nn = g->nnodes;

@@ -66,6 +66,24 @@ int infer_MatMul(OpCtx *c) {
   return 0;
 }
 
+/* MatMulBias(A, B[K,N], bias): MatMul's shape; bias holds N values of A's
+ * dtype, shaped [N] or [1,..,1,N]. */
+int infer_MatMulBias(OpCtx *c) {
+  if (infer_MatMul(c)) return -1;
+  const Tensor *b = c->in[1], *bias = c->in[2];
+  if (b->rank != 2) return gpuc_op_fail(c, "B must be 2-D (got rank %d)", b->rank);
+  if (bias->dt != c->in[0]->dt)
+    return gpuc_op_fail(c, "bias is %s but A is %s", gpuc_dtype_name(bias->dt), gpuc_dtype_name(c->in[0]->dt));
+  if (bias->rank < 1 || bias->rank > c->out[0]->rank)
+    return gpuc_op_fail(c, "bias must have rank 1..%d (got %d)", c->out[0]->rank, bias->rank);
+  for (int d = 0; d + 1 < bias->rank; d++)
+    if (bias->dims[d] != 1) return gpuc_op_fail(c, "bias must be [N] or [1,..,1,N]");
+  int64_t nb = bias->dims[bias->rank - 1];
+  if (nb >= 0 && b->dims[1] >= 0 && nb != b->dims[1])
+    return gpuc_op_fail(c, "bias has %lld values, B has %lld columns", (long long)nb, (long long)b->dims[1]);
+  return 0;
+}
+
 /* ---- MatMulInteger ----------------------------------------------------- */
 
 /* A zero point is a scalar (per tensor), or per row of A / per column of

@@ -8,6 +8,11 @@
  *                   "input" [batch,3,224,224] with a symbolic batch
  *   resnet50.onnx   ResNet-50 (v1.5 bottlenecks), same conventions
  *   shape_chain.onnx  Shape-Gather-Unsqueeze-Concat-Reshape, for folding tests
+ *   ffn_block.onnx  a BERT feed-forward block as PyTorch exports it, for the
+ *                   fusion passes: MatMul + bias Add, the Erf GELU chain,
+ *                   MatMul + bias, residual Add, LayerNormalization, then a
+ *                   broadcast gate; input "x" [batch,16,64]; a second
+ *                   output scales the transposed residual
  * usage: make_models OUTDIR */
 #include "onnx_builder.h"
 #include <math.h>
@@ -308,7 +313,85 @@ static int shape_chain(const char *dir) {
   return ob_save(b, path);
 }
 
+static void scalar(OnnxBuilder *b, const char *name, float v) {
+  ob_init_f32(b, name, 0, NULL, &v);
+}
+
+static void binary(OnnxBuilder *b, const char *op, const char *name, const char *x, const char *y,
+                   const char *out) {
+  const char *ins[] = {x, y, NULL}, *outs[] = {out, NULL};
+  ob_node(b, op, name, ins, outs);
+}
+
+/* Linear as exported: MatMul(x, W[in,out]) then Add(bias, .) (bias first, as
+ * PyTorch writes it for some layers) or Add(., bias). */
+static void linear(OnnxBuilder *b, const char *name, const char *x, const char *y, int64_t in,
+                   int64_t out, bool bias_first) {
+  char w[128], bias[128], mm[128], add[128];
+  snprintf(w, sizeof w, "%s.weight", name);
+  snprintf(bias, sizeof bias, "%s.bias", name);
+  snprintf(mm, sizeof mm, "%s/MatMul", name);
+  snprintf(add, sizeof add, "%s/Add", name);
+  int64_t wd[2] = {in, out};
+  weights(b, w, 2, wd, in);
+  constant_vec(b, bias, out, 0.0f, 0.1f);
+  char t[160];
+  snprintf(t, sizeof t, "%s.mm", name);
+  binary(b, "MatMul", mm, x, w, t);
+  if (bias_first) binary(b, "Add", add, bias, t, y);
+  else binary(b, "Add", add, t, bias, y);
+}
+
+static int ffn_block(const char *dir) {
+  OnnxBuilder *b = ob_new("ffn_block", 17);
+  int64_t in[3] = {-1, 16, 64};
+  ob_input(b, "x", 1, 3, in, "batch");
+  linear(b, "fc1", "x", "h", 64, 256, false);
+  /* GELU: h * (erf(h / sqrt 2) + 1) * 0.5 */
+  scalar(b, "sqrt2", 1.4142135f);
+  scalar(b, "one", 1.0f);
+  scalar(b, "half", 0.5f);
+  binary(b, "Div", "gelu/Div", "h", "sqrt2", "g1");
+  unary(b, "Erf", "gelu/Erf", "g1", "g2");
+  binary(b, "Add", "gelu/Add", "g2", "one", "g3");
+  binary(b, "Mul", "gelu/Mul", "h", "g3", "g4");
+  binary(b, "Mul", "gelu/Mul_1", "g4", "half", "g5");
+  linear(b, "fc2", "g5", "o", 256, 64, true);
+  binary(b, "Add", "residual", "o", "x", "r");
+  constant_vec(b, "ln.weight", 64, 1.0f, 0.1f);
+  constant_vec(b, "ln.bias", 64, 0.0f, 0.1f);
+  const char *li[] = {"r", "ln.weight", "ln.bias", NULL}, *lo[] = {"n", NULL};
+  ob_node(b, "LayerNormalization", "ln", li, lo);
+  ob_attr_i(b, "axis", -1);
+  ob_attr_f(b, "epsilon", 1e-5f);
+  /* a gate broadcast over rows, Sigmoid, Where on a comparison, Clip */
+  constant_vec(b, "gate.weight", 64, 1.0f, 0.5f);
+  binary(b, "Mul", "gate/Mul", "n", "gate.weight", "q1");
+  unary(b, "Sigmoid", "gate/Sigmoid", "q1", "q2");
+  binary(b, "Mul", "gate/Mul_1", "n", "q2", "q3");
+  scalar(b, "zero", 0.0f);
+  binary(b, "Less", "gate/Less", "q3", "zero", "neg");
+  const char *wi[] = {"neg", "zero", "q3", NULL}, *wo[] = {"q4", NULL};
+  ob_node(b, "Where", "gate/Where", wi, wo);
+  scalar(b, "cap", 2.0f);
+  const char *ci[] = {"q4", "zero", "cap", NULL}, *co[] = {"y", NULL};
+  ob_node(b, "Clip", "gate/Clip", ci, co);
+  ob_output(b, "y", 1, 3, in);
+  /* second output: the residual transposed and scaled (attention's q * s) */
+  const char *ti[] = {"r", NULL}, *to[] = {"rt", NULL};
+  ob_node(b, "Transpose", "t/Transpose", ti, to);
+  int64_t perm[3] = {0, 2, 1}, tdims[3] = {-1, 64, 16};
+  ob_attr_ints(b, "perm", 3, perm);
+  scalar(b, "scale", 0.125f);
+  binary(b, "Mul", "t/Mul", "rt", "scale", "t");
+  ob_output(b, "t", 1, 3, tdims);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/ffn_block.onnx", dir);
+  return ob_save(b, path);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: make_models OUTDIR\n"); return 2; }
-  return small_cnn(argv[1]) || mlp(argv[1]) || resnet18(argv[1]) || resnet50(argv[1]) || shape_chain(argv[1]) || mobile_block(argv[1]) ? 1 : 0;
+  return small_cnn(argv[1]) || mlp(argv[1]) || resnet18(argv[1]) || resnet50(argv[1]) || shape_chain(argv[1]) || mobile_block(argv[1]) ||
+                 ffn_block(argv[1]) ? 1 : 0;
 }

@@ -18,20 +18,8 @@ int pass_dead_code(Graph *g, const PassOptions *o, GpucErr *e) {
       for (int k = 0; k < n->nin; k++)
         if (n->in[k] >= 0) live[n->in[k]] = true;
   }
-  int kept = 0, removed = 0;
-  for (int i = 0; i < g->nnodes; i++) {
-    if (!keep[i]) {
-      for (int k = 0; k < g->nodes[i].nout; k++)
-        if (g->nodes[i].out[k] >= 0) g->values[g->nodes[i].out[k]].producer = -1;
-      removed++;
-      continue;
-    }
-    g->nodes[kept] = g->nodes[i];
-    for (int k = 0; k < g->nodes[kept].nout; k++)
-      if (g->nodes[kept].out[k] >= 0) g->values[g->nodes[kept].out[k]].producer = kept;
-    kept++;
-  }
-  g->nnodes = kept;
+  for (int i = 0; i < g->nnodes; i++) keep[i] = !keep[i]; /* now: drop */
+  int removed = gpuc_graph_remove_nodes(g, keep);
   /* constants nothing reads any more: release their data */
   for (int v = 0; v < g->nvalues; v++)
     if (g->values[v].is_const && !live[v] && !g->values[v].is_output && g->values[v].t.data) {

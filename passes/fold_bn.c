@@ -93,15 +93,7 @@ int pass_fold_batchnorm(Graph *g, const PassOptions *o, GpucErr *e) {
     drop[i] = true;
     changes++;
   }
-  int kept = 0;
-  for (int i = 0; i < g->nnodes; i++) {
-    if (drop[i]) continue;
-    g->nodes[kept] = g->nodes[i];
-    for (int k = 0; k < g->nodes[kept].nout; k++)
-      if (g->nodes[kept].out[k] >= 0) g->values[g->nodes[kept].out[k]].producer = kept;
-    kept++;
-  }
-  g->nnodes = kept;
+  gpuc_graph_remove_nodes(g, drop);
   free(drop);
   return changes;
 }

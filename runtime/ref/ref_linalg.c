@@ -157,6 +157,19 @@ int ref_MatMul(OpCtx *c) {
   return rc;
 }
 
+/* MatMulBias = MatMul(A, B) + bias (bias: N values, one per column). */
+int ref_MatMulBias(OpCtx *c) {
+  OpCtx mm = *c;
+  mm.nin = 2;
+  if (ref_MatMul(&mm)) return -1;
+  Tensor *y = c->out[0];
+  const Tensor *bias = c->in[2];
+  int64_t n = gpuc_numel(y), cols = gpuc_numel(bias);
+  for (int64_t i = 0; i < n && cols > 0; i++)
+    gpuc_set_f64(y, i, gpuc_get_f64(y, i) + gpuc_get_f64(bias, i % cols));
+  return 0;
+}
+
 /* ---- MatMulInteger ------------------------------------------------------- */
 
 /* Index map from x's elements to its zero point's (NULL for a scalar zero

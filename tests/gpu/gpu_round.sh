@@ -29,26 +29,8 @@ $GPUC build-gpu/models/mlp.onnx --shape image=16x784 -o /tmp/gpuc_smoke/mlp.gpuc
 $GPUC run build-gpu/models/mlp.onnx --cpu --shape image=16x784 --out /tmp/gpuc_smoke/cpu 2>&1 | tee -a "$OUT/log.txt"
 $GPUC run /tmp/gpuc_smoke/mlp.gpuc --out /tmp/gpuc_smoke/gpu 2>&1 | tee -a "$OUT/log.txt"
 
-# fp16 diagnosis on MobileNetV2's pieces: GPU fp32 / fp16 against the CPU
-if [ -f build-gpu/models/mobile_block.onnx ]; then
-  M=build-gpu/models/mobile_block.onnx D=/tmp/gpuc_diag
-  mkdir -p $D
-  $GPUC run $M --cpu --out $D/cpu > /dev/null 2>&1
-  $GPUC $M -o $D/f32.gpuc > /dev/null && $GPUC run $D/f32.gpuc --out $D/g32 > /dev/null 2>&1
-  $GPUC $M --fp16 -o $D/f16.gpuc > /dev/null && $GPUC run $D/f16.gpuc --out $D/g16 > /dev/null 2>&1
-  $GPUC inspect $D/f16.gpuc > "$BIG/diag_plan.txt" 2>&1
-  $PY - <<PYEOF 2>&1 | tee "$OUT/diag.txt"
-import numpy as np
-for o in ["dw", "clip", "y"]:
-    c = np.load("$D/cpu/%s.npy" % o).astype(np.float64)
-    for v in ["g32", "g16"]:
-        try:
-            g = np.load("$D/%s/%s.npy" % (v, o)).astype(np.float64)
-            print("mobile_block %s %s rel L2 %.3g" % (o, v, np.linalg.norm(g - c) / np.linalg.norm(c)))
-        except Exception as ex:
-            print("mobile_block %s %s: %s" % (o, v, ex))
-PYEOF
-fi
+# bundled models (fusion groups, MatMulBias, conv bias splits) GPU vs CPU
+$PY tests/gpu/bundled_vs_cpu.py $GPUC build-gpu/models /tmp/gpuc_smoke 2>&1 | tee "$OUT/bundled.txt"
 
 if [[ "$what" == *models* ]]; then
   q=""; [[ "$what" == *quick* ]] && q="--quick"

@@ -113,6 +113,53 @@ static void compare_model_opts(const char *path, const GpucShapeBind *b, int nb,
   gpuc_graph_free(g1);
 }
 
+/* Fusion structure after -O2: the number of MatMulBias nodes, and the sizes
+ * of the elementwise fusion groups (sorted descending, 0-terminated). */
+static void check_fusion(const char *path, const GpucShapeBind *b, int nb, bool fp16, int want_matmul_bias,
+                         const int *want_sizes) {
+  GpucErr e = {0};
+  Graph *g = gpuc_onnx_load(path, b, nb, &e);
+  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  if (!g) return;
+  PassOptions o;
+  gpuc_pass_options_default(&o, 2);
+  o.fp16 = fp16;
+  CHECK(gpuc_passes_run(g, &o, &e) == 0, "passes on %s: %s", path, e.msg);
+  int mmb = 0, size[256] = {0};
+  for (int i = 0; i < g->nnodes; i++) {
+    mmb += g->nodes[i].op == GPUC_OP_MATMULBIAS;
+    int grp = g->nodes[i].fuse_group;
+    CHECK(grp >= 0 && grp < 256, "%s: group id %d", path, grp);
+    if (grp > 0 && grp < 256) size[grp]++;
+    /* a member's output is read by members of its group only, or is the group's result */
+    if (grp > 0) {
+      int v = g->nodes[i].out[0], outside = g->values[v].is_output;
+      for (int j = 0; j < g->nnodes; j++)
+        for (int k = 0; k < g->nodes[j].nin; k++)
+          if (g->nodes[j].in[k] == v && g->nodes[j].fuse_group != grp) outside++;
+      int later = 0; /* members after i in the same group */
+      for (int j = i + 1; j < g->nnodes; j++) later += g->nodes[j].fuse_group == grp;
+      CHECK(!(outside && later), "%s: %s's output leaves group %d before its last member", path,
+            g->nodes[i].name, grp);
+    }
+  }
+  CHECK(mmb == want_matmul_bias, "%s: %d MatMulBias nodes, expected %d", path, mmb, want_matmul_bias);
+  int sorted[256], n = 0;
+  for (int k = 1; k < 256; k++)
+    if (size[k]) sorted[n++] = size[k];
+  for (int a = 0; a < n; a++)
+    for (int c = a + 1; c < n; c++)
+      if (sorted[c] > sorted[a]) { int t = sorted[a]; sorted[a] = sorted[c]; sorted[c] = t; }
+  int want_n = 0;
+  while (want_sizes[want_n]) want_n++;
+  bool same = n == want_n;
+  for (int k = 0; k < n && same; k++) same = sorted[k] == want_sizes[k];
+  char got[256] = "";
+  for (int k = 0; k < n; k++) snprintf(got + strlen(got), sizeof got - strlen(got), "%d ", sorted[k]);
+  CHECK(same, "%s: fusion group sizes %s", path, got);
+  gpuc_graph_free(g);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: test_passes MODELS_DIR\n"); return 2; }
   char p[4096];
@@ -138,6 +185,25 @@ int main(int argc, char **argv) {
   compare_model_opts(p, &r18, 1, -1, true);
   snprintf(p, sizeof p, "%s/small_cnn.onnx", argv[1]);
   compare_model(p, NULL, 0, -1);
+  /* -O2 fusions of a transformer FFN block: two MatMul + bias pairs become
+   * MatMulBias (19 -> 17 nodes); the GELU chain (5 ops), the gate
+   * (Mul-Sigmoid-Mul, then Less-Where-Clip) and Transpose-Mul are groups */
+  GpucShapeBind fb = {.name = "x", .rank = 3, .dims = {3, 16, 64}};
+  snprintf(p, sizeof p, "%s/ffn_block.onnx", argv[1]);
+  compare_model(p, &fb, 1, 17);
+  compare_model_opts(p, &fb, 1, -1, true);
+  static const int ffn_groups[] = {5, 3, 3, 2, 0}, ffn16_groups[] = {5, 4, 3, 3, 0}, none[] = {0}, pair[] = {2, 0};
+  check_fusion(p, &fb, 1, false, 2, ffn_groups);
+  /* fp16: the Cast back to the f32 output joins the last group */
+  check_fusion(p, &fb, 1, true, 2, ffn16_groups);
+  /* mobile_block's depthwise Conv and Clip outputs are graph outputs: they
+   * stay; the 1x1 Conv's bias moves into an Add fused with the residual */
+  snprintf(p, sizeof p, "%s/mobile_block.onnx", argv[1]);
+  compare_model(p, NULL, 0, -1);
+  check_fusion(p, NULL, 0, false, 0, pair);
+  /* ResNet-18: every Conv ends in a FusedConv or a fused Relu; no groups */
+  snprintf(p, sizeof p, "%s/resnet18.onnx", argv[1]);
+  check_fusion(p, &r18, 1, false, 0, none);
   level = 1;
 
   /* The fold cap: with a 16-byte cap the 4-element int64 shape (32 bytes)

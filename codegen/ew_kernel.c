@@ -1,0 +1,169 @@
+/* The elementwise kernel emitter (see ew_kernel.h).
+ *
+ * Shape of the generated kernel, for output y of n elements:
+ *   grid-stride over n / V chunks of V consecutive elements (V = 4 when
+ *   n % 4 == 0 and every contiguous tensor's element is at most 4 bytes:
+ *   16-byte vector loads/stores for f32, 8-byte for f16; else V = 1);
+ *   inputs with y's shape are loaded as vectors, scalars once, broadcast
+ *   inputs per element through baked strides (32-bit index math when n
+ *   fits); each term is evaluated in its own compute type into a register;
+ *   the last term is stored. Intermediates of 16-bit float dtypes stay in
+ *   float (more precise than storing them would be); other dtypes are
+ *   rounded to their type, as a store and reload would. */
+#include "ew_kernel.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ew_capture_clear(EwCapture *cap) {
+  free(cap->pre);
+  free(cap->expr);
+  memset(cap, 0, sizeof *cap);
+}
+
+static bool same_dims(const Tensor *a, const Tensor *b) {
+  return a->rank == b->rank && !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
+}
+
+static int add_ext(EwProgram *p, uint32_t tensor, const Tensor *view, const int64_t *stride) {
+  for (int k = 0; k < p->next; k++) {
+    const EwExt *x = &p->ext[k];
+    if (x->tensor != tensor || x->view.dt != view->dt || !same_dims(&x->view, view) || x->strided != !!stride)
+      continue;
+    if (!stride || !memcmp(x->stride, stride, sizeof(int64_t) * (size_t)view->rank)) return k;
+  }
+  if (p->next == EW_MAX_EXT) return -1;
+  EwExt *x = &p->ext[p->next];
+  memset(x, 0, sizeof *x);
+  x->tensor = tensor;
+  x->view = *view;
+  x->view.data = NULL;
+  x->strided = stride != NULL;
+  if (stride) memcpy(x->stride, stride, sizeof(int64_t) * (size_t)view->rank);
+  return p->next++;
+}
+
+int ew_ext(EwProgram *p, uint32_t tensor, const Tensor *view) { return add_ext(p, tensor, view, NULL); }
+int ew_ext_strided(EwProgram *p, uint32_t tensor, const Tensor *view, const int64_t *stride) {
+  return add_ext(p, tensor, view, stride);
+}
+
+/* the type a loaded input is held in before a term converts it */
+static const char *natural_type(GpucDType dt) {
+  if (dt == GPUC_DT_F64) return "double";
+  if (gpuc_dtype_is_int(dt) || dt == GPUC_DT_BOOL) return "long long";
+  return "float";
+}
+
+/* the type a term's value is held in */
+static const char *value_type(GpucDType dt) {
+  return dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 ? "float" : cg_ctype(dt);
+}
+
+enum { EXT_SCALAR, EXT_SAME, EXT_BCAST };
+
+static int ext_kind(const EwExt *x, const Tensor *y) {
+  if (gpuc_numel(&x->view) == 1) return EXT_SCALAR;
+  if (x->strided) return EXT_BCAST; /* explicit strides: per-element index */
+  return same_dims(&x->view, y) ? EXT_SAME : EXT_BCAST;
+}
+
+int cg_ew_program(LowerCtx *c, const EwProgram *p) {
+  const Tensor *y = p->y;
+  int r = y->rank;
+  int64_t n = gpuc_numel(y);
+  int kind[EW_MAX_EXT];
+  bool need_idx = false;
+  int vec = n % 4 == 0 && n > 0 && gpuc_dtype_size(y->dt) <= 4 ? 4 : 1;
+  for (int k = 0; k < p->next; k++) {
+    kind[k] = ext_kind(&p->ext[k], y);
+    if (kind[k] == EXT_BCAST) need_idx = true;
+    if (kind[k] == EXT_SAME && gpuc_dtype_size(p->ext[k].view.dt) > 4) vec = 1;
+  }
+  bool idx32 = n <= 0x7fffffffLL;
+  StrBuf *b = cg_src(c);
+  const char *name = cg_kernel_name(c);
+  uint32_t args[EW_MAX_EXT + 1];
+  sb_printf(b, "extern \"C\" __global__ void %s(", name);
+  for (int k = 0; k < p->next; k++) {
+    sb_printf(b, "const %s* __restrict__ in%d, ", cg_ctype(p->ext[k].view.dt), k);
+    args[k] = p->ext[k].tensor;
+  }
+  sb_printf(b, "%s* __restrict__ out0) {\n", cg_ctype(y->dt));
+  args[p->next] = p->ty;
+  sb_printf(b, "  GRID_STRIDE(j, %lldLL) {\n", (long long)(n / vec));
+  if (vec > 1) {
+    for (int k = 0; k < p->next; k++)
+      if (kind[k] == EXT_SAME)
+        sb_printf(b, "    const Vec<%s, %d> a%d = ((const Vec<%s, %d>*)in%d)[j];\n", cg_ctype(p->ext[k].view.dt),
+                  vec, k, cg_ctype(p->ext[k].view.dt), vec, k);
+    sb_printf(b, "    Vec<%s, %d> res;\n", cg_ctype(y->dt), vec);
+    sb_printf(b, "#pragma unroll\n    for (int u = 0; u < %d; u++) {\n    const i64 i = j * %d + u;\n", vec, vec);
+  } else {
+    sb_printf(b, "    {\n    const i64 i = j;\n");
+  }
+  if (need_idx) {
+    const char *it = idx32 ? "unsigned" : "i64";
+    sb_printf(b, "    %s rem = (%s)i;\n", it, it);
+    for (int d = r - 1; d >= 0; d--)
+      sb_printf(b, "    %s d%d = rem %% %lld%s; rem /= %lld%s;\n", it, d, (long long)y->dims[d],
+                idx32 ? "u" : "LL", (long long)y->dims[d], idx32 ? "u" : "LL");
+  }
+  /* external inputs, in their natural types */
+  for (int k = 0; k < p->next; k++) {
+    const Tensor *x = &p->ext[k].view;
+    char idx[32], arg[16];
+    snprintf(arg, sizeof arg, "in%d", k);
+    if (kind[k] == EXT_SCALAR) snprintf(idx, sizeof idx, "0");
+    else if (kind[k] == EXT_SAME) snprintf(idx, sizeof idx, "i");
+    else {
+      snprintf(idx, sizeof idx, "o%d", k);
+      sb_printf(b, "    const i64 o%d = 0", k);
+      if (p->ext[k].strided) {
+        for (int d = 0; d < r; d++)
+          if (y->dims[d] != 1) sb_printf(b, " + (i64)d%d * %lldLL", d, (long long)p->ext[k].stride[d]);
+      } else {
+        int off = r - x->rank;
+        int64_t s = 1;
+        for (int d = x->rank - 1; d >= 0; d--) {
+          if (x->dims[d] != 1) sb_printf(b, " + (i64)d%d * %lldLL", d + off, (long long)s);
+          s *= x->dims[d];
+        }
+      }
+      sb_printf(b, ";\n");
+    }
+    sb_printf(b, "    const %s e%d = ", natural_type(x->dt), k);
+    if (kind[k] == EXT_SAME && vec > 1) {
+      char va[16];
+      snprintf(va, sizeof va, "a%d.v", k);
+      cg_load(b, natural_type(x->dt), x->dt, va, "u");
+    } else {
+      cg_load(b, natural_type(x->dt), x->dt, arg, idx);
+    }
+    sb_printf(b, ";\n");
+  }
+  /* terms, each in its own scope: x<k> and the term's `pre` names stay local */
+  for (int t = 0; t < p->nterms; t++) {
+    const EwTerm *m = &p->term[t];
+    const char *vt = value_type(m->dt);
+    sb_printf(b, "    %s v%d;\n    {\n", vt, t);
+    for (int k = 0; k < m->nargs; k++) {
+      if (m->arg[k].ext >= 0) sb_printf(b, "      const %s x%d = (%s)e%d;\n", m->ct, k, m->ct, m->arg[k].ext);
+      else sb_printf(b, "      const %s x%d = (%s)v%d;\n", m->ct, k, m->ct, m->arg[k].term);
+    }
+    if (m->pre) sb_printf(b, "      %s\n", m->pre);
+    if (m->dt == GPUC_DT_BOOL) sb_printf(b, "      v%d = (unsigned char)((%s) != 0);\n    }\n", t, m->expr);
+    else sb_printf(b, "      v%d = (%s)(%s);\n    }\n", t, vt, m->expr);
+  }
+  char last[16];
+  snprintf(last, sizeof last, "v%d", p->nterms - 1);
+  sb_printf(b, "    ");
+  if (vec > 1) {
+    cg_store(b, y->dt, "res.v", "u", p->term[p->nterms - 1].ct, last);
+    sb_printf(b, "    }\n    ((Vec<%s, %d>*)out0)[j] = res;\n  }\n}\n", cg_ctype(y->dt), vec);
+  } else {
+    cg_store(b, y->dt, "out0", "i", p->term[p->nterms - 1].ct, last);
+    sb_printf(b, "    }\n  }\n}\n");
+  }
+  return cg_launch(c, name, (uint64_t)(n / vec), 256, 0, p->next + 1, args);
+}

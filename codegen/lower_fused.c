@@ -1,0 +1,147 @@
+/* A fusion group (passes/fuse_elementwise.c) as one elementwise kernel.
+ *
+ * Each member is lowered by its own lower_<Op> with LowerCtx.capture set,
+ * so its expression is exactly the one its stand-alone kernel would use;
+ * the expressions become the terms of one program (ew_kernel.h) whose
+ * intermediates live in registers. The group is checked first (the pass
+ * made it, but codegen does not trust its input): members are single-output
+ * elementwise nodes, only the last member's output is read outside the
+ * group, all outputs share its shape. If a check fails or a member's
+ * lowering is not one plain elementwise kernel, the members are lowered one
+ * by one instead: slower, never wrong. */
+#include "ew_kernel.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool same_dims(const Tensor *a, const Tensor *b) {
+  return a->rank == b->rank && !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
+}
+
+static int term_of(const Graph *g, const int *m, int nm, int v) {
+  for (int t = 0; t < nm; t++)
+    if (g->nodes[m[t]].out[0] == v) return t;
+  return -1;
+}
+
+/* reader_group[v]: the fusion group of every node reading value v (0:
+ * ungrouped nodes), -1 when readers differ, -2 when nothing reads it */
+static bool group_valid(const Graph *g, const int *m, int nm, const int *reader_group) {
+  if (nm < 2 || nm > EW_MAX_TERMS) return false;
+  const Tensor *y = &g->values[g->nodes[m[nm - 1]].out[0]].t;
+  for (int t = 0; t < nm; t++) {
+    const Node *n = &g->nodes[m[t]];
+    bool transpose = n->op == GPUC_OP_TRANSPOSE;
+    if (!(transpose || (gpuc_ops[n->op].flags & GPUC_OPF_ELEMWISE)) || n->nin > EW_MAX_ARGS || n->out[0] < 0)
+      return false;
+    /* a Transpose reads memory: its input must not be a member's */
+    if (transpose && n->in[0] >= 0 && term_of(g, m, nm, n->in[0]) >= 0) return false;
+    for (int k = 1; k < n->nout; k++)
+      if (n->out[k] >= 0) return false;
+    const Value *v = &g->values[n->out[0]];
+    if (!same_dims(&v->t, y)) return false;
+    /* intermediates are read by members only */
+    if (t < nm - 1 && (v->is_output || reader_group[n->out[0]] != n->fuse_group)) return false;
+  }
+  return true;
+}
+
+/* Term t = Transpose(x): x's element at the output's coordinates, read with
+ * stride[d] = x's row-major stride of dim perm[d]. Nonzero: not inlinable. */
+static int transpose_term(PlanBuilder *pb, const Graph *g, const Node *n, EwProgram *p, int t) {
+  const Tensor *x = &g->values[n->in[0]].t, *y = &g->values[n->out[0]].t;
+  int r = x->rank, perm[GPUC_MAX_RANK];
+  const int64_t *pv;
+  int np = gpuc_attr_ints(n, "perm", &pv);
+  if (np > 0 && np != r) return 1;
+  for (int d = 0; d < r; d++) perm[d] = np > 0 ? (int)pv[d] : r - 1 - d;
+  int64_t xs[GPUC_MAX_RANK], stride[GPUC_MAX_RANK], s = 1;
+  for (int d = r - 1; d >= 0; d--) { xs[d] = s; s *= x->dims[d]; }
+  for (int d = 0; d < r; d++) {
+    if (perm[d] < 0 || perm[d] >= r) return 1;
+    stride[d] = xs[perm[d]];
+  }
+  Tensor view = *y;
+  view.dt = x->dt;
+  int ext = ew_ext_strided(p, cg_value_tensor(pb, n->in[0]), &view, stride);
+  if (ext < 0) return 1;
+  EwTerm *term = &p->term[t];
+  term->nargs = 1;
+  term->arg[0].ext = ext;
+  term->arg[0].term = -1;
+  term->ct = x->dt == GPUC_DT_F64 ? "double" : gpuc_dtype_is_int(x->dt) || x->dt == GPUC_DT_BOOL ? "long long" : "float";
+  term->pre = NULL;
+  term->expr = "x0";
+  term->dt = y->dt;
+  return 0;
+}
+
+static int one_by_one(PlanBuilder *pb, const int *m, int nm) {
+  for (int t = 0; t < nm; t++)
+    if (cg_lower_node(pb, m[t], NULL, NULL)) return -1;
+  return 0;
+}
+
+int cg_lower_group(PlanBuilder *pb, const Graph *g, const int *m, int nm, const int *reader_group) {
+  if (!group_valid(g, m, nm, reader_group)) return one_by_one(pb, m, nm);
+  EwProgram *p = calloc(1, sizeof *p);
+  EwCapture *caps = calloc((size_t)nm, sizeof *caps);
+  StrBuf label = {0};
+  int rc = -1;
+  GpucErr *e = NULL;
+  if (!p || !caps) goto oom;
+  bool inline_ok = true;
+  for (int t = 0; t < nm && inline_ok; t++) {
+    const Node *n = &g->nodes[m[t]];
+    if (n->op == GPUC_OP_TRANSPOSE) { /* the group reads its input through permuted strides */
+      if (transpose_term(pb, g, n, p, t)) inline_ok = false;
+      p->nterms = t + 1;
+      continue;
+    }
+    if (cg_lower_node(pb, m[t], &caps[t], NULL)) goto out; /* the op's own error */
+    EwCapture *cap = &caps[t];
+    if (cap->calls != 1 || cap->other) { inline_ok = false; break; }
+    EwTerm *term = &p->term[t];
+    term->nargs = cap->nargs;
+    term->ct = cap->ct;
+    term->pre = cap->pre;
+    term->expr = cap->expr;
+    term->dt = g->values[n->out[0]].t.dt;
+    for (int k = 0; k < cap->nargs; k++) {
+      int v = n->in[cap->slot[k]];
+      int q = term_of(g, m, t, v); /* an earlier member's output? */
+      term->arg[k].term = q;
+      term->arg[k].ext = q >= 0 ? -1 : ew_ext(p, cg_value_tensor(pb, v), &cap->view[k]);
+      if (q < 0 && term->arg[k].ext < 0) inline_ok = false; /* too many inputs */
+    }
+    p->nterms = t + 1;
+  }
+  if (!inline_ok) {
+    rc = one_by_one(pb, m, nm);
+    goto out;
+  }
+  const Node *sink = &g->nodes[m[nm - 1]];
+  p->y = &g->values[sink->out[0]].t;
+  p->ty = cg_value_tensor(pb, sink->out[0]);
+  for (int t = 0; t < nm; t++) sb_printf(&label, "%s%s", t ? ", " : "", g->nodes[m[t]].name);
+  if (label.oom || p->ty == UINT32_MAX) goto oom;
+  /* the kernel is emitted in the name of the group's last node */
+  const Tensor *ins[1] = {NULL}, *outs[1] = {p->y};
+  uint32_t tin[1] = {UINT32_MAX}, tout[1] = {p->ty};
+  LowerCtx c = {.g = g, .n = sink, .node_index = m[nm - 1], .nin = 0, .nout = 1, .in = ins, .out = outs,
+                .tin = tin, .tout = tout, .pb = pb, .opt = cg_builder_opt(pb), .err = cg_builder_err(pb),
+                .label = label.s};
+  snprintf(c.kname, sizeof c.kname, "k%d_Fused%d", m[nm - 1], nm);
+  rc = cg_ew_program(&c, p);
+  goto out;
+oom:
+  e = cg_builder_err(pb);
+  rc = gpuc_err_set(e, "%s: out of memory", g->path);
+out:
+  if (caps)
+    for (int t = 0; t < nm; t++) ew_capture_clear(&caps[t]);
+  free(caps);
+  free(p);
+  free(label.s);
+  return rc;
+}

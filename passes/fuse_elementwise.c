@@ -1,0 +1,158 @@
+/* Chains (and small DAGs) of elementwise ops -> fusion groups, which codegen
+ * runs as one kernel: the GELU PyTorch exports (Div, Erf, Add, Mul, Mul) is
+ * five kernels reading and writing the whole activation each, and one
+ * kernel reading it once when fused.
+ *
+ * The pass does not rewrite the graph: it sets Node.fuse_group on members,
+ * so the CPU reference, dumps and every other pass still see plain ONNX
+ * nodes, and the group is exactly as correct as its members' lowerings.
+ * A producer p joins its consumer n's group when
+ *   - both are fusable elementwise ops with one output,
+ *   - every reader of p's output is n and it is not a graph output (so the
+ *     intermediate never needs to exist in memory),
+ *   - p's output has n's output shape (broadcasting happens on the group's
+ *     external inputs, read with strides; never on an intermediate).
+ * Groups merge through n (union-find), up to MAX_MEMBERS members.
+ *
+ * First, a Conv with a constant bias whose output goes straight into such
+ * an op (MobileNetV2's Conv -> Clip, a projection Conv -> residual Add)
+ * becomes Conv without bias + Add(bias viewed [C,1,..]): the bias then
+ * rides in the group's kernel instead of a kernel of its own. */
+#include "passes.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_MEMBERS = 48, MAX_NODE_INPUTS = 8 };
+
+bool gpuc_fusable_elementwise(GpucOp op) {
+  /* Identity/Dropout are views or copies, not arithmetic */
+  return (gpuc_ops[op].flags & GPUC_OPF_ELEMWISE) && op != GPUC_OP_IDENTITY && op != GPUC_OP_DROPOUT;
+}
+
+/* A Transpose may head a group: the kernel reads its input with permuted
+ * strides (its own input never comes from inside the group). */
+static bool candidate(const Graph *g, const Node *n) {
+  bool op_ok = gpuc_fusable_elementwise(n->op) || n->op == GPUC_OP_TRANSPOSE;
+  if (!op_ok || n->nin > MAX_NODE_INPUTS || n->out[0] < 0) return false;
+  for (int k = 1; k < n->nout; k++)
+    if (n->out[k] >= 0) return false;
+  const Tensor *t = &g->values[n->out[0]].t;
+  return gpuc_shape_known(t) && t->dt != GPUC_DT_UNDEF;
+}
+
+static int find(int *parent, int i) {
+  while (parent[i] != i) i = parent[i] = parent[parent[i]];
+  return i;
+}
+
+static bool same_dims(const Tensor *a, const Tensor *b) {
+  return a->rank == b->rank && !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
+}
+
+/* Conv(x, W, B) -> Conv(x, W) then Add(., B as [C,1,..]) where the Conv's
+ * sole reader is a fusable op of its output's shape. Returns splits or -1. */
+static int split_conv_bias(Graph *g, GpucErr *e) {
+  int nn = g->nnodes, splits = 0;
+  int *readers = calloc((size_t)g->nvalues + 1, sizeof(int)), *reader = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  if (!readers || !reader) { free(readers); free(reader); return gpuc_err_set(e, "%s: out of memory", g->path); }
+  for (int i = 0; i < nn; i++)
+    for (int k = 0; k < g->nodes[i].nin; k++)
+      if (g->nodes[i].in[k] >= 0) { readers[g->nodes[i].in[k]]++; reader[g->nodes[i].in[k]] = i; }
+  for (int i = 0; i < nn; i++) {
+    Node *conv = &g->nodes[i];
+    if (conv->op != GPUC_OP_CONV || conv->nin < 3 || conv->in[2] < 0 || conv->out[0] < 0) continue;
+    int y = conv->out[0], bias = conv->in[2];
+    const Tensor *yt = &g->values[y].t, *bt = &g->values[bias].t;
+    if (!g->values[bias].is_const || readers[y] != 1 || g->values[y].is_output || !gpuc_shape_known(yt) ||
+        yt->rank < 3 || bt->rank != 1 || bt->dims[0] != yt->dims[1])
+      continue;
+    const Node *next = &g->nodes[reader[y]];
+    if (!candidate(g, next) || next->op == GPUC_OP_TRANSPOSE || !same_dims(&g->values[next->out[0]].t, yt))
+      continue;
+    const Tensor ycopy = *yt; /* adding values may move the array */
+    char name[512];
+    snprintf(name, sizeof name, "%s.nobias", g->values[y].name);
+    int y0 = gpuc_graph_add_value(g, name);
+    snprintf(name, sizeof name, "%s.bias_view", g->values[bias].name);
+    int bv = y0 < 0 ? -1 : gpuc_graph_add_value(g, name);
+    snprintf(name, sizeof name, "%s.bias", conv->name);
+    int ni = bv < 0 ? -1 : gpuc_graph_add_node(g, GPUC_OP_ADD, name, 2, 1);
+    if (ni < 0) { free(readers); free(reader); return gpuc_err_set(e, "%s: out of memory", g->path); }
+    conv = &g->nodes[i]; /* adding nodes may move the array */
+    Value *b = &g->values[bv], *src = &g->values[bias];
+    int64_t dims[GPUC_MAX_RANK];
+    dims[0] = src->t.dims[0];
+    for (int d = 1; d < ycopy.rank - 1; d++) dims[d] = 1;
+    gpuc_set_shape(&b->t, src->t.dt, ycopy.rank - 1, dims);
+    if (gpuc_tensor_alloc(&b->t, e)) { free(readers); free(reader); return -1; }
+    memcpy(b->t.data, src->t.data, gpuc_tensor_bytes(&src->t));
+    b->is_const = true;
+    g->values[y0].t = ycopy;
+    g->values[y0].t.data = NULL;
+    conv->nin = 2;
+    conv->out[0] = y0;
+    g->values[y0].producer = i;
+    Node *add = &g->nodes[ni];
+    add->in[0] = y0;
+    add->in[1] = bv;
+    add->out[0] = y;
+    g->values[y].producer = ni;
+    splits++;
+  }
+  free(readers); free(reader);
+  return splits && gpuc_graph_toposort(g, e) ? -1 : splits;
+}
+
+int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
+  (void)o;
+  if (split_conv_bias(g, e) < 0) return -1;
+  int nn = g->nnodes;
+  /* sole_reader[v]: the one node reading v, -1 none yet, -2 several */
+  int *sole_reader = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  int *parent = malloc(sizeof(int) * ((size_t)nn + 1));
+  int *size = malloc(sizeof(int) * ((size_t)nn + 1));
+  int *id = calloc((size_t)nn + 1, sizeof(int));
+  if (!sole_reader || !parent || !size || !id) {
+    free(sole_reader); free(parent); free(size); free(id);
+    return gpuc_err_set(e, "%s: out of memory", g->path);
+  }
+  for (int v = 0; v < g->nvalues; v++) sole_reader[v] = -1;
+  for (int i = 0; i < nn; i++) {
+    parent[i] = i;
+    size[i] = 1;
+    for (int k = 0; k < g->nodes[i].nin; k++) {
+      int v = g->nodes[i].in[k];
+      if (v < 0) continue;
+      sole_reader[v] = sole_reader[v] == -1 || sole_reader[v] == i ? i : -2;
+    }
+  }
+  for (int i = 0; i < nn; i++) {
+    const Node *n = &g->nodes[i];
+    if (!candidate(g, n) || n->op == GPUC_OP_TRANSPOSE) continue; /* Transposes only lead */
+    const Tensor *y = &g->values[n->out[0]].t;
+    for (int k = 0; k < n->nin; k++) {
+      int v = n->in[k];
+      if (v < 0 || sole_reader[v] != i || g->values[v].is_output) continue;
+      int p = g->values[v].producer;
+      if (p < 0 || !candidate(g, &g->nodes[p]) || g->nodes[p].out[0] != v) continue;
+      if (!same_dims(&g->values[v].t, y)) continue;
+      int a = find(parent, i), b = find(parent, p);
+      if (a == b || size[a] + size[b] > MAX_MEMBERS) continue;
+      parent[b] = a;
+      size[a] += size[b];
+    }
+  }
+  /* number the groups of two or more members 1, 2, ... */
+  int groups = 0, fused = 0;
+  for (int i = 0; i < nn; i++) {
+    g->nodes[i].fuse_group = 0;
+    int r = find(parent, i);
+    if (size[r] < 2) continue;
+    if (!id[r]) id[r] = ++groups;
+    g->nodes[i].fuse_group = id[r];
+    fused++;
+  }
+  free(sole_reader); free(parent); free(size); free(id);
+  return fused ? fused - groups : 0; /* kernels saved */
+}
