@@ -36,6 +36,10 @@ if [[ "$what" == *models* ]]; then
   q=""; [[ "$what" == *quick* ]] && q="--quick"
   $PY bench/torch_models.py --gpuc "$GPUC" --work /tmp/gpuc_models --out "$OUT" $q \
       --models "${MODELS:-resnet50,mobilenet_v2,bert}" 2>&1 | tee "$BIG/models.txt" | tail -20
+  # where the time goes: per-step profiles of the big plans (in round.tgz)
+  for p in /tmp/gpuc_models/*_b32*.gpuc /tmp/gpuc_models/*_b256*.gpuc; do
+    [ -f "$p" ] && $GPUC bench "$p" --iters 20 --profile > "$BIG/profile_$(basename "$p" .gpuc).txt" 2>&1
+  done
 fi
 if [[ "$what" == *conformance* ]]; then
   J=$(nproc)
