@@ -75,6 +75,11 @@ static uint64_t hash_attr(const Attr *a) {
   return h;
 }
 
+/* memcmp wants pointers even for zero bytes; empty lists may have none */
+static bool same_mem(const void *a, const void *b, size_t n) {
+  return n == 0 || !memcmp(a, b, n);
+}
+
 static bool same_str(const char *a, const char *b) {
   return a && b ? !strcmp(a, b) : a == b;
 }
@@ -87,9 +92,9 @@ static bool same_attr(const Attr *a, const Attr *b) {
   case GPUC_ATTR_STRING: return same_str(a->s, b->s);
   case GPUC_ATTR_TENSOR: return a->t && b->t ? same_tensor(a->t, b->t) : a->t == b->t;
   case GPUC_ATTR_FLOATS:
-    return a->n == b->n && !memcmp(a->floats, b->floats, sizeof(float) * (size_t)a->n);
+    return a->n == b->n && same_mem(a->floats, b->floats, sizeof(float) * (size_t)a->n);
   case GPUC_ATTR_INTS:
-    return a->n == b->n && !memcmp(a->ints, b->ints, sizeof(int64_t) * (size_t)a->n);
+    return a->n == b->n && same_mem(a->ints, b->ints, sizeof(int64_t) * (size_t)a->n);
   case GPUC_ATTR_STRINGS:
     if (a->n != b->n) return false;
     for (int k = 0; k < a->n; k++)
@@ -124,7 +129,7 @@ static uint64_t hash_node(const Node *n) {
 static bool same_node(const Graph *g, int i, int j) {
   const Node *a = &g->nodes[i], *b = &g->nodes[j];
   return a->op == b->op && a->nin == b->nin && a->nout == b->nout &&
-         !memcmp(a->in, b->in, sizeof(int) * (size_t)a->nin) && same_attrs(a, b);
+         same_mem(a->in, b->in, sizeof(int) * (size_t)a->nin) && same_attrs(a, b);
 }
 
 static bool same_const(const Graph *g, int v, int w) {
