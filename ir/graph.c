@@ -115,8 +115,12 @@ int gpuc_graph_add_node(Graph *g, GpucOp op, const char *name, int nin, int nout
 
 int gpuc_graph_remove_nodes(Graph *g, const bool *drop) {
   int kept = 0;
-  for (int i = 0; i < g->nnodes; i++)
-    if (!drop[i]) g->nodes[kept++] = g->nodes[i];
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = &g->nodes[i];
+    if (!drop[i]) { g->nodes[kept++] = *n; continue; }
+    /* attribute tensors belong to their node alone */
+    for (int k = 0; k < n->nattr; k++) { gpuc_tensor_free(n->attrs[k].t); n->attrs[k].t = NULL; }
+  }
   int removed = g->nnodes - kept;
   g->nnodes = kept;
   for (int v = 0; v < g->nvalues; v++) g->values[v].producer = -1;

@@ -208,9 +208,10 @@ void gpuc_graph_free(Graph *g);  /* frees everything, constant data included */
 int gpuc_graph_add_value(Graph *g, const char *name); /* -1 on OOM */
 int gpuc_graph_find_value(const Graph *g, const char *name); /* -1 if none */
 int gpuc_graph_add_node(Graph *g, GpucOp op, const char *name, int nin, int nout);
-/* Remove the nodes with drop[i] set, keeping the order of the rest; every
- * value's producer is recomputed (outputs of removed nodes get -1 unless a
- * kept node writes them). Returns the number removed. */
+/* Remove the nodes with drop[i] set (freeing their attribute tensors),
+ * keeping the order of the rest; every value's producer is recomputed
+ * (outputs of removed nodes get -1 unless a kept node writes them).
+ * Returns the number removed. */
 int gpuc_graph_remove_nodes(Graph *g, const bool *drop);
 
 /* Sort nodes topologically; fails naming a node on a cycle. */

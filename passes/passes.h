@@ -21,6 +21,8 @@ void gpuc_pass_options_default(PassOptions *o, int level);
 int pass_fold_constants(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_dead_code(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_identity(Graph *g, const PassOptions *o, GpucErr *e);
+/* Common-subexpression elimination; returns the number of nodes merged. */
+int pass_cse(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fold_batchnorm(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e);

@@ -35,6 +35,7 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
     if (changed == 0) break;
   }
   if (after(g, o, "identity", pass_identity(g, o, e), e) < 0) return -1;
+  if (after(g, o, "cse", pass_cse(g, o, e), e) < 0) return -1;
   if (after(g, o, "fold_bn", pass_fold_batchnorm(g, o, e), e) < 0) return -1;
   if (after(g, o, "dce", pass_dead_code(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fuse_conv", pass_fuse_conv(g, o, e), e) < 0) return -1;

@@ -3,7 +3,11 @@
  * (-O0) and on the -O1 graph with the same seeded random inputs (never
  * zeros) and compare outputs (f32: |a-b| <= 1e-5 + 1e-5|b|; others exact).
  * Also checks that folding really removed the shape chain of
- * shape_chain.onnx, and that a fold cap is honoured.
+ * shape_chain.onnx, and that a fold cap is honoured; and CSE on small
+ * graphs built here: what must merge does (node counts), what differs by
+ * an attribute, a constant's shape or bytes, randomness or an output in
+ * use does not, and the rewritten graph computes exactly what the original
+ * did.
  * usage: test_passes MODELS_DIR */
 #include "passes.h"
 #include "ref.h"
@@ -160,6 +164,335 @@ static void check_fusion(const char *path, const GpucShapeBind *b, int nb, bool 
   gpuc_graph_free(g);
 }
 
+/* ---- CSE on graphs built in memory --------------------------------------- */
+
+#define MAX_GRAPH_IO 16
+#define MAX_NODE_ATTRS 4
+
+static Graph *graph_new(void) {
+  Graph *g = gpuc_graph_new("cse-test");
+  g->opset = 17;
+  g->inputs = gpuc_arena_alloc(&g->arena, sizeof(int) * MAX_GRAPH_IO);
+  g->outputs = gpuc_arena_alloc(&g->arena, sizeof(int) * MAX_GRAPH_IO);
+  return g;
+}
+
+static int graph_input(Graph *g, const char *name, int rank, const int64_t *dims) {
+  int v = gpuc_graph_add_value(g, name);
+  gpuc_set_shape(&g->values[v].t, GPUC_DT_F32, rank, dims);
+  g->values[v].is_input = true;
+  GPUC_ASSERT(g->ninputs < MAX_GRAPH_IO);
+  g->inputs[g->ninputs++] = v;
+  return v;
+}
+
+static void graph_output(Graph *g, int v) {
+  GPUC_ASSERT(g->noutputs < MAX_GRAPH_IO);
+  g->outputs[g->noutputs++] = v;
+  g->values[v].is_output = true;
+}
+
+static int constant(Graph *g, GpucDType dt, int rank, const int64_t *dims, const double *vals) {
+  char name[32];
+  snprintf(name, sizeof name, "c%d", g->nvalues);
+  int v = gpuc_graph_add_value(g, name);
+  GpucErr e;
+  Tensor *t = gpuc_tensor_new(dt, rank, dims, &e);
+  GPUC_ASSERT(t);
+  for (int64_t i = 0; i < gpuc_numel(t); i++) gpuc_set_f64(t, i, vals[i]);
+  g->values[v].t = *t;
+  free(t); /* the struct; the value owns the data */
+  g->values[v].is_const = true;
+  return v;
+}
+
+/* A node reading ins, with nout new output values; returns its index.
+ * Attributes added next (attr_*) go to the newest node. */
+static int node(Graph *g, GpucOp op, int nin, const int *ins, int nout) {
+  char name[32];
+  snprintf(name, sizeof name, "n%d", g->nnodes);
+  int ni = gpuc_graph_add_node(g, op, name, nin, nout);
+  GPUC_ASSERT(ni >= 0);
+  memcpy(g->nodes[ni].in, ins, sizeof(int) * (size_t)nin);
+  for (int k = 0; k < nout; k++) {
+    snprintf(name, sizeof name, "n%d.%d", ni, k);
+    int v = gpuc_graph_add_value(g, name);
+    g->nodes[ni].out[k] = v;
+    g->values[v].producer = ni;
+  }
+  g->nodes[ni].attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr) * MAX_NODE_ATTRS);
+  return ni;
+}
+/* a one-output node; returns its output value */
+static int node1(Graph *g, GpucOp op, int nin, const int *ins) {
+  int ni = node(g, op, nin, ins, 1); /* may move g->nodes: index it after */
+  return g->nodes[ni].out[0];
+}
+#define NODE1(g, op, ...) \
+  node1(g, op, sizeof((int[]){__VA_ARGS__}) / sizeof(int), (int[]){__VA_ARGS__})
+
+static Attr *new_attr(Graph *g, const char *name, GpucAttrKind kind) {
+  Node *n = &g->nodes[g->nnodes - 1];
+  GPUC_ASSERT(n->nattr < MAX_NODE_ATTRS);
+  Attr *a = &n->attrs[n->nattr++];
+  a->name = name;
+  a->kind = kind;
+  return a;
+}
+static void attr_f(Graph *g, const char *name, float v) { new_attr(g, name, GPUC_ATTR_FLOAT)->f = v; }
+static void attr_i(Graph *g, const char *name, int64_t v) { new_attr(g, name, GPUC_ATTR_INT)->i = v; }
+static void attr_s(Graph *g, const char *name, const char *v) { new_attr(g, name, GPUC_ATTR_STRING)->s = v; }
+static void attr_ints(Graph *g, const char *name, int n, const int64_t *v) {
+  Attr *a = new_attr(g, name, GPUC_ATTR_INTS);
+  a->n = n;
+  a->ints = gpuc_arena_alloc(&g->arena, sizeof(int64_t) * (size_t)n);
+  memcpy(a->ints, v, sizeof(int64_t) * (size_t)n);
+}
+/* a one-element f32 tensor attribute (ConstantOfShape's value) */
+static void attr_scalar_tensor(Graph *g, const char *name, float v) {
+  GpucErr e;
+  int64_t one = 1;
+  Tensor *t = gpuc_tensor_new(GPUC_DT_F32, 1, &one, &e);
+  GPUC_ASSERT(t);
+  ((float *)t->data)[0] = v;
+  new_attr(g, name, GPUC_ATTR_TENSOR)->t = t;
+}
+
+static int count_op(const Graph *g, GpucOp op) {
+  int c = 0;
+  for (int i = 0; i < g->nnodes; i++) c += g->nodes[i].op == op;
+  return c;
+}
+
+static bool same_bytes(const Tensor *a, const Tensor *b) {
+  return a->dt == b->dt && gpuc_numel(a) == gpuc_numel(b) && gpuc_numel(a) > 0 &&
+         !memcmp(a->data, b->data, gpuc_tensor_bytes(a));
+}
+
+/* Build the graph twice, run CSE on one: it must merge expect_merged nodes,
+ * leave a graph the verifier accepts, and compute bit for bit what the
+ * original computes on random inputs (CSE does no arithmetic). Returns the
+ * rewritten graph for more checks; the caller frees it. */
+static Graph *check_cse(const char *what, void (*build)(Graph *), int expect_merged) {
+  GpucErr e = {0};
+  Graph *g0 = graph_new(), *g1 = graph_new();
+  build(g0);
+  build(g1);
+  CHECK(gpuc_graph_verify(g0, &e) == 0 && gpuc_graph_infer(g0, &e) == 0 &&
+        gpuc_graph_infer(g1, &e) == 0, "%s: the test graph is bad: %s", what, e.msg);
+  PassOptions o;
+  gpuc_pass_options_default(&o, 1);
+  int before = g1->nnodes, merged = pass_cse(g1, &o, &e);
+  CHECK(merged == expect_merged, "%s: CSE merged %d nodes, expected %d (%s)", what, merged,
+        expect_merged, e.msg);
+  CHECK(g1->nnodes == before - expect_merged, "%s: %d nodes after CSE, expected %d", what,
+        g1->nnodes, before - expect_merged);
+  bool valid = gpuc_graph_verify(g1, &e) == 0;
+  CHECK(valid, "%s: verify after CSE: %s", what, e.msg);
+  if (!valid) { gpuc_graph_free(g0); return g1; } /* the executor would trust it */
+  Tensor **ins = random_inputs(g0);
+  Tensor *o0[MAX_GRAPH_IO] = {0}, *o1[MAX_GRAPH_IO] = {0};
+  int r0 = gpuc_ref_run(g0, (const Tensor *const *)ins, o0, &e);
+  CHECK(r0 == 0, "%s: run before CSE: %s", what, e.msg);
+  int r1 = gpuc_ref_run(g1, (const Tensor *const *)ins, o1, &e);
+  CHECK(r1 == 0, "%s: run after CSE: %s", what, e.msg);
+  for (int k = 0; r0 == 0 && r1 == 0 && k < g0->noutputs; k++)
+    CHECK(same_bytes(o0[k], o1[k]), "%s: output %d differs after CSE", what, k);
+  for (int k = 0; k < MAX_GRAPH_IO; k++) { gpuc_tensor_free(o0[k]); gpuc_tensor_free(o1[k]); }
+  for (int k = 0; k < g0->ninputs; k++) gpuc_tensor_free(ins[k]);
+  free(ins);
+  gpuc_graph_free(g0);
+  return g1;
+}
+
+/* The same Transpose -> Add -> Shape -> Reshape chain twice, the Adds
+ * reading two equal constants, then Mul(a1, r2) and Mul(a2, r1): one
+ * constant merge makes the Adds equal, and the whole second chain and
+ * the second Mul collapse in one pass (5 of 11 nodes). */
+static void build_chain(Graph *g) {
+  int64_t dims[] = {2, 3, 4}, one = 1, perm[] = {2, 0, 1};
+  int x = graph_input(g, "x", 3, dims);
+  int c[2] = {constant(g, GPUC_DT_F32, 1, &one, (double[]){2.0}),
+              constant(g, GPUC_DT_F32, 1, &one, (double[]){2.0})};
+  int a[2], r[2];
+  for (int k = 0; k < 2; k++) {
+    int t = NODE1(g, GPUC_OP_TRANSPOSE, x);
+    attr_ints(g, "perm", 3, perm);
+    a[k] = NODE1(g, GPUC_OP_ADD, t, c[k]);
+    int s = NODE1(g, GPUC_OP_SHAPE, a[k]);
+    r[k] = NODE1(g, GPUC_OP_RESHAPE, x, s);
+  }
+  int m1 = NODE1(g, GPUC_OP_MUL, a[0], r[1]), m2 = NODE1(g, GPUC_OP_MUL, a[1], r[0]);
+  graph_output(g, NODE1(g, GPUC_OP_ADD, m1, m2));
+}
+
+/* Mul by four constants: equal to the first; same bytes but shape [1,4];
+ * one element different. Only the first two Muls are one. */
+static void build_consts(Graph *g) {
+  int64_t dims[] = {3, 4}, four = 4, row[] = {1, 4};
+  double v[] = {0.5, -1.25, 2, 3.5}, w[] = {0.5, -1.25, 2, 3.25};
+  int x = graph_input(g, "x", 2, dims);
+  int c1 = constant(g, GPUC_DT_F32, 1, &four, v), c2 = constant(g, GPUC_DT_F32, 1, &four, v);
+  int c3 = constant(g, GPUC_DT_F32, 2, row, v), c4 = constant(g, GPUC_DT_F32, 1, &four, w);
+  int m1 = NODE1(g, GPUC_OP_MUL, x, c1), m2 = NODE1(g, GPUC_OP_MUL, x, c2);
+  int m3 = NODE1(g, GPUC_OP_MUL, x, c3), m4 = NODE1(g, GPUC_OP_MUL, x, c4);
+  graph_output(g, NODE1(g, GPUC_OP_SUM, m1, m2, m3, m4));
+}
+
+/* Pairs that differ by one attribute (Transpose perm, LeakyRelu alpha,
+ * HardSigmoid beta, Softmax axis, Pad mode, ConstantOfShape's value
+ * tensor) stay apart; the copies equal to the first of each (HardSigmoid's
+ * with its attributes in the other order) merge: 4 of 17 nodes. */
+static void build_attrs(Graph *g) {
+  int64_t dims[] = {2, 3, 3}, three = 3, six = 6;
+  int64_t swap[] = {0, 2, 1}, keep[] = {0, 1, 2};
+  int x = graph_input(g, "x", 3, dims);
+  int t1 = NODE1(g, GPUC_OP_TRANSPOSE, x);
+  attr_ints(g, "perm", 3, swap);
+  int t2 = NODE1(g, GPUC_OP_TRANSPOSE, x);
+  attr_ints(g, "perm", 3, keep);
+  int l[3];
+  float alpha[] = {0.1f, 0.2f, 0.1f};
+  for (int k = 0; k < 3; k++) {
+    l[k] = NODE1(g, GPUC_OP_LEAKYRELU, t1);
+    attr_f(g, "alpha", alpha[k]);
+  }
+  int h1 = NODE1(g, GPUC_OP_HARDSIGMOID, t1);
+  attr_f(g, "alpha", 0.3f);
+  attr_f(g, "beta", 0.4f);
+  int h2 = NODE1(g, GPUC_OP_HARDSIGMOID, t1);
+  attr_f(g, "beta", 0.4f);
+  attr_f(g, "alpha", 0.3f);
+  int h3 = NODE1(g, GPUC_OP_HARDSIGMOID, t1);
+  attr_f(g, "alpha", 0.3f);
+  attr_f(g, "beta", 0.6f);
+  int s1 = NODE1(g, GPUC_OP_SOFTMAX, t1);
+  attr_i(g, "axis", 1);
+  int s2 = NODE1(g, GPUC_OP_SOFTMAX, t1);
+  attr_i(g, "axis", 2);
+  int pads = constant(g, GPUC_DT_I64, 1, &six, (double[]){0, 0, 0, 0, 0, 0}), p[3];
+  const char *mode[] = {"edge", "reflect", "edge"};
+  for (int k = 0; k < 3; k++) {
+    p[k] = NODE1(g, GPUC_OP_PAD, t1, pads);
+    attr_s(g, "mode", mode[k]);
+  }
+  int shape = constant(g, GPUC_DT_I64, 1, &three, (double[]){2, 3, 3}), f[3];
+  float fill[] = {1.5f, 2.5f, 1.5f};
+  for (int k = 0; k < 3; k++) {
+    f[k] = NODE1(g, GPUC_OP_CONSTANTOFSHAPE, shape);
+    attr_scalar_tensor(g, "value", fill[k]);
+  }
+  graph_output(g, NODE1(g, GPUC_OP_SUM, t1, t2, l[0], l[1], l[2], h1, h2, h3, s1, s2, p[0],
+                        p[1], p[2], f[0], f[1], f[2]));
+}
+
+/* Dropout: two in training mode (random) stay apart even with one seed;
+ * two in inference mode (training_mode false, from two equal constants)
+ * merge; one that uses its mask is not merged into one that does not
+ * compute it. 1 of 8 nodes. */
+static void build_random(Graph *g) {
+  int64_t dims[] = {3, 4};
+  int x = graph_input(g, "x", 2, dims);
+  int ratio = constant(g, GPUC_DT_F32, 0, NULL, (double[]){0.5});
+  int on = constant(g, GPUC_DT_BOOL, 0, NULL, (double[]){1});
+  int off[2] = {constant(g, GPUC_DT_BOOL, 0, NULL, (double[]){0}),
+                constant(g, GPUC_DT_BOOL, 0, NULL, (double[]){0})};
+  int d[2], v[2];
+  for (int k = 0; k < 2; k++) {
+    d[k] = NODE1(g, GPUC_OP_DROPOUT, x, ratio, on);
+    attr_i(g, "seed", 7);
+  }
+  for (int k = 0; k < 2; k++) v[k] = NODE1(g, GPUC_OP_DROPOUT, x, ratio, off[k]);
+  int f1 = node(g, GPUC_OP_DROPOUT, 1, &x, 2);
+  g->values[g->nodes[f1].out[1]].producer = -1; /* mask not computed */
+  g->nodes[f1].out[1] = -1;
+  int f2 = node(g, GPUC_OP_DROPOUT, 1, &x, 2);
+  int mask = NODE1(g, GPUC_OP_CAST, g->nodes[f2].out[1]);
+  attr_i(g, "to", 1); /* FLOAT */
+  graph_output(g, NODE1(g, GPUC_OP_SUM, d[0], d[1], v[0], v[1], g->nodes[f1].out[0],
+                        g->nodes[f2].out[0], mask));
+}
+
+/* Two equal Splits, both outputs in use, the second's swapped: the merge
+ * must map output k to output k. 1 of 4 nodes. */
+static void build_multi(Graph *g) {
+  int64_t dims[] = {3, 4};
+  int x = graph_input(g, "x", 2, dims), s[2];
+  for (int k = 0; k < 2; k++) {
+    s[k] = node(g, GPUC_OP_SPLIT, 1, &x, 2);
+    attr_i(g, "axis", 1);
+  }
+  int d = NODE1(g, GPUC_OP_SUB, g->nodes[s[1]].out[1], g->nodes[s[1]].out[0]);
+  graph_output(g, NODE1(g, GPUC_OP_ADD, d, g->nodes[s[0]].out[0]));
+}
+
+/* Three equal Relus: the first and third are graph outputs, the second
+ * feeds a Neg. The second merges into the first (whose output stays a
+ * graph output and now also feeds the Neg); the third is not merged, its
+ * output being part of the model's interface. 1 of 4 nodes. */
+static void build_outputs(Graph *g) {
+  int64_t dims[] = {3, 4};
+  int x = graph_input(g, "x", 2, dims);
+  int r1 = NODE1(g, GPUC_OP_RELU, x), r2 = NODE1(g, GPUC_OP_RELU, x);
+  int r3 = NODE1(g, GPUC_OP_RELU, x);
+  graph_output(g, r1);
+  graph_output(g, NODE1(g, GPUC_OP_NEG, r2));
+  graph_output(g, r3);
+}
+
+/* Two equal chains of CHAIN_LEN nodes: one pass merges all of the second. */
+#define CHAIN_LEN 20000
+static void build_long(Graph *g) {
+  int64_t dims[] = {4};
+  int x = graph_input(g, "x", 1, dims), y[2];
+  for (int k = 0; k < 2; k++) {
+    y[k] = x;
+    for (int i = 0; i < CHAIN_LEN; i++) {
+      y[k] = NODE1(g, i % 2 ? GPUC_OP_NEG : GPUC_OP_LEAKYRELU, y[k]);
+      if (i % 2 == 0) attr_f(g, "alpha", 0.5f);
+    }
+  }
+  graph_output(g, NODE1(g, GPUC_OP_ADD, y[0], y[1]));
+}
+
+static void test_cse(void) {
+  Graph *g = check_cse("chain", build_chain, 5);
+  CHECK(count_op(g, GPUC_OP_TRANSPOSE) == 1 && count_op(g, GPUC_OP_MUL) == 1,
+        "chain: %d Transposes, %d Muls left, expected 1 and 1", count_op(g, GPUC_OP_TRANSPOSE),
+        count_op(g, GPUC_OP_MUL));
+  gpuc_graph_free(g);
+  g = check_cse("constants", build_consts, 1);
+  /* the three Muls left read three different constants */
+  int c[3], nc = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    if (g->nodes[i].op == GPUC_OP_MUL && nc < 3) c[nc++] = g->nodes[i].in[1];
+  CHECK(nc == 3 && c[0] != c[1] && c[1] != c[2] && c[0] != c[2],
+        "constants: the Muls left do not read three different constants");
+  gpuc_graph_free(g);
+  g = check_cse("attributes", build_attrs, 4);
+  static const GpucOp pairs[] = {GPUC_OP_TRANSPOSE, GPUC_OP_LEAKYRELU, GPUC_OP_HARDSIGMOID,
+                                 GPUC_OP_SOFTMAX, GPUC_OP_PAD, GPUC_OP_CONSTANTOFSHAPE};
+  for (size_t k = 0; k < sizeof pairs / sizeof *pairs; k++)
+    CHECK(count_op(g, pairs[k]) == 2, "attributes: %d %s nodes left, expected 2",
+          count_op(g, pairs[k]), gpuc_ops[pairs[k]].name);
+  gpuc_graph_free(g);
+  g = check_cse("random", build_random, 1);
+  CHECK(count_op(g, GPUC_OP_DROPOUT) == 5, "random: %d Dropouts left, expected 5",
+        count_op(g, GPUC_OP_DROPOUT));
+  gpuc_graph_free(g);
+  gpuc_graph_free(check_cse("two outputs", build_multi, 1));
+  g = check_cse("graph outputs", build_outputs, 1);
+  int neg = -1;
+  for (int i = 0; i < g->nnodes; i++)
+    if (g->nodes[i].op == GPUC_OP_NEG) neg = i;
+  CHECK(neg >= 0 && g->nodes[neg].in[0] == g->outputs[0],
+        "graph outputs: the Neg does not read the first Relu's output");
+  CHECK(count_op(g, GPUC_OP_RELU) == 2, "graph outputs: %d Relus left, expected 2",
+        count_op(g, GPUC_OP_RELU));
+  gpuc_graph_free(g);
+  gpuc_graph_free(check_cse("long chains", build_long, CHAIN_LEN));
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: test_passes MODELS_DIR\n"); return 2; }
   char p[4096];
@@ -220,6 +553,7 @@ int main(int argc, char **argv) {
     CHECK(g->nnodes == 5, "%d nodes with a 16-byte fold cap, expected 5", g->nnodes);
     gpuc_graph_free(g);
   }
+  test_cse();
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
