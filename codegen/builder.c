@@ -332,7 +332,7 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
       tout[k] = n->out[k] >= 0 ? value_tensor(&pb, n->out[k]) : UINT32_MAX;
     }
     if (pb.oom) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
-    if (lower_fns[n->op](&c)) goto done;
+    if (lower_fns[n->op](&c) || cg_cost_steps(pb.p, &c)) goto done;
   }
   /* graph outputs that are constants (folded) get an arena buffer filled
    * from the weights by a copy step */
@@ -347,10 +347,12 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
     if (w == UINT32_MAX || t == UINT32_MAX) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
     pb.p->tensors[w].role = PLAN_ROLE_CONST;
     if (gpuc_tensor_bytes(&g->values[v].t) && cg_copy(&c, w, t, gpuc_tensor_bytes(&g->values[v].t))) goto done;
+    if (cg_cost_steps(pb.p, &c)) goto done;
   }
   if (pb.oom || pb.src.oom || pb.strings.oom) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
   if (plan_memory(&pb)) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
   Plan *p = pb.p;
+  GPUC_ASSERT(p->ncosts == p->nsteps);
   p->meta.weight_bytes = p->weights_size;
   uint64_t ws = 32u << 20; /* cuBLASLt workspace */
   for (uint32_t i = 0; i < p->nconvs; i++)

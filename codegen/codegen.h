@@ -74,6 +74,9 @@ int cg_conv(LowerCtx *c, const PlanConv *cv);
 uint32_t cg_scratch(LowerCtx *c, GpucDType dt, int rank, const int64_t *dims);
 /* out tensor o becomes a view of tensor `src` (same bytes): Reshape & co. */
 int cg_alias(LowerCtx *c, int o, uint32_t src);
+/* Bytes and FLOPs of the steps made since the last call, counted for
+ * node c->n (codegen/cost.c); the builder calls it after each lowering. */
+int cg_cost_steps(Plan *p, const LowerCtx *c);
 
 #define OP(E, Name, min_in, max_in, min_out, max_out, flags) int lower_##Name(LowerCtx *c);
 #include "ops.def"
