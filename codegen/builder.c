@@ -309,6 +309,7 @@ static const char *prelude =
 /* ---- the driver ---- */
 uint32_t cg_value_tensor(PlanBuilder *pb, int v) { return value_tensor(pb, v); }
 GpucErr *cg_builder_err(PlanBuilder *pb) { return pb->e; }
+Plan *cg_builder_plan(PlanBuilder *pb) { return pb->p; }
 const CodegenOptions *cg_builder_opt(PlanBuilder *pb) { return pb->opt; }
 
 int cg_lower_node(PlanBuilder *pb, int i, struct EwCapture *cap, const char *label) {
@@ -333,7 +334,8 @@ int cg_lower_node(PlanBuilder *pb, int i, struct EwCapture *cap, const char *lab
     tout[k] = n->out[k] >= 0 && !cap ? value_tensor(pb, n->out[k]) : UINT32_MAX;
   }
   if (pb->oom) return gpuc_err_set(pb->e, "%s: out of memory", g->path);
-  return lower_fns[n->op](&c);
+  int rc = lower_fns[n->op](&c);
+  return rc || cap ? rc : cg_cost_steps(pb->p, &c);
 }
 
 int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileStats *st,
@@ -407,10 +409,12 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
     if (w == UINT32_MAX || t == UINT32_MAX) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
     pb.p->tensors[w].role = PLAN_ROLE_CONST;
     if (gpuc_tensor_bytes(&g->values[v].t) && cg_copy(&c, w, t, gpuc_tensor_bytes(&g->values[v].t))) goto done;
+    if (cg_cost_steps(pb.p, &c)) goto done;
   }
   if (pb.oom || pb.src.oom || pb.strings.oom) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
   if (plan_memory(&pb)) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
   Plan *p = pb.p;
+  GPUC_ASSERT(p->ncosts == p->nsteps);
   p->meta.weight_bytes = p->weights_size;
   uint64_t ws = 32u << 20; /* cuBLASLt workspace */
   for (uint32_t i = 0; i < p->nconvs; i++)

@@ -79,6 +79,9 @@ int cg_conv(LowerCtx *c, const PlanConv *cv);
 uint32_t cg_scratch(LowerCtx *c, GpucDType dt, int rank, const int64_t *dims);
 /* out tensor o becomes a view of tensor `src` (same bytes): Reshape & co. */
 int cg_alias(LowerCtx *c, int o, uint32_t src);
+/* Bytes and FLOPs of the steps made since the last call, counted for
+ * node c->n (codegen/cost.c); the builder calls it after each lowering. */
+int cg_cost_steps(Plan *p, const LowerCtx *c);
 
 /* ---- the driver's pieces fusion uses (codegen/lower_fused.c) ---- */
 /* Plan tensor of graph value v, created on first use. */
@@ -93,6 +96,7 @@ int cg_lower_node(PlanBuilder *pb, int i, struct EwCapture *cap, const char *lab
 int cg_lower_group(PlanBuilder *pb, const Graph *g, const int *members, int nmembers,
                    const int *reader_group);
 GpucErr *cg_builder_err(PlanBuilder *pb);
+Plan *cg_builder_plan(PlanBuilder *pb);
 const CodegenOptions *cg_builder_opt(PlanBuilder *pb);
 
 #define OP(E, Name, min_in, max_in, min_out, max_out, flags) int lower_##Name(LowerCtx *c);

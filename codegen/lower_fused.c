@@ -133,6 +133,11 @@ int cg_lower_group(PlanBuilder *pb, const Graph *g, const int *m, int nm, const 
                 .label = label.s};
   snprintf(c.kname, sizeof c.kname, "k%d_Fused%d", m[nm - 1], nm);
   rc = cg_ew_program(&c, p);
+  if (!rc) rc = cg_cost_steps(cg_builder_plan(pb), &c);
+  if (!rc) { /* the estimate: one operation per member per element */
+    Plan *plan = cg_builder_plan(pb);
+    plan->costs[plan->nsteps - 1].flops = (uint64_t)gpuc_numel(p->y) * (uint64_t)nm;
+  }
   goto out;
 oom:
   e = cg_builder_err(pb);

@@ -18,7 +18,8 @@
 #include "ir.h"
 
 #define GPUC_PLAN_MAGIC "GPUCPLAN"
-#define GPUC_PLAN_FORMAT_VERSION 1u
+/* 2: the COSTS section (bytes and FLOPs per step) */
+#define GPUC_PLAN_FORMAT_VERSION 2u
 #define GPUC_PLAN_ALIGN 256u
 
 typedef struct PlanHeader {
@@ -48,6 +49,7 @@ typedef enum PlanSectionId {
   PLAN_SEC_WEIGHTS,      /* raw bytes of constant tensors */
   PLAN_SEC_PTX,          /* NUL-terminated PTX of the module (JIT fallback) */
   PLAN_SEC_CUBIN,        /* CUBIN of the module for header.sm */
+  PLAN_SEC_COSTS,        /* PlanCost[nsteps]: what each step moves and computes */
   PLAN_SEC_COUNT_
 } PlanSectionId;
 
@@ -133,6 +135,16 @@ typedef struct PlanConv {
   uint64_t workspace;            /* bytes needed by algo */
 } PlanConv;
 
+/* What a step costs, counted from the IR at compile time (codegen/cost.c):
+ * bytes = the distinct tensors the step reads and writes, each once in
+ * full; flops = exact for GEMMs (2*M*N*K*batch) and convolutions, an
+ * estimate per op for generated kernels. For reports (gpuc inspect, bench
+ * --profile); nothing executes on them. */
+typedef struct PlanCost {
+  uint64_t bytes;
+  uint64_t flops;
+} PlanCost;
+
 /* In-memory plan: what the compiler builds and the loader validates. */
 typedef struct Plan {
   PlanHeader hdr;
@@ -144,6 +156,7 @@ typedef struct Plan {
   uint32_t *args; uint32_t nargs;
   PlanGemm *gemms; uint32_t ngemms;
   PlanConv *convs; uint32_t nconvs;
+  PlanCost *costs; uint32_t ncosts;    /* ncosts == nsteps in a valid plan */
   uint8_t *weights; uint64_t weights_size;
   char *ptx; uint64_t ptx_size;        /* including the NUL */
   uint8_t *cubin; uint64_t cubin_size;

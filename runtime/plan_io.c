@@ -11,6 +11,7 @@ _Static_assert(sizeof(PlanHeader) == 64, "plan header layout");
 _Static_assert(sizeof(PlanSection) == 24, "plan section layout");
 _Static_assert(sizeof(PlanTensor) == 8 + 8 * GPUC_MAX_RANK + 16, "plan tensor layout");
 _Static_assert(sizeof(PlanStep) == 4 * 12, "plan step layout");
+_Static_assert(sizeof(PlanCost) == 16, "plan cost layout");
 
 uint64_t gpuc_fnv1a64(const void *data, size_t n, uint64_t h) {
   const uint8_t *p = data;
@@ -35,8 +36,11 @@ int gpuc_plan_write(const Plan *p, const char *path, GpucErr *e) {
     {PLAN_SEC_WEIGHTS, p->weights, p->weights_size},
     {PLAN_SEC_PTX, p->ptx, p->ptx_size},
     {PLAN_SEC_CUBIN, p->cubin, p->cubin_size},
+    {PLAN_SEC_COSTS, p->costs, (uint64_t)p->ncosts * sizeof(PlanCost)},
   };
   uint32_t ns = sizeof secs / sizeof *secs;
+  if (p->ncosts != p->nsteps)
+    return gpuc_err_set(e, "%s: internal: %u step costs for %u steps", path, p->ncosts, p->nsteps);
   PlanHeader h = p->hdr;
   memcpy(h.magic, GPUC_PLAN_MAGIC, 8);
   h.format_version = GPUC_PLAN_FORMAT_VERSION;
@@ -78,6 +82,7 @@ void gpuc_plan_free(Plan *p) {
   if (!p) return;
   free(p->strings); free(p->tensors); free(p->kernels); free(p->steps); free(p->args);
   free(p->gemms); free(p->convs); free(p->weights); free(p->ptx); free(p->cubin);
+  free(p->costs);
   free(p);
 }
 
@@ -185,6 +190,7 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
   TAKE(PLAN_SEC_ARGS, args, nargs, uint32_t);
   TAKE(PLAN_SEC_GEMMS, gemms, ngemms, PlanGemm);
   TAKE(PLAN_SEC_CONVS, convs, nconvs, PlanConv);
+  TAKE(PLAN_SEC_COSTS, costs, ncosts, PlanCost);
 #undef TAKE
   if (take(buf, tab, h.nsections, PLAN_SEC_STRINGS, 1, (void **)&p->strings, &p->strings_size, path, e) ||
       take(buf, tab, h.nsections, PLAN_SEC_WEIGHTS, 1, (void **)&p->weights, &p->weights_size, path, e) ||
@@ -196,6 +202,8 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
     BAD("%s: corrupt plan: string table", path);
   if (p->ptx_size == 0 || p->ptx[p->ptx_size - 1]) BAD("%s: corrupt plan: PTX", path);
   if (p->meta.weight_bytes != p->weights_size) BAD("%s: corrupt plan: weights size", path);
+  if (p->ncosts != p->nsteps)
+    BAD("%s: corrupt plan: cost section has %u entries for %u steps", path, p->ncosts, p->nsteps);
   for (uint32_t i = 0; i < p->ntensors; i++)
     if (check_tensor(p, i, path, e)) goto fail;
   for (uint32_t i = 0; i < p->nkernels; i++)
@@ -266,19 +274,25 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
     fprintf(f, "  %-8s %s: %s %s\n", role_name(t->role), gpuc_plan_str(p, t->name), s,
             gpuc_dtype_name(t->dt));
   }
-  fprintf(f, "schedule (%u steps):\n", p->nsteps);
+  uint64_t bytes = 0, flops = 0;
+  for (uint32_t i = 0; i < p->nsteps; i++) { bytes += p->costs[i].bytes; flops += p->costs[i].flops; }
+  fprintf(f, "schedule (%u steps; %llu bytes moved, %llu flops, counted from the IR):\n", p->nsteps,
+          (unsigned long long)bytes, (unsigned long long)flops);
   for (uint32_t i = 0; i < p->nsteps; i++) {
     const PlanStep *s = &p->steps[i];
+    char what[160];
     if (s->kind == PLAN_STEP_KERNEL)
-      fprintf(f, "  %4u kernel %-28s grid %u block %u  <- %s\n", i,
-              gpuc_plan_str(p, p->kernels[s->index].name), s->grid[0] * s->grid[1] * s->grid[2],
-              s->block[0] * s->block[1] * s->block[2], gpuc_plan_str(p, s->nodes));
+      snprintf(what, sizeof what, "kernel %-28s grid %u block %u",
+               gpuc_plan_str(p, p->kernels[s->index].name), s->grid[0] * s->grid[1] * s->grid[2],
+               s->block[0] * s->block[1] * s->block[2]);
     else if (s->kind == PLAN_STEP_GEMM) {
       const PlanGemm *g = &p->gemms[s->index];
-      fprintf(f, "  %4u cublasLt gemm %lldx%lldx%lld batch %lld  <- %s\n", i, (long long)g->m,
-              (long long)g->n, (long long)g->k, (long long)g->batch, gpuc_plan_str(p, s->nodes));
+      snprintf(what, sizeof what, "cublasLt gemm %lldx%lldx%lld batch %lld", (long long)g->m,
+               (long long)g->n, (long long)g->k, (long long)g->batch);
     } else
-      fprintf(f, "  %4u cudnn conv%s  <- %s\n", i, p->convs[s->index].nspatial == 3 ? "3d" : "2d",
-              gpuc_plan_str(p, s->nodes));
+      snprintf(what, sizeof what, "cudnn conv%s", p->convs[s->index].nspatial == 3 ? "3d" : "2d");
+    fprintf(f, "  %4u %s  bytes %llu flops %llu  <- %s\n", i, what,
+            (unsigned long long)p->costs[i].bytes, (unsigned long long)p->costs[i].flops,
+            gpuc_plan_str(p, s->nodes));
   }
 }

@@ -52,6 +52,18 @@ check "--shape contradicting the model" 1 "$GPUC" inspect "$MODELS/mlp.onnx" --s
 cmp -s "$WORK/o2/logits.npy" "$WORK/o3/logits.npy" && { pass=$((pass+1)); echo "ok   runs are deterministic"; } \
   || { fail=$((fail+1)); echo "FAIL runs are deterministic"; }
 
+# a plan (NVRTC, no GPU): inspect lists what each step moves and computes,
+# counted from the IR. fc1 at batch 4 is a 4x256x784 GEMM: 2*M*N*K flops;
+# bytes = image 4x784 + W 256x784 + bias 256 + h 4x256, f32. relu1 reads
+# and writes 4x256 f32 with one flop per element.
+check "compile for sm_90 without a GPU" 0 "$GPUC" "$MODELS/mlp.onnx" --arch sm_90 --shape image=4x784 \
+  -o "$WORK/mlp.gpuc"
+check "inspect a plan" 0 "$GPUC" inspect "$WORK/mlp.gpuc"
+expect_grep "inspect: GEMM bytes and flops" "$WORK/out" \
+  "cublasLt gemm 4x256x784 batch 1  bytes $((4 * (4*784 + 256*784 + 256 + 4*256))) flops $((2*4*256*784))  <- fc1"
+expect_grep "inspect: elementwise bytes and flops" "$WORK/out" "bytes $((2 * 4*256*4)) flops 1024  <- relu1"
+expect_grep "inspect: schedule totals" "$WORK/out" "bytes moved, .* flops, counted from the IR"
+
 # test-onnx on one conformance folder, and a folder that is not a test
 TD=/usr/share/libonnx-testdata/data/node/test_relu
 if [ -d "$TD" ]; then

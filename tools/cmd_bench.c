@@ -1,8 +1,11 @@
 /* gpuc bench PLAN [--iters N] [--warmup N] [--profile]
  * Median and p90 latency of whole-plan CUDA-graph replays timed with CUDA
  * events, throughput in items/s for the plan's batch, device memory. Inputs
- * are seeded random values. --profile adds a per-step table. */
+ * are seeded random values. --profile adds a per-step table: time, share,
+ * bytes and FLOPs (from the plan), achieved GB/s and TFLOP/s and their
+ * fractions of the GPU's peaks (runtime/gpu/profile.c). */
 #include "cli.h"
+#include "profile.h"
 #include "session.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,13 +66,11 @@ int cmd_bench(int argc, char **argv) {
     double total = 0;
     for (uint32_t i = 0; i < p->nsteps; i++) total += prof[i];
     printf("profile (eager issue, events between steps; total %.4f ms):\n", total);
-    printf("  %-5s %-10s %-9s %-6s %s\n", "step", "kind", "ms", "share", "covers");
-    for (uint32_t i = 0; i < p->nsteps; i++) {
-      const PlanStep *st = &p->steps[i];
-      printf("  %-5u %-10s %-9.4f %5.1f%% %s\n", i,
-             st->kind == PLAN_STEP_KERNEL ? "kernel" : st->kind == PLAN_STEP_GEMM ? "cublasLt" : "cudnn",
-             prof[i], total > 0 ? 100 * prof[i] / total : 0, gpuc_plan_str(p, st->nodes));
-    }
+    GpucDeviceInfo d;
+    GpucPeaks pk;
+    gpuc_session_device_info(s, &d);
+    gpuc_peaks_from_device(&d, &pk);
+    gpuc_profile_print(stdout, p, prof, &pk, &d);
   }
   free(prof);
   gpuc_session_free(s);

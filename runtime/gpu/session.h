@@ -28,6 +28,17 @@ int gpuc_session_bench(GpucSession *s, int warmup, int iters, GpucBench *b, doub
                        GpucErr *e);
 /* Device name and compute capability (for reports). */
 void gpuc_session_device(const GpucSession *s, char *name, size_t n, int *sm);
+/* What the profile needs to know of the device (runtime/gpu/profile.h
+ * turns it into peak rates); a field the driver does not report is 0. */
+typedef struct GpucDeviceInfo {
+  char name[128];
+  int sm;                        /* compute capability, e.g. 90 */
+  int sms;                       /* multiprocessors */
+  int clock_khz;                 /* SM clock (CU_DEVICE_ATTRIBUTE_CLOCK_RATE) */
+  int mem_clock_khz;             /* peak memory clock */
+  int bus_bits;                  /* global memory bus width */
+} GpucDeviceInfo;
+void gpuc_session_device_info(const GpucSession *s, GpucDeviceInfo *d);
 /* Compute capability of device 0 without loading a plan (-1 if none). */
 int gpuc_gpu_sm(GpucErr *e);
 #endif

@@ -1,7 +1,8 @@
 /* Plan files without a GPU: compile the bundled MLP and small CNN for
  * several archs with NVRTC, write, read back, write again (byte-exact),
  * then check that corrupted, truncated and other-version plans are refused
- * with a message and never crash.
+ * with a message and never crash. The per-step costs (bytes, FLOPs) of the
+ * MLP are checked against numbers worked out by hand from its shapes.
  * usage: test_plan MODELS_DIR WORKDIR */
 #include "codegen.h"
 #include "frontend.h"
@@ -58,6 +59,65 @@ static Plan *compile(const char *model, const GpucShapeBind *b, int nb, int sm) 
   return p;
 }
 
+/* Change section `id`'s size by `delta` bytes (or its id to `new_id`) and
+ * fix the checksum, so the reader's section checks are what refuse it. */
+static void patch_section(unsigned char *c, size_t n, uint32_t id, int64_t delta, uint32_t new_id) {
+  PlanHeader h;
+  memcpy(&h, c, sizeof h);
+  for (uint32_t i = 0; i < h.nsections; i++) {
+    PlanSection sec;
+    memcpy(&sec, c + sizeof h + i * sizeof sec, sizeof sec);
+    if (sec.id != id) continue;
+    sec.size = (uint64_t)((int64_t)sec.size + delta);
+    if (new_id) sec.id = new_id;
+    memcpy(c + sizeof h + i * sizeof sec, &sec, sizeof sec);
+  }
+  h.checksum = 0;
+  memcpy(c, &h, sizeof h);
+  h.checksum = gpuc_fnv1a64(c, n, GPUC_FNV_INIT);
+  memcpy(c, &h, sizeof h);
+}
+
+/* mlp.onnx at batch 4: fc1 = Gemm(image[4,784], W1[256,784]^T, b1[256]) ->
+ * h[4,256]; relu1; fc2 = Gemm(hr[4,256], W2[10,256]^T, b2[10]) -> [4,10]. */
+static void check_mlp_costs(const Plan *p) {
+  CHECK(p->ncosts == p->nsteps, "one cost per step: %u for %u", p->ncosts, p->nsteps);
+  int gemm = -1, relu = -1;
+  for (uint32_t i = 0; i < p->nsteps; i++) {
+    const PlanStep *s = &p->steps[i];
+    if (s->kind == PLAN_STEP_GEMM && p->gemms[s->index].n == 256 && gemm < 0) gemm = (int)i;
+    if (s->kind == PLAN_STEP_KERNEL && !strcmp(gpuc_plan_str(p, s->nodes), "relu1")) relu = (int)i;
+  }
+  CHECK(gemm >= 0 && relu >= 0, "fc1 GEMM step and relu1 kernel step found");
+  if (gemm < 0 || relu < 0) return;
+  const PlanGemm *g = &p->gemms[p->steps[gemm].index];
+  CHECK(g->m == 4 && g->n == 256 && g->k == 784 && g->batch == 1, "fc1 is 4x256x784");
+  uint64_t want_flops = 2ull * 4 * 256 * 784;                    /* 2*M*N*K = 1,605,632 */
+  uint64_t want_bytes = 4ull * (4 * 784 + 256 * 784 + 256 + 4 * 256); /* A, B, bias, Y in f32 */
+  CHECK(p->costs[gemm].flops == want_flops, "fc1 flops %llu, want %llu",
+        (unsigned long long)p->costs[gemm].flops, (unsigned long long)want_flops);
+  CHECK(p->costs[gemm].bytes == want_bytes, "fc1 bytes %llu, want %llu",
+        (unsigned long long)p->costs[gemm].bytes, (unsigned long long)want_bytes);
+  /* Relu reads h[4,256] and writes hr[4,256] (f32): 2 * 4096 bytes, one
+   * flop per output element */
+  CHECK(p->costs[relu].bytes == 2ull * 4 * 256 * 4, "relu1 bytes %llu, want 8192",
+        (unsigned long long)p->costs[relu].bytes);
+  CHECK(p->costs[relu].flops == 4ull * 256, "relu1 flops %llu, want 1024",
+        (unsigned long long)p->costs[relu].flops);
+  /* gpuc inspect lists them */
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  gpuc_plan_print(p, "mlp.gpuc", f);
+  fclose(f);
+  char want[128];
+  snprintf(want, sizeof want, "bytes %llu flops %llu  <- fc1", (unsigned long long)want_bytes,
+           (unsigned long long)want_flops);
+  CHECK(text && strstr(text, want), "inspect lists '%s':\n%s", want, text ? text : "");
+  CHECK(text && strstr(text, "bytes 8192 flops 1024  <- relu1"), "inspect lists relu1's cost");
+  free(text);
+}
+
 static void expect_refused(const char *path, const char *want, const char *what) {
   GpucErr e = {0};
   Plan *p = gpuc_plan_read(path, &e);
@@ -82,6 +142,7 @@ int main(int argc, char **argv) {
   }
   Plan *p = compile(mlp, &bind, 1, 90);
   if (!p) goto out;
+  check_mlp_costs(p);
   GpucErr e = {0};
   CHECK(gpuc_plan_write(p, a, &e) == 0, "write: %s", e.msg);
   Plan *q = gpuc_plan_read(a, &e);
@@ -89,6 +150,8 @@ int main(int argc, char **argv) {
   if (q) {
     CHECK(q->nsteps == p->nsteps && q->ntensors == p->ntensors && q->ngemms == p->ngemms,
           "counts survive the round trip");
+    CHECK(q->ncosts == p->ncosts && !memcmp(q->costs, p->costs, p->ncosts * sizeof(PlanCost)),
+          "step costs survive the round trip");
     CHECK(gpuc_plan_write(q, b, &e) == 0, "rewrite: %s", e.msg);
     size_t na, nb;
     unsigned char *ba = slurp(a, &na), *bb = slurp(b, &nb);
@@ -109,6 +172,28 @@ int main(int argc, char **argv) {
       memcpy(c, &h, sizeof h);
       spit(bad, c, na);
       expect_refused(bad, "rebuild", "other format version");
+      h.format_version = 1; /* before the cost section */
+      memcpy(c, &h, sizeof h);
+      spit(bad, c, na);
+      expect_refused(bad, "rebuild", "format version 1");
+      /* the cost section must hold exactly one PlanCost per step; these
+       * carry a good checksum, so the section checks are what refuse them */
+      memcpy(c, ba, na);
+      patch_section(c, na, PLAN_SEC_COSTS, -(int64_t)sizeof(PlanCost), 0);
+      spit(bad, c, na);
+      expect_refused(bad, "cost section has", "cost section one entry short");
+      memcpy(c, ba, na);
+      patch_section(c, na, PLAN_SEC_COSTS, (int64_t)sizeof(PlanCost), 0); /* into the padding */
+      spit(bad, c, na);
+      expect_refused(bad, "cost section has", "cost section one entry over");
+      memcpy(c, ba, na);
+      patch_section(c, na, PLAN_SEC_COSTS, -8, 0);
+      spit(bad, c, na);
+      expect_refused(bad, "not a multiple of 16", "cost section of a partial entry");
+      memcpy(c, ba, na);
+      patch_section(c, na, PLAN_SEC_COSTS, 0, 99);
+      spit(bad, c, na);
+      expect_refused(bad, "missing", "no cost section");
       memcpy(c, ba, na);
       memcpy(c, "NOTAPLAN", 8);
       spit(bad, c, na);
@@ -117,7 +202,7 @@ int main(int argc, char **argv) {
       expect_refused(bad, "not a gpuc plan", "tiny file");
       /* every single-byte flip in the header and section table is refused */
       int accepted = 0;
-      for (size_t off = 0; off < 64 + 11 * 24; off++) {
+      for (size_t off = 0; off < 64 + (size_t)h.nsections * sizeof(PlanSection); off++) {
         if (off >= 48 && off < 56) continue; /* the checksum itself: covered below */
         memcpy(c, ba, na);
         c[off] ^= 0x01;
