@@ -16,6 +16,7 @@ struct PlanBuilder {
   uint32_t cap_tensors, cap_kernels, cap_steps, cap_args, cap_gemms, cap_convs;
   StrBuf strings, src;
   uint32_t *value_tensor;        /* graph value -> plan tensor, UINT32_MAX none */
+  uint64_t lower_bound;          /* most arena bytes live at one step */
   const Graph *g;
   const CodegenOptions *opt;
   GpucErr *e;
@@ -234,6 +235,25 @@ static int cmp_live(const void *a, const void *b) {
 /* Greedy by size: biggest first, each at the lowest offset that overlaps no
  * placed tensor whose lifetime overlaps its own. Inputs live from the
  * start, outputs to the end (the runtime copies them in and out). */
+/* The most bytes simultaneously live at any step: no placement can use
+ * less arena than this. Sweep over [first, last] intervals. */
+static uint64_t live_lower_bound(const Live *lv, uint32_t n, int64_t nsteps) {
+  int64_t span = nsteps + 3; /* steps -1 .. nsteps, and one past */
+  int64_t *delta = calloc((size_t)span, sizeof *delta);
+  if (!delta) return 0;
+  for (uint32_t i = 0; i < n; i++) {
+    delta[lv[i].first + 1] += (int64_t)lv[i].bytes;
+    delta[lv[i].last + 2] -= (int64_t)lv[i].bytes;
+  }
+  int64_t cur = 0, best = 0;
+  for (int64_t s = 0; s < span; s++) {
+    cur += delta[s];
+    if (cur > best) best = cur;
+  }
+  free(delta);
+  return (uint64_t)best;
+}
+
 static int plan_memory(PlanBuilder *pb) {
   Plan *p = pb->p;
   int64_t *first = malloc(sizeof(int64_t) * (p->ntensors + 1));
@@ -263,6 +283,7 @@ static int plan_memory(PlanBuilder *pb) {
     lv[n++] = (Live){.t = t, .first = first[t], .last = last[t], .bytes = bytes ? bytes : GPUC_PLAN_ALIGN};
     naive += bytes;
   }
+  pb->lower_bound = live_lower_bound(lv, n, end);
   qsort(lv, n, sizeof *lv, cmp_live);
   uint64_t arena = 0;
   for (uint32_t i = 0; i < n; i++) {
@@ -451,6 +472,7 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
     st->convs = (int)p->nconvs;
     st->arena_bytes = p->meta.arena_bytes;
     st->naive_bytes = p->meta.naive_bytes;
+    st->lower_bound_bytes = pb.lower_bound;
     st->weight_bytes = p->weights_size;
     st->workspace_bytes = p->meta.workspace_bytes;
     st->nvrtc_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;

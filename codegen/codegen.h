@@ -21,6 +21,7 @@ typedef struct CompileStats {
   int nodes_in, nodes_after;
   int kernels, gemms, convs;
   uint64_t arena_bytes, naive_bytes, weight_bytes, workspace_bytes;
+  uint64_t lower_bound_bytes;    /* most bytes live at any one step */
   double nvrtc_seconds, compile_seconds;
   int sm;
 } CompileStats;

@@ -206,6 +206,47 @@ static void param_index(StrBuf *b, const Tensor *p, int nr, const int64_t *nd, c
   snprintf(expr, n, "%s", var);
 }
 
+/* LayerNorm over contiguous rows of 17..1024 elements in float (BERT's
+ * 768): one warp per row held in registers; mean, then the variance about
+ * it (two passes over registers, as the general kernel does over memory).
+ * Scale and bias have the row's shape or one element. */
+static int layernorm_warp(LowerCtx *c, int64_t rows, int64_t n, double eps) {
+  const Tensor *x = c->in[0], *y = c->out[0], *scale = c->in[1];
+  const Tensor *bias = c->nin > 2 ? c->in[2] : NULL;
+  StrBuf *b = cg_src(c);
+  const char *name = cg_kernel_name(c);
+  char e[64];
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const %s* __restrict__ scale, ",
+            name, cg_ctype(x->dt), cg_ctype(scale->dt));
+  if (bias) sb_printf(b, "const %s* __restrict__ bias, ", cg_ctype(bias->dt));
+  sb_printf(b, "%s* __restrict__ y) {\n", cg_ctype(y->dt));
+  warp_rows_open(b, rows, n, "float", x->dt, "0.0f");
+  sb_printf(b, "    float sum = 0;\n");
+  warp_rows_for(b, n);
+  sb_printf(b, "      sum += v[k];\n    }\n");
+  warp_allreduce(b, "sum", "float", "a + b");
+  sb_printf(b, "    const float mean = sum / (float)%lld;\n    float sq = 0;\n", LL(n));
+  warp_rows_for(b, n);
+  sb_printf(b, "      const float d = v[k] - mean;\n      sq += d * d;\n    }\n");
+  warp_allreduce(b, "sq", "float", "a + b");
+  cg_float_lit(e, sizeof e, eps, "float");
+  sb_printf(b, "    const float inv = 1.0f / sqrt(sq / (float)%lld + %s);\n", LL(n), e);
+  warp_rows_for(b, n);
+  sb_printf(b, "      const float o = (v[k] - mean) * inv * ");
+  cg_load(b, "float", scale->dt, "scale", gpuc_numel(scale) == 1 ? "0" : "j");
+  if (bias) {
+    sb_printf(b, " + ");
+    cg_load(b, "float", bias->dt, "bias", gpuc_numel(bias) == 1 ? "0" : "j");
+  }
+  sb_printf(b, ";\n      ");
+  cg_store(b, y->dt, "y", "base + j", "float", "o");
+  sb_printf(b, "    }\n  }\n}\n");
+  uint32_t args[4] = {c->tin[0], c->tin[1]}, na = 2;
+  if (bias) args[na++] = c->tin[2];
+  args[na++] = c->tout[0];
+  return warp_rows_launch(c, name, rows, (int)na, args);
+}
+
 /* X as [outer, inner] with inner = prod(dims[axis:]); y = (x - mean) * inv
  * * Scale (+ B), inv = 1 / sqrt(var + eps); optional Mean and InvStdDev
  * outputs (stash dtype; stash_type double computes in double). */
@@ -223,6 +264,10 @@ int lower_LayerNormalization(LowerCtx *c) {
   bool mo = has_out(c, 1), io = has_out(c, 2);
   /* statistics in float, or double for f64 inputs or an f64 stash_type */
   const char *ct = dt == GPUC_DT_F64 || gpuc_attr_i(c->n, "stash_type", 1) == 11 ? "double" : "float";
+  bool row_params = (gpuc_numel(scale) == inner || gpuc_numel(scale) == 1) &&
+                    (!bias || gpuc_numel(bias) == inner || gpuc_numel(bias) == 1);
+  if (!mo && !io && !strcmp(ct, "float") && inner > 16 && inner <= WARP_ROW_MAX && row_params)
+    return layernorm_warp(c, outer, inner, eps);
   Rows r = rows_pick(outer, inner, true);
   StrBuf *b = cg_src(c);
   char name[128], e[64], sidx[32], bidx[32];

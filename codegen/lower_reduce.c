@@ -354,6 +354,38 @@ typedef enum { SM_SOFTMAX, SM_LOGSOFTMAX, SM_HARDMAX } SmOp;
  * coercion before opset 13). Softmax: exp(x - max) / sum; LogSoftmax:
  * x - max - log(sum); Hardmax: one-hot of the first maximum (NaN counts as
  * the maximum). NaNs propagate through max and sum like the formula. */
+/* Contiguous rows of 17..1024 elements (attention scores, classifier
+ * logits): one warp per row, the row read once into registers, max and sum
+ * by shuffles, written once. Same formula as the general kernel. */
+static int softmax_warp(LowerCtx *c, SmOp op, int64_t rows, int64_t n) {
+  GpucDType dt = c->in[0]->dt;
+  const char *ct = facc(dt);
+  char lit[96], mx[160];
+  inf_lit(lit, sizeof lit, ct, true);
+  StrBuf *b = cg_src(c);
+  const char *name = cg_kernel_name(c);
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s* __restrict__ y) {\n",
+            name, cg_ctype(dt), cg_ctype(dt));
+  warp_rows_open(b, rows, n, ct, dt, lit);
+  sb_printf(b, "    %s mx = %s;\n", ct, lit);
+  comb_expr(mx, sizeof mx, C_MAX, "mx", "v[k]");
+  warp_rows_for(b, n);
+  sb_printf(b, "      mx = %s;\n    }\n", mx);
+  comb_expr(mx, sizeof mx, C_MAX, "a", "b");
+  warp_allreduce(b, "mx", ct, mx);
+  sb_printf(b, "    %s s = 0;\n", ct);
+  warp_rows_for(b, n);
+  sb_printf(b, "      s = s + exp(v[k] - mx);\n    }\n");
+  warp_allreduce(b, "s", ct, "a + b");
+  if (op == SM_LOGSOFTMAX) sb_printf(b, "    const %s ls = log(s);\n", ct);
+  warp_rows_for(b, n);
+  sb_printf(b, "      ");
+  cg_store(b, dt, "y", "base + j", ct, op == SM_SOFTMAX ? "exp(v[k] - mx) / s" : "v[k] - mx - ls");
+  sb_printf(b, "    }\n  }\n}\n");
+  uint32_t args[2] = {c->tin[0], c->tout[0]};
+  return warp_rows_launch(c, name, rows, 2, args);
+}
+
 static int softmax_lower(LowerCtx *c, SmOp op) {
   const Tensor *x = c->in[0], *y = c->out[0];
   GpucDType dt = x->dt;
@@ -362,6 +394,7 @@ static int softmax_lower(LowerCtx *c, SmOp op) {
   if (gpuc_softmax_view(LOWER_OPCTX(c), &outer, &n, &inner)) return -1;
   int64_t rows = outer * inner;
   if (rows == 0 || n == 0) return 0;
+  if (op != SM_HARDMAX && inner == 1 && n > 16 && n <= WARP_ROW_MAX) return softmax_warp(c, op, rows, n);
   const char *ct = facc(dt);
   Rows r = rows_pick(rows, n, inner == 1);
   StrBuf *b = cg_src(c);

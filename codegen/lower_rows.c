@@ -39,6 +39,37 @@ int rows_launch(LowerCtx *c, const Rows *r, const char *name, int64_t nrows, int
   return cg_launch_grid(c, name, grid, blk, 0, nargs, args);
 }
 
+void warp_rows_open(StrBuf *b, int64_t nrows, int64_t n, const char *ct, GpucDType dt, const char *pad) {
+  int per = (int)((n + 31) / 32);
+  sb_printf(b, "  const int lane = threadIdx.x & 31;\n"
+               "  const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;\n"
+               "  for (i64 row = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < %lldLL; row += nwarps) {\n"
+               "    const i64 base = row * %lldLL;\n"
+               "    %s v[%d];\n"
+               "#pragma unroll\n"
+               "    for (int k = 0; k < %d; k++) {\n"
+               "      const int j = lane + 32 * k;\n"
+               "      v[k] = j < %lld ? ",
+            LL(nrows), LL(n), ct, per, per, LL(n));
+  cg_load(b, ct, dt, "x", "base + j");
+  sb_printf(b, " : %s;\n    }\n", pad);
+}
+
+void warp_rows_for(StrBuf *b, int64_t n) {
+  sb_printf(b, "#pragma unroll\n    for (int k = 0; k < %d; k++) if (lane + 32 * k < %lld) {\n"
+               "      const int j = lane + 32 * k; (void)j;\n", (int)((n + 31) / 32), LL(n));
+}
+
+void warp_allreduce(StrBuf *b, const char *var, const char *ct, const char *comb) {
+  sb_printf(b, "#pragma unroll\n    for (int o = 16; o > 0; o >>= 1) {\n"
+               "      const %s a = %s, b = __shfl_xor_sync(0xffffffffu, %s, o);\n"
+               "      %s = %s;\n    }\n", ct, var, var, var, comb);
+}
+
+int warp_rows_launch(LowerCtx *c, const char *name, int64_t nrows, int nargs, const uint32_t *args) {
+  return cg_launch(c, name, (uint64_t)(nrows > 0 ? nrows : 1) * 32u, 256, 0, nargs, args);
+}
+
 /* "i64 var = offset of index `idx` decomposed over (dims, strides)", n
  * merged axes, row-major */
 void emit_offset(StrBuf *b, const char *var, const char *idx, int n, const int64_t *dims,

@@ -16,6 +16,20 @@ void rows_open(StrBuf *b, const Rows *r, int64_t nrows);
 void rows_for(StrBuf *b, const Rows *r, const char *j, int64_t n);
 int rows_launch(LowerCtx *c, const Rows *r, const char *name, int64_t nrows, int nargs,
                 const uint32_t *args);
+/* Warp rows: contiguous rows of n <= WARP_ROW_MAX elements, one warp per
+ * row, the row held in registers (v[k] = element lane + 32 k, k <
+ * ceil(n/32); lanes past the end hold `pad`). warp_rows_open declares
+ * lane, row, base and v[] (loaded from x as ct) inside a grid-stride loop
+ * over rows; close it with "  }\n}\n" and launch with warp_rows_launch.
+ * Every lane of a warp works on the same row, so shuffles are convergent. */
+enum { WARP_ROW_MAX = 1024 };
+void warp_rows_open(StrBuf *b, int64_t nrows, int64_t n, const char *ct, GpucDType dt, const char *pad);
+/* for (k) over this lane's valid elements: "if (j < n)" with j declared */
+void warp_rows_for(StrBuf *b, int64_t n);
+/* var = op over the warp (all lanes get it); comb is an expression in a, b */
+void warp_allreduce(StrBuf *b, const char *var, const char *ct, const char *comb);
+int warp_rows_launch(LowerCtx *c, const char *name, int64_t nrows, int nargs, const uint32_t *args);
+
 /* var = offset of multi-index idx over n (dims, strides) */
 void emit_offset(StrBuf *b, const char *var, const char *idx, int n, const int64_t *dims,
                  const int64_t *strides);

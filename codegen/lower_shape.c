@@ -196,9 +196,28 @@ static int emit_view(LowerCtx *c, int o, uint32_t src, int64_t src_numel, GpucDT
       if (r <= 0) return r;
     }
   }
+  /* a contiguous innermost run moves as 16-, 8- or 4-byte words when every
+   * stride and the offset allow (buffers are 256-byte aligned) */
+  const char *t = cg_bits_type(dt);
+  if (v.rank >= 1 && v.st[v.rank - 1] == 1) {
+    static const struct { size_t bytes; const char *type; } words[] = {
+        {16, "uint4"}, {8, "unsigned long long"}, {4, "unsigned int"}};
+    for (int w = 0; w < 3; w++) {
+      if (words[w].bytes <= es || words[w].bytes % es) continue;
+      int64_t k = (int64_t)(words[w].bytes / es);
+      bool ok = v.dims[v.rank - 1] % k == 0 && v.off % k == 0;
+      for (int d = 0; d + 1 < v.rank && ok; d++) ok = v.st[d] % k == 0;
+      if (!ok) continue;
+      for (int d = 0; d + 1 < v.rank; d++) v.st[d] /= k;
+      v.dims[v.rank - 1] /= k;
+      v.off /= k;
+      n /= k;
+      t = words[w].type;
+      break;
+    }
+  }
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
-  const char *t = cg_bits_type(dt);
   sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s* __restrict__ y) {\n"
                "  GRID_STRIDE(i, %lldLL) {\n", name, t, t, (ll)n);
   emit_decompose(b, "i", "s", v.rank, v.dims, v.st, v.off, "    ");

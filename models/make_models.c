@@ -12,7 +12,8 @@
  *                   fusion passes: MatMul + bias Add, the Erf GELU chain,
  *                   MatMul + bias, residual Add, LayerNormalization, then a
  *                   broadcast gate; input "x" [batch,16,64]; a second
- *                   output scales the transposed residual
+ *                   output scales the transposed residual, two more are
+ *                   its Softmax and LogSoftmax
  * usage: make_models OUTDIR */
 #include "onnx_builder.h"
 #include <math.h>
@@ -385,6 +386,14 @@ static int ffn_block(const char *dir) {
   scalar(b, "scale", 0.125f);
   binary(b, "Mul", "t/Mul", "rt", "scale", "t");
   ob_output(b, "t", 1, 3, tdims);
+  /* third and fourth: softmax / log-softmax of the residual over its rows */
+  const char *si[] = {"r", NULL}, *so[] = {"s", NULL}, *lso[] = {"ls", NULL};
+  ob_node(b, "Softmax", "softmax", si, so);
+  ob_attr_i(b, "axis", -1);
+  ob_output(b, "s", 1, 3, in);
+  ob_node(b, "LogSoftmax", "logsoftmax", si, lso);
+  ob_attr_i(b, "axis", -1);
+  ob_output(b, "ls", 1, 3, in);
   char path[4096];
   snprintf(path, sizeof path, "%s/ffn_block.onnx", dir);
   return ob_save(b, path);

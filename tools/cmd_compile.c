@@ -125,8 +125,9 @@ int cmd_compile(int argc, char **argv) {
   printf("compiled %s -> %s (sm_%d, -O%d%s)\n", r.model, out, st.sm, r.level, r.fp16 ? ", fp16" : "");
   printf("  nodes: %d imported, %d after passes\n", st.nodes_in, st.nodes_after);
   printf("  kernels generated: %d; library calls: %d cuBLASLt, %d cuDNN\n", st.kernels, st.gemms, st.convs);
-  printf("  arena: %llu bytes (naive sum %llu); weights: %llu bytes; workspace: %llu bytes\n",
-         (unsigned long long)st.arena_bytes, (unsigned long long)st.naive_bytes,
+  printf("  arena: %llu bytes (lower bound %llu, naive sum %llu); weights: %llu bytes; workspace: %llu bytes\n",
+         (unsigned long long)st.arena_bytes, (unsigned long long)st.lower_bound_bytes,
+         (unsigned long long)st.naive_bytes,
          (unsigned long long)st.weight_bytes, (unsigned long long)st.workspace_bytes);
   printf("  compile time: %.2f s (NVRTC %.2f s)\n", st.compile_seconds, st.nvrtc_seconds);
   return EXIT_OK;
