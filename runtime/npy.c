@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const struct { const char *descr; GpucDType dt; } npy_types[] = {
@@ -67,7 +68,17 @@ Tensor *gpuc_npy_load(const char *path, GpucErr *e) {
     if (*sh == ',') sh++;
     else if (*sh != ')') { gpuc_err_set(e, "%s: bad shape in header", path); goto done; }
   }
-  if (gpuc_shape_numel(rank, dims) < 0) { gpuc_err_set(e, "%s: shape overflows", path); goto done; }
+  int64_t numel = gpuc_shape_numel(rank, dims);
+  if (numel < 0) { gpuc_err_set(e, "%s: shape overflows", path); goto done; }
+  /* the data must be in the file before the shape decides an allocation */
+  struct stat st;
+  long here = ftell(f);
+  if (here >= 0 && !fstat(fileno(f), &st) && S_ISREG(st.st_mode) &&
+      numel > (st.st_size - here) / (int64_t)gpuc_dtype_size(dt)) {
+    gpuc_err_set(e, "%s: data shorter than the shape needs (%lld bytes left in the file)", path,
+                 (long long)(st.st_size - here));
+    goto done;
+  }
   t = gpuc_tensor_new(dt, rank, dims, e);
   if (!t) { gpuc_err_prefix(e, path); goto done; }
   size_t bytes = gpuc_tensor_bytes(t);

@@ -1,5 +1,5 @@
-/* gpuc train: train a classifier on Fashion-MNIST with the CPU reference
- * (issue 5, first slice). The loss is SoftmaxCrossEntropyLoss over the
+/* gpuc train: train a classifier with the CPU reference (issue 5): data
+ * sets, optimizer, schedule, accumulation, checkpoints and resume. The loss is SoftmaxCrossEntropyLoss over the
  * model's single float output; the labels are a new int64 input. */
 #include "cli.h"
 #include "onnx.pb-c.h"
@@ -101,63 +101,168 @@ done:
   return rc;
 }
 
-int cmd_train(int argc, char **argv) {
-  const char *model = NULL, *data = NULL, *save = NULL;
-  bool cpu = false;
-  long long epochs = 1, batch = 64, seed = 1;
-  double lr = 0.05, momentum = 0.9, wd = 0;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    bool has_val = i + 1 < argc;
-#define VAL() (has_val ? argv[++i] : NULL)
-    if (!strcmp(a, "--cpu")) cpu = true;
-    else if (!strcmp(a, "--data") || !strcmp(a, "--epochs") || !strcmp(a, "--batch") ||
-             !strcmp(a, "--lr") || !strcmp(a, "--momentum") || !strcmp(a, "--seed") ||
-             !strcmp(a, "--save") || !strcmp(a, "--weight-decay")) {
-      const char *v = VAL();
-      if (!v) return usage_error("%s needs a value", a);
-      int rc = 0;
-      if (!strcmp(a, "--data")) data = v;
-      else if (!strcmp(a, "--save")) save = v;
-      else if (!strcmp(a, "--epochs")) rc = parse_int(a, v, 1, 1000, &epochs);
-      else if (!strcmp(a, "--batch")) rc = parse_int(a, v, 1, 65536, &batch);
-      else if (!strcmp(a, "--seed")) rc = parse_int(a, v, 0, INT64_MAX, &seed);
-      else if (!strcmp(a, "--lr")) rc = parse_double(a, v, 0, 100, &lr);
-      else if (!strcmp(a, "--momentum")) rc = parse_double(a, v, 0, 0.999999, &momentum);
-      else rc = parse_double(a, v, 0, 1, &wd);
-      if (rc) return rc;
-    } else if (a[0] == '-') return usage_error("train: unknown option '%s'", a);
-    else if (model) return usage_error("train: one model only ('%s' and '%s')", model, a);
-    else model = a;
-#undef VAL
+/* --data KIND:PATH. The test set is optional only for npy (two more files). */
+static int load_data(const char *spec, Dataset *tr, Dataset *te, bool *has_test, GpucErr *e) {
+  *has_test = true;
+  if (!strncmp(spec, "fashion-mnist:", 14) || !strncmp(spec, "mnist:", 6)) {
+    const char *dir = strchr(spec, ':') + 1;
+    return gpuc_dataset_fashion_mnist(dir, true, tr, e) || gpuc_dataset_fashion_mnist(dir, false, te, e) ? -1 : 0;
   }
-  if (!model) return usage_error("train: no model given");
-  if (!data) return usage_error("train: --data fashion-mnist:DIR is required");
-  if (strncmp(data, "fashion-mnist:", 14) || !data[14])
-    return usage_error("train: --data wants fashion-mnist:DIR, got '%s'", data);
-  if (!cpu) return usage_error("train: the GPU trainer is not built yet; use --cpu");
+  if (!strncmp(spec, "cifar10:", 8))
+    return gpuc_dataset_cifar10(spec + 8, true, tr, e) || gpuc_dataset_cifar10(spec + 8, false, te, e) ? -1 : 0;
+  /* npy:X,Y[,XTEST,YTEST] */
+  char buf[4096], *f[5] = {0};
+  snprintf(buf, sizeof buf, "%s", spec + 4);
+  int n = 0;
+  for (char *p = buf; p && n < 5; n++) {
+    f[n] = p;
+    if ((p = strchr(p, ','))) *p++ = 0;
+  }
+  *has_test = n == 4;
+  if (gpuc_dataset_npy(f[0], f[1], tr, e)) return -1;
+  return *has_test ? gpuc_dataset_npy(f[2], f[3], te, e) : 0;
+}
+
+static int check_data_spec(const char *d) {
+  static const char *kinds[] = {"fashion-mnist:", "mnist:", "cifar10:", "npy:"};
+  for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+    size_t n = strlen(kinds[k]);
+    if (strncmp(d, kinds[k], n) || !d[n]) continue;
+    if (k < 3) return 0;
+    int commas = 0;
+    for (const char *p = d + n; *p; p++) commas += *p == ',';
+    if ((commas == 1 || commas == 3) && !strstr(d, ",,") && d[strlen(d) - 1] != ',') return 0;
+    return usage_error("train: --data npy:X.npy,Y.npy[,XTEST.npy,YTEST.npy], got '%s'", d);
+  }
+  return usage_error("train: --data wants fashion-mnist:DIR, mnist:DIR, cifar10:DIR or npy:X.npy,Y.npy, "
+                     "got '%s'", d);
+}
+
+static int parse_choice(const char *flag, const char *v, const char *const *names, int n, int *out) {
+  for (int k = 0; k < n; k++)
+    if (!strcmp(v, names[k])) { *out = k; return 0; }
+  return usage_error("%s: unknown value '%s'", flag, v);
+}
+
+static int parse_betas(const char *v, double *b1, double *b2) {
+  char *end;
+  errno = 0;
+  *b1 = strtod(v, &end);
+  if (end == v || *end != ',' || errno) return usage_error("--betas wants B1,B2, got '%s'", v);
+  const char *s = end + 1;
+  *b2 = strtod(s, &end);
+  if (end == s || *end || errno || !(*b1 >= 0 && *b1 < 1) || !(*b2 >= 0 && *b2 < 1))
+    return usage_error("--betas wants B1,B2 each in [0, 1), got '%s'", v);
+  return 0;
+}
+
+#define MAX_FREEZE 16
+
+typedef struct TrainArgs {
+  const char *model, *data, *save;
+  bool cpu, lr_set, wd_set;
+  long long epochs, batch, seed, accum, max_steps, log_every, warmup, step_size, limit;
+  int opt, sched;
+  double lr, momentum, wd, beta1, beta2;
+  const char *checkpoint, *resume;
+  const char *freeze[MAX_FREEZE];
+  int nfreeze;
+} TrainArgs;
+
+/* One flag with its value; returns 0, or usage_error's status. */
+static int parse_flag(TrainArgs *a, const char *f, const char *v) {
+  static const char *opts[] = {"sgd", "adamw"}, *scheds[] = {"constant", "step", "cosine"};
+  if (!strcmp(f, "--data")) a->data = v;
+  else if (!strcmp(f, "--save")) a->save = v;
+  else if (!strcmp(f, "--checkpoint")) a->checkpoint = v;
+  else if (!strcmp(f, "--resume")) a->resume = v;
+  else if (!strcmp(f, "--freeze")) {
+    if (a->nfreeze == MAX_FREEZE) return usage_error("--freeze: at most %d patterns", MAX_FREEZE);
+    if (!*v) return usage_error("--freeze wants a non-empty pattern");
+    a->freeze[a->nfreeze++] = v;
+  }
+  else if (!strcmp(f, "--epochs")) return parse_int(f, v, 1, 1000, &a->epochs);
+  else if (!strcmp(f, "--batch")) return parse_int(f, v, 1, 65536, &a->batch);
+  else if (!strcmp(f, "--accum")) return parse_int(f, v, 1, 1024, &a->accum);
+  else if (!strcmp(f, "--max-steps")) return parse_int(f, v, 1, INT64_MAX, &a->max_steps);
+  else if (!strcmp(f, "--limit")) return parse_int(f, v, 1, INT64_MAX, &a->limit);
+  else if (!strcmp(f, "--log-every")) return parse_int(f, v, 1, 1000000, &a->log_every);
+  else if (!strcmp(f, "--warmup")) return parse_int(f, v, 0, 100000000, &a->warmup);
+  else if (!strcmp(f, "--step-size")) return parse_int(f, v, 1, 1000, &a->step_size);
+  else if (!strcmp(f, "--seed")) return parse_int(f, v, 0, INT64_MAX, &a->seed);
+  else if (!strcmp(f, "--lr")) { a->lr_set = true; return parse_double(f, v, 0, 100, &a->lr); }
+  else if (!strcmp(f, "--momentum")) return parse_double(f, v, 0, 0.999999, &a->momentum);
+  else if (!strcmp(f, "--weight-decay")) { a->wd_set = true; return parse_double(f, v, 0, 1, &a->wd); }
+  else if (!strcmp(f, "--betas")) return parse_betas(v, &a->beta1, &a->beta2);
+  else if (!strcmp(f, "--optimizer")) return parse_choice(f, v, opts, 2, &a->opt);
+  else if (!strcmp(f, "--schedule")) return parse_choice(f, v, scheds, 3, &a->sched);
+  else return usage_error("train: unknown option '%s'", f);
+  return 0;
+}
+
+static int parse_args(int argc, char **argv, TrainArgs *a) {
+  *a = (TrainArgs){.epochs = 1, .batch = 64, .seed = 1, .accum = 1, .log_every = 100, .step_size = 30,
+                   .lr = 0.05, .momentum = 0.9, .beta1 = 0.9, .beta2 = 0.999};
+  for (int i = 0; i < argc; i++) {
+    const char *f = argv[i];
+    if (!strcmp(f, "--cpu")) a->cpu = true;
+    else if (!strcmp(f, "--amp") || !strcmp(f, "--mem-limit"))
+      return usage_error("train: %s needs the GPU trainer, which is not built yet (--cpu trains in fp32 "
+                         "without a memory limit)", f);
+    else if (f[0] == '-' && f[1] == '-') {
+      if (i + 1 >= argc) return usage_error("%s needs a value", f);
+      int rc = parse_flag(a, f, argv[++i]);
+      if (rc) return rc;
+    } else if (f[0] == '-') return usage_error("train: unknown option '%s'", f);
+    else if (a->model) return usage_error("train: one model only ('%s' and '%s')", a->model, f);
+    else a->model = f;
+  }
+  if (!a->model) return usage_error("train: no model given");
+  if (!a->data) return usage_error("train: --data KIND:PATH is required");
+  int rc = check_data_spec(a->data);
+  if (rc) return rc;
+  if (!a->cpu) return usage_error("train: the GPU trainer is not built yet; use --cpu");
+  /* PyTorch's AdamW defaults where not given */
+  if (a->opt == GPUC_OPT_ADAMW && !a->lr_set) a->lr = 1e-3;
+  if (a->opt == GPUC_OPT_ADAMW && !a->wd_set) a->wd = 0.01;
+  return 0;
+}
+
+int cmd_train(int argc, char **argv) {
+  TrainArgs a;
+  int prc = parse_args(argc, argv, &a);
+  if (prc) return prc;
   GpucErr e = {0};
   Dataset tr = {0}, te = {0};
+  bool has_test;
   Trainer *t = NULL;
   int rc = EXIT_BAD_INPUT;
-  if (gpuc_dataset_fashion_mnist(data + 14, true, &tr, &e) ||
-      gpuc_dataset_fashion_mnist(data + 14, false, &te, &e)) {
-    report(&e);
-    goto done;
-  }
-  if (!(t = gpuc_trainer_new(model, batch, &e))) { report(&e); goto done; }
-  printf("training %s on the CPU: %lld images, %d parameter tensors, batch %lld, lr %g, momentum %g, "
-         "weight decay %g, seed %lld\n", model, (long long)tr.n, gpuc_trainer_nparams(t), batch, lr,
-         momentum, wd, seed);
-  TrainOptions o = {.epochs = (int)epochs, .batch = batch, .lr = lr, .momentum = momentum,
-                    .weight_decay = wd, .seed = (uint64_t)seed, .log_every = 100, .log = stdout};
+  if (load_data(a.data, &tr, &te, &has_test, &e)) { report(&e); goto done; }
+  gpuc_dataset_limit(&tr, a.limit);
+  if (!(t = gpuc_trainer_new(a.model, a.batch, &e))) { report(&e); goto done; }
+  static const char *opt_names[] = {"sgd", "adamw"}, *sched_names[] = {"constant", "step", "cosine"};
+  printf("training %s on the CPU: %lld images, %d parameter tensors, batch %lld x accum %lld, %s lr %g "
+         "(%s, warmup %lld), momentum %g, weight decay %g, seed %lld\n", a.model, (long long)tr.n,
+         gpuc_trainer_nparams(t), a.batch, a.accum, opt_names[a.opt], a.lr, sched_names[a.sched], a.warmup,
+         a.momentum, a.wd, a.seed);
+  TrainOptions o = {.epochs = (int)a.epochs, .batch = a.batch, .accum = (int)a.accum,
+                    .max_steps = a.max_steps, .opt = (GpucOptimizer)a.opt, .lr = a.lr, .momentum = a.momentum,
+                    .weight_decay = a.wd, .beta1 = a.beta1, .beta2 = a.beta2, .eps = 1e-8,
+                    .sched = (GpucSchedule)a.sched, .warmup = a.warmup, .step_size = (int)a.step_size,
+                    .seed = (uint64_t)a.seed, .log_every = (int)a.log_every, .log = stdout,
+                    .checkpoint_dir = a.checkpoint, .resume_dir = a.resume, .freeze = a.freeze,
+                    .nfreeze = a.nfreeze};
   TrainResult r;
-  if (gpuc_trainer_fit(t, &tr, &te, &o, &r, &e)) { report(&e); goto done; }
-  printf("final test accuracy %.2f%% after %d epoch%s, %.1f s\n", 100.0 * r.test_accuracy, (int)epochs,
-         epochs > 1 ? "s" : "", r.seconds);
-  if (save) {
-    if (save_model(model, save, t, &e)) { report(&e); goto done; }
-    printf("saved %s\n", save);
+  if (gpuc_trainer_fit(t, &tr, has_test ? &te : NULL, &o, &r, &e)) { report(&e); goto done; }
+  if (has_test)
+    printf("final test accuracy %.2f%% after %d epoch%s, %.1f s\n", 100.0 * r.test_accuracy, (int)a.epochs,
+           a.epochs > 1 ? "s" : "", r.seconds);
+  else
+    printf("done after %d epoch%s, %.1f s (no test set given)\n", (int)a.epochs, a.epochs > 1 ? "s" : "",
+           r.seconds);
+  if (a.save) {
+    if (save_model(a.model, a.save, t, &e)) { report(&e); goto done; }
+    printf("saved %s\n", a.save);
   }
   rc = EXIT_OK;
 done:

@@ -21,7 +21,8 @@ struct Trainer {
   int np;
   int *param;                   /* value index in g of each parameter */
   int *eval_param;              /* the same parameter in eval */
-  float **vel;                  /* momentum buffers */
+  float **state[2];             /* optimizer state per parameter (gpuc_trainer_state) */
+  float **gsum;                 /* gradient sums over the micro-batches of a step (--accum) */
 };
 
 static double now_s(void) {
@@ -34,14 +35,21 @@ void gpuc_trainer_free(Trainer *t) {
   if (!t) return;
   gpuc_graph_free(t->g);
   gpuc_graph_free(t->eval);
-  for (int i = 0; i < t->np && t->vel; i++) free(t->vel[i]);
-  free(t->vel);
+  for (int i = 0; i < t->np; i++) {
+    if (t->state[0]) free(t->state[0][i]);
+    if (t->state[1]) free(t->state[1][i]);
+    if (t->gsum) free(t->gsum[i]);
+  }
+  free(t->state[0]);
+  free(t->state[1]);
+  free(t->gsum);
   free(t->param);
   free(t->eval_param);
   free(t);
 }
 
 int gpuc_trainer_nparams(const Trainer *t) { return t->np; }
+float *gpuc_trainer_state(Trainer *t, int i, int slot) { return t->state[slot][i]; }
 const char *gpuc_trainer_param(const Trainer *t, int i, const Tensor **value) {
   *value = &t->g->values[t->param[i]].t;
   return t->g->values[t->param[i]].name;
@@ -140,8 +148,13 @@ Trainer *gpuc_trainer_new(const char *model_path, int64_t batch, GpucErr *e) {
   if (t->np < 1) { gpuc_err_set(e, "%s: the model has no trainable parameters", g->path); goto fail; }
   t->param = calloc((size_t)t->np, sizeof(int));
   t->eval_param = calloc((size_t)t->np, sizeof(int));
-  t->vel = calloc((size_t)t->np, sizeof(float *));
-  if (!t->param || !t->eval_param || !t->vel) { gpuc_err_set(e, "out of memory"); goto fail; }
+  t->state[0] = calloc((size_t)t->np, sizeof(float *));
+  t->state[1] = calloc((size_t)t->np, sizeof(float *));
+  t->gsum = calloc((size_t)t->np, sizeof(float *));
+  if (!t->param || !t->eval_param || !t->state[0] || !t->state[1] || !t->gsum) {
+    gpuc_err_set(e, "out of memory");
+    goto fail;
+  }
   for (int i = 0; i < t->np; i++) {
     const char *gn = g->values[g->outputs[i + 1]].name;
     char pn[1024];
@@ -160,8 +173,11 @@ Trainer *gpuc_trainer_new(const char *model_path, int64_t batch, GpucErr *e) {
     }
     t->param[i] = p;
     t->eval_param[i] = q;
-    t->vel[i] = calloc((size_t)gpuc_numel(&g->values[p].t) + 1, sizeof(float));
-    if (!t->vel[i]) { gpuc_err_set(e, "out of memory"); goto fail; }
+    size_t n = (size_t)gpuc_numel(&g->values[p].t) + 1;
+    t->state[0][i] = calloc(n, sizeof(float));
+    t->state[1][i] = calloc(n, sizeof(float));
+    t->gsum[i] = calloc(n, sizeof(float));
+    if (!t->state[0][i] || !t->state[1][i] || !t->gsum[i]) { gpuc_err_set(e, "out of memory"); goto fail; }
   }
   return t;
 fail:
@@ -180,6 +196,13 @@ static int check_data(const Trainer *t, const Dataset *d, GpucErr *e) {
   if (d->dim != t->dim)
     return gpuc_err_set(e, "%s: the model takes %lld values per image, the data has %lld", t->g->path,
                         (long long)t->dim, (long long)d->dim);
+  if (d->rank > 0) {
+    bool same = d->rank == t->in_rank - 1;
+    for (int i = 0; same && i < d->rank; i++) same = d->shape[i] == t->in_dims[i + 1];
+    if (!same)
+      return gpuc_err_set(e, "%s: the data's per-image shape is not the model input's (batch excluded)",
+                          t->g->path);
+  }
   for (int64_t i = 0; i < d->n; i++)
     if (d->y[i] < 0 || d->y[i] >= t->classes)
       return gpuc_err_set(e, "%s: label %lld is outside the model's %lld classes", t->g->path,
@@ -224,94 +247,193 @@ int gpuc_trainer_evaluate(Trainer *t, const Dataset *d, double *accuracy, GpucEr
   return 0;
 }
 
+/* A fresh permutation of 0..n-1 per epoch from the generator state alone,
+ * so a checkpoint needs only the state to continue with the same order. */
+static void shuffle(int64_t *perm, int64_t n, uint64_t *rng) {
+  for (int64_t i = 0; i < n; i++) perm[i] = i;
+  for (int64_t i = n - 1; i > 0; i--) {
+    int64_t j = (int64_t)(splitmix(rng) % (uint64_t)(i + 1)), tmp = perm[i];
+    perm[i] = perm[j];
+    perm[j] = tmp;
+  }
+}
+
+static bool frozen(const char *name, const TrainOptions *o) {
+  for (int k = 0; k < o->nfreeze; k++)
+    if (strstr(name, o->freeze[k])) return true;
+  return false;
+}
+
+/* Buffers of one fit: the shuffled order, one micro-batch of inputs and the
+ * graph's outputs. */
+typedef struct Loop {
+  int64_t *perm;
+  Tensor x, y;
+  Tensor **outs;
+  bool *skip;                   /* frozen parameters */
+} Loop;
+
+static void loop_free_outs(const Trainer *t, Loop *l) {
+  for (int k = 0; l->outs && k < t->g->noutputs; k++) { gpuc_tensor_free(l->outs[k]); l->outs[k] = NULL; }
+}
+
+/* Forward + backward over micro-batch number mb of the epoch (images
+ * perm[mb*B .. mb*B+B)); the gradients are left in l->outs[1..]. */
+static int run_micro(Trainer *t, const Dataset *d, Loop *l, int64_t mb, double *loss, GpucErr *e) {
+  int64_t B = t->batch;
+  for (int64_t i = 0; i < B; i++) {
+    int64_t k = l->perm[mb * B + i];
+    memcpy((float *)l->x.data + i * t->dim, d->x + k * t->dim, sizeof(float) * (size_t)t->dim);
+    ((int64_t *)l->y.data)[i] = d->y[k];
+  }
+  const Tensor *in[2] = {&l->x, &l->y};
+  if (gpuc_ref_run(t->g, in, l->outs, e)) return -1;
+  *loss = gpuc_get_f64(l->outs[0], 0);
+  return 0;
+}
+
+/* One optimizer step over o->accum micro-batches starting at number mb0:
+ * gradients summed in order, then divided by accum (each is already a mean
+ * over its micro-batch), so accum x B equals one batch of accum*B. */
+static int train_step(Trainer *t, const Dataset *d, const TrainOptions *o, Loop *l, int64_t mb0,
+                      int64_t step, double lr, double *loss, GpucErr *e) {
+  int K = o->accum;
+  *loss = 0;
+  for (int k = 0; k < K; k++) {
+    double lk;
+    if (run_micro(t, d, l, mb0 + k, &lk, e)) return -1;
+    *loss += lk;
+    if (K == 1) break; /* the gradients are used where they are */
+    for (int i = 0; i < t->np; i++) {
+      const float *g = l->outs[i + 1]->data;
+      float *s = t->gsum[i];
+      int64_t n = gpuc_numel(l->outs[i + 1]);
+      if (k == 0) memcpy(s, g, sizeof(float) * (size_t)n);
+      else for (int64_t j = 0; j < n; j++) s[j] += g[j];
+    }
+    loop_free_outs(t, l);
+  }
+  *loss /= K;
+  if (!isfinite(*loss)) return gpuc_err_set(e, "the loss is %g at step %lld: lower --lr", *loss, (long long)step + 1);
+  for (int i = 0; i < t->np; i++) {
+    Tensor *pt = &t->g->values[t->param[i]].t;
+    int64_t n = gpuc_numel(pt);
+    float *g = K == 1 ? l->outs[i + 1]->data : t->gsum[i];
+    if (l->skip[i]) continue;
+    if (K > 1) for (int64_t j = 0; j < n; j++) g[j] *= 1.0f / (float)K;
+    if (o->opt == GPUC_OPT_SGD)
+      gpuc_sgd_step(pt->data, t->state[0][i], g, n, (float)lr, (float)o->momentum, (float)o->weight_decay);
+    else
+      gpuc_adamw_step(pt->data, t->state[0][i], t->state[1][i], g, n, (float)lr, (float)o->beta1,
+                      (float)o->beta2, (float)o->eps, (float)o->weight_decay, step + 1);
+  }
+  loop_free_outs(t, l);
+  return 0;
+}
+
+static int loop_init(Trainer *t, const Dataset *d, const TrainOptions *o, Loop *l, GpucErr *e) {
+  int64_t B = t->batch;
+  memset(l, 0, sizeof *l);
+  l->x = (Tensor){.dt = GPUC_DT_F32, .rank = t->in_rank};
+  memcpy(l->x.dims, t->in_dims, sizeof l->x.dims);
+  l->x.dims[0] = B;
+  l->y = (Tensor){.dt = GPUC_DT_I64, .rank = 1, .dims = {B}};
+  l->perm = malloc(sizeof(int64_t) * (size_t)d->n);
+  l->x.data = malloc(sizeof(float) * (size_t)(B * t->dim));
+  l->y.data = malloc(sizeof(int64_t) * (size_t)B);
+  l->outs = calloc((size_t)t->g->noutputs, sizeof(Tensor *));
+  l->skip = calloc((size_t)t->np, sizeof(bool));
+  if (!l->perm || !l->x.data || !l->y.data || !l->outs || !l->skip) return gpuc_err_set(e, "out of memory");
+  for (int k = 0; k < o->nfreeze; k++) {
+    bool any = false;
+    for (int i = 0; i < t->np; i++) any |= strstr(t->g->values[t->param[i]].name, o->freeze[k]) != NULL;
+    if (!any) return gpuc_err_set(e, "%s: --freeze '%s' matches no parameter", t->g->path, o->freeze[k]);
+  }
+  for (int i = 0; i < t->np; i++) l->skip[i] = frozen(t->g->values[t->param[i]].name, o);
+  return 0;
+}
+
+static void loop_free(const Trainer *t, Loop *l) {
+  loop_free_outs(t, l);
+  free(l->outs);
+  free(l->perm);
+  free(l->x.data);
+  free(l->y.data);
+  free(l->skip);
+}
+
+static void log_step(const TrainOptions *o, int ep, int64_t s, int64_t spe, double loss, double lr,
+                     double ips) {
+  /* loss with 6 decimals: tests compare runs step by step */
+  fprintf(o->log, "epoch %d step %lld/%lld loss %.6f lr %.6g images/s %.0f loss scale 1\n", ep,
+          (long long)s + 1, (long long)spe, loss, lr, ips);
+  fflush(o->log);
+}
+
 int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, const TrainOptions *o,
                      TrainResult *r, GpucErr *e) {
   memset(r, 0, sizeof *r);
   if (check_data(t, train, e) || (test && check_data(t, test, e))) return -1;
-  int64_t B = t->batch, steps = train->n / B;
-  if (steps < 1)
-    return gpuc_err_set(e, "the batch (%lld) is larger than the training set (%lld)", (long long)B,
-                        (long long)train->n);
-  int64_t *perm = malloc(sizeof(int64_t) * (size_t)train->n);
-  Tensor x = {.dt = GPUC_DT_F32, .rank = t->in_rank}, y = {.dt = GPUC_DT_I64, .rank = 1, .dims = {B}};
-  memcpy(x.dims, t->in_dims, sizeof x.dims);
-  x.dims[0] = B;
-  x.data = malloc(sizeof(float) * (size_t)(B * t->dim));
-  y.data = malloc(sizeof(int64_t) * (size_t)B);
-  Tensor **outs = calloc((size_t)t->g->noutputs, sizeof(Tensor *));
+  int64_t B = t->batch, K = o->accum, spe = train->n / (B * K);
+  if (spe < 1)
+    return gpuc_err_set(e, "a step (%lld images: --batch x --accum) is larger than the training set (%lld)",
+                        (long long)(B * K), (long long)train->n);
+  if (o->max_steps > 0 && spe > o->max_steps) spe = o->max_steps;
+  TrainState st = {.opt = o->opt, .rng = o->seed, .batch = B, .accum = K, .ntrain = train->n};
+  if (o->resume_dir && gpuc_checkpoint_load(o->resume_dir, t, &st, e)) return -1;
+  if (o->resume_dir && o->log)
+    fprintf(o->log, "resumed from %s/checkpoint.bin at epoch %lld, step %lld\n", o->resume_dir,
+            (long long)st.epoch, (long long)st.step);
+  Loop l;
   int rc = -1;
-  if (!perm || !x.data || !y.data || !outs) { gpuc_err_set(e, "out of memory"); goto done; }
-  for (int64_t i = 0; i < train->n; i++) perm[i] = i;
-  uint64_t rs = o->seed;
+  if (loop_init(t, train, o, &l, e)) goto done;
+  int64_t total = (int64_t)o->epochs * spe;
   double t_start = now_s();
-  for (int ep = 1; ep <= o->epochs; ep++) {
-    /* Fisher-Yates with the seeded generator */
-    for (int64_t i = train->n - 1; i > 0; i--) {
-      int64_t j = (int64_t)(splitmix(&rs) % (uint64_t)(i + 1)), tmp = perm[i];
-      perm[i] = perm[j];
-      perm[j] = tmp;
-    }
+  for (int ep = (int)st.epoch + 1; ep <= o->epochs; ep++) {
+    shuffle(l.perm, train->n, &st.rng);
     double t_ep = now_s(), t_log = t_ep, loss_acc = 0;
     int64_t loss_n = 0;
-    for (int64_t s = 0; s < steps; s++) {
-      for (int64_t i = 0; i < B; i++) {
-        int64_t k = perm[s * B + i];
-        memcpy((float *)x.data + i * t->dim, train->x + k * t->dim, sizeof(float) * (size_t)t->dim);
-        ((int64_t *)y.data)[i] = train->y[k];
-      }
-      const Tensor *in[2] = {&x, &y};
-      if (gpuc_ref_run(t->g, in, outs, e)) goto done;
-      double loss = gpuc_get_f64(outs[0], 0);
-      if (!isfinite(loss)) {
-        gpuc_err_set(e, "the loss is %g at epoch %d step %lld: lower --lr", loss, ep, (long long)s + 1);
+    for (int64_t s = 0; s < spe; s++) {
+      double lr = gpuc_lr_at(o->sched, o->lr, st.step, total, spe, o->warmup, o->step_size), loss;
+      if (train_step(t, train, o, &l, s * K, st.step, lr, &loss, e)) {
+        gpuc_err_prefix(e, "training");
         goto done;
       }
+      st.step++;
       loss_acc += loss;
       loss_n++;
       r->last_loss = loss;
-      /* SGD with momentum (PyTorch's form): v = m v + (g + wd p); p -= lr v */
-      for (int i = 0; i < t->np; i++) {
-        Tensor *pt = &t->g->values[t->param[i]].t;
-        float *p = pt->data, *v = t->vel[i];
-        const float *gr = outs[i + 1]->data;
-        int64_t n = gpuc_numel(pt);
-        float m = (float)o->momentum, wd = (float)o->weight_decay, lr = (float)o->lr;
-        for (int64_t j = 0; j < n; j++) {
-          v[j] = m * v[j] + gr[j] + wd * p[j];
-          p[j] -= lr * v[j];
-        }
-      }
-      for (int k = 0; k < t->g->noutputs; k++) { gpuc_tensor_free(outs[k]); outs[k] = NULL; }
       r->steps++;
       if (o->log && o->log_every > 0 && (s + 1) % o->log_every == 0) {
         double tn = now_s();
-        fprintf(o->log, "epoch %d step %lld/%lld loss %.4f images/s %.0f\n", ep, (long long)s + 1,
-                (long long)steps, loss_acc / (double)loss_n, (double)(o->log_every * B) / (tn - t_log));
-        fflush(o->log);
+        log_step(o, ep, s, spe, loss_acc / (double)loss_n, lr, (double)(o->log_every * B * K) / (tn - t_log));
         t_log = tn;
         loss_acc = 0;
         loss_n = 0;
       }
     }
+    st.epoch = ep;
     double t_train = now_s() - t_ep;
     if (test) {
       if (gpuc_trainer_evaluate(t, test, &r->test_accuracy, e)) goto done;
       if (o->log) {
         fprintf(o->log, "epoch %d: test accuracy %.2f%% (%lld images), %.1f s training, %.0f images/s\n",
                 ep, 100.0 * r->test_accuracy, (long long)test->n, t_train,
-                (double)(steps * B) / t_train);
+                (double)(spe * B * K) / t_train);
         fflush(o->log);
       }
     }
+    if (o->checkpoint_dir) {
+      if (gpuc_checkpoint_save(o->checkpoint_dir, t, &st, e)) goto done;
+      if (o->log) fprintf(o->log, "checkpoint %s/checkpoint.bin (epoch %d)\n", o->checkpoint_dir, ep);
+    }
   }
+  /* a resumed run with nothing left to do still reports the accuracy */
+  if (test && st.epoch >= o->epochs && r->steps == 0 && gpuc_trainer_evaluate(t, test, &r->test_accuracy, e))
+    goto done;
   r->seconds = now_s() - t_start;
   rc = 0;
 done:
-  if (outs)
-    for (int k = 0; k < t->g->noutputs; k++) gpuc_tensor_free(outs[k]);
-  free(outs);
-  free(perm);
-  free(x.data);
-  free(y.data);
+  loop_free(t, &l);
   return rc;
 }

@@ -12,6 +12,8 @@ typedef struct Dataset {
   int64_t n, dim;               /* images, values per image */
   float *x;                     /* n * dim */
   int64_t *y;                   /* n labels */
+  int rank;                     /* per-image shape when it must match the model's (npy); 0: any */
+  int64_t shape[GPUC_MAX_RANK]; /*   with dim values in all */
 } Dataset;
 
 /* IDX files (MNIST format), gzip'ed or not; untrusted: magic, rank, dims
@@ -20,14 +22,48 @@ int gpuc_idx_read(const char *path, int want_rank, int64_t dims[3], uint8_t **da
 /* DIR/{train,t10k}-images-idx3-ubyte.gz and -labels-idx1-ubyte.gz */
 int gpuc_dataset_fashion_mnist(const char *dir, bool train, Dataset *d, GpucErr *e);
 void gpuc_dataset_free(Dataset *d);
+/* DIR/data_batch_1..5.bin (train) or DIR/test_batch.bin: records of one
+ * label byte + 3072 pixel bytes (CHW 3x32x32), pixels/255. */
+int gpuc_dataset_cifar10(const char *dir, bool train, Dataset *d, GpucErr *e);
+/* X: f32 [N, ...] (per-image shape kept in d->shape), Y: i64 or i32 [N]. */
+int gpuc_dataset_npy(const char *xpath, const char *ypath, Dataset *d, GpucErr *e);
+/* Keep the first n images (n < d->n). */
+void gpuc_dataset_limit(Dataset *d, int64_t n);
+
+/* Optimizers and learning-rate schedules (train/optim.c), pure functions
+ * over one parameter tensor so they can be checked by hand. */
+typedef enum { GPUC_OPT_SGD, GPUC_OPT_ADAMW } GpucOptimizer;
+typedef enum { GPUC_SCHED_CONSTANT, GPUC_SCHED_STEP, GPUC_SCHED_COSINE } GpucSchedule;
+/* SGD with momentum, PyTorch's form: v = m v + (g + wd p); p -= lr v */
+void gpuc_sgd_step(float *p, float *v, const float *g, int64_t n, float lr, float momentum, float wd);
+/* AdamW as torch.optim.AdamW: p *= 1 - lr wd; m = b1 m + (1-b1) g;
+ * v = b2 v + (1-b2) g^2; p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps).
+ * t is the 1-based step count. */
+void gpuc_adamw_step(float *p, float *m, float *v, const float *g, int64_t n, float lr, float b1,
+                     float b2, float eps, float wd, int64_t t);
+/* The learning rate of 0-based optimizer step s of a run of total steps,
+ * spe steps per epoch: linear warmup over the first warmup steps (s+1)/warmup,
+ * then constant, x0.1 every step_size epochs, or cosine to 0 at the end. */
+double gpuc_lr_at(GpucSchedule sched, double lr, int64_t s, int64_t total, int64_t spe, int64_t warmup,
+                  int step_size);
 
 typedef struct TrainOptions {
-  int epochs;
-  int64_t batch;
-  double lr, momentum, weight_decay;
+  int epochs;                   /* total, counting those a resumed checkpoint already did */
+  int64_t batch;                /* images per micro-batch (the graph's batch) */
+  int accum;                    /* micro-batches per optimizer step, gradients averaged */
+  int64_t max_steps;            /* optimizer steps per epoch at most; 0: all */
+  GpucOptimizer opt;
+  double lr, momentum, weight_decay, beta1, beta2, eps;
+  GpucSchedule sched;
+  int64_t warmup;               /* steps */
+  int step_size;                /* epochs, for GPUC_SCHED_STEP */
   uint64_t seed;
   int log_every;                /* steps between progress lines */
   FILE *log;                    /* progress and accuracy lines; NULL: quiet */
+  const char *checkpoint_dir;   /* checkpoint.bin written after every epoch; NULL: none */
+  const char *resume_dir;       /* checkpoint.bin loaded before training; NULL: fresh start */
+  const char *const *freeze;    /* parameters whose names contain one of these are not updated */
+  int nfreeze;
 } TrainOptions;
 
 typedef struct TrainResult {
@@ -45,6 +81,22 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
                      TrainResult *r, GpucErr *e);
 /* Accuracy (argmax of the model's output) on d with the current weights. */
 int gpuc_trainer_evaluate(Trainer *t, const Dataset *d, double *accuracy, GpucErr *e);
+/* Checkpoints (train/checkpoint.c): the training state at an epoch
+ * boundary, written atomically to DIR/checkpoint.bin; loading checks every
+ * field against the trainer (the file is untrusted). */
+typedef struct TrainState {
+  GpucOptimizer opt;
+  int64_t epoch;                /* epochs completed */
+  int64_t step;                 /* optimizer steps completed (AdamW's t, the schedule's position) */
+  uint64_t rng;                 /* shuffle generator state */
+  int64_t batch, accum, ntrain; /* the data order depends on them: must match on resume */
+} TrainState;
+int gpuc_checkpoint_save(const char *dir, Trainer *t, const TrainState *s, GpucErr *e);
+int gpuc_checkpoint_load(const char *dir, Trainer *t, TrainState *s, GpucErr *e);
+/* Optimizer state buffers of parameter i: SGD uses slot 0 (velocity),
+ * AdamW slots 0 and 1 (first and second moments). */
+float *gpuc_trainer_state(Trainer *t, int i, int slot);
+
 /* The trained parameters: count, then name/tensor of the i-th. */
 int gpuc_trainer_nparams(const Trainer *t);
 const char *gpuc_trainer_param(const Trainer *t, int i, const Tensor **value);
