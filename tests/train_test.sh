@@ -38,7 +38,7 @@ else bad "test accuracy $acc% < $floor%"; fi
 # usage errors (exit 2)
 expect 2 train "$mlp" --data "fashion-mnist:$data"                  # no --cpu
 expect 2 train "$mlp" --cpu                                          # no --data
-expect 2 train "$mlp" --data "mnist:$data" --cpu
+expect 2 train "$mlp" --data "svhn:$data" --cpu
 expect 2 train "$mlp" --data "fashion-mnist:$data" --cpu --batch 0
 expect 2 train "$mlp" --data "fashion-mnist:$data" --cpu --lr nan
 expect 2 train "$mlp" --data "fashion-mnist:$data" --cpu --epochs

@@ -135,7 +135,7 @@ static int check_params(Trainer *t, Cursor *c, int ns, const char *path, GpucErr
     uint32_t len = get_u32(c);
     /* the total size matched, so a record as long as the model's stays inside the buffer */
     if (len != strlen(name) || memcmp(c->p + c->off, name, len))
-      return gpuc_err_set(e, "%s: parameter %d is not '%s' of this model", path, i, name);
+      return gpuc_err_set(e, "%s: parameter %d: the name differs from the model's '%s'", path, i, name);
     c->off += len;
     if (get_u32(c) != (uint32_t)v->rank)
       return gpuc_err_set(e, "%s: parameter '%s' has another rank than in the model", path, name);
@@ -151,8 +151,8 @@ static void restore_params(Trainer *t, Cursor *c, int ns) {
   for (int i = 0; i < gpuc_trainer_nparams(t); i++) {
     const Tensor *v;
     gpuc_trainer_param(t, i, &v);
-    c->off += 4 + get_u32(c);
-    c->off += 4 + 8 * (size_t)v->rank;
+    uint32_t len = get_u32(c); /* checked by check_params */
+    c->off += len + 4 + 8 * (size_t)v->rank;
     get(c, v->data, gpuc_tensor_bytes(v));
     for (int k = 0; k < ns; k++) get(c, gpuc_trainer_state(t, i, k), gpuc_tensor_bytes(v));
   }

@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# gpuc train --cpu features, one part per ctest:
+#   accum   --accum 4 --batch 64 gives the per-step losses of --batch 256
+#   resume  2 epochs straight == 1 epoch + --checkpoint + --resume, bitwise
+#           (parameters, optimizer state, losses), SGD and AdamW+cosine;
+#           corrupt checkpoints are refused with one line, exit 1
+#   data    npy and cifar10 files made here (python3 + numpy), good and malformed
+# usage: train_features_test.sh PART GPUC MODELS_DIR FASHION_MNIST_DIR WORK_DIR
+set -u
+part=$1 gpuc=$2 models=$3 data=$4 work=$5
+mkdir -p "$work"
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+mlp=$models/mlp.onnx
+fm="fashion-mnist:$data"
+
+# expect RC ARGS...: exit status RC, one line on stderr (for 1), no sanitizer report
+expect() {
+  local want=$1; shift
+  "$gpuc" "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  local lines; lines=$(grep -c . "$work/err" | head -1)
+  if [ "$rc" -ne "$want" ] || grep -q "Sanitizer\|runtime error" "$work/err"; then
+    bad "gpuc $* -> exit $rc (want $want): $(head -c 400 "$work/err")"
+  elif [ "$want" -eq 1 ] && [ "$lines" -ne 1 ]; then
+    bad "gpuc $* -> $lines lines on stderr, want 1: $(head -c 400 "$work/err")"
+  else ok; fi
+}
+# the error line must mention a word
+says() { if grep -q -- "$1" "$work/err"; then ok; else bad "stderr lacks '$1': $(cat "$work/err")"; fi; }
+
+# losses FILE: the loss column of the progress lines
+losses() { sed -n 's/^epoch .* step .* loss \([0-9.]*\) .*/\1/p' "$1"; }
+# progress and accuracy lines without the timings
+steady() { grep '^epoch' "$1" | sed 's/ images\/s [0-9]*//; s/, [0-9.]* s training.*//'; }
+
+run() { # run OUTFILE ARGS...: must succeed
+  local o=$1; shift
+  if "$gpuc" train "$mlp" --cpu "$@" >"$o" 2>&1; then ok; else bad "gpuc train $* failed: $(tail -3 "$o")"; fi
+}
+
+part_accum() {
+  run "$work/big" --data "$fm" --batch 256 --max-steps 20 --log-every 1 --seed 5
+  run "$work/acc" --data "$fm" --batch 64 --accum 4 --max-steps 20 --log-every 1 --seed 5
+  run "$work/small" --data "$fm" --batch 64 --max-steps 20 --log-every 1 --seed 5
+  losses "$work/big" >"$work/big.l"; losses "$work/acc" >"$work/acc.l"; losses "$work/small" >"$work/small.l"
+  [ "$(wc -l <"$work/big.l")" -eq 20 ] && [ "$(wc -l <"$work/acc.l")" -eq 20 ] && ok \
+    || bad "want 20 loss lines each: $(wc -l <"$work/big.l") $(wc -l <"$work/acc.l")"
+  # relative 1e-4 per step
+  paste "$work/big.l" "$work/acc.l" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $1) { print; bad = 1 } }
+    END { exit bad }' && ok || bad "--accum 4 --batch 64 losses differ from --batch 256"
+  # and the comparison can tell: plain --batch 64 steps differ
+  paste "$work/big.l" "$work/small.l" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-3 * $1) n++ }
+    END { exit !(n >= 10) }' && ok || bad "--batch 64 gave the losses of --batch 256?"
+  grep -q "step 20/20 .*loss scale 1" "$work/acc" && ok || bad "progress line format"
+  expect 2 train "$mlp" --data "$fm" --cpu --accum 0
+  expect 2 train "$mlp" --data "$fm" --cpu --accum 1025
+  expect 1 train "$mlp" --data "$fm" --cpu --batch 65536 --accum 2   # a step beyond the data
+  expect 2 train "$mlp" --data "$fm" --cpu --amp
+  expect 2 train "$mlp" --data "$fm" --cpu --mem-limit 4G
+  expect 2 train "$mlp" --data "$fm" --cpu --optimizer adam
+  expect 2 train "$mlp" --data "$fm" --cpu --schedule linear
+  expect 2 train "$mlp" --data "$fm" --cpu --betas 0.9
+  expect 2 train "$mlp" --data "$fm" --cpu --betas 0.9,1
+  expect 1 train "$mlp" --data "$fm" --cpu --freeze nothing.like.this --max-steps 1
+  # --freeze fc1: fc1 keeps its initial values, fc2 moves
+  run "$work/fz" --data "$fm" --max-steps 5 --freeze fc1 --save "$work/fz.onnx"
+  python3 - "$mlp" "$work/fz.onnx" <<'PY' && ok || bad "--freeze fc1"
+import sys, onnx, onnx.numpy_helper as nh
+a = {t.name: nh.to_array(t) for t in onnx.load(sys.argv[1]).graph.initializer}
+b = {t.name: nh.to_array(t) for t in onnx.load(sys.argv[2]).graph.initializer}
+assert (a['fc1.weight'] == b['fc1.weight']).all() and (a['fc1.bias'] == b['fc1.bias']).all()
+assert (a['fc2.weight'] != b['fc2.weight']).any()
+PY
+}
+
+# straight RUNNAME ARGS: 2 epochs in one run vs 1 + resume, same losses and state
+straight_vs_resumed() {
+  local n=$1; shift
+  local c=$work/$n
+  rm -rf "$c"; mkdir -p "$c"
+  run "$c/two" --data "$fm" --limit 2048 --batch 64 --log-every 1 --epochs 2 --checkpoint "$c/ck2" \
+      --save "$c/two.onnx" "$@"
+  run "$c/one" --data "$fm" --limit 2048 --batch 64 --log-every 1 --epochs 1 --checkpoint "$c/ck1" "$@"
+  cp -r "$c/ck1" "$c/ck1.orig"
+  run "$c/res" --data "$fm" --limit 2048 --batch 64 --log-every 1 --epochs 2 --resume "$c/ck1" \
+      --checkpoint "$c/ck1" --save "$c/res.onnx" "$@"
+  grep -q "resumed from .* at epoch 1, step 32" "$c/res" && ok || bad "$n: no resume line"
+  steady "$c/two" >"$c/two.s"
+  { steady "$c/one"; steady "$c/res"; } >"$c/res.s"
+  [ "$(grep -c step "$c/two.s")" -eq 64 ] && cmp -s "$c/two.s" "$c/res.s" && ok \
+    || bad "$n: printed losses differ: $(diff "$c/two.s" "$c/res.s" | head -5)"
+  cmp -s "$c/two.onnx" "$c/res.onnx" && ok || bad "$n: final parameters differ"
+  cmp -s "$c/ck2/checkpoint.bin" "$c/ck1/checkpoint.bin" && ok || bad "$n: final checkpoints differ"
+  ls "$c/ck1" | grep -q tmp && bad "$n: temp file left" || ok
+}
+
+# corrupt OFFSET BYTES: a copy of the epoch-1 checkpoint with bytes written at OFFSET
+ck=$work/sgd/ck1.orig/checkpoint.bin
+bad_ck() { rm -rf "$work/bad"; mkdir -p "$work/bad"; cp "$ck" "$work/bad/checkpoint.bin"; }
+resume_bad() { expect 1 train "$mlp" --data "$fm" --cpu --limit 2048 --batch 64 --epochs 2 --resume "$work/bad" "$@"; }
+
+part_resume() {
+  straight_vs_resumed sgd --optimizer sgd --lr 0.05 --momentum 0.9 --weight-decay 1e-4
+  # the step schedule depends on the epoch and warmup on the step counter, both restored
+  # (cosine depends on --epochs too, which a 1-epoch run cannot share with a 2-epoch one)
+  straight_vs_resumed adamw --optimizer adamw --lr 0.002 --schedule step --step-size 1 --warmup 10
+  bad_ck; printf 'XXXX' | dd of="$work/bad/checkpoint.bin" conv=notrunc status=none; resume_bad; says magic
+  bad_ck; printf '\x02' | dd of="$work/bad/checkpoint.bin" bs=1 seek=8 conv=notrunc status=none; resume_bad; says version
+  bad_ck; truncate -s -100 "$work/bad/checkpoint.bin"; resume_bad; says truncated
+  bad_ck; truncate -s 40 "$work/bad/checkpoint.bin"; resume_bad; says truncated
+  bad_ck; : >"$work/bad/checkpoint.bin"; resume_bad; says truncated
+  bad_ck; printf 'x' >>"$work/bad/checkpoint.bin"; resume_bad; says trailing
+  bad_ck; printf '\x7f' | dd of="$work/bad/checkpoint.bin" bs=1 seek=5000 conv=notrunc status=none; resume_bad; says checksum
+  # the size field says 2^62 bytes
+  bad_ck; printf '\x00\x00\x00\x00\x00\x00\x00\x40' | dd of="$work/bad/checkpoint.bin" bs=1 seek=72 conv=notrunc status=none
+  resume_bad; says "header says"
+  # a renamed parameter and a transposed one, checksums fixed so the names/shapes checks are reached
+  for edit in name shape; do
+    bad_ck
+    python3 - "$work/bad/checkpoint.bin" "$edit" <<'PY'
+import struct, sys
+p, edit = sys.argv[1], sys.argv[2]
+b = bytearray(open(p, 'rb').read())
+off = 80 + 4  # the first record's name
+if edit == 'name': b[off] ^= 0x20
+else:
+    n = struct.unpack_from('<I', b, 80)[0]
+    d = off + n + 4
+    x, y = struct.unpack_from('<qq', b, d)
+    struct.pack_into('<qq', b, d, y, x)
+h = 0xcbf29ce484222325
+for c in b[:-8]: h = ((h ^ c) * 0x100000001b3) & (2**64 - 1)
+struct.pack_into('<Q', b, len(b) - 8, h)
+open(p, 'wb').write(b)
+PY
+    resume_bad; says "$edit"
+  done
+  bad_ck; resume_bad --optimizer adamw; says optimizer
+  bad_ck; resume_bad --batch 32; says batch
+  bad_ck; resume_bad --accum 2 --batch 32; says accum
+  bad_ck; expect 1 train "$models/small_cnn.onnx" --data "$fm" --cpu --limit 2048 --batch 64 --resume "$work/bad"
+  expect 1 train "$mlp" --data "$fm" --cpu --resume "$work/does-not-exist"
+  rm -rf "$work/bad"; mkdir -p "$work/bad/checkpoint.bin"; resume_bad; says "regular"
+  rm -rf "$work/bad"; mkdir -p "$work/bad"; mkfifo "$work/bad/checkpoint.bin"; resume_bad; says "regular"
+  # resuming a finished run trains nothing and reports the accuracy
+  run "$work/done" --data "$fm" --limit 2048 --batch 64 --epochs 1 --resume "$work/sgd/ck1.orig"
+  grep -q "^final test accuracy" "$work/done" && ! grep -q "^epoch .* step" "$work/done" && ok || bad "finished resume"
+}
+
+part_data() {
+  local d=$work/npy
+  rm -rf "$d"; mkdir -p "$d"
+  # learnable synthetic sets: class k lights up pixels k*78 .. k*78+77
+  python3 - "$d" <<'PY' || bad "python3 could not write the test files"
+import numpy as np, sys, os
+d = sys.argv[1]
+r = np.random.default_rng(0)
+def make(n, shape, size):
+    y = r.integers(0, 10, n)
+    x = r.random((n, size), dtype=np.float32) * 0.2
+    for i, k in enumerate(y): x[i, k * (size // 10):(k + 1) * (size // 10)] += 0.8
+    return x.reshape((n,) + shape), y
+x, y = make(512, (784,), 784); np.save(f'{d}/x.npy', x); np.save(f'{d}/y.npy', y)
+np.save(f'{d}/y32.npy', y.astype(np.int32))
+xt, yt = make(200, (784,), 784); np.save(f'{d}/xt.npy', xt); np.save(f'{d}/yt.npy', yt)
+np.save(f'{d}/x64.npy', x.astype(np.float64))
+np.save(f'{d}/x3d.npy', x.reshape(512, 28, 28))
+np.save(f'{d}/yshort.npy', y[:100])
+np.save(f'{d}/ybad.npy', np.where(y == 3, 10, y))
+np.save(f'{d}/yf.npy', y.astype(np.float32))
+b = open(f'{d}/x.npy', 'rb').read(); open(f'{d}/xtrunc.npy', 'wb').write(b[:len(b) // 2])
+hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000, 784), }"
+hdr += ' ' * (118 - len(hdr)) + '\n'
+open(f'{d}/xhuge.npy', 'wb').write(b'\x93NUMPY\x01\x00' + len(hdr).to_bytes(2, 'little') + hdr.encode() + b'\0' * 64)
+# CIFAR-10 batches: class k is bright in channel k % 3, rows 3k..3k+2
+c = f'{d}/cifar'; os.makedirs(c)
+def cifar(path, n):
+    y = r.integers(0, 10, n).astype(np.uint8)
+    x = (r.random((n, 3, 32, 32)) * 60).astype(np.uint8)
+    for i, k in enumerate(y): x[i, k % 3, 3 * k:3 * k + 3, :] = 255
+    open(path, 'wb').write(np.concatenate([y[:, None], x.reshape(n, 3072)], 1).tobytes())
+for i in range(1, 6): cifar(f'{c}/data_batch_{i}.bin', 64)
+cifar(f'{c}/test_batch.bin', 100)
+# a linear classifier over [N, 3, 32, 32]
+import onnx, onnx.helper as oh, onnx.numpy_helper as nh
+w = nh.from_array((r.standard_normal((10, 3072)) * 0.01).astype(np.float32), 'fc.weight')
+bb = nh.from_array(np.zeros(10, np.float32), 'fc.bias')
+g = oh.make_graph([oh.make_node('Flatten', ['image'], ['flat'], axis=1),
+                   oh.make_node('Gemm', ['flat', 'fc.weight', 'fc.bias'], ['scores'], transB=1)], 'cifar_linear',
+                  [oh.make_tensor_value_info('image', 1, ['batch', 3, 32, 32])],
+                  [oh.make_tensor_value_info('scores', 1, ['batch', 10])], [w, bb])
+onnx.save(oh.make_model(g, opset_imports=[oh.make_opsetid('', 13)]), f'{d}/cifar_linear.onnx')
+PY
+  run "$work/npy2" --data "npy:$d/x.npy,$d/y.npy" --batch 32 --epochs 2
+  grep -q "no test set" "$work/npy2" && ok || bad "npy without a test set"
+  run "$work/npy4" --data "npy:$d/x.npy,$d/y32.npy,$d/xt.npy,$d/yt.npy" --batch 32 --epochs 3 --lr 0.1
+  acc=$(sed -n 's/^final test accuracy \([0-9.]*\)%.*/\1/p' "$work/npy4")
+  awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 90) }' && ok || bad "npy test accuracy '${acc}' < 90%"
+  for bad_set in "x64.npy,$d/y.npy" "x3d.npy,$d/y.npy" "x.npy,$d/yshort.npy" "x.npy,$d/ybad.npy" \
+                 "x.npy,$d/yf.npy" "xtrunc.npy,$d/y.npy" "xhuge.npy,$d/y.npy" "missing.npy,$d/y.npy"; do
+    expect 1 train "$mlp" --data "npy:$d/$bad_set" --cpu --batch 32
+  done
+  rm -f "$d/fifo.npy"; mkfifo "$d/fifo.npy"
+  expect 1 train "$mlp" --data "npy:$d/fifo.npy,$d/y.npy" --cpu --batch 32
+  expect 2 train "$mlp" --data "npy:$d/x.npy" --cpu
+  expect 2 train "$mlp" --data "npy:$d/x.npy,$d/y.npy,$d/xt.npy" --cpu
+  expect 2 train "$mlp" --data "npy:$d/x.npy,,$d/y.npy" --cpu
+  expect 2 train "$mlp" --data "imagenet:$d" --cpu
+  # CIFAR-10
+  local c=$d/cifar
+  if "$gpuc" train "$d/cifar_linear.onnx" --data "cifar10:$c" --cpu --batch 16 --epochs 3 --lr 0.05 \
+       >"$work/cifar" 2>&1; then ok; else bad "cifar10 training failed: $(tail -3 "$work/cifar")"; fi
+  acc=$(sed -n 's/^final test accuracy \([0-9.]*\)%.*/\1/p' "$work/cifar")
+  awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 90) }' && ok || bad "cifar10 test accuracy '${acc}' < 90%"
+  grep -q "320 images" "$work/cifar" && ok || bad "cifar10: want 320 training images"
+  expect 1 train "$mlp" --data "cifar10:$c" --cpu     # 3072 values per image, the MLP takes 784
+  local b=$work/cifar_bad
+  mkc() { rm -rf "$b"; cp -r "$c" "$b"; }
+  mkc; rm "$b/data_batch_3.bin"; expect 1 train "$d/cifar_linear.onnx" --data "cifar10:$b" --cpu; says data_batch_3
+  mkc; truncate -s -1 "$b/test_batch.bin"; expect 1 train "$d/cifar_linear.onnx" --data "cifar10:$b" --cpu; says records
+  mkc; : >"$b/data_batch_1.bin"; expect 1 train "$d/cifar_linear.onnx" --data "cifar10:$b" --cpu
+  mkc; printf '\x0a' | dd of="$b/data_batch_2.bin" bs=1 seek=3073 conv=notrunc status=none
+  expect 1 train "$d/cifar_linear.onnx" --data "cifar10:$b" --cpu; says label
+  mkc; rm "$b/test_batch.bin"; mkfifo "$b/test_batch.bin"; expect 1 train "$d/cifar_linear.onnx" --data "cifar10:$b" --cpu
+  # mnist: the same IDX loader
+  run "$work/mnist" --data "mnist:$data" --max-steps 3
+}
+
+"part_$part"
+echo "$part: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
