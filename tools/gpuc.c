@@ -20,8 +20,13 @@ static const char *usage_text =
     "  gpuc run PLAN.gpuc [--input NAME=FILE]... [--out DIR]\n"
     "  gpuc inspect PLAN.gpuc\n"
     "  gpuc bench PLAN.gpuc [--iters N] [--warmup N] [--profile]\n"
-    "  gpuc train MODEL.onnx --data fashion-mnist:DIR --cpu [--epochs N] [--batch B] [--lr X]\n"
-    "             [--momentum M] [--weight-decay W] [--seed S] [--save OUT.onnx]\n"
+    "  gpuc train MODEL.onnx --data KIND:PATH --cpu [--epochs N] [--batch B] [--accum K]\n"
+    "             [--optimizer sgd|adamw] [--lr X] [--momentum M] [--betas B1,B2] [--weight-decay W]\n"
+    "             [--schedule constant|step|cosine] [--warmup STEPS] [--step-size EPOCHS]\n"
+    "             [--seed S] [--max-steps N] [--limit N] [--log-every N] [--freeze PATTERN]...\n"
+    "             [--checkpoint DIR] [--resume DIR] [--save OUT.onnx]\n"
+    "             KIND:PATH is fashion-mnist:DIR, mnist:DIR, cifar10:DIR or\n"
+    "             npy:X.npy,Y.npy[,XTEST.npy,YTEST.npy]\n"
     "inputs are .npy files or ONNX TensorProto .pb files; DIMS is like 1x3x224x224.\n"
     "exit status: 0 ok, 1 bad or unsupported model/input, 2 usage error\n";
 
