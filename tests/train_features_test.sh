@@ -224,8 +224,14 @@ PY
   mkc; printf '\x0a' | dd of="$b/data_batch_2.bin" bs=1 seek=3073 conv=notrunc status=none
   expect 1 train "$d/cifar_linear.onnx" --data "cifar10:$b" --cpu; says label
   mkc; rm "$b/test_batch.bin"; mkfifo "$b/test_batch.bin"; expect 1 train "$d/cifar_linear.onnx" --data "cifar10:$b" --cpu
-  # mnist: the same IDX loader
-  run "$work/mnist" --data "mnist:$data" --max-steps 3
+  # mnist: the same IDX loader; uncompressed files are found too
+  local m=$work/mnist_plain
+  rm -rf "$m"; mkdir -p "$m"
+  for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    gunzip -c "$data/$f.gz" >"$m/$f"
+  done
+  run "$work/mnist" --data "mnist:$m" --max-steps 3
+  grep -q "60000 images" "$work/mnist" && ok || bad "mnist: uncompressed files"
 }
 
 "part_$part"

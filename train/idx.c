@@ -103,12 +103,22 @@ void gpuc_dataset_free(Dataset *d) {
   memset(d, 0, sizeof *d);
 }
 
+/* DIR/PRE-KIND-ubyte.gz, or the uncompressed DIR/PRE-KIND-ubyte when only
+ * that exists (zlib reads plain files too). */
+static void idx_path(char *buf, size_t n, const char *dir, const char *pre, const char *kind) {
+  snprintf(buf, n, "%s/%s-%s-ubyte.gz", dir, pre, kind);
+  if (access(buf, F_OK) == 0) return;
+  char plain[4096];
+  snprintf(plain, sizeof plain, "%s/%s-%s-ubyte", dir, pre, kind);
+  if (access(plain, F_OK) == 0) snprintf(buf, n, "%s", plain);
+}
+
 int gpuc_dataset_fashion_mnist(const char *dir, bool train, Dataset *d, GpucErr *e) {
   memset(d, 0, sizeof *d);
   char ip[4096], lp[4096];
   const char *pre = train ? "train" : "t10k";
-  snprintf(ip, sizeof ip, "%s/%s-images-idx3-ubyte.gz", dir, pre);
-  snprintf(lp, sizeof lp, "%s/%s-labels-idx1-ubyte.gz", dir, pre);
+  idx_path(ip, sizeof ip, dir, pre, "images-idx3");
+  idx_path(lp, sizeof lp, dir, pre, "labels-idx1");
   int64_t idim[3], ldim[3];
   uint8_t *px = NULL, *lb = NULL;
   if (gpuc_idx_read(ip, 3, idim, &px, e) || gpuc_idx_read(lp, 1, ldim, &lb, e)) {
