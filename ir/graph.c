@@ -130,6 +130,20 @@ int gpuc_graph_remove_nodes(Graph *g, const bool *drop) {
   return removed;
 }
 
+void gpuc_graph_count_readers(const Graph *g, int *count, int *last) {
+  for (int v = 0; v < g->nvalues; v++) {
+    count[v] = 0;
+    if (last) last[v] = -1;
+  }
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i].nin; k++) {
+      int v = g->nodes[i].in[k];
+      if (v < 0) continue;
+      count[v]++;
+      if (last) last[v] = i;
+    }
+}
+
 /* Kahn's algorithm, stable (keeps file order among ready nodes). */
 int gpuc_graph_toposort(Graph *g, GpucErr *e) {
   int nn = g->nnodes;

@@ -213,6 +213,10 @@ int gpuc_graph_add_node(Graph *g, GpucOp op, const char *name, int nin, int nout
  * (outputs of removed nodes get -1 unless a kept node writes them).
  * Returns the number removed. */
 int gpuc_graph_remove_nodes(Graph *g, const bool *drop);
+/* Per value: how many node input slots read it (count[v]), and the last
+ * node reading it (last[v], -1 if none; last may be NULL). Arrays hold
+ * g->nvalues entries; counts do not include graph outputs. */
+void gpuc_graph_count_readers(const Graph *g, int *count, int *last);
 
 /* Sort nodes topologically; fails naming a node on a cycle. */
 int gpuc_graph_toposort(Graph *g, GpucErr *e);

@@ -37,15 +37,21 @@ int pass_dead_code(Graph *g, const PassOptions *o, GpucErr *e) {
  * outputs produced by them stay (renaming outputs would change the API). */
 int pass_identity(Graph *g, const PassOptions *o, GpucErr *e) {
   int changes = 0;
+  /* repl[v]: the value v forwards to; one walk in topological order */
+  int *repl = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  if (!repl) return gpuc_err_set(e, "%s: out of memory", g->path);
+  for (int v = 0; v < g->nvalues; v++) repl[v] = v;
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = &g->nodes[i];
-    bool fwd = n->op == GPUC_OP_IDENTITY ||
-               (n->op == GPUC_OP_DROPOUT && n->nin < 3 && (n->nout < 2 || n->out[1] < 0));
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k] >= 0 && repl[n->in[k]] != n->in[k]) { n->in[k] = repl[n->in[k]]; changes++; }
+    /* before opset 7, Dropout trains unless is_test is set */
+    bool dropout_inference = n->op == GPUC_OP_DROPOUT && n->nin < 3 && (n->nout < 2 || n->out[1] < 0) &&
+                             (g->opset >= 7 || gpuc_attr_i(n, "is_test", 0));
+    bool fwd = n->op == GPUC_OP_IDENTITY || dropout_inference;
     if (!fwd || n->in[0] < 0 || n->out[0] < 0 || g->values[n->out[0]].is_output) continue;
-    int from = n->out[0], to = n->in[0];
-    for (int j = i + 1; j < g->nnodes; j++)
-      for (int k = 0; k < g->nodes[j].nin; k++)
-        if (g->nodes[j].in[k] == from) { g->nodes[j].in[k] = to; changes++; }
+    repl[n->out[0]] = n->in[0];
   }
+  free(repl);
   return changes;
 }

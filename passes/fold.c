@@ -56,6 +56,8 @@ int pass_fold_constants(Graph *g, const PassOptions *o, GpucErr *e) {
       v->is_const = true;
       v->producer = -1;
     }
+    /* the node is gone: its attribute tensors (ConstantOfShape's value) too */
+    for (int k = 0; k < n->nattr; k++) { gpuc_tensor_free(n->attrs[k].t); n->attrs[k].t = NULL; }
     changes++;
   }
   g->nnodes = kept;

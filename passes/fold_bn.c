@@ -16,17 +16,13 @@ static const Value *const_in(const Graph *g, const Node *n, int k) {
   return v->is_const && v->t.data && gpuc_dtype_is_float(v->t.dt) ? v : NULL;
 }
 
-static int consumers(const Graph *g, int v) {
-  int c = 0;
-  for (int i = 0; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i].nin; k++) c += g->nodes[i].in[k] == v;
-  return c;
-}
-
 int pass_fold_batchnorm(Graph *g, const PassOptions *o, GpucErr *e) {
   int changes = 0;
   bool *drop = calloc((size_t)g->nnodes + 1, 1);
-  if (!drop) return gpuc_err_set(e, "%s: out of memory", g->path);
+  /* readers of the original values: the pass rewires no node's inputs */
+  int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  if (!drop || !readers) { free(drop); free(readers); return gpuc_err_set(e, "%s: out of memory", g->path); }
+  gpuc_graph_count_readers(g, readers, NULL);
   for (int i = 0; i < g->nnodes; i++) {
     Node *bn = &g->nodes[i];
     if (bn->op != GPUC_OP_BATCHNORMALIZATION || bn->in[0] < 0) continue;
@@ -41,7 +37,7 @@ int pass_fold_batchnorm(Graph *g, const PassOptions *o, GpucErr *e) {
     const Value *gam = const_in(g, bn, 1), *bet = const_in(g, bn, 2), *mean = const_in(g, bn, 3),
                 *var = const_in(g, bn, 4);
     if (!W || !gam || !bet || !mean || !var || (conv->nin > 2 && conv->in[2] >= 0 && !B)) continue;
-    if (consumers(g, conv->out[0]) != 1 || g->values[conv->out[0]].is_output) continue;
+    if (readers[conv->out[0]] != 1 || g->values[conv->out[0]].is_output) continue;
     int64_t M = W->t.dims[0];
     if (W->t.rank < 3 || gpuc_numel(&gam->t) != M || gpuc_numel(&bet->t) != M ||
         gpuc_numel(&mean->t) != M || gpuc_numel(&var->t) != M || (B && gpuc_numel(&B->t) != M))
@@ -53,7 +49,7 @@ int pass_fold_batchnorm(Graph *g, const PassOptions *o, GpucErr *e) {
     int wv = gpuc_graph_add_value(g, name);
     snprintf(name, sizeof name, "%s.bnfold_b", conv->name);
     int bv = wv < 0 ? -1 : gpuc_graph_add_value(g, name);
-    if (bv < 0) { free(drop); return gpuc_err_set(e, "%s: out of memory", g->path); }
+    if (bv < 0) { free(drop); free(readers); return gpuc_err_set(e, "%s: out of memory", g->path); }
     /* add_value may move the values array: refetch */
     bn = &g->nodes[i];
     conv = &g->nodes[cv];
@@ -65,7 +61,7 @@ int pass_fold_batchnorm(Graph *g, const PassOptions *o, GpucErr *e) {
     nw->t = W->t;
     nw->t.data = NULL;
     gpuc_set_shape(&nb->t, W->t.dt, 1, &M);
-    if (gpuc_tensor_alloc(&nw->t, e) || gpuc_tensor_alloc(&nb->t, e)) { free(drop); return -1; }
+    if (gpuc_tensor_alloc(&nw->t, e) || gpuc_tensor_alloc(&nb->t, e)) { free(drop); free(readers); return -1; }
     int64_t per = gpuc_numel(&W->t) / (M ? M : 1);
     for (int64_t m = 0; m < M; m++) {
       double k = gpuc_get_f64(&gam->t, m) / sqrt(gpuc_get_f64(&var->t, m) + eps);
@@ -80,7 +76,7 @@ int pass_fold_batchnorm(Graph *g, const PassOptions *o, GpucErr *e) {
      * dropped below */
     if (conv->nin < 3) {
       int *in = gpuc_arena_alloc(&g->arena, sizeof(int) * 3);
-      if (!in) { free(drop); return gpuc_err_set(e, "%s: out of memory", g->path); }
+      if (!in) { free(drop); free(readers); return gpuc_err_set(e, "%s: out of memory", g->path); }
       in[0] = conv->in[0];
       conv->in = in;
       conv->nin = 3;
@@ -95,5 +91,6 @@ int pass_fold_batchnorm(Graph *g, const PassOptions *o, GpucErr *e) {
   }
   gpuc_graph_remove_nodes(g, drop);
   free(drop);
+  free(readers);
   return changes;
 }

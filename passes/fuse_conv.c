@@ -10,12 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int only_consumer(const Graph *g, int v, int *slot) {
-  int who = -1, count = 0;
-  for (int i = 0; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i].nin; k++)
-      if (g->nodes[i].in[k] == v) { who = i; *slot = k; count++; }
-  return count == 1 && !g->values[v].is_output ? who : -1;
+/* The one node reading v (and at which input), or -1. Reader counts are
+ * of the graph before this pass: nodes are visited in order, so a fusion
+ * only ever absorbs nodes after the Conv, whose readers are not yet
+ * rewired; a reader already absorbed is refused all the same. */
+static int only_consumer(const Graph *g, const int *readers, const int *last, const bool *drop, int v,
+                         int *slot) {
+  if (readers[v] != 1 || g->values[v].is_output || drop[last[v]]) return -1;
+  const Node *n = &g->nodes[last[v]];
+  for (int k = 0; k < n->nin; k++)
+    if (n->in[k] == v) { *slot = k; return last[v]; }
+  return -1;
 }
 
 static bool same_type(const Tensor *a, const Tensor *b) {
@@ -26,12 +31,17 @@ static bool same_type(const Tensor *a, const Tensor *b) {
 int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e) {
   int changes = 0;
   bool *drop = calloc((size_t)g->nnodes + 1, 1);
-  if (!drop) return gpuc_err_set(e, "%s: out of memory", g->path);
+  int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *last = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  if (!drop || !readers || !last) {
+    free(drop); free(readers); free(last);
+    return gpuc_err_set(e, "%s: out of memory", g->path);
+  }
+  gpuc_graph_count_readers(g, readers, last);
   for (int i = 0; i < g->nnodes; i++) {
     if (g->nodes[i].op != GPUC_OP_CONV || drop[i]) continue;
     int y = g->nodes[i].out[0], slot = 0;
     if (y < 0 || !gpuc_shape_known(&g->values[y].t)) continue;
-    int next = only_consumer(g, y, &slot);
+    int next = only_consumer(g, readers, last, drop, y, &slot);
     int add = -1, relu = -1, z = -1;
     if (next >= 0 && g->nodes[next].op == GPUC_OP_ADD) {
       int other = g->nodes[next].in[1 - slot];
@@ -40,7 +50,7 @@ int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e) {
         add = next;
         z = other;
         int s2;
-        int after = only_consumer(g, g->nodes[add].out[0], &s2);
+        int after = only_consumer(g, readers, last, drop, g->nodes[add].out[0], &s2);
         if (after >= 0 && g->nodes[after].op == GPUC_OP_RELU) relu = after;
       }
     } else if (next >= 0 && g->nodes[next].op == GPUC_OP_RELU) {
@@ -59,16 +69,16 @@ int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e) {
       char name[512];
       snprintf(name, sizeof name, "%s.zero_bias", g->nodes[i].name);
       bias = gpuc_graph_add_value(g, name);
-      if (bias < 0) { free(drop); return gpuc_err_set(e, "%s: out of memory", g->path); }
+      if (bias < 0) { free(drop); free(readers); free(last); return gpuc_err_set(e, "%s: out of memory", g->path); }
       int64_t m = g->values[g->nodes[i].in[1]].t.dims[0];
       gpuc_set_shape(&g->values[bias].t, g->values[y].t.dt, 1, &m);
-      if (gpuc_tensor_alloc(&g->values[bias].t, e)) { free(drop); return -1; }
+      if (gpuc_tensor_alloc(&g->values[bias].t, e)) { free(drop); free(readers); free(last); return -1; }
       g->values[bias].is_const = true;
     }
     Node *n = &g->nodes[i];
     int *in = gpuc_arena_alloc(&g->arena, sizeof(int) * 4);
     Attr *attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr) * ((size_t)n->nattr + 1));
-    if (!in || !attrs) { free(drop); return gpuc_err_set(e, "%s: out of memory", g->path); }
+    if (!in || !attrs) { free(drop); free(readers); free(last); return gpuc_err_set(e, "%s: out of memory", g->path); }
     in[0] = n->in[0];
     in[1] = n->in[1];
     in[2] = bias;
@@ -92,5 +102,7 @@ int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e) {
   }
   gpuc_graph_remove_nodes(g, drop);
   free(drop);
+  free(readers);
+  free(last);
   return changes;
 }

@@ -54,11 +54,9 @@ static bool same_dims(const Tensor *a, const Tensor *b) {
  * sole reader is a fusable op of its output's shape. Returns splits or -1. */
 static int split_conv_bias(Graph *g, GpucErr *e) {
   int nn = g->nnodes, splits = 0;
-  int *readers = calloc((size_t)g->nvalues + 1, sizeof(int)), *reader = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *reader = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
   if (!readers || !reader) { free(readers); free(reader); return gpuc_err_set(e, "%s: out of memory", g->path); }
-  for (int i = 0; i < nn; i++)
-    for (int k = 0; k < g->nodes[i].nin; k++)
-      if (g->nodes[i].in[k] >= 0) { readers[g->nodes[i].in[k]]++; reader[g->nodes[i].in[k]] = i; }
+  gpuc_graph_count_readers(g, readers, reader);
   for (int i = 0; i < nn; i++) {
     Node *conv = &g->nodes[i];
     if (conv->op != GPUC_OP_CONV || conv->nin < 3 || conv->in[2] < 0 || conv->out[0] < 0) continue;

@@ -18,15 +18,11 @@ static bool bias_row(const Tensor *bias, const Tensor *y) {
 int pass_fuse_matmul_bias(Graph *g, const PassOptions *o, GpucErr *e) {
   (void)o;
   int nn = g->nnodes, changes = 0;
-  int *uses = calloc((size_t)g->nvalues + 1, sizeof *uses);
+  int *uses = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
   int *user = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
   bool *drop = calloc((size_t)nn + 1, 1);
   if (!uses || !user || !drop) { free(uses); free(user); free(drop); return gpuc_err_set(e, "%s: out of memory", g->path); }
-  for (int i = 0; i < nn; i++)
-    for (int k = 0; k < g->nodes[i].nin; k++) {
-      int v = g->nodes[i].in[k];
-      if (v >= 0) { uses[v]++; user[v] = i; }
-    }
+  gpuc_graph_count_readers(g, uses, user);
   for (int i = 0; i < nn; i++) {
     Node *mm = &g->nodes[i];
     if (mm->op != GPUC_OP_MATMUL || mm->out[0] < 0) continue;
