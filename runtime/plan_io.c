@@ -254,6 +254,28 @@ static const char *role_name(int r) {
   return r >= 0 && r <= 4 ? n[r] : "?";
 }
 
+/* The fp16 policy's fp32 islands, as the plan shows them: steps whose
+ * result is stored in f32/f64 (a kernel's last argument is its output;
+ * GEMMs and convolutions carry their dtype). The casts that hand the
+ * model's f32 outputs back count too. */
+static void print_fp32_steps(const Plan *p, FILE *f) {
+  uint32_t n = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1) fprintf(f, "fp32 steps in this fp16 plan: %u\n", n);
+    for (uint32_t i = 0; i < p->nsteps; i++) {
+      const PlanStep *s = &p->steps[i];
+      uint32_t dt;
+      if (s->kind == PLAN_STEP_GEMM) dt = p->gemms[s->index].dt;
+      else if (s->kind == PLAN_STEP_CONV) dt = p->convs[s->index].dt;
+      else if (s->nargs > 0) dt = p->tensors[p->args[s->args + s->nargs - 1]].dt;
+      else continue;
+      if (dt != GPUC_DT_F32 && dt != GPUC_DT_F64) continue;
+      if (pass == 0) n++;
+      else fprintf(f, "  %4u %s <- %s\n", i, gpuc_dtype_name((GpucDType)dt), gpuc_plan_str(p, s->nodes));
+    }
+  }
+}
+
 void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
   fprintf(f, "plan: %s\nformat %u, built by gpuc %.16s, target sm_%u%s\n", path,
           p->hdr.format_version, p->hdr.gpuc_version, p->hdr.sm,
@@ -295,4 +317,5 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
             (unsigned long long)p->costs[i].bytes, (unsigned long long)p->costs[i].flops,
             gpuc_plan_str(p, s->nodes));
   }
+  if (p->hdr.flags & GPUC_PLAN_F_FP16) print_fp32_steps(p, f);
 }

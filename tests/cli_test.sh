@@ -63,6 +63,17 @@ expect_grep "inspect: GEMM bytes and flops" "$WORK/out" \
   "cublasLt gemm 4x256x784 batch 1  bytes $((4 * (4*784 + 256*784 + 256 + 4*256))) flops $((2*4*256*784))  <- fc1"
 expect_grep "inspect: elementwise bytes and flops" "$WORK/out" "bytes $((2 * 4*256*4)) flops 1024  <- relu1"
 expect_grep "inspect: schedule totals" "$WORK/out" "bytes moved, .* flops, counted from the IR"
+# -O2 fusion and the fp16 policy as inspect shows them: the GELU chain is one
+# kernel covering its five nodes; the four f32 model outputs come back
+# through fp32 steps (the last cast joins its group)
+check "compile ffn_block --fp16" 0 "$GPUC" "$MODELS/ffn_block.onnx" --arch sm_90 --fp16 --shape x=2x16x64 \
+  -o "$WORK/ffn.gpuc"
+expect_grep "compile summary: lower bound" "$WORK/out" "arena: [0-9]* bytes (lower bound [0-9]*, naive sum"
+check "inspect an fp16 plan" 0 "$GPUC" inspect "$WORK/ffn.gpuc"
+expect_grep "inspect: a fused group covers its nodes" "$WORK/out" \
+  "<- gelu/Div, gelu/Erf, gelu/Add, gelu/Mul, gelu/Mul_1"
+expect_grep "inspect: MatMul + bias is one GEMM" "$WORK/out" "cublasLt gemm 32x256x64 batch 1 .*<- fc1/Add"
+expect_grep "inspect: fp32 steps listed" "$WORK/out" "fp32 steps in this fp16 plan: 4"
 
 # test-onnx on one conformance folder, and a folder that is not a test
 TD=/usr/share/libonnx-testdata/data/node/test_relu
