@@ -13,6 +13,7 @@
  * size cannot cause a large allocation; everything is checked before the
  * trainer is touched, so a refused file leaves it as it was. */
 #include "train.h"
+#include "plan.h" /* gpuc_fnv1a64, the plan file's checksum too */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -26,11 +27,7 @@
 
 static int slots(GpucOptimizer o) { return o == GPUC_OPT_ADAMW ? 2 : 1; }
 
-static uint64_t fnv1a(const uint8_t *p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
+static uint64_t fnv1a(const uint8_t *p, size_t n) { return gpuc_fnv1a64(p, n, GPUC_CKPT_FNV_BASIS); }
 
 /* The exact file size for this trainer and optimizer. */
 static size_t ckpt_size(const Trainer *t, GpucOptimizer o) {

@@ -91,6 +91,9 @@ typedef struct TrainState {
   uint64_t rng;                 /* shuffle generator state */
   int64_t batch, accum, ntrain; /* the data order depends on them: must match on resume */
 } TrainState;
+/* The checksum is FNV-1a 64 with the standard offset basis (the plan
+ * file's gpuc_fnv1a64, seeded differently). */
+#define GPUC_CKPT_FNV_BASIS 0xcbf29ce484222325ull
 int gpuc_checkpoint_save(const char *dir, Trainer *t, const TrainState *s, GpucErr *e);
 int gpuc_checkpoint_load(const char *dir, Trainer *t, TrainState *s, GpucErr *e);
 /* Optimizer state buffers of parameter i: SGD uses slot 0 (velocity),

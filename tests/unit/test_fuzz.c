@@ -5,7 +5,9 @@
  *     load, run through the -O2 passes;
  *   - plans: a plan compiled from the bundled MLP for sm_90 (NVRTC, no
  *     GPU), mutated the same way, then re-sealed with a correct checksum so
- *     the mutation reaches the header, section and index checks, and read.
+ *     the mutation reaches the header, section and index checks, and read;
+ *   - training checkpoints of the MLP, mutated, re-sealed (the trailing
+ *     FNV-1a), and loaded into a trainer.
  * A mutant may be accepted or refused; what must never happen is a crash,
  * a hang, a sanitizer report, or a refusal without a message. The ASan/UBSan
  * run of the suite is where this test earns its keep.
@@ -14,6 +16,7 @@
 #include "frontend.h"
 #include "passes.h"
 #include "plan.h"
+#include "train.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +174,44 @@ static void fuzz_plan(const char *models, const char *work, int iters) {
   CHECK(refused > iters / 2, "plan: only %d of %d mutants refused", refused, iters);
 }
 
+static void fuzz_checkpoint(const char *models, const char *work, int iters) {
+  char model[4096], dir[4096], path[4200];
+  snprintf(model, sizeof model, "%s/mlp.onnx", models);
+  GpucErr e = {0};
+  Trainer *t = gpuc_trainer_new(model, 4, &e);
+  CHECK(t != NULL, "trainer for %s: %s", model, e.msg);
+  if (!t) return;
+  const TrainState base = {.opt = GPUC_OPT_SGD, .epoch = 1, .step = 10, .rng = 5, .batch = 4, .accum = 1,
+                           .ntrain = 100};
+  snprintf(dir, sizeof dir, "%s/ckpt", work);
+  CHECK(gpuc_checkpoint_save(dir, t, &base, &e) == 0, "save: %s", e.msg);
+  snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
+  size_t n;
+  unsigned char *src = slurp(path, &n);
+  CHECK(src && n > 8, "read back %s", path);
+  if (!src || n <= 8) { free(src); gpuc_trainer_free(t); return; }
+  int accepted = 0, refused = 0, silent = 0;
+  for (int i = 0; i < iters; i++) {
+    size_t m;
+    unsigned char *b = mutate(src, n, &m);
+    if (m > 8 && next() % 8) { /* re-seal most mutants */
+      uint64_t h = gpuc_fnv1a64(b, m - 8, GPUC_CKPT_FNV_BASIS);
+      memcpy(b + m - 8, &h, 8);
+    }
+    spit(path, b, m);
+    free(b);
+    TrainState s = base;
+    GpucErr le = {0};
+    if (gpuc_checkpoint_load(dir, t, &s, &le) == 0) accepted++;
+    else { refused++; silent += le.msg[0] == 0; }
+  }
+  free(src);
+  gpuc_trainer_free(t);
+  printf("checkpoint: %d mutants, %d accepted, %d refused\n", iters, accepted, refused);
+  CHECK(silent == 0, "checkpoint: %d refusals without a message", silent);
+  CHECK(refused > iters / 2, "checkpoint: only %d of %d mutants refused", refused, iters);
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) { fprintf(stderr, "usage: test_fuzz MODELS_DIR WORKDIR [ITERATIONS]\n"); return 2; }
   int iters = argc > 3 ? atoi(argv[3]) : 400;
@@ -187,6 +228,7 @@ int main(int argc, char **argv) {
     fuzz_model(path, models[k].bound ? &models[k].bind : NULL, argv[2], iters);
   }
   fuzz_plan(argv[1], argv[2], iters * 4);
+  fuzz_checkpoint(argv[1], argv[2], iters * 2);
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
