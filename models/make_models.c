@@ -381,7 +381,7 @@ static int ffn_block(const char *dir) {
   /* second output: the residual transposed and scaled (attention's q * s) */
   const char *ti[] = {"r", NULL}, *to[] = {"rt", NULL};
   ob_node(b, "Transpose", "t/Transpose", ti, to);
-  int64_t perm[3] = {0, 2, 1}, tdims[3] = {-1, 64, 16};
+  int64_t perm[3] = {1, 0, 2}, tdims[3] = {16, -1, 64}; /* innermost dim kept: fusable */
   ob_attr_ints(b, "perm", 3, perm);
   scalar(b, "scale", 0.125f);
   binary(b, "Mul", "t/Mul", "rt", "scale", "t");
