@@ -14,6 +14,11 @@
  *                   broadcast gate; input "x" [batch,16,64]; a second
  *                   output scales the transposed residual, two more are
  *                   its Softmax and LogSoftmax
+ *   small_bn_cnn.onnx  small_cnn with BatchNormalization after each Conv
+ *                   (no Conv bias), as PyTorch exports a model in eval mode:
+ *                   training_mode absent, running statistics as initializers;
+ *                   input "image" [batch,1,28,28], for the BatchNorm training
+ *                   tests
  * usage: make_models OUTDIR */
 #include "onnx_builder.h"
 #include <math.h>
@@ -399,8 +404,28 @@ static int ffn_block(const char *dir) {
   return ob_save(b, path);
 }
 
+static int small_bn_cnn(const char *dir) {
+  OnnxBuilder *b = ob_new("small_bn_cnn", 17);
+  int64_t in[4] = {-1, 1, 28, 28}, out[2] = {-1, 10};
+  ob_input(b, "image", 1, 4, in, "batch");
+  conv(b, "conv1", "image", "c1", 1, 8, 3, 1, false);
+  batchnorm(b, "bn1", "c1", "b1", 8);
+  unary(b, "Relu", "relu1", "b1", "r1");
+  maxpool(b, "pool1", "r1", "p1", 2, 2, 0);
+  conv(b, "conv2", "p1", "c2", 8, 16, 3, 1, false);
+  batchnorm(b, "bn2", "c2", "b2", 16);
+  unary(b, "Relu", "relu2", "b2", "r2");
+  unary(b, "GlobalAveragePool", "gap", "r2", "g");
+  unary(b, "Flatten", "flatten", "g", "f");
+  gemm(b, "fc", "f", "logits", 16, 10);
+  ob_output(b, "logits", 1, 2, out);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/small_bn_cnn.onnx", dir);
+  return ob_save(b, path);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: make_models OUTDIR\n"); return 2; }
   return small_cnn(argv[1]) || mlp(argv[1]) || resnet18(argv[1]) || resnet50(argv[1]) || shape_chain(argv[1]) || mobile_block(argv[1]) ||
-                 ffn_block(argv[1]) ? 1 : 0;
+                 ffn_block(argv[1]) || small_bn_cnn(argv[1]) ? 1 : 0;
 }

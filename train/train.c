@@ -18,9 +18,10 @@ struct Trainer {
   int64_t batch, dim, classes;
   int in_rank;
   int64_t in_dims[GPUC_MAX_RANK];  /* model input dims, batch excluded at [0] */
-  int np;
-  int *param;                   /* value index in g of each parameter */
-  int *eval_param;              /* the same parameter in eval */
+  int np;                       /* parameters (with a gradient) */
+  int nbuf;                     /* BatchNormalization running statistics after them */
+  int *param;                   /* value index in g of each of the np + nbuf tensors */
+  int *eval_param;              /* the same tensor in eval */
   float **state[2];             /* optimizer state per parameter (gpuc_trainer_state) */
   float **gsum;                 /* gradient sums over the micro-batches of a step (--accum) */
 };
@@ -35,7 +36,7 @@ void gpuc_trainer_free(Trainer *t) {
   if (!t) return;
   gpuc_graph_free(t->g);
   gpuc_graph_free(t->eval);
-  for (int i = 0; i < t->np; i++) {
+  for (int i = 0; i < t->np + t->nbuf; i++) {
     if (t->state[0]) free(t->state[0][i]);
     if (t->state[1]) free(t->state[1][i]);
     if (t->gsum) free(t->gsum[i]);
@@ -48,7 +49,7 @@ void gpuc_trainer_free(Trainer *t) {
   free(t);
 }
 
-int gpuc_trainer_nparams(const Trainer *t) { return t->np; }
+int gpuc_trainer_nparams(const Trainer *t) { return t->np + t->nbuf; }
 float *gpuc_trainer_state(Trainer *t, int i, int slot) { return t->state[slot][i]; }
 const char *gpuc_trainer_param(const Trainer *t, int i, const Tensor **value) {
   *value = &t->g->values[t->param[i]].t;
@@ -78,6 +79,104 @@ static Attr *node_attrs(Graph *g, Node *n, int cap) {
   return n->attrs;
 }
 
+/* ---- BatchNormalization in training mode --------------------------------
+ * A model exported for inference has BatchNormalization with training_mode
+ * 0 and the running statistics as initializers. The training graph (not
+ * eval) switches each node to training mode, as PyTorch's model.train():
+ * Y uses the batch statistics, and the outputs running_mean / running_var
+ * (input * momentum + batch * (1 - momentum), momentum attribute 0.9 by
+ * default; the batch variance is the biased one, as ONNX defines it) are
+ * graph outputs copied back onto the initializers after every micro-batch.
+ * Those initializers are the trainer's buffers: evaluation, --save and
+ * checkpoints carry them like parameters. */
+
+/* A new value named NODE.SUFFIX produced by output k of node ni. */
+static int new_output(Graph *g, int ni, int k, const char *suffix, GpucErr *e) {
+  char name[600];
+  snprintf(name, sizeof name, "%s.%s", g->nodes[ni].name, suffix);
+  int v = gpuc_graph_add_value(g, name);
+  if (v < 0) return gpuc_err_set(e, "out of memory");
+  g->values[v].producer = ni;
+  g->nodes[ni].out[k] = v;
+  return 0;
+}
+
+/* Node ni in training mode with outputs (Y, running_mean, running_var). */
+static int bn_train_node(Graph *g, int ni, GpucErr *e) {
+  Node *n = &g->nodes[ni];
+  if (g->opset < 9)
+    return gpuc_err_unsupported(e, "%s: node '%s': BatchNormalization before opset 9 is not trained",
+                                g->path, n->name);
+  for (int k = 3; k < 5; k++) {
+    const Value *v = k < n->nin && n->in[k] >= 0 ? &g->values[n->in[k]] : NULL;
+    if (!v || !v->is_const || v->t.dt != GPUC_DT_F32)
+      return gpuc_err_unsupported(e, "%s: node '%s': the running statistics must be f32 initializers",
+                                  g->path, n->name);
+  }
+  if (n->nout < 3) { /* opset 9..13 infer training mode from these outputs */
+    int *outs = gpuc_arena_alloc(&g->arena, sizeof(int) * 3);
+    if (!outs) return gpuc_err_set(e, "out of memory");
+    for (int k = 0; k < 3; k++) outs[k] = k < n->nout ? n->out[k] : -1;
+    n->out = outs;
+    n->nout = 3;
+  }
+  if (n->out[1] < 0 && new_output(g, ni, 1, "running_mean", e)) return -1;
+  if (n->out[2] < 0 && new_output(g, ni, 2, "running_var", e)) return -1;
+  if (g->opset < 14 || gpuc_attr_i(n, "training_mode", 0) == 1) return 0;
+  /* training_mode = 1: a copy of the attributes with it set or added */
+  Attr *a = gpuc_arena_alloc(&g->arena, sizeof(Attr) * (size_t)(n->nattr + 1));
+  if (!a) return gpuc_err_set(e, "out of memory");
+  int na = 0;
+  for (int i = 0; i < n->nattr; i++)
+    if (strcmp(n->attrs[i].name, "training_mode")) a[na++] = n->attrs[i];
+  a[na++] = (Attr){.name = "training_mode", .kind = GPUC_ATTR_INT, .i = 1};
+  n->attrs = a;
+  n->nattr = na;
+  return 0;
+}
+
+static int bn_train_mode(Graph *g, GpucErr *e) {
+  for (int i = 0; i < g->nnodes; i++)
+    if (g->nodes[i].op == GPUC_OP_BATCHNORMALIZATION && bn_train_node(g, i, e)) return -1;
+  return 0;
+}
+
+/* After autodiff: the running-statistics outputs appended to the graph's
+ * outputs (after the loss and the gradients), and their initializers
+ * recorded as buffers np.. in t->param. */
+static int bn_buffers(Trainer *t, GpucErr *e) {
+  Graph *g = t->g;
+  int nbn = 0;
+  for (int i = 0; i < g->nnodes; i++) nbn += g->nodes[i].op == GPUC_OP_BATCHNORMALIZATION;
+  if (!nbn) return 0;
+  int *outs = gpuc_arena_alloc(&g->arena, sizeof(int) * (size_t)(g->noutputs + 2 * nbn));
+  if (!outs) return gpuc_err_set(e, "out of memory");
+  memcpy(outs, g->outputs, sizeof(int) * (size_t)g->noutputs);
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = &g->nodes[i];
+    if (n->op != GPUC_OP_BATCHNORMALIZATION) continue;
+    for (int k = 1; k < 3; k++) {
+      for (int j = 0; j < t->nbuf; j++) /* one initializer updated by two nodes */
+        if (t->param[t->np + j] == n->in[k + 2])
+          return gpuc_err_unsupported(e, "%s: running statistics '%s' shared by two BatchNormalization nodes",
+                                      g->path, g->values[n->in[k + 2]].name);
+      t->param[t->np + t->nbuf++] = n->in[k + 2];
+      outs[g->noutputs++] = n->out[k];
+      g->values[n->out[k]].is_output = true;
+    }
+  }
+  g->outputs = outs;
+  return 0;
+}
+
+/* The new running statistics of the last run onto their initializers. */
+static void bn_update(Trainer *t, Tensor **outs) {
+  for (int j = 0; j < t->nbuf; j++) {
+    Tensor *dst = &t->g->values[t->param[t->np + j]].t;
+    memcpy(dst->data, outs[1 + t->np + j]->data, gpuc_tensor_bytes(dst));
+  }
+}
+
 Trainer *gpuc_trainer_new(const char *model_path, int64_t batch, GpucErr *e) {
   Trainer *t = calloc(1, sizeof *t);
   if (!t) { gpuc_err_set(e, "out of memory"); return NULL; }
@@ -85,7 +184,7 @@ Trainer *gpuc_trainer_new(const char *model_path, int64_t batch, GpucErr *e) {
   if (!(t->g = gpuc_onnx_load(model_path, NULL, 0, e))) goto fail;
   if (!(t->eval = gpuc_onnx_load(model_path, NULL, 0, e))) goto fail;
   Graph *g = t->g;
-  if (check_io(g, e)) goto fail;
+  if (check_io(g, e) || bn_train_mode(g, e)) goto fail;
   /* bind the batch */
   Value *xin = &g->values[g->inputs[0]];
   t->in_rank = xin->t.rank;
@@ -146,11 +245,14 @@ Trainer *gpuc_trainer_new(const char *model_path, int64_t batch, GpucErr *e) {
   /* parameters, in the order of the gradient outputs */
   t->np = g->noutputs - 1;
   if (t->np < 1) { gpuc_err_set(e, "%s: the model has no trainable parameters", g->path); goto fail; }
-  t->param = calloc((size_t)t->np, sizeof(int));
-  t->eval_param = calloc((size_t)t->np, sizeof(int));
-  t->state[0] = calloc((size_t)t->np, sizeof(float *));
-  t->state[1] = calloc((size_t)t->np, sizeof(float *));
-  t->gsum = calloc((size_t)t->np, sizeof(float *));
+  int nbn = 0;
+  for (int i = 0; i < g->nnodes; i++) nbn += g->nodes[i].op == GPUC_OP_BATCHNORMALIZATION;
+  size_t total = (size_t)(t->np + 2 * nbn);
+  t->param = calloc(total, sizeof(int));
+  t->eval_param = calloc(total, sizeof(int));
+  t->state[0] = calloc(total, sizeof(float *));
+  t->state[1] = calloc(total, sizeof(float *));
+  t->gsum = calloc(total, sizeof(float *));
   if (!t->param || !t->eval_param || !t->state[0] || !t->state[1] || !t->gsum) {
     gpuc_err_set(e, "out of memory");
     goto fail;
@@ -159,8 +261,16 @@ Trainer *gpuc_trainer_new(const char *model_path, int64_t batch, GpucErr *e) {
     const char *gn = g->values[g->outputs[i + 1]].name;
     char pn[1024];
     snprintf(pn, sizeof pn, "%.*s", (int)(strlen(gn) - 5), gn);
-    int p = gpuc_graph_find_value(g, pn), q = gpuc_graph_find_value(t->eval, pn);
-    GPUC_ASSERT(p >= 0);
+    t->param[i] = gpuc_graph_find_value(g, pn);
+    GPUC_ASSERT(t->param[i] >= 0);
+  }
+  if (bn_buffers(t, e)) goto fail;
+  /* each parameter and buffer: f32, found again in eval; optimizer state
+   * (zero and unused for buffers, so checkpoints keep one layout) */
+  for (int i = 0; i < t->np + t->nbuf; i++) {
+    int p = t->param[i];
+    const char *pn = g->values[p].name;
+    int q = gpuc_graph_find_value(t->eval, pn);
     if (g->values[p].t.dt != GPUC_DT_F32) {
       gpuc_err_unsupported(e, "%s: parameter '%s' is %s; training supports f32 parameters", g->path, pn,
                            gpuc_dtype_name(g->values[p].t.dt));
@@ -171,7 +281,6 @@ Trainer *gpuc_trainer_new(const char *model_path, int64_t batch, GpucErr *e) {
       gpuc_err_set(e, "%s: parameter '%s' not found in the model again", g->path, pn);
       goto fail;
     }
-    t->param[i] = p;
     t->eval_param[i] = q;
     size_t n = (size_t)gpuc_numel(&g->values[p].t) + 1;
     t->state[0][i] = calloc(n, sizeof(float));
@@ -210,28 +319,39 @@ static int check_data(const Trainer *t, const Dataset *d, GpucErr *e) {
   return 0;
 }
 
-int gpuc_trainer_evaluate(Trainer *t, const Dataset *d, double *accuracy, GpucErr *e) {
-  if (check_data(t, d, e)) return -1;
-  for (int i = 0; i < t->np; i++) {
+/* The trained parameters and running statistics onto the eval graph. */
+static void sync_eval(Trainer *t) {
+  for (int i = 0; i < t->np + t->nbuf; i++) {
     const Tensor *src = &t->g->values[t->param[i]].t;
     memcpy(t->eval->values[t->eval_param[i]].t.data, src->data, gpuc_tensor_bytes(src));
   }
+}
+
+int gpuc_trainer_logits(Trainer *t, const float *x, int64_t n, Tensor **logits, GpucErr *e) {
+  sync_eval(t);
+  Tensor xt = {.dt = GPUC_DT_F32, .rank = t->in_rank, .data = (void *)x};
+  memcpy(xt.dims, t->in_dims, sizeof xt.dims);
+  xt.dims[0] = n;
+  const Tensor *in[1] = {&xt};
+  Tensor *out[1] = {NULL};
+  if (gpuc_ref_run(t->eval, in, out, e)) return -1;
+  const Tensor *y = out[0];
+  if (y->rank != 2 || y->dims[0] != n || y->dims[1] != t->classes) {
+    gpuc_tensor_free(out[0]);
+    return gpuc_err_set(e, "%s: the output is not [batch, classes]", t->g->path);
+  }
+  *logits = out[0];
+  return 0;
+}
+
+int gpuc_trainer_evaluate(Trainer *t, const Dataset *d, double *accuracy, GpucErr *e) {
+  if (check_data(t, d, e)) return -1;
   const int64_t eb = 500;
-  Tensor x = {.dt = GPUC_DT_F32, .rank = t->in_rank};
-  memcpy(x.dims, t->in_dims, sizeof x.dims);
   int64_t correct = 0;
   for (int64_t s = 0; s < d->n; s += eb) {
     int64_t b = d->n - s < eb ? d->n - s : eb;
-    x.dims[0] = b;
-    x.data = d->x + s * d->dim;
-    const Tensor *in[1] = {&x};
-    Tensor *out[1] = {NULL};
-    if (gpuc_ref_run(t->eval, in, out, e)) return -1;
-    const Tensor *y = out[0];
-    if (y->rank != 2 || y->dims[0] != b || y->dims[1] != t->classes) {
-      gpuc_tensor_free(out[0]);
-      return gpuc_err_set(e, "%s: the output is not [batch, classes]", t->g->path);
-    }
+    Tensor *y;
+    if (gpuc_trainer_logits(t, d->x + s * d->dim, b, &y, e)) return -1;
     for (int64_t i = 0; i < b; i++) {
       int64_t best = 0;
       double bv = -INFINITY;
@@ -241,7 +361,7 @@ int gpuc_trainer_evaluate(Trainer *t, const Dataset *d, double *accuracy, GpucEr
       }
       correct += best == d->y[s + i];
     }
-    gpuc_tensor_free(out[0]);
+    gpuc_tensor_free(y);
   }
   *accuracy = (double)correct / (double)d->n;
   return 0;
@@ -288,6 +408,7 @@ static int run_micro(Trainer *t, const Dataset *d, Loop *l, int64_t mb, double *
   }
   const Tensor *in[2] = {&l->x, &l->y};
   if (gpuc_ref_run(t->g, in, l->outs, e)) return -1;
+  bn_update(t, l->outs);
   *loss = gpuc_get_f64(l->outs[0], 0);
   return 0;
 }

@@ -81,6 +81,10 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
                      TrainResult *r, GpucErr *e);
 /* Accuracy (argmax of the model's output) on d with the current weights. */
 int gpuc_trainer_evaluate(Trainer *t, const Dataset *d, double *accuracy, GpucErr *e);
+/* The model's output [n, classes] on n images x (n * the per-image size)
+ * in inference mode: current weights, BatchNormalization with the running
+ * statistics. The caller frees *logits. */
+int gpuc_trainer_logits(Trainer *t, const float *x, int64_t n, Tensor **logits, GpucErr *e);
 /* Checkpoints (train/checkpoint.c): the training state at an epoch
  * boundary, written atomically to DIR/checkpoint.bin; loading checks every
  * field against the trainer (the file is untrusted). */
@@ -100,7 +104,10 @@ int gpuc_checkpoint_load(const char *dir, Trainer *t, TrainState *s, GpucErr *e)
  * AdamW slots 0 and 1 (first and second moments). */
 float *gpuc_trainer_state(Trainer *t, int i, int slot);
 
-/* The trained parameters: count, then name/tensor of the i-th. */
+/* The tensors the trainer owns: count, then name/tensor of the i-th. The
+ * parameters come first, then the BatchNormalization running statistics
+ * (updated by the forward pass in training mode, not by the optimizer;
+ * their optimizer state stays zero). --save and checkpoints carry both. */
 int gpuc_trainer_nparams(const Trainer *t);
 const char *gpuc_trainer_param(const Trainer *t, int i, const Tensor **value);
 #endif

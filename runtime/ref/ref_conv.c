@@ -10,9 +10,10 @@
  * with K the kernel taps, P/Q the output/input positions. Positions are
  * processed in chunks so col stays under NN_SCRATCH_BYTES. A table maps
  * (tap, position) to the offset of the element it touches, or -1 for a
- * tap in the padding; it is shared by every channel, image and group. */
-#include "ref_util.h"
-#include "infer_nn.h"
+ * tap in the padding; it is shared by every channel, image and group.
+ * The Conv gradients (ConvGradInput / ConvGradWeight, ref_conv.h) reuse the
+ * same table, im2col (gather) and col2im (scatter). */
+#include "ref_conv.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,7 +85,40 @@ static bool is_pointwise(const NnWindow *w) {
   return true;
 }
 
-#define DEFINE_CONV(NAME, T, GEMM)                                                           \
+/* im2col: col[r * K + kp, j] = src[r, tbl[kp, j]] (0 in the padding), for
+ * `rows` planes of src of `plane` elements; col is [rows * K, np]. */
+#define DEFINE_GATHER(NAME, T)                                                               \
+  static void NAME(const T *src, int64_t plane, int64_t rows, int64_t K, const int32_t *tbl, \
+                   int64_t np, T *col) {                                                     \
+    for (int64_t r = 0; r < rows; r++)                                                       \
+      for (int64_t kp = 0; kp < K; kp++) {                                                   \
+        T *d = col + (r * K + kp) * np;                                                      \
+        const int32_t *t = tbl + kp * np;                                                    \
+        const T *sr = src + r * plane;                                                       \
+        for (int64_t j = 0; j < np; j++) d[j] = t[j] >= 0 ? sr[t[j]] : 0;                    \
+      }                                                                                      \
+  }
+
+/* col2im, the adjoint: dst[r, tbl[kp, j]] += col[r * K + kp, j]. */
+#define DEFINE_SCATTER(NAME, T)                                                              \
+  static void NAME(const T *col, int64_t rows, int64_t K, const int32_t *tbl, int64_t np,    \
+                   T *dst, int64_t plane) {                                                  \
+    for (int64_t r = 0; r < rows; r++)                                                       \
+      for (int64_t kp = 0; kp < K; kp++) {                                                   \
+        const T *s = col + (r * K + kp) * np;                                                \
+        const int32_t *t = tbl + kp * np;                                                    \
+        T *dr = dst + r * plane;                                                             \
+        for (int64_t j = 0; j < np; j++)                                                     \
+          if (t[j] >= 0) dr[t[j]] += s[j];                                                   \
+      }                                                                                      \
+  }
+
+DEFINE_GATHER(gather_f32, float)
+DEFINE_GATHER(gather_f64, double)
+DEFINE_SCATTER(scatter_f32, float)
+DEFINE_SCATTER(scatter_f64, double)
+
+#define DEFINE_CONV(NAME, T, GEMM, GATHER)                                                           \
   static int NAME(const NnWindow *w, const T *x, const T *wt, const T *b, T *y) {            \
     int nsp = w->nsp;                                                                        \
     int64_t HWin = prod(w->in, nsp), HWout = prod(w->out, nsp), K = prod(w->k, nsp);         \
@@ -107,13 +141,7 @@ static bool is_pointwise(const NnWindow *w) {
           const T *xg = x + (n * w->c_in + g * Cg) * HWin, *B = xg + p0;                     \
           int64_t ldb = HWin;                                                                \
           if (!direct) {                                                                     \
-            for (int64_t ci = 0; ci < Cg; ci++)                                              \
-              for (int64_t kp = 0; kp < K; kp++) {                                           \
-                T *dst = col + (ci * K + kp) * np;                                           \
-                const int32_t *t = tbl + kp * np;                                            \
-                const T *xc = xg + ci * HWin;                                                \
-                for (int64_t j = 0; j < np; j++) dst[j] = t[j] >= 0 ? xc[t[j]] : 0;          \
-              }                                                                              \
+            GATHER(xg, HWin, Cg, K, tbl, np, col);                                           \
             B = col;                                                                         \
             ldb = np;                                                                        \
           }                                                                                  \
@@ -138,11 +166,11 @@ static bool is_pointwise(const NnWindow *w) {
     return -1;                                                                               \
   }
 
-DEFINE_CONV(conv_f32, float, ref_sgemm)
-DEFINE_CONV(conv_f64, double, ref_dgemm)
+DEFINE_CONV(conv_f32, float, ref_sgemm, gather_f32)
+DEFINE_CONV(conv_f64, double, ref_dgemm, gather_f64)
 
 /* y must be zeroed by the caller. */
-#define DEFINE_CONVT(NAME, T, GEMM)                                                          \
+#define DEFINE_CONVT(NAME, T, GEMM, SCATTER)                                                          \
   static int NAME(const NnWindow *w, const T *x, const T *wt, const T *b, T *y) {            \
     int nsp = w->nsp;                                                                        \
     int64_t HWin = prod(w->in, nsp), HWout = prod(w->out, nsp), K = prod(w->k, nsp);         \
@@ -160,15 +188,7 @@ DEFINE_CONV(conv_f64, double, ref_dgemm)
           if (GEMM(true, false, MK, np, Cg, 1, wt + g * Cg * MK, MK, xg + p0, HWin, 0, col,  \
                    np))                                                                      \
             goto oom;                                                                        \
-          T *yg = y + (n * w->c_out + g * Mg) * HWout;                                       \
-          for (int64_t m = 0; m < Mg; m++)                                                   \
-            for (int64_t kp = 0; kp < K; kp++) {                                             \
-              const T *src = col + (m * K + kp) * np;                                        \
-              const int32_t *t = tbl + kp * np;                                              \
-              T *ym = yg + m * HWout;                                                        \
-              for (int64_t j = 0; j < np; j++)                                               \
-                if (t[j] >= 0) ym[t[j]] += src[j];                                           \
-            }                                                                                \
+          SCATTER(col, Mg, K, tbl, np, y + (n * w->c_out + g * Mg) * HWout, HWout);          \
         }                                                                                    \
     }                                                                                        \
     if (b)                                                                                   \
@@ -186,8 +206,88 @@ DEFINE_CONV(conv_f64, double, ref_dgemm)
     return -1;                                                                               \
   }
 
-DEFINE_CONVT(convt_f32, float, ref_sgemm)
-DEFINE_CONVT(convt_f64, double, ref_dgemm)
+DEFINE_CONVT(convt_f32, float, ref_sgemm, scatter_f32)
+DEFINE_CONVT(convt_f64, double, ref_dgemm, scatter_f64)
+
+/* ---- Conv gradients (ConvGradInput / ConvGradWeight, see ref_conv.h) ----
+ * The same chunks and tap table as the forward Conv (output grid walked
+ * into the input). A pointwise window needs no col: X / dX are read and
+ * written in place. */
+
+/* dX_g[Cg, in..] = col2im(W_g[Mg, CK]^T x dY_g[Mg, P]), per image and group. */
+#define DEFINE_CONV_GRAD_X(NAME, T, GEMM, SCATTER)                                           \
+  int NAME(const NnWindow *w, const T *wt, const T *dy, T *dx) {                             \
+    int nsp = w->nsp;                                                                        \
+    int64_t HWin = prod(w->in, nsp), P = prod(w->out, nsp), K = prod(w->k, nsp);             \
+    int64_t Cg = w->c_in / w->group, Mg = w->c_out / w->group, CK = Cg * K;                  \
+    memset(dx, 0, sizeof(T) * (size_t)(w->n * w->c_in * HWin));                              \
+    if (CK == 0 || Mg == 0 || P == 0) return 0;                                              \
+    bool direct = is_pointwise(w); /* then P == HWin and col == dX_g */                      \
+    int64_t chunk = direct ? P : chunk_len(CK, P, sizeof(T));                                \
+    int32_t *tbl = direct ? NULL : malloc(sizeof *tbl * (size_t)(K * chunk + 1));            \
+    T *col = direct ? NULL : malloc(sizeof *col * (size_t)(CK * chunk + 1));                 \
+    int rc = 0;                                                                              \
+    if (!direct && (!tbl || !col)) rc = -1;                                                  \
+    for (int64_t p0 = 0; p0 < P && !rc; p0 += chunk) {                                       \
+      int64_t np = P - p0 < chunk ? P - p0 : chunk;                                          \
+      if (!direct) tap_table(w, w->out, w->in, p0, np, tbl);                                 \
+      for (int64_t n = 0; n < w->n && !rc; n++)                                              \
+        for (int64_t g = 0; g < w->group && !rc; g++) {                                      \
+          const T *dyg = dy + (n * w->c_out + g * Mg) * P + p0;                              \
+          T *dxg = dx + (n * w->c_in + g * Cg) * HWin;                                       \
+          const T *wg = wt + g * Mg * CK;                                                    \
+          if (direct) {                                                                      \
+            rc = GEMM(true, false, CK, np, Mg, 1, wg, CK, dyg, P, 0, dxg + p0, HWin);        \
+          } else {                                                                           \
+            rc = GEMM(true, false, CK, np, Mg, 1, wg, CK, dyg, P, 0, col, np);               \
+            if (!rc) SCATTER(col, Cg, K, tbl, np, dxg, HWin);                                \
+          }                                                                                  \
+        }                                                                                    \
+    }                                                                                        \
+    free(tbl);                                                                               \
+    free(col);                                                                               \
+    return rc;                                                                               \
+  }
+
+/* dW_g[Mg, CK] += dY_g[Mg, np] x col(X_g)[CK, np]^T over images and chunks. */
+#define DEFINE_CONV_GRAD_W(NAME, T, GEMM, GATHER)                                            \
+  int NAME(const NnWindow *w, const T *x, const T *dy, T *dw) {                              \
+    int nsp = w->nsp;                                                                        \
+    int64_t HWin = prod(w->in, nsp), P = prod(w->out, nsp), K = prod(w->k, nsp);             \
+    int64_t Cg = w->c_in / w->group, Mg = w->c_out / w->group, CK = Cg * K;                  \
+    memset(dw, 0, sizeof(T) * (size_t)(w->c_out * CK));                                      \
+    if (CK == 0 || Mg == 0 || P == 0) return 0;                                              \
+    bool direct = is_pointwise(w);                                                           \
+    int64_t chunk = direct ? P : chunk_len(CK, P, sizeof(T));                                \
+    int32_t *tbl = direct ? NULL : malloc(sizeof *tbl * (size_t)(K * chunk + 1));            \
+    T *col = direct ? NULL : malloc(sizeof *col * (size_t)(CK * chunk + 1));                 \
+    int rc = 0;                                                                              \
+    if (!direct && (!tbl || !col)) rc = -1;                                                  \
+    for (int64_t p0 = 0; p0 < P && !rc; p0 += chunk) {                                       \
+      int64_t np = P - p0 < chunk ? P - p0 : chunk;                                          \
+      if (!direct) tap_table(w, w->out, w->in, p0, np, tbl);                                 \
+      for (int64_t n = 0; n < w->n && !rc; n++)                                              \
+        for (int64_t g = 0; g < w->group && !rc; g++) {                                      \
+          const T *xg = x + (n * w->c_in + g * Cg) * HWin, *B = xg + p0;                     \
+          int64_t ldb = HWin;                                                                \
+          if (!direct) {                                                                     \
+            GATHER(xg, HWin, Cg, K, tbl, np, col);                                           \
+            B = col;                                                                         \
+            ldb = np;                                                                        \
+          }                                                                                  \
+          rc = GEMM(false, true, Mg, CK, np, 1, dy + (n * w->c_out + g * Mg) * P + p0, P, B, \
+                    ldb, 1, dw + g * Mg * CK, CK);                                           \
+        }                                                                                    \
+    }                                                                                        \
+    free(tbl);                                                                               \
+    free(col);                                                                               \
+    return rc;                                                                               \
+  }
+
+DEFINE_CONV_GRAD_X(ref_conv_grad_input_f32, float, ref_sgemm, scatter_f32)
+DEFINE_CONV_GRAD_X(ref_conv_grad_input_f64, double, ref_dgemm, scatter_f64)
+DEFINE_CONV_GRAD_W(ref_conv_grad_weight_f32, float, ref_sgemm, gather_f32)
+DEFINE_CONV_GRAD_W(ref_conv_grad_weight_f64, double, ref_dgemm, gather_f64)
 
 /* Dispatch on dtype; f16/bf16 go through f32 copies. */
 static int run_conv(OpCtx *c, const NnWindow *w, bool transpose) {

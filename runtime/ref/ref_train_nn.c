@@ -1,9 +1,9 @@
 /* Reference kernels of the internal CNN training ops (passes/grad_rules_nn.c):
  * ConvGradInput, ConvGradWeight, MaxPoolGrad, AveragePoolGrad, BatchNormGrad.
- * N-D windows from the shared geometry (infer_nn.h); everything is read into
- * and accumulated in f64, rounded on store. */
-#include "ref_util.h"
-#include "infer_nn.h"
+ * N-D windows from the shared geometry (infer_nn.h). The Conv gradients of
+ * f32/f64 go through im2col + GEMM (ref_conv.c); the loops below, which read
+ * into and accumulate in f64 and round on store, are their fallback. */
+#include "ref_conv.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +68,9 @@ static int64_t *window_table(const NnWindow *w) {
   return tbl;
 }
 
-static int conv_check(OpCtx *c, const NnWindow *w) {
+/* The limits every path shares; `loops` adds the whole-plane scratch of the
+ * loop kernels (the fast path works in chunks). */
+static int conv_check(OpCtx *c, const NnWindow *w, bool loops) {
   int nsp = w->nsp;
   double work = (double)w->n * (double)w->c_out * (double)(w->group ? w->c_in / w->group : 0) *
                 (double)prod(w->k, nsp) * (double)prod(w->out, nsp);
@@ -78,32 +80,35 @@ static int conv_check(OpCtx *c, const NnWindow *w) {
   double bytes = 8.0 * ((double)prod(w->out, nsp) * (double)prod(w->k, nsp) +
                         (double)w->c_in * (double)prod(w->in, nsp) +
                         (double)w->c_out * (double)prod(w->out, nsp));
-  if (bytes > 16.0 * (double)NN_SCRATCH_BYTES)
+  if (loops && bytes > 16.0 * (double)NN_SCRATCH_BYTES)
     return gpuc_op_fail(c, "needs %.3g bytes of scratch, over the reference limit", bytes);
   return 0;
 }
 
+/* f32 / f64 with int32 tap offsets take im2col + GEMM (ref_conv.c); f16,
+ * bf16 and planes past INT32_MAX elements the loops. */
+static bool conv_fast(const NnWindow *w, GpucDType dt) {
+  return (dt == GPUC_DT_F32 || dt == GPUC_DT_F64) && prod(w->in, w->nsp) <= INT32_MAX &&
+         prod(w->out, w->nsp) <= INT32_MAX;
+}
+
 /* dX[n, g*Cg+ci, tbl(kp, p)] += W[g*Mg+m, ci, kp] * dY[n, g*Mg+m, p] */
-int ref_ConvGradInput(OpCtx *c) {
-  NnWindow w;
-  if (nn_conv_grad_window(c, &w) || conv_check(c, &w)) return -1;
-  const Tensor *wt = c->in[1], *dyt = c->in[2];
-  Tensor *dxt = c->out[0];
-  int nsp = w.nsp;
-  int64_t HWin = prod(w.in, nsp), P = prod(w.out, nsp), K = prod(w.k, nsp);
-  int64_t Cg = w.c_in / w.group, Mg = w.c_out / w.group;
+int ref_conv_grad_input_loops(const NnWindow *w, const Tensor *wt, const Tensor *dyt, Tensor *dxt) {
+  int nsp = w->nsp;
+  int64_t HWin = prod(w->in, nsp), P = prod(w->out, nsp), K = prod(w->k, nsp);
+  int64_t Cg = w->c_in / w->group, Mg = w->c_out / w->group;
   int64_t nw = gpuc_numel(wt);
-  int64_t *tbl = window_table(&w);
+  int64_t *tbl = window_table(w);
   double *W = malloc(sizeof(double) * (size_t)(nw + 1));
-  double *dy = malloc(sizeof(double) * (size_t)(w.c_out * P + 1));
-  double *dx = malloc(sizeof(double) * (size_t)(w.c_in * HWin + 1));
+  double *dy = malloc(sizeof(double) * (size_t)(w->c_out * P + 1));
+  double *dx = malloc(sizeof(double) * (size_t)(w->c_in * HWin + 1));
   int rc = 0;
-  if (!tbl || !W || !dy || !dx) { rc = gpuc_op_fail(c, "out of host memory"); goto done; }
+  if (!tbl || !W || !dy || !dx) { rc = -1; goto done; }
   load(wt, 0, nw, W);
-  for (int64_t n = 0; n < w.n; n++) {
-    load(dyt, n * w.c_out * P, w.c_out * P, dy);
-    memset(dx, 0, sizeof(double) * (size_t)(w.c_in * HWin));
-    for (int64_t g = 0; g < w.group; g++)
+  for (int64_t n = 0; n < w->n; n++) {
+    load(dyt, n * w->c_out * P, w->c_out * P, dy);
+    memset(dx, 0, sizeof(double) * (size_t)(w->c_in * HWin));
+    for (int64_t g = 0; g < w->group; g++)
       for (int64_t m = 0; m < Mg; m++) {
         const double *dym = dy + (g * Mg + m) * P;
         for (int64_t ci = 0; ci < Cg; ci++) {
@@ -117,7 +122,7 @@ int ref_ConvGradInput(OpCtx *c) {
           }
         }
       }
-    store(dxt, n * w.c_in * HWin, w.c_in * HWin, dx);
+    store(dxt, n * w->c_in * HWin, w->c_in * HWin, dx);
   }
 done:
   free(tbl); free(W); free(dy); free(dx);
@@ -125,25 +130,21 @@ done:
 }
 
 /* dW[g*Mg+m, ci, kp] = sum_n,p dY[n, g*Mg+m, p] * X[n, g*Cg+ci, tbl(kp, p)] */
-int ref_ConvGradWeight(OpCtx *c) {
-  NnWindow w;
-  if (nn_conv_grad_window(c, &w) || conv_check(c, &w)) return -1;
-  const Tensor *xt = c->in[0], *dyt = c->in[2];
-  Tensor *dwt = c->out[0];
-  int nsp = w.nsp;
-  int64_t HWin = prod(w.in, nsp), P = prod(w.out, nsp), K = prod(w.k, nsp);
-  int64_t Cg = w.c_in / w.group, Mg = w.c_out / w.group;
+int ref_conv_grad_weight_loops(const NnWindow *w, const Tensor *xt, const Tensor *dyt, Tensor *dwt) {
+  int nsp = w->nsp;
+  int64_t HWin = prod(w->in, nsp), P = prod(w->out, nsp), K = prod(w->k, nsp);
+  int64_t Cg = w->c_in / w->group, Mg = w->c_out / w->group;
   int64_t nw = gpuc_numel(dwt);
-  int64_t *tbl = window_table(&w);
+  int64_t *tbl = window_table(w);
   double *dW = calloc((size_t)(nw + 1), sizeof(double));
-  double *dy = malloc(sizeof(double) * (size_t)(w.c_out * P + 1));
-  double *x = malloc(sizeof(double) * (size_t)(w.c_in * HWin + 1));
+  double *dy = malloc(sizeof(double) * (size_t)(w->c_out * P + 1));
+  double *x = malloc(sizeof(double) * (size_t)(w->c_in * HWin + 1));
   int rc = 0;
-  if (!tbl || !dW || !dy || !x) { rc = gpuc_op_fail(c, "out of host memory"); goto done; }
-  for (int64_t n = 0; n < w.n; n++) {
-    load(dyt, n * w.c_out * P, w.c_out * P, dy);
-    load(xt, n * w.c_in * HWin, w.c_in * HWin, x);
-    for (int64_t g = 0; g < w.group; g++)
+  if (!tbl || !dW || !dy || !x) { rc = -1; goto done; }
+  for (int64_t n = 0; n < w->n; n++) {
+    load(dyt, n * w->c_out * P, w->c_out * P, dy);
+    load(xt, n * w->c_in * HWin, w->c_in * HWin, x);
+    for (int64_t g = 0; g < w->group; g++)
       for (int64_t m = 0; m < Mg; m++) {
         const double *dym = dy + (g * Mg + m) * P;
         for (int64_t ci = 0; ci < Cg; ci++) {
@@ -163,6 +164,34 @@ int ref_ConvGradWeight(OpCtx *c) {
 done:
   free(tbl); free(dW); free(dy); free(x);
   return rc;
+}
+
+int ref_ConvGradInput(OpCtx *c) {
+  NnWindow w;
+  if (nn_conv_grad_window(c, &w)) return -1;
+  const Tensor *wt = c->in[1], *dy = c->in[2];
+  Tensor *dx = c->out[0];
+  bool fast = conv_fast(&w, dx->dt);
+  if (conv_check(c, &w, !fast)) return -1;
+  int rc;
+  if (!fast) rc = ref_conv_grad_input_loops(&w, wt, dy, dx);
+  else if (dx->dt == GPUC_DT_F32) rc = ref_conv_grad_input_f32(&w, wt->data, dy->data, dx->data);
+  else rc = ref_conv_grad_input_f64(&w, wt->data, dy->data, dx->data);
+  return rc ? gpuc_op_fail(c, "out of host memory") : 0;
+}
+
+int ref_ConvGradWeight(OpCtx *c) {
+  NnWindow w;
+  if (nn_conv_grad_window(c, &w)) return -1;
+  const Tensor *x = c->in[0], *dy = c->in[2];
+  Tensor *dw = c->out[0];
+  bool fast = conv_fast(&w, dw->dt);
+  if (conv_check(c, &w, !fast)) return -1;
+  int rc;
+  if (!fast) rc = ref_conv_grad_weight_loops(&w, x, dy, dw);
+  else if (dw->dt == GPUC_DT_F32) rc = ref_conv_grad_weight_f32(&w, x->data, dy->data, dw->data);
+  else rc = ref_conv_grad_weight_f64(&w, x->data, dy->data, dw->data);
+  return rc ? gpuc_op_fail(c, "out of host memory") : 0;
 }
 
 /* ---- pools -------------------------------------------------------------- */
