@@ -227,6 +227,8 @@ int lower_Identity(LowerCtx *c) {
   return cg_copy(c, c->tin[0], c->tout[0], gpuc_tensor_bytes(c->out[0]));
 }
 int lower_Dropout(LowerCtx *c) {
+  /* before opset 7 Dropout trains unless is_test is set (the reference's rule) */
+  if (c->g->opset < 7 && !gpuc_attr_i(c->n, "is_test", 0)) return lower_unsupported(c, "Dropout in training mode");
   if (c->nin > 2 && c->in[2]) {
     if (!c->in[2]->data) return lower_unsupported(c, "training_mode must be a constant");
     if (gpuc_get_i64(c->in[2], 0)) return lower_unsupported(c, "Dropout in training mode");

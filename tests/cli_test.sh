@@ -69,6 +69,9 @@ expect_grep "inspect: schedule totals" "$WORK/out" "bytes moved, .* flops, count
 check "compile ffn_block --fp16" 0 "$GPUC" "$MODELS/ffn_block.onnx" --arch sm_90 --fp16 --shape x=2x16x64 \
   -o "$WORK/ffn.gpuc"
 expect_grep "compile summary: lower bound" "$WORK/out" "arena: [0-9]* bytes (lower bound [0-9]*, naive sum"
+check "-O3 says it is not tuned" 0 "$GPUC" "$MODELS/mlp.onnx" -O3 --arch sm_90 --shape image=4x784 \
+  -o "$WORK/mlp3.gpuc"
+expect_grep "-O3 note" "$WORK/out" "autotuning .* is not built yet"
 check "inspect an fp16 plan" 0 "$GPUC" inspect "$WORK/ffn.gpuc"
 expect_grep "inspect: a fused group covers its nodes" "$WORK/out" \
   "<- gelu/Div, gelu/Erf, gelu/Add, gelu/Mul, gelu/Mul_1"
