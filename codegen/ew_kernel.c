@@ -48,8 +48,7 @@ int ew_ext_strided(EwProgram *p, uint32_t tensor, const Tensor *view, const int6
   return add_ext(p, tensor, view, stride);
 }
 
-/* the type a loaded input is held in before a term converts it */
-static const char *natural_type(GpucDType dt) {
+const char *ew_natural_type(GpucDType dt) {
   if (dt == GPUC_DT_F64) return "double";
   if (gpuc_dtype_is_int(dt) || dt == GPUC_DT_BOOL) return "long long";
   return "float";
@@ -132,13 +131,13 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
       }
       sb_printf(b, ";\n");
     }
-    sb_printf(b, "    const %s e%d = ", natural_type(x->dt), k);
+    sb_printf(b, "    const %s e%d = ", ew_natural_type(x->dt), k);
     if (kind[k] == EXT_SAME && vec > 1) {
       char va[16];
       snprintf(va, sizeof va, "a%d.v", k);
-      cg_load(b, natural_type(x->dt), x->dt, va, "u");
+      cg_load(b, ew_natural_type(x->dt), x->dt, va, "u");
     } else {
-      cg_load(b, natural_type(x->dt), x->dt, arg, idx);
+      cg_load(b, ew_natural_type(x->dt), x->dt, arg, idx);
     }
     sb_printf(b, ";\n");
   }

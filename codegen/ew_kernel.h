@@ -47,6 +47,9 @@ typedef struct EwProgram {
   uint32_t ty;
 } EwProgram;
 
+/* The type a loaded input is held in before a term converts it: double
+ * for f64, long long for integers and bool, float otherwise. */
+const char *ew_natural_type(GpucDType dt);
 /* Index of external input (tensor, view), added if new; -1 when full. */
 int ew_ext(EwProgram *p, uint32_t tensor, const Tensor *view);
 /* The same for a strided read (view: dtype and the output's dims). */

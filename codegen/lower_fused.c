@@ -69,7 +69,7 @@ static int transpose_term(PlanBuilder *pb, const Graph *g, const Node *n, EwProg
   term->nargs = 1;
   term->arg[0].ext = ext;
   term->arg[0].term = -1;
-  term->ct = x->dt == GPUC_DT_F64 ? "double" : gpuc_dtype_is_int(x->dt) || x->dt == GPUC_DT_BOOL ? "long long" : "float";
+  term->ct = ew_natural_type(x->dt);
   term->pre = NULL;
   term->expr = "x0";
   term->dt = y->dt;

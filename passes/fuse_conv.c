@@ -94,7 +94,6 @@ int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e) {
     int out = g->nodes[last].out[0];
     g->values[y].producer = -1; /* the Conv's own output is no longer written */
     n->out[0] = out;
-    g->values[out].producer = i;
     if (add >= 0) { drop[add] = true; g->values[g->nodes[add].out[0]].producer = -1; }
     if (relu >= 0) drop[relu] = true;
     g->values[out].producer = i;

@@ -39,7 +39,6 @@ struct GpucSession {
   size_t workspace_bytes;        /* >= the plan's: cuDNN may need more here */
   int sm;
   char devname[128];
-  GpucDeviceInfo info;
 };
 
 static void cu_free(CUdeviceptr p) { if (p) cu.cuMemFree(p); }
@@ -200,17 +199,6 @@ GpucSession *gpuc_session_create(const char *plan_path, int device, GpucErr *e) 
   }
   if (cu.cuDeviceGet(&s->dev, device) != CUDA_SUCCESS) { gpuc_err_set(e, "no CUDA device %d", device); goto fail; }
   cu.cuDeviceGetName(s->devname, sizeof s->devname, s->dev);
-  /* for the profile's peaks; an attribute this driver lacks stays 0 ("n/a") */
-  s->info.sm = sm;
-  snprintf(s->info.name, sizeof s->info.name, "%s", s->devname);
-  const struct { CUdevice_attribute a; int *v; } attrs[] = {
-    {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &s->info.sms},
-    {CU_DEVICE_ATTRIBUTE_CLOCK_RATE, &s->info.clock_khz},
-    {CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, &s->info.mem_clock_khz},
-    {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, &s->info.bus_bits},
-  };
-  for (size_t i = 0; i < sizeof attrs / sizeof *attrs; i++)
-    if (cu.cuDeviceGetAttribute(attrs[i].v, attrs[i].a, s->dev) != CUDA_SUCCESS || *attrs[i].v < 0) *attrs[i].v = 0;
 #define TRYF(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { gpuc_cu_fail(e, r_, #call, __FILE__, __LINE__); goto fail; } } while (0)
   TRYF(cu.cuDevicePrimaryCtxRetain(&s->ctx, s->dev));
   TRYF(cu.cuCtxSetCurrent(s->ctx));
@@ -301,7 +289,21 @@ void gpuc_session_device(const GpucSession *s, char *name, size_t n, int *sm) {
   *sm = s->sm;
 }
 
-void gpuc_session_device_info(const GpucSession *s, GpucDeviceInfo *d) { *d = s->info; }
+/* Asked only by the profile, so a plain load does not pay for it; an
+ * attribute this driver lacks stays 0 ("n/a"). */
+void gpuc_session_device_info(const GpucSession *s, GpucDeviceInfo *d) {
+  memset(d, 0, sizeof *d);
+  d->sm = s->sm;
+  snprintf(d->name, sizeof d->name, "%s", s->devname);
+  const struct { CUdevice_attribute a; int *v; } attrs[] = {
+    {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &d->sms},
+    {CU_DEVICE_ATTRIBUTE_CLOCK_RATE, &d->clock_khz},
+    {CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, &d->mem_clock_khz},
+    {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, &d->bus_bits},
+  };
+  for (size_t i = 0; i < sizeof attrs / sizeof *attrs; i++)
+    if (cu.cuDeviceGetAttribute(attrs[i].v, attrs[i].a, s->dev) != CUDA_SUCCESS || *attrs[i].v < 0) *attrs[i].v = 0;
+}
 
 static int find_tensor(const Plan *p, const char *name, bool output) {
   for (uint32_t i = 0; i < p->ntensors; i++) {

@@ -17,16 +17,11 @@
 #include "passes.h"
 #include "plan.h"
 #include "train.h"
+#include "check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
-#define CHECK(cond, ...)                                                                 \
-  do {                                                                                   \
-    if (cond) passed++;                                                                  \
-    else { failed++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } \
-  } while (0)
 
 static uint64_t rng = 0x5eed;
 static uint64_t next(void) {
@@ -34,25 +29,6 @@ static uint64_t next(void) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
-}
-
-static unsigned char *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)len + 1);
-  *n = b ? fread(b, 1, (size_t)len, f) : 0;
-  fclose(f);
-  return b;
-}
-
-static void spit(const char *path, const unsigned char *b, size_t n) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return;
-  fwrite(b, 1, n, f);
-  fclose(f);
 }
 
 /* One random mutation of src into a fresh buffer (caller frees). Mostly
@@ -229,6 +205,5 @@ int main(int argc, char **argv) {
   }
   fuzz_plan(argv[1], argv[2], iters * 4);
   fuzz_checkpoint(argv[1], argv[2], iters * 2);
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_summary();
 }

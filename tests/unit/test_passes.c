@@ -12,18 +12,13 @@
 #include "passes.h"
 #include "ref.h"
 #include "frontend.h"
+#include "check.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
 static int level = 1; /* -O level the passes run at */
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (cond) passed++;                                    \
-    else { failed++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } \
-  } while (0)
 
 static uint64_t rng = 99;
 static double urand(void) {
@@ -554,6 +549,5 @@ int main(int argc, char **argv) {
     gpuc_graph_free(g);
   }
   test_cse();
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_summary();
 }

@@ -8,34 +8,11 @@
 #include "frontend.h"
 #include "passes.h"
 #include "plan.h"
+#include "check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
-#define CHECK(cond, ...)                                                                 \
-  do {                                                                                   \
-    if (cond) passed++;                                                                  \
-    else { failed++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } \
-  } while (0)
-
-static unsigned char *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)len + 1);
-  *n = fread(b, 1, (size_t)len, f);
-  fclose(f);
-  return b;
-}
-
-static void spit(const char *path, const unsigned char *b, size_t n) {
-  FILE *f = fopen(path, "wb");
-  fwrite(b, 1, n, f);
-  fclose(f);
-}
 
 static Plan *compile(const char *model, const GpucShapeBind *b, int nb, int sm) {
   GpucErr e = {0};
@@ -223,6 +200,5 @@ int main(int argc, char **argv) {
   p = compile(cnn, NULL, 0, 90);
   gpuc_plan_free(p);
 out:
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_summary();
 }

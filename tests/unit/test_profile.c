@@ -5,17 +5,12 @@
  * any measurement.
  * usage: test_profile */
 #include "profile.h"
+#include "check.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
-#define CHECK(cond, ...)                                                                 \
-  do {                                                                                   \
-    if (cond) passed++;                                                                  \
-    else { failed++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } \
-  } while (0)
 #define NEAR(a, b) (fabs((double)(a) - (double)(b)) <= 1e-9 * fabs((double)(b)) + 1e-12)
 
 static char *print_table(const Plan *p, const double *ms, const GpucPeaks *pk, const GpucDeviceInfo *d) {
@@ -130,6 +125,5 @@ static void test_table(void) {
 int main(void) {
   test_peaks();
   test_table();
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_summary();
 }
