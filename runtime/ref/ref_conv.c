@@ -118,96 +118,98 @@ DEFINE_GATHER(gather_f64, double)
 DEFINE_SCATTER(scatter_f32, float)
 DEFINE_SCATTER(scatter_f64, double)
 
-#define DEFINE_CONV(NAME, T, GEMM, GATHER)                                                           \
+/* The chunked col buffer every kernel below walks a grid of P positions
+ * with: `chunk` positions per pass, a tap table for them and col[rows,
+ * chunk] (rows = channels x taps). A direct (pointwise) window needs
+ * neither: the whole grid is one chunk read in place. */
+typedef struct ColBuf { int64_t chunk; int32_t *tbl; void *col; } ColBuf;
+
+static int colbuf_init(ColBuf *cb, bool direct, int64_t rows, int64_t K, int64_t P, size_t es) {
+  cb->chunk = direct ? P : chunk_len(rows, P, es);
+  cb->tbl = NULL;
+  cb->col = NULL;
+  if (direct) return 0;
+  cb->tbl = malloc(sizeof *cb->tbl * (size_t)(K * cb->chunk + 1));
+  cb->col = malloc(es * (size_t)(rows * cb->chunk + 1));
+  return cb->tbl && cb->col ? 0 : -1;
+}
+
+static void colbuf_free(ColBuf *cb) {
+  free(cb->tbl);
+  free(cb->col);
+}
+
+/* y[n, m, :] += b[m] */
+#define DEFINE_ADD_BIAS(NAME, T)                                                             \
+  static void NAME(const NnWindow *w, const T *b, T *y, int64_t HWout) {                     \
+    for (int64_t n = 0; n < w->n; n++)                                                       \
+      for (int64_t m = 0; m < w->c_out; m++) {                                               \
+        T *ym = y + (n * w->c_out + m) * HWout;                                              \
+        for (int64_t j = 0; j < HWout; j++) ym[j] += b[m];                                   \
+      }                                                                                      \
+  }
+DEFINE_ADD_BIAS(add_bias_f32, float)
+DEFINE_ADD_BIAS(add_bias_f64, double)
+
+#define DEFINE_CONV(NAME, T, GEMM, GATHER, ADD_BIAS)                                         \
   static int NAME(const NnWindow *w, const T *x, const T *wt, const T *b, T *y) {            \
     int nsp = w->nsp;                                                                        \
     int64_t HWin = prod(w->in, nsp), HWout = prod(w->out, nsp), K = prod(w->k, nsp);         \
     int64_t Cg = w->c_in / w->group, Mg = w->c_out / w->group, CK = Cg * K;                  \
     bool direct = is_pointwise(w);                                                           \
-    int32_t *tbl = NULL;                                                                     \
-    T *col = NULL;                                                                           \
-    if (CK == 0) goto bias; /* no input channels: the output is the bias */                  \
-    int64_t chunk = direct ? HWout : chunk_len(CK, HWout, sizeof(T));                        \
-    if (!direct) {                                                                           \
-      tbl = malloc(sizeof *tbl * (size_t)(K * chunk + 1));                                   \
-      col = malloc(sizeof *col * (size_t)(CK * chunk + 1));                                  \
-      if (!tbl || !col) goto oom;                                                            \
-    }                                                                                        \
-    for (int64_t p0 = 0; p0 < HWout; p0 += chunk) {                                          \
-      int64_t np = HWout - p0 < chunk ? HWout - p0 : chunk;                                  \
-      if (!direct) tap_table(w, w->out, w->in, p0, np, tbl);                                 \
-      for (int64_t n = 0; n < w->n; n++)                                                     \
-        for (int64_t g = 0; g < w->group; g++) {                                             \
+    ColBuf cb;                                                                               \
+    int rc = CK == 0 ? 0 : colbuf_init(&cb, direct, CK, K, HWout, sizeof(T));                \
+    /* no input channels: the output is the bias */                                          \
+    for (int64_t p0 = 0; CK > 0 && p0 < HWout && !rc; p0 += cb.chunk) {                      \
+      int64_t np = HWout - p0 < cb.chunk ? HWout - p0 : cb.chunk;                            \
+      if (!direct) tap_table(w, w->out, w->in, p0, np, cb.tbl);                              \
+      for (int64_t n = 0; n < w->n && !rc; n++)                                              \
+        for (int64_t g = 0; g < w->group && !rc; g++) {                                      \
           const T *xg = x + (n * w->c_in + g * Cg) * HWin, *B = xg + p0;                     \
           int64_t ldb = HWin;                                                                \
           if (!direct) {                                                                     \
-            GATHER(xg, HWin, Cg, K, tbl, np, col);                                           \
-            B = col;                                                                         \
+            GATHER(xg, HWin, Cg, K, cb.tbl, np, cb.col);                                     \
+            B = cb.col;                                                                      \
             ldb = np;                                                                        \
           }                                                                                  \
-          if (GEMM(false, false, Mg, np, CK, 1, wt + g * Mg * CK, CK, B, ldb, 0,             \
-                   y + (n * w->c_out + g * Mg) * HWout + p0, HWout))                         \
-            goto oom;                                                                        \
+          rc = GEMM(false, false, Mg, np, CK, 1, wt + g * Mg * CK, CK, B, ldb, 0,            \
+                    y + (n * w->c_out + g * Mg) * HWout + p0, HWout);                        \
         }                                                                                    \
     }                                                                                        \
-  bias:                                                                                      \
-    if (b)                                                                                   \
-      for (int64_t n = 0; n < w->n; n++)                                                     \
-        for (int64_t m = 0; m < w->c_out; m++) {                                             \
-          T *ym = y + (n * w->c_out + m) * HWout;                                            \
-          for (int64_t j = 0; j < HWout; j++) ym[j] += b[m];                                 \
-        }                                                                                    \
-    free(tbl);                                                                               \
-    free(col);                                                                               \
-    return 0;                                                                                \
-  oom:                                                                                       \
-    free(tbl);                                                                               \
-    free(col);                                                                               \
-    return -1;                                                                               \
+    if (CK > 0) colbuf_free(&cb);                                                            \
+    if (!rc && b) ADD_BIAS(w, b, y, HWout);                                                  \
+    return rc;                                                                               \
   }
 
-DEFINE_CONV(conv_f32, float, ref_sgemm, gather_f32)
-DEFINE_CONV(conv_f64, double, ref_dgemm, gather_f64)
+DEFINE_CONV(conv_f32, float, ref_sgemm, gather_f32, add_bias_f32)
+DEFINE_CONV(conv_f64, double, ref_dgemm, gather_f64, add_bias_f64)
 
 /* y must be zeroed by the caller. */
-#define DEFINE_CONVT(NAME, T, GEMM, SCATTER)                                                          \
+#define DEFINE_CONVT(NAME, T, GEMM, SCATTER, ADD_BIAS)                                       \
   static int NAME(const NnWindow *w, const T *x, const T *wt, const T *b, T *y) {            \
     int nsp = w->nsp;                                                                        \
     int64_t HWin = prod(w->in, nsp), HWout = prod(w->out, nsp), K = prod(w->k, nsp);         \
     int64_t Cg = w->c_in / w->group, Mg = w->c_out / w->group, MK = Mg * K;                  \
-    int64_t chunk = chunk_len(MK, HWin, sizeof(T));                                          \
-    int32_t *tbl = malloc(sizeof *tbl * (size_t)(K * chunk + 1));                            \
-    T *col = malloc(sizeof *col * (size_t)(MK * chunk + 1));                                 \
-    if (!tbl || !col) goto oom;                                                              \
-    for (int64_t p0 = 0; p0 < HWin; p0 += chunk) {                                           \
-      int64_t np = HWin - p0 < chunk ? HWin - p0 : chunk;                                    \
-      tap_table(w, w->in, w->out, p0, np, tbl);                                              \
-      for (int64_t n = 0; n < w->n; n++)                                                     \
-        for (int64_t g = 0; g < w->group; g++) {                                             \
+    ColBuf cb;                                                                               \
+    int rc = colbuf_init(&cb, false, MK, K, HWin, sizeof(T));                                \
+    for (int64_t p0 = 0; p0 < HWin && !rc; p0 += cb.chunk) {                                 \
+      int64_t np = HWin - p0 < cb.chunk ? HWin - p0 : cb.chunk;                              \
+      tap_table(w, w->in, w->out, p0, np, cb.tbl);                                           \
+      for (int64_t n = 0; n < w->n && !rc; n++)                                              \
+        for (int64_t g = 0; g < w->group && !rc; g++) {                                      \
           const T *xg = x + (n * w->c_in + g * Cg) * HWin;                                   \
-          if (GEMM(true, false, MK, np, Cg, 1, wt + g * Cg * MK, MK, xg + p0, HWin, 0, col,  \
-                   np))                                                                      \
-            goto oom;                                                                        \
-          SCATTER(col, Mg, K, tbl, np, y + (n * w->c_out + g * Mg) * HWout, HWout);          \
+          rc = GEMM(true, false, MK, np, Cg, 1, wt + g * Cg * MK, MK, xg + p0, HWin, 0,      \
+                    cb.col, np);                                                             \
+          if (!rc) SCATTER(cb.col, Mg, K, cb.tbl, np, y + (n * w->c_out + g * Mg) * HWout, HWout); \
         }                                                                                    \
     }                                                                                        \
-    if (b)                                                                                   \
-      for (int64_t n = 0; n < w->n; n++)                                                     \
-        for (int64_t m = 0; m < w->c_out; m++) {                                             \
-          T *ym = y + (n * w->c_out + m) * HWout;                                            \
-          for (int64_t j = 0; j < HWout; j++) ym[j] += b[m];                                 \
-        }                                                                                    \
-    free(tbl);                                                                               \
-    free(col);                                                                               \
-    return 0;                                                                                \
-  oom:                                                                                       \
-    free(tbl);                                                                               \
-    free(col);                                                                               \
-    return -1;                                                                               \
+    colbuf_free(&cb);                                                                        \
+    if (!rc && b) ADD_BIAS(w, b, y, HWout);                                                  \
+    return rc;                                                                               \
   }
 
-DEFINE_CONVT(convt_f32, float, ref_sgemm, scatter_f32)
-DEFINE_CONVT(convt_f64, double, ref_dgemm, scatter_f64)
+DEFINE_CONVT(convt_f32, float, ref_sgemm, scatter_f32, add_bias_f32)
+DEFINE_CONVT(convt_f64, double, ref_dgemm, scatter_f64, add_bias_f64)
 
 /* ---- Conv gradients (ConvGradInput / ConvGradWeight, see ref_conv.h) ----
  * The same chunks and tap table as the forward Conv (output grid walked
@@ -223,14 +225,11 @@ DEFINE_CONVT(convt_f64, double, ref_dgemm, scatter_f64)
     memset(dx, 0, sizeof(T) * (size_t)(w->n * w->c_in * HWin));                              \
     if (CK == 0 || Mg == 0 || P == 0) return 0;                                              \
     bool direct = is_pointwise(w); /* then P == HWin and col == dX_g */                      \
-    int64_t chunk = direct ? P : chunk_len(CK, P, sizeof(T));                                \
-    int32_t *tbl = direct ? NULL : malloc(sizeof *tbl * (size_t)(K * chunk + 1));            \
-    T *col = direct ? NULL : malloc(sizeof *col * (size_t)(CK * chunk + 1));                 \
-    int rc = 0;                                                                              \
-    if (!direct && (!tbl || !col)) rc = -1;                                                  \
-    for (int64_t p0 = 0; p0 < P && !rc; p0 += chunk) {                                       \
-      int64_t np = P - p0 < chunk ? P - p0 : chunk;                                          \
-      if (!direct) tap_table(w, w->out, w->in, p0, np, tbl);                                 \
+    ColBuf cb;                                                                               \
+    int rc = colbuf_init(&cb, direct, CK, K, P, sizeof(T));                                  \
+    for (int64_t p0 = 0; p0 < P && !rc; p0 += cb.chunk) {                                    \
+      int64_t np = P - p0 < cb.chunk ? P - p0 : cb.chunk;                                    \
+      if (!direct) tap_table(w, w->out, w->in, p0, np, cb.tbl);                              \
       for (int64_t n = 0; n < w->n && !rc; n++)                                              \
         for (int64_t g = 0; g < w->group && !rc; g++) {                                      \
           const T *dyg = dy + (n * w->c_out + g * Mg) * P + p0;                              \
@@ -239,13 +238,12 @@ DEFINE_CONVT(convt_f64, double, ref_dgemm, scatter_f64)
           if (direct) {                                                                      \
             rc = GEMM(true, false, CK, np, Mg, 1, wg, CK, dyg, P, 0, dxg + p0, HWin);        \
           } else {                                                                           \
-            rc = GEMM(true, false, CK, np, Mg, 1, wg, CK, dyg, P, 0, col, np);               \
-            if (!rc) SCATTER(col, Cg, K, tbl, np, dxg, HWin);                                \
+            rc = GEMM(true, false, CK, np, Mg, 1, wg, CK, dyg, P, 0, cb.col, np);            \
+            if (!rc) SCATTER(cb.col, Cg, K, cb.tbl, np, dxg, HWin);                          \
           }                                                                                  \
         }                                                                                    \
     }                                                                                        \
-    free(tbl);                                                                               \
-    free(col);                                                                               \
+    colbuf_free(&cb);                                                                        \
     return rc;                                                                               \
   }
 
@@ -258,29 +256,25 @@ DEFINE_CONVT(convt_f64, double, ref_dgemm, scatter_f64)
     memset(dw, 0, sizeof(T) * (size_t)(w->c_out * CK));                                      \
     if (CK == 0 || Mg == 0 || P == 0) return 0;                                              \
     bool direct = is_pointwise(w);                                                           \
-    int64_t chunk = direct ? P : chunk_len(CK, P, sizeof(T));                                \
-    int32_t *tbl = direct ? NULL : malloc(sizeof *tbl * (size_t)(K * chunk + 1));            \
-    T *col = direct ? NULL : malloc(sizeof *col * (size_t)(CK * chunk + 1));                 \
-    int rc = 0;                                                                              \
-    if (!direct && (!tbl || !col)) rc = -1;                                                  \
-    for (int64_t p0 = 0; p0 < P && !rc; p0 += chunk) {                                       \
-      int64_t np = P - p0 < chunk ? P - p0 : chunk;                                          \
-      if (!direct) tap_table(w, w->out, w->in, p0, np, tbl);                                 \
+    ColBuf cb;                                                                               \
+    int rc = colbuf_init(&cb, direct, CK, K, P, sizeof(T));                                  \
+    for (int64_t p0 = 0; p0 < P && !rc; p0 += cb.chunk) {                                    \
+      int64_t np = P - p0 < cb.chunk ? P - p0 : cb.chunk;                                    \
+      if (!direct) tap_table(w, w->out, w->in, p0, np, cb.tbl);                              \
       for (int64_t n = 0; n < w->n && !rc; n++)                                              \
         for (int64_t g = 0; g < w->group && !rc; g++) {                                      \
           const T *xg = x + (n * w->c_in + g * Cg) * HWin, *B = xg + p0;                     \
           int64_t ldb = HWin;                                                                \
           if (!direct) {                                                                     \
-            GATHER(xg, HWin, Cg, K, tbl, np, col);                                           \
-            B = col;                                                                         \
+            GATHER(xg, HWin, Cg, K, cb.tbl, np, cb.col);                                     \
+            B = cb.col;                                                                      \
             ldb = np;                                                                        \
           }                                                                                  \
           rc = GEMM(false, true, Mg, CK, np, 1, dy + (n * w->c_out + g * Mg) * P + p0, P, B, \
                     ldb, 1, dw + g * Mg * CK, CK);                                           \
         }                                                                                    \
     }                                                                                        \
-    free(tbl);                                                                               \
-    free(col);                                                                               \
+    colbuf_free(&cb);                                                                        \
     return rc;                                                                               \
   }
 
