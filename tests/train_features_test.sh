@@ -9,24 +9,9 @@
 set -u
 part=$1 gpuc=$2 models=$3 data=$4 work=$5
 mkdir -p "$work"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/expect_lib.sh"
 mlp=$models/mlp.onnx
 fm="fashion-mnist:$data"
-
-# expect RC ARGS...: exit status RC, one line on stderr (for 1), no sanitizer report
-expect() {
-  local want=$1; shift
-  "$gpuc" "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  local lines; lines=$(grep -c . "$work/err" | head -1)
-  if [ "$rc" -ne "$want" ] || grep -q "Sanitizer\|runtime error" "$work/err"; then
-    bad "gpuc $* -> exit $rc (want $want): $(head -c 400 "$work/err")"
-  elif [ "$want" -eq 1 ] && [ "$lines" -ne 1 ]; then
-    bad "gpuc $* -> $lines lines on stderr, want 1: $(head -c 400 "$work/err")"
-  else ok; fi
-}
 # the error line must mention a word
 says() { if grep -q -- "$1" "$work/err"; then ok; else bad "stderr lacks '$1': $(cat "$work/err")"; fi; }
 

@@ -6,22 +6,7 @@
 set -u
 gpuc=$1 models=$2 data=$3 work=$4 floor=${5:-82}
 mkdir -p "$work"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-
-# expect RC ARGS...: exit status RC, one line on stderr, no sanitizer report
-expect() {
-  local want=$1; shift
-  "$gpuc" "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  local lines; lines=$(grep -c . "$work/err" | head -1)
-  if [ "$rc" -ne "$want" ] || grep -q "Sanitizer\|runtime error" "$work/err"; then
-    bad "gpuc $* -> exit $rc (want $want): $(head -c 400 "$work/err")"
-  elif [ "$want" -eq 1 ] && [ "$lines" -ne 1 ]; then
-    bad "gpuc $* -> $lines lines on stderr, want 1: $(head -c 400 "$work/err")"
-  else ok; fi
-}
+. "$(dirname "$0")/expect_lib.sh"
 
 mlp=$models/mlp.onnx
 out=$("$gpuc" train "$mlp" --data "fashion-mnist:$data" --epochs 1 --batch 64 --lr 0.05 \
