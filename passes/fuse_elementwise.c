@@ -25,7 +25,9 @@
 
 enum { MAX_MEMBERS = 48, MAX_NODE_INPUTS = 8 };
 
-bool gpuc_fusable_elementwise(GpucOp op) {
+/* The op's lowering is one broadcasting elementwise kernel that codegen can
+ * inline into a fused group. */
+static bool fusable_elementwise(GpucOp op) {
   /* Identity/Dropout are views or copies, not arithmetic */
   return (gpuc_ops[op].flags & GPUC_OPF_ELEMWISE) && op != GPUC_OP_IDENTITY && op != GPUC_OP_DROPOUT;
 }
@@ -33,7 +35,7 @@ bool gpuc_fusable_elementwise(GpucOp op) {
 /* A Transpose may head a group: the kernel reads its input with permuted
  * strides (its own input never comes from inside the group). */
 static bool candidate(const Graph *g, const Node *n) {
-  bool op_ok = gpuc_fusable_elementwise(n->op) || n->op == GPUC_OP_TRANSPOSE;
+  bool op_ok = fusable_elementwise(n->op) || n->op == GPUC_OP_TRANSPOSE;
   if (!op_ok || n->nin > MAX_NODE_INPUTS || n->out[0] < 0) return false;
   for (int k = 1; k < n->nout; k++)
     if (n->out[k] >= 0) return false;

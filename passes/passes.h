@@ -28,9 +28,6 @@ int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_matmul_bias(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e);
-/* The op's lowering is one broadcasting elementwise kernel that codegen can
- * inline into a fused group. */
-bool gpuc_fusable_elementwise(GpucOp op);
 /* Runs the passes of o->level, verifying the graph after each. */
 int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e);
 #endif
