@@ -36,6 +36,18 @@ static void emit_index(StrBuf *b, const char *indent, const char *v, const char 
             indent, ind, at, (ll)dim, ok, ok, (ll)dim, v);
 }
 
+/* s = offset in x (strides xs) of the element at the index tuple of i over
+ * dims (r_ holds i), with the coordinate on `axis` replaced by v: the
+ * address GatherElements reads and ScatterElements writes. */
+static void emit_element_offset(StrBuf *b, int r, int axis, const int64_t *dims, const int64_t *xs) {
+  for (int k = r - 1; k >= 0; k--) {
+    const char *digit = k == axis ? "v" : "d_";
+    if (k > 0) sb_printf(b, "    { i64 d_ = r_ %% %lldLL; r_ /= %lldLL; s += %s * %lldLL; }\n",
+                         (ll)dims[k], (ll)dims[k], digit, (ll)xs[k]);
+    else sb_printf(b, "    { i64 d_ = r_; s += %s * %lldLL; (void)d_; }\n", digit, (ll)xs[k]);
+  }
+}
+
 /* ---- Gather ----------------------------------------------------------------- */
 
 /* data viewed as [outer, D, inner]; indices as [N] (flattened):
@@ -81,12 +93,7 @@ int lower_GatherElements(LowerCtx *c) {
                "    bool ok = true;\n",
             name, t, cg_ctype(ind->dt), t, (ll)N);
   emit_index(b, "    ", "v", "ind", "i", x->dims[axis], "ok");
-  for (int k = r - 1; k >= 0; k--) {
-    const char *digit = k == axis ? "v" : "d_";
-    if (k > 0) sb_printf(b, "    { i64 d_ = r_ %% %lldLL; r_ /= %lldLL; s += %s * %lldLL; }\n",
-                         (ll)ind->dims[k], (ll)ind->dims[k], digit, (ll)xs[k]);
-    else sb_printf(b, "    { i64 d_ = r_; s += %s * %lldLL; (void)d_; }\n", digit, (ll)xs[k]);
-  }
+  emit_element_offset(b, r, axis, ind->dims, xs);
   sb_printf(b, "    y[i] = ok ? x[s] : (%s)0;\n  }\n}\n", t);
   uint32_t args[3] = {c->tin[0], c->tin[1], c->tout[0]};
   return cg_launch(c, name, (uint64_t)N, 256, 0, 3, args);
@@ -272,12 +279,7 @@ int lower_ScatterElements(LowerCtx *c) {
             name, cg_ctype(ind->dt), T, T, (ll)N);
   emit_index(b, "    ", "v", "ind", "i", x->dims[axis], "ok");
   sb_printf(b, "    if (!ok) continue;\n");
-  for (int k = r - 1; k >= 0; k--) {
-    const char *digit = k == axis ? "v" : "d_";
-    if (k > 0) sb_printf(b, "    { i64 d_ = r_ %% %lldLL; r_ /= %lldLL; s += %s * %lldLL; }\n",
-                         (ll)ind->dims[k], (ll)ind->dims[k], digit, (ll)xs[k]);
-    else sb_printf(b, "    { i64 d_ = r_; s += %s * %lldLL; (void)d_; }\n", digit, (ll)xs[k]);
-  }
+  emit_element_offset(b, r, axis, ind->dims, xs);
   sb_printf(b, "    %s(y + s, u[i]);\n  }\n}\n", fn);
   uint32_t args[3] = {c->tin[1], c->tin[2], c->tout[0]};
   return cg_launch(c, name, (uint64_t)N, 256, 0, 3, args);

@@ -173,7 +173,9 @@ static int window_out(OpCtx *c, NnWindow *w, bool pool) {
 
 /* ---- window geometry (shared with the kernels) -------------------------- */
 
-int nn_conv_window(OpCtx *c, NnWindow *w) {
+/* What Conv and ConvTranspose check alike: X's spatial dims, W's rank,
+ * group, and C from X. */
+static int conv_common(OpCtx *c, NnWindow *w) {
   const Tensor *x = c->in[0], *wt = c->in[1];
   memset(w, 0, sizeof *w);
   if (spatial_in(c, x, w)) return -1;
@@ -183,6 +185,12 @@ int nn_conv_window(OpCtx *c, NnWindow *w) {
   if (w->group < 1 || w->group > NN_DIM_LIMIT)
     return gpuc_op_fail(c, "group %lld must be >= 1", (long long)w->group);
   w->c_in = x->dims[1];
+  return 0;
+}
+
+int nn_conv_window(OpCtx *c, NnWindow *w) {
+  const Tensor *wt = c->in[1];
+  if (conv_common(c, w)) return -1;
   w->c_out = wt->dims[0];
   int64_t wc = wt->dims[1];
   /* C == W dims[1] * group, checked without multiplying untrusted dims */
@@ -198,15 +206,8 @@ int nn_conv_window(OpCtx *c, NnWindow *w) {
 }
 
 int nn_convt_window(OpCtx *c, NnWindow *w) {
-  const Tensor *x = c->in[0], *wt = c->in[1];
-  memset(w, 0, sizeof *w);
-  if (spatial_in(c, x, w)) return -1;
-  if (wt->rank != x->rank)
-    return gpuc_op_fail(c, "W has rank %d, X has rank %d; they must match", wt->rank, x->rank);
-  w->group = gpuc_attr_i(c->n, "group", 1);
-  if (w->group < 1 || w->group > NN_DIM_LIMIT)
-    return gpuc_op_fail(c, "group %lld must be >= 1", (long long)w->group);
-  w->c_in = x->dims[1];
+  const Tensor *wt = c->in[1];
+  if (conv_common(c, w)) return -1;
   if (w->c_in >= 0 && wt->dims[0] >= 0 && w->c_in != wt->dims[0])
     return gpuc_op_fail(c, "X has %lld channels, W has %lld input channels (dims[0])",
                         (long long)w->c_in, (long long)wt->dims[0]);
