@@ -12,22 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "check.h"
 
-static int n_pass, n_fail;
-
-static inline void check(bool ok, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static inline void check(bool ok, const char *file, int line, const char *fmt, ...) {
-  if (ok) { n_pass++; return; }
-  n_fail++;
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "FAIL %s:%d: ", file, line);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-}
-#define CHECK(cond, ...) check((cond), __FILE__, __LINE__, __VA_ARGS__)
 
 static uint64_t rng = 2024;
 static inline double rnd_u(void) { /* uniform [-1, 1) */

@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "check.h"
 
-static int n_pass, n_fail;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 static uint32_t rnd(void) {
@@ -67,8 +67,8 @@ static void compare(const char *what, int trial, const NnWindow *w, int64_t n, c
     if (!ok && bad < 0) bad = i;
     if (S[i] > 0 && err / S[i] > worst) worst = err / S[i];
   }
-  if (bad < 0) { n_pass++; return; }
-  n_fail++;
+  if (bad < 0) { passed++; return; }
+  failed++;
   fprintf(stderr,
           "FAIL %s trial %d (nsp %d n %lld c_in %lld c_out %lld group %lld k0 %lld s0 %lld "
           "d0 %lld pads0 %lld,%lld): [%lld] fast %.9g loops %.9g S %.3g (worst err/S %.3g)\n",
@@ -144,6 +144,6 @@ int main(void) {
                   .in = {14, 14}, .out = {14, 14}, .k = {3, 3}, .stride = {1, 1},
                   .dil = {1, 1}, .pad_b = {1, 1}, .pad_e = {1, 1}};
   run_case(trials, &big);
-  printf("conv_grad_fast: %d passed, %d failed\n", n_pass, n_fail);
-  return n_fail ? 1 : 0;
+  printf("conv_grad_fast: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
 }

@@ -196,6 +196,5 @@ int main(void) {
   test_sce();
   test_mlp();
   test_no_rule();
-  printf("%d passed, %d failed\n", n_pass, n_fail);
-  return n_fail ? 1 : 0;
+  return check_summary();
 }

@@ -214,6 +214,5 @@ int main(void) {
   test_maxpool_ties();
   test_bn();
   test_cnn();
-  printf("%d passed, %d failed\n", n_pass, n_fail);
-  return n_fail ? 1 : 0;
+  return check_summary();
 }

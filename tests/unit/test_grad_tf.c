@@ -364,6 +364,5 @@ int main(void) {
   test_dropout();
   test_matmul_nd();
   test_block();
-  printf("%d passed, %d failed\n", n_pass, n_fail);
-  return n_fail ? 1 : 0;
+  return check_summary();
 }

@@ -14,22 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "check.h"
 
-static int n_pass, n_fail;
-
-static void check(bool ok, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void check(bool ok, const char *file, int line, const char *fmt, ...) {
-  if (ok) { n_pass++; return; }
-  n_fail++;
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "FAIL %s:%d: ", file, line);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-}
-#define CHECK(cond, ...) check((cond), __FILE__, __LINE__, __VA_ARGS__)
 
 static uint64_t rng = 12345;
 static uint32_t rnd(void) {
@@ -637,6 +623,5 @@ int main(void) {
   test_resize_hostile();
   test_resize_cases();
   test_import_unknown();
-  printf("%d passed, %d failed\n", n_pass, n_fail);
-  return n_fail ? 1 : 0;
+  return check_summary();
 }

@@ -19,14 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "check.h"
 
-static int n_pass, n_fail;
-#define CHECK(cond, ...)                                                   \
-  do {                                                                     \
-    if (cond) n_pass++;                                                    \
-    else { n_fail++; fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);  \
-           fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); }            \
-  } while (0)
 
 enum { HW = 28, PIX = HW * HW, C1 = 8 };
 static uint64_t rng = 7;
@@ -203,6 +197,6 @@ int main(int argc, char **argv) {
   snprintf(model, sizeof model, "%s/small_bn_cnn.onnx", argv[1]);
   test_running_stats(model);
   test_loss_and_eval(model);
-  printf("train_bn: %d passed, %d failed\n", n_pass, n_fail);
-  return n_fail ? 1 : 0;
+  printf("train_bn: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
 }
