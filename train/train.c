@@ -49,6 +49,7 @@ void gpuc_trainer_free(Trainer *t) {
   free(t);
 }
 
+const Graph *gpuc_trainer_graph(const Trainer *t) { return t->g; }
 int gpuc_trainer_nparams(const Trainer *t) { return t->np + t->nbuf; }
 float *gpuc_trainer_state(Trainer *t, int i, int slot) { return t->state[slot][i]; }
 const char *gpuc_trainer_param(const Trainer *t, int i, const Tensor **value) {

@@ -77,6 +77,10 @@ typedef struct TrainResult {
 typedef struct Trainer Trainer;
 Trainer *gpuc_trainer_new(const char *model_path, int64_t batch, GpucErr *e);
 void gpuc_trainer_free(Trainer *t);
+/* The training graph: inputs (images, labels); outputs loss, one gradient
+ * per parameter (in parameter order), then the new BatchNormalization
+ * running statistics. The batch is bound. */
+const Graph *gpuc_trainer_graph(const Trainer *t);
 int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, const TrainOptions *o,
                      TrainResult *r, GpucErr *e);
 /* Accuracy (argmax of the model's output) on d with the current weights. */
