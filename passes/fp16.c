@@ -25,6 +25,10 @@ static bool fp32_island(GpucOp op) {
   case GPUC_OP_CONSTANTOFSHAPE: case GPUC_OP_EYELIKE: case GPUC_OP_RANGE:
   case GPUC_OP_QUANTIZELINEAR: case GPUC_OP_DYNAMICQUANTIZELINEAR: case GPUC_OP_EINSUM:
   case GPUC_OP_MEANVARIANCENORMALIZATION: case GPUC_OP_LRN:
+  /* training (gpuc train --amp): the loss gradient reads the loss scale
+   * (2^16 and up, past half's range); batch statistics and their gradient
+   * are sums over the batch */
+  case GPUC_OP_SOFTMAXCROSSENTROPYLOSSGRAD: case GPUC_OP_BATCHNORMGRAD:
     return true;
   default:
     return false;
@@ -97,7 +101,9 @@ int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e) {
   for (int k = 0; k < g->noutputs; k++) out_dt[k] = g->values[g->outputs[k]].t.dt;
   for (int i = 0; i < nn; i++) {
     GpucOp op = g->nodes[i].op;
-    GpucDType want = fp32_island(op) ? GPUC_DT_F32 : GPUC_DT_F16;
+    /* BatchNormalization in training mode (running statistics out) too */
+    bool bn_train = op == GPUC_OP_BATCHNORMALIZATION && g->nodes[i].nout > 1;
+    GpucDType want = fp32_island(op) || bn_train ? GPUC_DT_F32 : GPUC_DT_F16;
     for (int k = 0; k < g->nodes[i].nin; k++) {
       int v = g->nodes[i].in[k];
       if (v < 0 || !is_f(g->values[v].t.dt) || param_input(op, k)) continue;

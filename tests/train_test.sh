@@ -21,7 +21,12 @@ else bad "test accuracy $acc% < $floor%"; fi
   || bad "--save did not write a loadable model"
 
 # usage errors (exit 2)
-expect 2 train "$mlp" --data "fashion-mnist:$data"                  # no --cpu
+# no --cpu: the GPU trainer; where no GPU is present it says so and points at --cpu
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  expect 1 train "$mlp" --data "fashion-mnist:$data" --max-steps 1
+  "$gpuc" train "$mlp" --data "fashion-mnist:$data" --max-steps 1 2>&1 | grep -q -- "--cpu trains on the CPU" && ok ||
+    bad "the no-GPU message does not point at --cpu"
+fi
 expect 2 train "$mlp" --cpu                                          # no --data
 expect 2 train "$mlp" --data "svhn:$data" --cpu
 expect 2 train "$mlp" --data "fashion-mnist:$data" --cpu --batch 0

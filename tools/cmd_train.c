@@ -160,7 +160,7 @@ static int parse_betas(const char *v, double *b1, double *b2) {
 
 typedef struct TrainArgs {
   const char *model, *data, *save;
-  bool cpu, lr_set, wd_set;
+  bool cpu, amp, lr_set, wd_set;
   long long epochs, batch, seed, accum, max_steps, log_every, warmup, step_size, limit;
   int opt, sched;
   double lr, momentum, wd, beta1, beta2;
@@ -206,9 +206,9 @@ static int parse_args(int argc, char **argv, TrainArgs *a) {
   for (int i = 0; i < argc; i++) {
     const char *f = argv[i];
     if (!strcmp(f, "--cpu")) a->cpu = true;
-    else if (!strcmp(f, "--amp") || !strcmp(f, "--mem-limit"))
-      return usage_error("train: %s needs the GPU trainer, which is not built yet (--cpu trains in fp32 "
-                         "without a memory limit)", f);
+    else if (!strcmp(f, "--amp")) a->amp = true;
+    else if (!strcmp(f, "--mem-limit"))
+      return usage_error("train: --mem-limit: memory planning of training steps is not built yet");
     else if (f[0] == '-' && f[1] == '-') {
       if (i + 1 >= argc) return usage_error("%s needs a value", f);
       int rc = parse_flag(a, f, argv[++i]);
@@ -221,7 +221,7 @@ static int parse_args(int argc, char **argv, TrainArgs *a) {
   if (!a->data) return usage_error("train: --data KIND:PATH is required");
   int rc = check_data_spec(a->data);
   if (rc) return rc;
-  if (!a->cpu) return usage_error("train: the GPU trainer is not built yet; use --cpu");
+  if (a->cpu && a->amp) return usage_error("train: --amp is mixed precision on the GPU; --cpu trains in fp32");
   /* PyTorch's AdamW defaults where not given */
   if (a->opt == GPUC_OPT_ADAMW && !a->lr_set) a->lr = 1e-3;
   if (a->opt == GPUC_OPT_ADAMW && !a->wd_set) a->wd = 0.01;
@@ -240,9 +240,15 @@ int cmd_train(int argc, char **argv) {
   if (load_data(a.data, &tr, &te, &has_test, &e)) { report(&e); goto done; }
   gpuc_dataset_limit(&tr, a.limit);
   if (!(t = gpuc_trainer_new(a.model, a.batch, &e))) { report(&e); goto done; }
+  if (!a.cpu && gpuc_trainer_use_gpu(t, a.amp, 0, stdout, &e)) {
+    gpuc_err_prefix(&e, "the GPU trainer (--cpu trains on the CPU reference)");
+    report(&e);
+    goto done;
+  }
   static const char *opt_names[] = {"sgd", "adamw"}, *sched_names[] = {"constant", "step", "cosine"};
-  printf("training %s on the CPU: %lld images, %d parameter tensors, batch %lld x accum %lld, %s lr %g "
-         "(%s, warmup %lld), momentum %g, weight decay %g, seed %lld\n", a.model, (long long)tr.n,
+  printf("training %s on the %s: %lld images, %d parameter tensors, batch %lld x accum %lld, %s lr %g "
+         "(%s, warmup %lld), momentum %g, weight decay %g, seed %lld\n", a.model,
+         a.cpu ? "CPU" : a.amp ? "GPU (amp)" : "GPU", (long long)tr.n,
          gpuc_trainer_nparams(t), a.batch, a.accum, opt_names[a.opt], a.lr, sched_names[a.sched], a.warmup,
          a.momentum, a.wd, a.seed);
   TrainOptions o = {.epochs = (int)a.epochs, .batch = a.batch, .accum = (int)a.accum,

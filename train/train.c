@@ -3,7 +3,7 @@
  * one gradient per parameter), SGD with momentum and weight decay applied on
  * the host to the parameters' constant data, test accuracy with a
  * forward-only copy of the model that gets the trained weights. */
-#include "train.h"
+#include "train_internal.h"
 #include "autodiff.h"
 #include "frontend.h"
 #include "ref.h"
@@ -12,19 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-struct Trainer {
-  Graph *g;                     /* forward + loss + backward, batch bound */
-  Graph *eval;                  /* forward only, batch symbolic */
-  int64_t batch, dim, classes;
-  int in_rank;
-  int64_t in_dims[GPUC_MAX_RANK];  /* model input dims, batch excluded at [0] */
-  int np;                       /* parameters (with a gradient) */
-  int nbuf;                     /* BatchNormalization running statistics after them */
-  int *param;                   /* value index in g of each of the np + nbuf tensors */
-  int *eval_param;              /* the same tensor in eval */
-  float **state[2];             /* optimizer state per parameter (gpuc_trainer_state) */
-  float **gsum;                 /* gradient sums over the micro-batches of a step (--accum) */
-};
+
 
 static double now_s(void) {
   struct timespec ts;
@@ -34,6 +22,7 @@ static double now_s(void) {
 
 void gpuc_trainer_free(Trainer *t) {
   if (!t) return;
+  gpu_free(t->gpu);
   gpuc_graph_free(t->g);
   gpuc_graph_free(t->eval);
   for (int i = 0; i < t->np + t->nbuf; i++) {
@@ -329,6 +318,7 @@ static void sync_eval(Trainer *t) {
 }
 
 int gpuc_trainer_logits(Trainer *t, const float *x, int64_t n, Tensor **logits, GpucErr *e) {
+  if (t->gpu) return gpu_logits(t, x, n, logits, e);
   sync_eval(t);
   Tensor xt = {.dt = GPUC_DT_F32, .rank = t->in_rank, .data = (void *)x};
   memcpy(xt.dims, t->in_dims, sizeof xt.dims);
@@ -485,10 +475,12 @@ static void loop_free(const Trainer *t, Loop *l) {
 }
 
 static void log_step(const TrainOptions *o, int ep, int64_t s, int64_t spe, double loss, double lr,
-                     double ips) {
+                     double ips, double scale, int64_t skipped) {
   /* loss with 6 decimals: tests compare runs step by step */
-  fprintf(o->log, "epoch %d step %lld/%lld loss %.6f lr %.6g images/s %.0f loss scale 1\n", ep,
-          (long long)s + 1, (long long)spe, loss, lr, ips);
+  fprintf(o->log, "epoch %d step %lld/%lld loss %.6f lr %.6g images/s %.0f loss scale %g", ep,
+          (long long)s + 1, (long long)spe, loss, lr, ips, scale);
+  if (skipped) fprintf(o->log, " skipped %lld", (long long)skipped);
+  fprintf(o->log, "\n");
   fflush(o->log);
 }
 
@@ -510,30 +502,48 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
   int rc = -1;
   if (loop_init(t, train, o, &l, e)) goto done;
   int64_t total = (int64_t)o->epochs * spe;
+  if (t->gpu && gpu_begin(t, o, st.step, e)) goto done;
   double t_start = now_s();
   for (int ep = (int)st.epoch + 1; ep <= o->epochs; ep++) {
     shuffle(l.perm, train->n, &st.rng);
     double t_ep = now_s(), t_log = t_ep, loss_acc = 0;
     int64_t loss_n = 0;
     for (int64_t s = 0; s < spe; s++) {
-      double lr = gpuc_lr_at(o->sched, o->lr, st.step, total, spe, o->warmup, o->step_size), loss;
-      if (train_step(t, train, o, &l, s * K, st.step, lr, &loss, e)) {
+      double lr = gpuc_lr_at(o->sched, o->lr, st.step, total, spe, o->warmup, o->step_size), loss = 0;
+      bool log_now = o->log && o->log_every > 0 && (s + 1) % o->log_every == 0;
+      if (t->gpu ? gpu_step(t, train, o, l.perm, s * K, lr, e)
+                 : train_step(t, train, o, &l, s * K, st.step, lr, &loss, e)) {
         gpuc_err_prefix(e, "training");
         goto done;
       }
       st.step++;
-      loss_acc += loss;
-      loss_n++;
-      r->last_loss = loss;
       r->steps++;
-      if (o->log && o->log_every > 0 && (s + 1) % o->log_every == 0) {
+      double scale = 1, mean = 0;
+      int64_t skipped = 0;
+      if (t->gpu) { /* the device sums the losses; read only when reported */
+        if (log_now || s + 1 == spe) {
+          if (gpu_loss(t, &loss, &scale, &skipped, e)) goto done;
+          if (!isfinite(loss)) {
+            gpuc_err_set(e, "training: the loss is %g by step %lld: lower --lr", loss, (long long)st.step);
+            goto done;
+          }
+          r->last_loss = mean = loss;
+        }
+      } else {
+        loss_acc += loss;
+        loss_n++;
+        r->last_loss = loss;
+        mean = loss_acc / (double)loss_n;
+      }
+      if (log_now) {
         double tn = now_s();
-        log_step(o, ep, s, spe, loss_acc / (double)loss_n, lr, (double)(o->log_every * B * K) / (tn - t_log));
+        log_step(o, ep, s, spe, mean, lr, (double)(o->log_every * B * K) / (tn - t_log), scale, skipped);
         t_log = tn;
         loss_acc = 0;
         loss_n = 0;
       }
     }
+    if (t->gpu && gpu_end_epoch(t, e)) goto done;
     st.epoch = ep;
     double t_train = now_s() - t_ep;
     if (test) {

@@ -77,6 +77,10 @@ typedef struct TrainResult {
 typedef struct Trainer Trainer;
 Trainer *gpuc_trainer_new(const char *model_path, int64_t batch, GpucErr *e);
 void gpuc_trainer_free(Trainer *t);
+/* Train on the GPU from here on (train/train_gpu.c): the training graph
+ * compiled for sm_<sm> (0: the present GPU), with --amp as half storage and
+ * compute with fp32 master weights and a dynamic loss scale. Needs a GPU. */
+int gpuc_trainer_use_gpu(Trainer *t, bool amp, int sm, FILE *log, GpucErr *e);
 /* The training graph: inputs (images, labels); outputs loss, one gradient
  * per parameter (in parameter order), then the new BatchNormalization
  * running statistics. The batch is bound. */

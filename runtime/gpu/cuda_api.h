@@ -31,7 +31,8 @@
   X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy)    \
   X(cuGetErrorString) X(cuGetErrorName) X(cuMemGetInfo) X(cuStreamBeginCapture)     \
   X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy)    \
-  X(cuGraphExecDestroy) X(cuFuncSetAttribute)
+  X(cuGraphExecDestroy) X(cuFuncSetAttribute) X(cuMemHostAlloc) X(cuMemFreeHost)       \
+  X(cuStreamWaitEvent)
 
 #define GPUC_NVRTC_FUNCS(X)                                                         \
   X(nvrtcVersion) X(nvrtcCreateProgram) X(nvrtcCompileProgram)                      \

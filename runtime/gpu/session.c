@@ -185,6 +185,10 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
 GpucSession *gpuc_session_create(const char *plan_path, int device, GpucErr *e) {
   Plan *p = gpuc_plan_read(plan_path, e);
   if (!p) return NULL;
+  return gpuc_session_create_plan(p, plan_path, device, e);
+}
+
+GpucSession *gpuc_session_create_plan(Plan *p, const char *plan_path, int device, GpucErr *e) {
   GpucSession *s = calloc(1, sizeof *s);
   if (!s) { gpuc_plan_free(p); gpuc_err_set(e, "out of memory"); return NULL; }
   s->plan = p;
@@ -416,6 +420,32 @@ int gpuc_session_run(GpucSession *s, GpucErr *e) {
   CU_TRY(e, cu.cuStreamSynchronize(s->stream));
   return 0;
 }
+
+int gpuc_session_launch(GpucSession *s, GpucErr *e) {
+  CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
+  if (ensure_graph(s, e)) return -1;
+  CU_TRY(e, cu.cuGraphLaunch(s->graph, s->stream));
+  return 0;
+}
+
+int gpuc_session_sync(GpucSession *s, GpucErr *e) {
+  CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
+  CU_TRY(e, cu.cuStreamSynchronize(s->stream));
+  return 0;
+}
+
+int gpuc_session_tensor(const GpucSession *s, const char *name) {
+  const Plan *p = s->plan;
+  for (uint32_t i = 0; i < p->ntensors; i++)
+    if (!strcmp(gpuc_plan_str(p, p->tensors[i].name), name)) return (int)i;
+  return -1;
+}
+
+uint64_t gpuc_session_tensor_ptr(const GpucSession *s, uint32_t i) {
+  return i < s->plan->ntensors ? (uint64_t)s->tptr[i] : 0;
+}
+
+void *gpuc_session_stream(const GpucSession *s) { return (void *)s->stream; }
 
 Tensor *gpuc_session_get_output(GpucSession *s, const char *name, GpucErr *e) {
   const Plan *p = s->plan;

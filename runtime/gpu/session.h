@@ -12,12 +12,26 @@
 typedef struct GpucSession GpucSession;
 
 GpucSession *gpuc_session_create(const char *plan_path, int device, GpucErr *e);
+/* The same from a plan in memory (the trainer compiles its plans without a
+ * file); the session owns p from here, also on failure. `what` names it in
+ * messages. */
+GpucSession *gpuc_session_create_plan(Plan *p, const char *what, int device, GpucErr *e);
 void gpuc_session_free(GpucSession *s);
 const Plan *gpuc_session_plan(const GpucSession *s);
 int gpuc_session_set_input(GpucSession *s, const char *name, const Tensor *host, GpucErr *e);
 int gpuc_session_run(GpucSession *s, GpucErr *e);
 /* New host tensor; caller frees. */
 Tensor *gpuc_session_get_output(GpucSession *s, const char *name, GpucErr *e);
+/* For code that works on the session's stream beside the plan (the GPU
+ * trainer's optimizer kernels): replay without waiting, wait, a plan
+ * tensor's index by name (any role; -1 if none) and its device address
+ * (CUdeviceptr), and the CUstream. Work queued on that stream is ordered
+ * with the replays. */
+int gpuc_session_launch(GpucSession *s, GpucErr *e);
+int gpuc_session_sync(GpucSession *s, GpucErr *e);
+int gpuc_session_tensor(const GpucSession *s, const char *name);
+uint64_t gpuc_session_tensor_ptr(const GpucSession *s, uint32_t i);
+void *gpuc_session_stream(const GpucSession *s);
 /* Timing of whole-plan replays with CUDA events: warmup runs, then iters
  * timed runs; per-step profile when prof_ms (nsteps entries) is not NULL. */
 typedef struct GpucBench {

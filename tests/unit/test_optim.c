@@ -1,15 +1,17 @@
 /* The host optimizers and schedules against values worked out by hand
  * (SGD, schedules) or by the formulas of torch.optim.AdamW evaluated in
  * double precision (AdamW, two steps). */
+#include "check.h"
 #include "train.h"
+#include "train_gpu_src.h"
+#include "codegen.h"
+#include <stdlib.h>
+#include <string.h>
 #include <math.h>
 #include <stdio.h>
 
-static int pass, fail;
-
 static void near(const char *what, double got, double want, double tol) {
-  if (fabs(got - want) <= tol * fmax(1.0, fabs(want))) pass++;
-  else { fail++; printf("FAIL %s: got %.9g, want %.9g\n", what, got, want); }
+  CHECK(fabs(got - want) <= tol * fmax(1.0, fabs(want)), "%s: got %.9g, want %.9g", what, got, want);
 }
 
 static void test_sgd(void) {
@@ -64,10 +66,36 @@ static void test_schedules(void) {
   near("constant", gpuc_lr_at(GPUC_SCHED_CONSTANT, 0.4, 50, 100, 5, 4, 30), 0.4, 1e-12);
 }
 
+/* The GPU trainer's kernels compile for every target (running them needs
+ * a GPU: tests/gpu/train_gpu.sh); each entry point is in the PTX. */
+static void test_gpu_kernels_compile(void) {
+  const int sms[] = {80, 89, 90, 120};
+  const char *entries[] = {"gpuc_grad_acc", "gpuc_grad_check", "gpuc_sgd", "gpuc_adamw",
+                           "gpuc_scale_update", "gpuc_loss_acc", "gpuc_seed"};
+  for (size_t k = 0; k < sizeof sms / sizeof *sms; k++) {
+    GpucErr e = {0};
+    char *ptx = NULL;
+    size_t n = 0;
+    int rc = gpuc_nvrtc_compile(gpuc_optim_kernels_src(), sms[k], &ptx, &n, NULL, NULL, &e);
+    if (rc && strstr(e.msg, "not found")) { printf("skip: NVRTC not installed (%s)\n", e.msg); return; }
+    char what[64];
+    snprintf(what, sizeof what, "optimizer kernels compile for sm_%d", sms[k]);
+    CHECK(rc == 0 && ptx && n > 0, "%s: %s", what, e.msg);
+    for (size_t i = 0; ptx && i < sizeof entries / sizeof *entries; i++) {
+      char entry[96];
+      snprintf(entry, sizeof entry, ".entry %s(", entries[i]);
+      CHECK(strstr(ptx, entry) != NULL, "sm_%d PTX has %s", sms[k], entries[i]);
+    }
+    free(ptx);
+  }
+  /* the host table entry matches the CUDA struct: 6 pointers + i64 */
+  CHECK(sizeof(OptTensor) == 56, "OptTensor is %zu bytes", sizeof(OptTensor));
+}
+
 int main(void) {
+  test_gpu_kernels_compile();
   test_sgd();
   test_adamw();
   test_schedules();
-  printf("%d passed, %d failed\n", pass, fail);
-  return fail != 0;
+  return check_summary();
 }

@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""gpuc train beside PyTorch, in one run on the GPU machine (issue 5).
+
+1. Loss curves: a torchvision ResNet-18 (10 classes, seeded init) exported
+   to ONNX in eval mode; gpuc trains that file, PyTorch trains the same
+   module from the same initial weights, on the same images in the same
+   order (gpuc's shuffle is replayed here), SGD with momentum, batch 64,
+   200 steps, fp32 (no TF32 on either side) and AMP (autocast + GradScaler
+   vs gpuc --amp). Reported: the loss at step 200 and the mean of steps
+   191..200 on both sides, and their relative difference.
+2. Throughput: torchvision ResNet-50 on 32x32 images, batch 256, AMP:
+   PyTorch eager (autocast + GradScaler, channels-last off, as the baseline
+   in GPU.md) vs gpuc train --amp; images/s over steps after warmup.
+
+Data: Fashion-MNIST (IDX gz files) padded to 32x32 and repeated to 3
+channels, written as npy files for `gpuc train --data npy:X,Y`.
+
+usage: train_torch.py --gpuc build/gpuc --fmnist DIR --work DIR --out DIR [--steps 200]
+Writes OUT/train_torch.json and OUT/train_torch.md.
+"""
+import argparse, gzip, json, os, re, subprocess, sys, time
+
+import numpy as np
+import torch
+
+torch.backends.cudnn.allow_tf32 = False
+torch.backends.cuda.matmul.allow_tf32 = False
+M64 = (1 << 64) - 1
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def idx(path):
+    with gzip.open(path, "rb") as f:
+        b = f.read()
+    nd = b[3]
+    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(nd)]
+    return np.frombuffer(b, dtype=np.uint8, offset=4 + 4 * nd).reshape(dims)
+
+
+def fmnist32(d, n):
+    x = idx(os.path.join(d, "train-images-idx3-ubyte.gz"))[:n].astype(np.float32) / 255.0
+    y = idx(os.path.join(d, "train-labels-idx1-ubyte.gz"))[:n].astype(np.int64)
+    x = np.pad(x, ((0, 0), (2, 2), (2, 2)))[:, None].repeat(3, axis=1)
+    return np.ascontiguousarray(x), y
+
+
+def gpuc_order(n, seed):
+    """train/train.c shuffle(): Fisher-Yates driven by splitmix64."""
+    s = seed & M64
+    perm = list(range(n))
+    for i in range(n - 1, 0, -1):
+        s = (s + 0x9E3779B97F4A7C15) & M64
+        z = s
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+        z ^= z >> 31
+        j = z % (i + 1)
+        perm[i], perm[j] = perm[j], perm[i]
+    return np.array(perm)
+
+
+def export(model, path, shape):
+    model.eval()
+    dummy = torch.zeros((2,) + shape, device="cuda")
+    kw = dict(input_names=["input"], output_names=["logits"],
+              dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, opset_version=17)
+    try:
+        torch.onnx.export(model, dummy, path, dynamo=False, **kw)
+    except TypeError:
+        torch.onnx.export(model, dummy, path, **kw)
+
+
+def torch_losses(model, x, y, order, batch, steps, lr, momentum, amp):
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+    scaler = torch.amp.GradScaler("cuda", init_scale=65536.0, growth_interval=2000) if amp else None
+    lossf = torch.nn.CrossEntropyLoss()
+    xs, ys = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
+    out = []
+    for s in range(steps):
+        idxs = torch.from_numpy(order[s * batch:(s + 1) * batch]).cuda()
+        xb, yb = xs[idxs], ys[idxs]
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+            loss = lossf(model(xb), yb)
+        if amp:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        out.append(float(loss))
+    return out
+
+
+STEP_RE = re.compile(r"step (\d+)/\d+ loss ([0-9.eE+-]+|nan|inf) lr \S+ images/s (\d+) loss scale (\S+)")
+
+
+def gpuc_train(gpuc, onnx, xnpy, ynpy, batch, steps, lr, momentum, seed, amp, log_every, logpath):
+    cmd = [gpuc, "train", onnx, "--data", "npy:%s,%s" % (xnpy, ynpy), "--batch", str(batch),
+           "--max-steps", str(steps), "--epochs", "1", "--lr", str(lr), "--momentum", str(momentum),
+           "--seed", str(seed), "--log-every", str(log_every)] + (["--amp"] if amp else [])
+    t0 = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    with open(logpath, "w") as f:
+        f.write(" ".join(cmd) + "\n" + r.stdout + r.stderr)
+    if r.returncode != 0:
+        raise RuntimeError("gpuc train failed (%d): %s" % (r.returncode, (r.stdout + r.stderr)[-800:]))
+    rows = [(int(m.group(1)), float(m.group(2)), float(m.group(3)), m.group(4))
+            for m in STEP_RE.finditer(r.stdout)]
+    return rows, r.stdout, time.time() - t0
+
+
+def loss_curves(a, res):
+    import torchvision
+    B, S, lr, mom, seed = 64, a.steps, 0.01, 0.9, 7
+    n = B * S
+    x, y = fmnist32(a.fmnist, n)
+    xn, yn = os.path.join(a.work, "x32.npy"), os.path.join(a.work, "y32.npy")
+    np.save(xn, x)
+    np.save(yn, y)
+    order = gpuc_order(n, seed)
+    for amp in (False, True):
+        torch.manual_seed(0)
+        m = torchvision.models.resnet18(num_classes=10).cuda()
+        onnx = os.path.join(a.work, "resnet18_10.onnx")
+        export(m, onnx, (3, 32, 32))
+        tl = torch_losses(m, x, y, order, B, S, lr, mom, amp)
+        key = "amp" if amp else "fp32"
+        try:
+            rows, _, secs = gpuc_train(a.gpuc, onnx, xn, yn, B, S, lr, mom, seed, amp, 1,
+                                       os.path.join(a.out, "train_r18_%s.txt" % key))
+        except RuntimeError as ex:
+            res["loss_" + key] = dict(error=str(ex))
+            log(key, "gpuc failed:", ex)
+            continue
+        gl = [r[1] for r in rows]
+        if len(gl) != S:
+            res["loss_" + key] = dict(error="gpuc logged %d steps of %d" % (len(gl), S))
+            continue
+        last = (gl[-1], tl[-1])
+        tail = (float(np.mean(gl[-10:])), float(np.mean(tl[-10:])))
+        d = dict(gpuc_step=last[0], torch_step=last[1], rel_step=abs(last[0] - last[1]) / abs(last[1]),
+                 gpuc_tail10=tail[0], torch_tail10=tail[1], rel_tail10=abs(tail[0] - tail[1]) / abs(tail[1]),
+                 gpuc_first=gl[0], torch_first=tl[0], scale_last=rows[-1][3], seconds=secs,
+                 curve_every10=[(i + 1, gl[i], tl[i]) for i in range(9, S, 10)])
+        res["loss_" + key] = d
+        log("%s: step %d loss gpuc %.5f torch %.5f (rel %.4f); mean of last 10: %.5f vs %.5f (rel %.4f); "
+            "step 1 %.5f vs %.5f" % (key, S, last[0], last[1], d["rel_step"], tail[0], tail[1], d["rel_tail10"],
+                                     gl[0], tl[0]))
+
+
+def throughput(a, res):
+    import torchvision
+    B, steps, warm = 256, a.tsteps, 10
+    n = B * steps
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((n, 3, 32, 32)).astype(np.float32)
+    y = rng.integers(0, 10, size=n).astype(np.int64)
+    xn, yn = os.path.join(a.work, "xr50.npy"), os.path.join(a.work, "yr50.npy")
+    np.save(xn, x)
+    np.save(yn, y)
+    torch.manual_seed(0)
+    m = torchvision.models.resnet50(num_classes=10).cuda()
+    onnx = os.path.join(a.work, "resnet50_10.onnx")
+    export(m, onnx, (3, 32, 32))
+    # PyTorch eager AMP
+    m.train()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    scaler = torch.amp.GradScaler("cuda")
+    lossf = torch.nn.CrossEntropyLoss()
+    xs, ys = torch.from_numpy(x[:B]).cuda(), torch.from_numpy(y[:B]).cuda()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = lossf(m(xs), ys)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    for _ in range(warm):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.time()
+    for _ in range(30):
+        step()
+    torch.cuda.synchronize()
+    tips = 30 * B / (time.time() - t0)
+    peak = torch.cuda.max_memory_allocated() / 2**20
+    del opt, scaler, m, xs, ys
+    torch.cuda.empty_cache()
+    log("ResNet-50 32x32 b256 AMP: PyTorch eager %.0f images/s, peak %.0f MiB" % (tips, peak))
+    d = dict(torch_ips=tips, torch_peak_mib=peak)
+    try:
+        rows, out, secs = gpuc_train(a.gpuc, onnx, xn, yn, B, steps, 0.01, 0.9, 1, True, 10,
+                                     os.path.join(a.out, "train_r50_amp.txt"))
+        ips = [r[2] for r in rows][1:]  # the first interval includes the CUDA graph capture
+        d.update(gpuc_ips=float(np.median(ips)) if ips else None, gpuc_seconds=secs,
+                 gpuc_plan=[l for l in out.splitlines() if "plan:" in l])
+        if ips:
+            d["ratio"] = d["gpuc_ips"] / tips
+        log("gpuc --amp: %s images/s (%s x PyTorch)" % (d.get("gpuc_ips"), d.get("ratio")))
+    except RuntimeError as ex:
+        d["error"] = str(ex)
+        log("gpuc failed:", ex)
+    res["throughput_r50"] = d
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gpuc", required=True)
+    ap.add_argument("--fmnist", required=True)
+    ap.add_argument("--work", default="/tmp/gpuc_train_torch")
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--tsteps", type=int, default=60)
+    ap.add_argument("--only", default="loss,throughput")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    os.makedirs(a.out, exist_ok=True)
+    res = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), torch=torch.__version__,
+               gpu=torch.cuda.get_device_name(0))
+    if "loss" in a.only:
+        loss_curves(a, res)
+    if "throughput" in a.only:
+        throughput(a, res)
+    with open(os.path.join(a.out, "train_torch.json"), "w") as f:
+        json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

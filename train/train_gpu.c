@@ -1,0 +1,464 @@
+/* The GPU executor of gpuc train.
+ *
+ * The training graph (forward + loss + backward, batch bound) is compiled
+ * to a plan like any model (codegen, NVRTC, cuDNN/cuBLASLt steps) and run
+ * by a GpucSession, replayed as one CUDA graph per micro-batch. Around it,
+ * on the same stream:
+ *   - the batch: assembled on the host in pinned memory, copied on a second
+ *     stream into a device staging buffer while the previous micro-batch
+ *     computes, then moved into the plan's input tensors (device to device);
+ *   - the parameters: updated in place in the plan's weights by one
+ *     multi-tensor optimizer kernel (optim_kernels.c); with --amp the plan
+ *     reads half copies and the fp32 master weights live beside it;
+ *   - BatchNormalization running statistics: the plan outputs them; they
+ *     are copied onto the initializers the next micro-batch reads;
+ *   - the loss scale (--amp): device scalars, written into the backward's
+ *     seed (d loss / d loss) before each micro-batch; the non-finite check,
+ *     the skip and the scale update are kernels, so no step waits for the
+ *     host.
+ * The host copies of parameters and optimizer state (Trainer) are brought
+ * up to date at epoch ends (gpu_end_epoch), so evaluation, checkpoints and
+ * --save work on them unchanged. Test accuracy runs a second plan: the
+ * model alone in inference mode, fp32, batch EVAL_BATCH. */
+#include "train_internal.h"
+#include "train_gpu_src.h"
+#include "codegen.h"
+#include "cuda_api.h"
+#include "frontend.h"
+#include "passes.h"
+#include "session.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EVAL_BATCH 500
+#define AMP_INITIAL_SCALE 65536.0f
+#define AMP_GROWTH_STEPS 2000.0f
+
+struct TrainGpu {
+  GpucSession *s, *ev;
+  bool amp;
+  CUmodule mod;
+  CUfunction f_acc, f_check, f_sgd, f_adamw, f_scale, f_loss, f_seed;
+  CUstream main, copy;
+  CUevent copied[2], consumed[2];
+  void *hx[2], *hy[2];            /* pinned host batches */
+  CUdeviceptr dx[2], dy[2];       /* device staging */
+  int cur;
+  size_t xbytes, ybytes;
+  CUdeviceptr x, y, loss, seed;   /* plan tensors */
+  /* updated tensors */
+  int nt;
+  OptTensor *tab;
+  int *tab_param;                 /* parameter index of each entry */
+  CUdeviceptr d_tab, d_ct, d_co;
+  unsigned nchunks;
+  CUdeviceptr *own;               /* device buffers allocated here (freed at the end) */
+  int nown, capown;
+  CUdeviceptr sc;                 /* SC_COUNT floats */
+  int use_acc;                    /* accum > 1 */
+  float gmul;
+  /* running statistics: plan output -> initializer */
+  CUdeviceptr *bn_src, *bn_dst;
+  size_t *bn_bytes;
+  bool eval_stale;                /* host parameters newer than the eval plan's */
+};
+
+#define CU(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) return gpuc_cu_fail(e, r_, #call, __FILE__, __LINE__); } while (0)
+
+static int dev_alloc(TrainGpu *G, CUdeviceptr *p, size_t bytes, GpucErr *e) {
+  if (G->nown == G->capown) {
+    int cap = G->capown ? G->capown * 2 : 64;
+    CUdeviceptr *o = realloc(G->own, sizeof *o * (size_t)cap);
+    if (!o) return gpuc_err_set(e, "out of memory");
+    G->own = o;
+    G->capown = cap;
+  }
+  CU(cu.cuMemAlloc(p, bytes ? bytes : 4));
+  G->own[G->nown++] = *p;
+  return 0;
+}
+
+void gpu_free(TrainGpu *G) {
+  if (!G) return;
+  if (G->main) cu.cuStreamSynchronize(G->main);
+  if (G->copy) { cu.cuStreamSynchronize(G->copy); cu.cuStreamDestroy(G->copy); }
+  for (int j = 0; j < 2; j++) {
+    if (G->copied[j]) cu.cuEventDestroy(G->copied[j]);
+    if (G->consumed[j]) cu.cuEventDestroy(G->consumed[j]);
+    if (G->hx[j]) cu.cuMemFreeHost(G->hx[j]);
+    if (G->hy[j]) cu.cuMemFreeHost(G->hy[j]);
+  }
+  for (int i = 0; i < G->nown; i++) cu.cuMemFree(G->own[i]);
+  if (G->mod) cu.cuModuleUnload(G->mod);
+  gpuc_session_free(G->ev);
+  gpuc_session_free(G->s);
+  free(G->own); free(G->tab); free(G->tab_param);
+  free(G->bn_src); free(G->bn_dst); free(G->bn_bytes);
+  free(G);
+}
+
+/* Device address of the plan tensor named `name` with dtype dt, 0 if none. */
+static CUdeviceptr tensor_ptr(GpucSession *s, const char *name, GpucDType dt) {
+  int i = gpuc_session_tensor(s, name);
+  if (i < 0 || gpuc_session_plan(s)->tensors[i].dt != dt) return 0;
+  return gpuc_session_tensor_ptr(s, (uint32_t)i);
+}
+
+/* The half twin passes/fp16.c gives a converted constant: "<name>.<dtype>". */
+static CUdeviceptr half_twin(GpucSession *s, const char *name) {
+  char n16[1100];
+  snprintf(n16, sizeof n16, "%s.%s", name, gpuc_dtype_name(GPUC_DT_F16));
+  return tensor_ptr(s, n16, GPUC_DT_F16);
+}
+
+static GpucSession *compile_session(const Graph *g, int sm, bool fp16, const char *what, FILE *log,
+                                    GpucErr *e) {
+  CodegenOptions co = {.sm = sm, .fp16 = fp16, .level = 0};
+  CompileStats st = {0};
+  Plan *p = NULL;
+  if (gpuc_codegen(g, &co, &p, &st, e)) return NULL;
+  if (log)
+    fprintf(log, "%s plan: %d kernels, %d GEMMs, %d convolutions, arena %.1f MB, weights %.1f MB, "
+            "NVRTC %.2f s\n", what, st.kernels, st.gemms, st.convs, (double)st.arena_bytes / 1e6,
+            (double)st.weight_bytes / 1e6, st.nvrtc_seconds);
+  return gpuc_session_create_plan(p, what, 0, e);
+}
+
+static int load_kernels(TrainGpu *G, int sm, GpucErr *e) {
+  char *ptx = NULL;
+  size_t ptx_size = 0;
+  if (gpuc_nvrtc_compile(gpuc_optim_kernels_src(), sm, &ptx, &ptx_size, NULL, NULL, e)) {
+    gpuc_err_prefix(e, "the GPU trainer's optimizer kernels");
+    return -1;
+  }
+  CUresult r = cu.cuModuleLoadDataEx(&G->mod, ptx, 0, NULL, NULL);
+  free(ptx);
+  if (r != CUDA_SUCCESS) return gpuc_cu_fail(e, r, "cuModuleLoadDataEx", __FILE__, __LINE__);
+  const struct { CUfunction *f; const char *name; } fns[] = {
+    {&G->f_acc, "gpuc_grad_acc"}, {&G->f_check, "gpuc_grad_check"}, {&G->f_sgd, "gpuc_sgd"},
+    {&G->f_adamw, "gpuc_adamw"}, {&G->f_scale, "gpuc_scale_update"}, {&G->f_loss, "gpuc_loss_acc"},
+    {&G->f_seed, "gpuc_seed"},
+  };
+  for (size_t i = 0; i < sizeof fns / sizeof *fns; i++) CU(cu.cuModuleGetFunction(fns[i].f, G->mod, fns[i].name));
+  return 0;
+}
+
+/* The seed of the backward (the constant d loss / d loss the loss gradient
+ * reads): with --amp the loss scale is written there. */
+static const char *seed_name(const Graph *g) {
+  for (int i = 0; i < g->nnodes; i++)
+    if (g->nodes[i].op == GPUC_OP_SOFTMAXCROSSENTROPYLOSSGRAD) return g->values[g->nodes[i].in[0]].name;
+  return NULL;
+}
+
+int gpuc_trainer_use_gpu(Trainer *t, bool amp, int sm, FILE *log, GpucErr *e) {
+  if (sm <= 0 && (sm = gpuc_gpu_sm(e)) < 0) return -1;
+  TrainGpu *G = calloc(1, sizeof *G);
+  if (!G) return gpuc_err_set(e, "out of memory");
+  G->amp = amp;
+  Graph *g = t->g;
+  const char *seed = seed_name(g);
+  if (!seed) { gpuc_err_set(e, "%s: the training graph has no loss gradient", g->path); goto fail; }
+  if (amp) {
+    /* half storage with fp32 islands, as inference --fp16; the parameters'
+     * own values stay (fp32, the host copies), their half twins are new */
+    PassOptions po;
+    gpuc_pass_options_default(&po, 0);
+    po.fp16 = true;
+    if (pass_fp16(g, &po, e) < 0 || gpuc_graph_verify(g, e)) { gpuc_err_prefix(e, "--amp"); goto fail; }
+  }
+  if (!(G->s = compile_session(g, sm, amp, amp ? "training (amp)" : "training", log, e))) goto fail;
+  {
+    GpucShapeBind b = {.name = t->eval->values[t->eval->inputs[0]].name, .rank = t->in_rank};
+    memcpy(b.dims, t->in_dims, sizeof b.dims);
+    b.dims[0] = EVAL_BATCH;
+    Graph *eg = gpuc_onnx_load(g->path, &b, 1, e);
+    if (!eg) goto fail;
+    G->ev = compile_session(eg, sm, false, "evaluation", log, e);
+    gpuc_graph_free(eg);
+    if (!G->ev) goto fail;
+  }
+  if (load_kernels(G, sm, e)) goto fail;
+  G->main = (CUstream)gpuc_session_stream(G->s);
+  G->xbytes = sizeof(float) * (size_t)(t->batch * t->dim);
+  G->ybytes = sizeof(int64_t) * (size_t)t->batch;
+#define TRYF(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { gpuc_cu_fail(e, r_, #call, __FILE__, __LINE__); goto fail; } } while (0)
+  TRYF(cu.cuStreamCreate(&G->copy, CU_STREAM_NON_BLOCKING));
+  for (int j = 0; j < 2; j++) {
+    TRYF(cu.cuEventCreate(&G->copied[j], CU_EVENT_DISABLE_TIMING));
+    TRYF(cu.cuEventCreate(&G->consumed[j], CU_EVENT_DISABLE_TIMING));
+    TRYF(cu.cuMemHostAlloc(&G->hx[j], G->xbytes, 0));
+    TRYF(cu.cuMemHostAlloc(&G->hy[j], G->ybytes, 0));
+    if (dev_alloc(G, &G->dx[j], G->xbytes, e) || dev_alloc(G, &G->dy[j], G->ybytes, e)) goto fail;
+  }
+  if (dev_alloc(G, &G->sc, sizeof(float) * SC_COUNT, e)) goto fail;
+#undef TRYF
+  G->x = tensor_ptr(G->s, g->values[g->inputs[0]].name, GPUC_DT_F32);
+  G->y = tensor_ptr(G->s, g->values[g->inputs[1]].name, GPUC_DT_I64);
+  G->loss = tensor_ptr(G->s, g->values[g->outputs[0]].name, GPUC_DT_F32);
+  G->seed = tensor_ptr(G->s, seed, GPUC_DT_F32);
+  if (!G->x || !G->y || !G->loss || (amp && !G->seed)) {
+    gpuc_err_set(e, "%s: the training plan lacks its images, labels, loss or loss seed tensor", g->path);
+    goto fail;
+  }
+  /* running statistics: output np+1+j -> initializer param[np+j] */
+  G->bn_src = calloc((size_t)t->nbuf + 1, sizeof(CUdeviceptr));
+  G->bn_dst = calloc((size_t)t->nbuf + 1, sizeof(CUdeviceptr));
+  G->bn_bytes = calloc((size_t)t->nbuf + 1, sizeof(size_t));
+  if (!G->bn_src || !G->bn_dst || !G->bn_bytes) { gpuc_err_set(e, "out of memory"); goto fail; }
+  for (int j = 0; j < t->nbuf; j++) {
+    const Value *w = &g->values[t->param[t->np + j]];
+    G->bn_src[j] = tensor_ptr(G->s, g->values[g->outputs[1 + t->np + j]].name, GPUC_DT_F32);
+    G->bn_dst[j] = tensor_ptr(G->s, w->name, GPUC_DT_F32);
+    G->bn_bytes[j] = gpuc_tensor_bytes(&w->t);
+    if (!G->bn_src[j] || !G->bn_dst[j]) {
+      gpuc_err_set(e, "%s: running statistics '%s' are not fp32 tensors of the plan", g->path, w->name);
+      goto fail;
+    }
+  }
+  t->gpu = G;
+  return 0;
+fail:
+  gpu_free(G);
+  return -1;
+}
+
+static bool is_frozen(const char *name, const TrainOptions *o) {
+  for (int k = 0; k < o->nfreeze; k++)
+    if (strstr(name, o->freeze[k])) return true;
+  return false;
+}
+
+/* host f32 data -> the fp32 location and the half twin of one parameter */
+static int upload_param(const float *h, int64_t n, CUdeviceptr p, CUdeviceptr p16, GpucErr *e) {
+  if (p) CU(cu.cuMemcpyHtoD(p, h, sizeof(float) * (size_t)n));
+  if (p16) {
+    uint16_t *b = malloc(sizeof(uint16_t) * (size_t)n + 2);
+    if (!b) return gpuc_err_set(e, "out of memory");
+    for (int64_t i = 0; i < n; i++) b[i] = gpuc_f32_to_f16(h[i]);
+    CUresult r = cu.cuMemcpyHtoD(p16, b, sizeof(uint16_t) * (size_t)n);
+    free(b);
+    if (r != CUDA_SUCCESS) return gpuc_cu_fail(e, r, "cuMemcpyHtoD", __FILE__, __LINE__);
+  }
+  return 0;
+}
+
+int gpu_begin(Trainer *t, const TrainOptions *o, int64_t step, GpucErr *e) {
+  TrainGpu *G = t->gpu;
+  const Graph *g = t->g;
+  CU(cu.cuStreamSynchronize(G->main));
+  free(G->tab);
+  free(G->tab_param);
+  G->tab = calloc((size_t)t->np + 1, sizeof *G->tab);
+  G->tab_param = calloc((size_t)t->np + 1, sizeof(int));
+  if (!G->tab || !G->tab_param) return gpuc_err_set(e, "out of memory");
+  G->nt = 0;
+  G->use_acc = o->accum > 1;
+  G->gmul = 1.0f / (float)o->accum;
+  uint64_t chunks = 0;
+  for (int i = 0; i < t->np; i++) {
+    const Value *v = &g->values[t->param[i]];
+    int64_t n = gpuc_numel(&v->t);
+    CUdeviceptr p = tensor_ptr(G->s, v->name, GPUC_DT_F32), p16 = half_twin(G->s, v->name);
+    bool frozen = is_frozen(v->name, o);
+    if (!frozen && !p && p16 && dev_alloc(G, &p, sizeof(float) * (size_t)n, e)) return -1; /* master */
+    if (upload_param(v->t.data, n, p, p16, e)) return -1;
+    if (frozen || n == 0) continue;
+    CUdeviceptr gr = tensor_ptr(G->s, g->values[g->outputs[1 + i]].name, GPUC_DT_F32);
+    if (!p || !gr)
+      return gpuc_err_set(e, "%s: parameter '%s' or its gradient is not a tensor of the training plan",
+                          g->path, v->name);
+    OptTensor *x = &G->tab[G->nt];
+    *x = (OptTensor){.p = p, .p16 = p16, .g = gr, .n = n};
+    size_t bytes = sizeof(float) * (size_t)n;
+    CUdeviceptr s0, s1 = 0, acc = 0;
+    if (dev_alloc(G, &s0, bytes, e)) return -1;
+    CU(cu.cuMemcpyHtoD(s0, t->state[0][i], bytes));
+    if (o->opt == GPUC_OPT_ADAMW) {
+      if (dev_alloc(G, &s1, bytes, e)) return -1;
+      CU(cu.cuMemcpyHtoD(s1, t->state[1][i], bytes));
+    }
+    if (G->use_acc && dev_alloc(G, &acc, bytes, e)) return -1;
+    x->s0 = s0;
+    x->s1 = s1;
+    x->acc = acc;
+    G->tab_param[G->nt++] = i;
+    chunks += (uint64_t)((n + GPUC_OPT_CHUNK - 1) / GPUC_OPT_CHUNK);
+  }
+  for (int j = 0; j < t->nbuf; j++)
+    CU(cu.cuMemcpyHtoD(G->bn_dst[j], g->values[t->param[t->np + j]].t.data, G->bn_bytes[j]));
+  if (chunks > (1u << 30)) return gpuc_err_set(e, "%s: too many parameters", g->path);
+  G->nchunks = (unsigned)chunks;
+  int *ct = malloc(sizeof(int) * (chunks + 1));
+  int64_t *co = malloc(sizeof(int64_t) * (chunks + 1));
+  if (!ct || !co) { free(ct); free(co); return gpuc_err_set(e, "out of memory"); }
+  uint64_t c = 0;
+  for (int k = 0; k < G->nt; k++)
+    for (int64_t off = 0; off < G->tab[k].n; off += GPUC_OPT_CHUNK) { ct[c] = k; co[c++] = off; }
+  int rc = dev_alloc(G, &G->d_tab, sizeof(OptTensor) * (size_t)G->nt, e) ||
+           dev_alloc(G, &G->d_ct, sizeof(int) * c, e) || dev_alloc(G, &G->d_co, sizeof(int64_t) * c, e);
+  CUresult r = CUDA_SUCCESS;
+  if (!rc && G->nt) r = cu.cuMemcpyHtoD(G->d_tab, G->tab, sizeof(OptTensor) * (size_t)G->nt);
+  if (!rc && r == CUDA_SUCCESS && c) r = cu.cuMemcpyHtoD(G->d_ct, ct, sizeof(int) * c);
+  if (!rc && r == CUDA_SUCCESS && c) r = cu.cuMemcpyHtoD(G->d_co, co, sizeof(int64_t) * c);
+  free(ct);
+  free(co);
+  if (rc) return -1;
+  if (r != CUDA_SUCCESS) return gpuc_cu_fail(e, r, "cuMemcpyHtoD", __FILE__, __LINE__);
+  float sc[SC_COUNT] = {0};
+  sc[SC_SCALE] = G->amp ? AMP_INITIAL_SCALE : 1.0f;
+  sc[SC_T] = (float)step;
+  CU(cu.cuMemcpyHtoD(G->sc, sc, sizeof sc));
+  if (G->seed) CU(cu.cuMemcpyHtoD(G->seed, &sc[SC_SCALE], sizeof(float)));
+  G->eval_stale = true;
+  return 0;
+}
+
+static int launch(TrainGpu *G, CUfunction f, unsigned grid, unsigned block, void **args, GpucErr *e) {
+  if (!grid) return 0;
+  CU(cu.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, G->main, args, NULL));
+  return 0;
+}
+
+/* Micro-batch number mb of the epoch into the plan's inputs. */
+static int feed(Trainer *t, const Dataset *d, const int64_t *perm, int64_t mb, GpucErr *e) {
+  TrainGpu *G = t->gpu;
+  int j = G->cur;
+  G->cur ^= 1;
+  CU(cu.cuEventSynchronize(G->copied[j])); /* the host buffers' last copy is done */
+  float *hx = G->hx[j];
+  int64_t *hy = G->hy[j], B = t->batch;
+  for (int64_t i = 0; i < B; i++) {
+    int64_t k = perm[mb * B + i];
+    memcpy(hx + i * t->dim, d->x + k * t->dim, sizeof(float) * (size_t)t->dim);
+    hy[i] = d->y[k];
+  }
+  CU(cu.cuStreamWaitEvent(G->copy, G->consumed[j], 0)); /* staging j is free */
+  CU(cu.cuMemcpyHtoDAsync(G->dx[j], hx, G->xbytes, G->copy));
+  CU(cu.cuMemcpyHtoDAsync(G->dy[j], hy, G->ybytes, G->copy));
+  CU(cu.cuEventRecord(G->copied[j], G->copy));
+  CU(cu.cuStreamWaitEvent(G->main, G->copied[j], 0));
+  CU(cu.cuMemcpyDtoDAsync(G->x, G->dx[j], G->xbytes, G->main));
+  CU(cu.cuMemcpyDtoDAsync(G->y, G->dy[j], G->ybytes, G->main));
+  CU(cu.cuEventRecord(G->consumed[j], G->main));
+  return 0;
+}
+
+int gpu_step(Trainer *t, const Dataset *d, const TrainOptions *o, const int64_t *perm, int64_t mb0,
+             double lr, GpucErr *e) {
+  TrainGpu *G = t->gpu;
+  unsigned T = GPUC_OPT_THREADS;
+  for (int k = 0; k < o->accum; k++) {
+    if (feed(t, d, perm, mb0 + k, e)) return -1;
+    if (G->amp) {
+      void *a[] = {&G->sc, &G->seed};
+      if (launch(G, G->f_seed, 1, 1, a, e)) return -1;
+    }
+    if (gpuc_session_launch(G->s, e)) return -1;
+    void *la[] = {&G->loss, &G->sc};
+    if (launch(G, G->f_loss, 1, 1, la, e)) return -1;
+    for (int j = 0; j < t->nbuf; j++) CU(cu.cuMemcpyDtoDAsync(G->bn_dst[j], G->bn_src[j], G->bn_bytes[j], G->main));
+    if (G->use_acc) {
+      int first = k == 0;
+      void *a[] = {&G->d_tab, &G->d_ct, &G->d_co, &first};
+      if (launch(G, G->f_acc, G->nchunks, T, a, e)) return -1;
+    }
+  }
+  if (G->amp) {
+    void *a[] = {&G->d_tab, &G->d_ct, &G->d_co, &G->use_acc, &G->sc};
+    if (launch(G, G->f_check, G->nchunks, T, a, e)) return -1;
+  }
+  float flr = (float)lr, mom = (float)o->momentum, wd = (float)o->weight_decay;
+  float b1 = (float)o->beta1, b2 = (float)o->beta2, eps = (float)o->eps;
+  if (o->opt == GPUC_OPT_SGD) {
+    void *a[] = {&G->d_tab, &G->d_ct, &G->d_co, &G->use_acc, &G->gmul, &G->sc, &flr, &mom, &wd};
+    if (launch(G, G->f_sgd, G->nchunks, T, a, e)) return -1;
+  } else {
+    void *a[] = {&G->d_tab, &G->d_ct, &G->d_co, &G->use_acc, &G->gmul, &G->sc, &flr, &b1, &b2, &eps, &wd};
+    if (launch(G, G->f_adamw, G->nchunks, T, a, e)) return -1;
+  }
+  int dynamic = G->amp;
+  float growth = AMP_GROWTH_STEPS;
+  void *a[] = {&G->sc, &dynamic, &growth};
+  return launch(G, G->f_scale, 1, 1, a, e);
+}
+
+int gpu_loss(Trainer *t, double *mean_loss, double *loss_scale, int64_t *skipped, GpucErr *e) {
+  TrainGpu *G = t->gpu;
+  float sc[SC_COUNT];
+  CU(cu.cuStreamSynchronize(G->main));
+  CU(cu.cuMemcpyDtoH(sc, G->sc, sizeof sc));
+  *mean_loss = sc[SC_LOSS_N] > 0 ? (double)sc[SC_LOSS_SUM] / (double)sc[SC_LOSS_N] : 0.0;
+  *loss_scale = sc[SC_SCALE];
+  *skipped = (int64_t)sc[SC_SKIPPED];
+  float zero[2] = {0, 0};
+  CU(cu.cuMemcpyHtoD(G->sc + sizeof(float) * SC_LOSS_SUM, zero, sizeof zero));
+  return 0;
+}
+
+int gpu_end_epoch(Trainer *t, GpucErr *e) {
+  TrainGpu *G = t->gpu;
+  const Graph *g = t->g;
+  CU(cu.cuStreamSynchronize(G->main));
+  for (int k = 0; k < G->nt; k++) {
+    const OptTensor *x = &G->tab[k];
+    int i = G->tab_param[k];
+    size_t bytes = sizeof(float) * (size_t)x->n;
+    CU(cu.cuMemcpyDtoH(g->values[t->param[i]].t.data, x->p, bytes));
+    CU(cu.cuMemcpyDtoH(t->state[0][i], x->s0, bytes));
+    if (x->s1) CU(cu.cuMemcpyDtoH(t->state[1][i], x->s1, bytes));
+  }
+  for (int j = 0; j < t->nbuf; j++)
+    CU(cu.cuMemcpyDtoH(g->values[t->param[t->np + j]].t.data, G->bn_dst[j], G->bn_bytes[j]));
+  G->eval_stale = true;
+  return 0;
+}
+
+/* The host parameters and running statistics into the eval plan's weights. */
+static int sync_eval_plan(Trainer *t, GpucErr *e) {
+  TrainGpu *G = t->gpu;
+  for (int i = 0; i < t->np + t->nbuf; i++) {
+    const Value *v = &t->g->values[t->param[i]];
+    CUdeviceptr p = tensor_ptr(G->ev, v->name, GPUC_DT_F32);
+    if (p) CU(cu.cuMemcpyHtoD(p, v->t.data, gpuc_tensor_bytes(&v->t)));
+  }
+  G->eval_stale = false;
+  return 0;
+}
+
+int gpu_logits(Trainer *t, const float *x, int64_t n, Tensor **logits, GpucErr *e) {
+  TrainGpu *G = t->gpu;
+  if (G->eval_stale && sync_eval_plan(t, e)) return -1;
+  int64_t dims[2] = {n, t->classes};
+  Tensor *out = gpuc_tensor_new(GPUC_DT_F32, 2, dims, e);
+  Tensor xt = {.dt = GPUC_DT_F32, .rank = t->in_rank};
+  memcpy(xt.dims, t->in_dims, sizeof xt.dims);
+  xt.dims[0] = EVAL_BATCH;
+  xt.data = calloc((size_t)(EVAL_BATCH * t->dim), sizeof(float));
+  const Plan *p = gpuc_session_plan(G->ev);
+  const char *in = gpuc_plan_str(p, p->tensors[0].name), *oname = NULL;
+  for (uint32_t i = 0; i < p->ntensors; i++)
+    if (p->tensors[i].role == PLAN_ROLE_OUTPUT) { oname = gpuc_plan_str(p, p->tensors[i].name); break; }
+  int rc = -1;
+  if (!out || !xt.data || !oname) { if (out && xt.data) gpuc_err_set(e, "the evaluation plan has no output"); goto done; }
+  for (int64_t s = 0; s < n; s += EVAL_BATCH) {
+    int64_t b = n - s < EVAL_BATCH ? n - s : EVAL_BATCH; /* the last batch is padded with zeros */
+    memcpy(xt.data, x + s * t->dim, sizeof(float) * (size_t)(b * t->dim));
+    if (b < EVAL_BATCH) memset((float *)xt.data + b * t->dim, 0, sizeof(float) * (size_t)((EVAL_BATCH - b) * t->dim));
+    if (gpuc_session_set_input(G->ev, in, &xt, e) || gpuc_session_run(G->ev, e)) goto done;
+    Tensor *y = gpuc_session_get_output(G->ev, oname, e);
+    if (!y) goto done;
+    bool ok = y->rank == 2 && y->dims[0] == EVAL_BATCH && y->dims[1] == t->classes && y->dt == GPUC_DT_F32;
+    if (ok) memcpy((float *)out->data + s * t->classes, y->data, sizeof(float) * (size_t)(b * t->classes));
+    gpuc_tensor_free(y);
+    if (!ok) { gpuc_err_set(e, "%s: the evaluation output is not [batch, classes] f32", t->g->path); goto done; }
+  }
+  *logits = out;
+  out = NULL;
+  rc = 0;
+done:
+  gpuc_tensor_free(out);
+  free(xt.data);
+  return rc;
+}

@@ -1,0 +1,41 @@
+/* The trainer's state, shared by the CPU loop (train.c) and the GPU
+ * executor (train_gpu.c); nothing outside train/ includes this. */
+#ifndef GPUC_TRAIN_INTERNAL_H
+#define GPUC_TRAIN_INTERNAL_H
+#include "train.h"
+
+typedef struct TrainGpu TrainGpu;
+
+struct Trainer {
+  Graph *g;                     /* forward + loss + backward, batch bound */
+  Graph *eval;                  /* forward only, batch symbolic */
+  int64_t batch, dim, classes;
+  int in_rank;
+  int64_t in_dims[GPUC_MAX_RANK];  /* model input dims, batch excluded at [0] */
+  int np;                       /* parameters (with a gradient) */
+  int nbuf;                     /* BatchNormalization running statistics after them */
+  int *param;                   /* value index in g of each of the np + nbuf tensors */
+  int *eval_param;              /* the same tensor in eval */
+  float **state[2];             /* optimizer state per parameter (gpuc_trainer_state) */
+  float **gsum;                 /* gradient sums over the micro-batches of a step (--accum) */
+  TrainGpu *gpu;                /* NULL: the CPU reference runs the steps */
+};
+
+/* ---- the GPU executor (train_gpu.c) ----
+ * gpu_begin: the parameters, running statistics and optimizer state of the
+ * host copies onto the device (at the start of a fit, after a resume).
+ * gpu_step: one optimizer step over accum micro-batches (images
+ * perm[mb0*B ...]) queued on the stream, no host wait.
+ * gpu_loss: the mean loss of the micro-batches since the last call (waits),
+ *   the loss scale and the steps skipped so far.
+ * gpu_end_epoch: device state back into the host copies (before evaluation,
+ * checkpoints and --save).
+ * gpu_logits: the eval plan on n images. */
+int gpu_begin(Trainer *t, const TrainOptions *o, int64_t step, GpucErr *e);
+int gpu_step(Trainer *t, const Dataset *d, const TrainOptions *o, const int64_t *perm, int64_t mb0,
+             double lr, GpucErr *e);
+int gpu_loss(Trainer *t, double *mean_loss, double *loss_scale, int64_t *skipped, GpucErr *e);
+int gpu_end_epoch(Trainer *t, GpucErr *e);
+int gpu_logits(Trainer *t, const float *x, int64_t n, Tensor **logits, GpucErr *e);
+void gpu_free(TrainGpu *g);
+#endif
