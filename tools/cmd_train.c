@@ -161,6 +161,8 @@ static int parse_betas(const char *v, double *b1, double *b2) {
 typedef struct TrainArgs {
   const char *model, *data, *save;
   bool cpu, amp, lr_set, wd_set;
+  int64_t mem_limit;
+  int sm;
   long long epochs, batch, seed, accum, max_steps, log_every, warmup, step_size, limit;
   int opt, sched;
   double lr, momentum, wd, beta1, beta2;
@@ -180,6 +182,12 @@ static int parse_flag(TrainArgs *a, const char *f, const char *v) {
     if (a->nfreeze == MAX_FREEZE) return usage_error("--freeze: at most %d patterns", MAX_FREEZE);
     if (!*v) return usage_error("--freeze wants a non-empty pattern");
     a->freeze[a->nfreeze++] = v;
+  }
+  else if (!strcmp(f, "--mem-limit")) {
+    if (parse_size(v, &a->mem_limit)) return usage_error("--mem-limit wants a size like 8G or 512M, got '%s'", v);
+  }
+  else if (!strcmp(f, "--arch")) {
+    if (parse_arch(v, &a->sm) || a->sm == 0) return usage_error("--arch wants sm_80, sm_86, sm_87, sm_89, sm_90, sm_100 or sm_120, got '%s'", v);
   }
   else if (!strcmp(f, "--epochs")) return parse_int(f, v, 1, 1000, &a->epochs);
   else if (!strcmp(f, "--batch")) return parse_int(f, v, 1, 65536, &a->batch);
@@ -207,8 +215,6 @@ static int parse_args(int argc, char **argv, TrainArgs *a) {
     const char *f = argv[i];
     if (!strcmp(f, "--cpu")) a->cpu = true;
     else if (!strcmp(f, "--amp")) a->amp = true;
-    else if (!strcmp(f, "--mem-limit"))
-      return usage_error("train: --mem-limit: memory planning of training steps is not built yet");
     else if (f[0] == '-' && f[1] == '-') {
       if (i + 1 >= argc) return usage_error("%s needs a value", f);
       int rc = parse_flag(a, f, argv[++i]);
@@ -221,7 +227,8 @@ static int parse_args(int argc, char **argv, TrainArgs *a) {
   if (!a->data) return usage_error("train: --data KIND:PATH is required");
   int rc = check_data_spec(a->data);
   if (rc) return rc;
-  if (a->cpu && a->amp) return usage_error("train: --amp is mixed precision on the GPU; --cpu trains in fp32");
+  if (a->cpu && (a->amp || a->mem_limit || a->sm))
+    return usage_error("train: --amp, --mem-limit and --arch are for the GPU trainer; --cpu trains in fp32 on the host");
   /* PyTorch's AdamW defaults where not given */
   if (a->opt == GPUC_OPT_ADAMW && !a->lr_set) a->lr = 1e-3;
   if (a->opt == GPUC_OPT_ADAMW && !a->wd_set) a->wd = 0.01;
@@ -239,9 +246,26 @@ int cmd_train(int argc, char **argv) {
   int rc = EXIT_BAD_INPUT;
   if (load_data(a.data, &tr, &te, &has_test, &e)) { report(&e); goto done; }
   gpuc_dataset_limit(&tr, a.limit);
-  if (!(t = gpuc_trainer_new(a.model, a.batch, &e))) { report(&e); goto done; }
-  if (!a.cpu && gpuc_trainer_use_gpu(t, a.amp, 0, stdout, &e)) {
-    gpuc_err_prefix(&e, "the GPU trainer (--cpu trains on the CPU reference)");
+  for (;;) {
+    if (!(t = gpuc_trainer_new(a.model, a.batch, &e))) { report(&e); goto done; }
+    if (a.cpu) break;
+    TrainGpuOptions go = {.amp = a.amp, .sm = a.sm, .mem_limit = a.mem_limit,
+                          .adamw = a.opt == GPUC_OPT_ADAMW, .accum = (int)a.accum};
+    int grc = gpuc_trainer_use_gpu(t, &go, stdout, &e);
+    if (!grc) break;
+    /* over --mem-limit: the same step as micro-batches half as big,
+     * accumulated twice as often, until one fits */
+    if (grc == GPUC_TRAIN_TOO_BIG && a.batch % 2 == 0 && a.accum * 2 <= 1024) {
+      printf("--mem-limit: %s\n  -> trying micro-batches of %lld x accum %lld (BatchNormalization then sees "
+             "the smaller batches)\n", e.msg, a.batch / 2, a.accum * 2);
+      a.batch /= 2;
+      a.accum *= 2;
+      gpuc_trainer_free(t);
+      t = NULL;
+      e = (GpucErr){0};
+      continue;
+    }
+    if (grc != GPUC_TRAIN_TOO_BIG) gpuc_err_prefix(&e, "the GPU trainer (--cpu trains on the CPU reference)");
     report(&e);
     goto done;
   }

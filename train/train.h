@@ -78,9 +78,21 @@ typedef struct Trainer Trainer;
 Trainer *gpuc_trainer_new(const char *model_path, int64_t batch, GpucErr *e);
 void gpuc_trainer_free(Trainer *t);
 /* Train on the GPU from here on (train/train_gpu.c): the training graph
- * compiled for sm_<sm> (0: the present GPU), with --amp as half storage and
- * compute with fp32 master weights and a dynamic loss scale. Needs a GPU. */
-int gpuc_trainer_use_gpu(Trainer *t, bool amp, int sm, FILE *log, GpucErr *e);
+ * compiled for sm_<sm> (0: the present GPU), with amp as half storage and
+ * compute with fp32 master weights and a dynamic loss scale. The device
+ * bytes a step needs (both plans, optimizer state for the optimizer and
+ * accum given, masters, batches) are counted before anything is allocated:
+ * above mem_limit (> 0) it returns GPUC_TRAIN_TOO_BIG with the account in
+ * the message. Compile and count need no GPU; the rest does. */
+typedef struct TrainGpuOptions {
+  bool amp;
+  int sm;
+  int64_t mem_limit;
+  bool adamw;                   /* two state tensors per parameter, else one */
+  int accum;
+} TrainGpuOptions;
+#define GPUC_TRAIN_TOO_BIG (-2)
+int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucErr *e);
 /* The training graph: inputs (images, labels); outputs loss, one gradient
  * per parameter (in parameter order), then the new BatchNormalization
  * running statistics. The batch is bound. */

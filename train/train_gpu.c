@@ -112,8 +112,7 @@ static CUdeviceptr half_twin(GpucSession *s, const char *name) {
   return tensor_ptr(s, n16, GPUC_DT_F16);
 }
 
-static GpucSession *compile_session(const Graph *g, int sm, bool fp16, const char *what, FILE *log,
-                                    GpucErr *e) {
+static Plan *compile_plan(const Graph *g, int sm, bool fp16, const char *what, FILE *log, GpucErr *e) {
   CodegenOptions co = {.sm = sm, .fp16 = fp16, .level = 0};
   CompileStats st = {0};
   Plan *p = NULL;
@@ -122,7 +121,28 @@ static GpucSession *compile_session(const Graph *g, int sm, bool fp16, const cha
     fprintf(log, "%s plan: %d kernels, %d GEMMs, %d convolutions, arena %.1f MB, weights %.1f MB, "
             "NVRTC %.2f s\n", what, st.kernels, st.gemms, st.convs, (double)st.arena_bytes / 1e6,
             (double)st.weight_bytes / 1e6, st.nvrtc_seconds);
-  return gpuc_session_create_plan(p, what, 0, e);
+  return p;
+}
+
+static uint64_t plan_bytes(const Plan *p) {
+  return p->meta.arena_bytes + p->weights_size + p->meta.workspace_bytes;
+}
+
+/* Device bytes of a step beside the plans: optimizer state, --accum sums,
+ * fp32 masters of parameters the plan keeps only in half, the staging
+ * batches. */
+static uint64_t trainer_bytes(const Trainer *t, const Plan *p, const TrainGpuOptions *o) {
+  uint64_t b = 2 * (sizeof(float) + sizeof(int64_t)) * (uint64_t)t->batch * (uint64_t)t->dim;
+  for (int i = 0; i < t->np; i++) {
+    const Value *v = &t->g->values[t->param[i]];
+    uint64_t n = (uint64_t)gpuc_numel(&v->t) * sizeof(float);
+    b += n * (o->adamw ? 2 : 1) + (o->accum > 1 ? n : 0);
+    bool f32 = false;
+    for (uint32_t k = 0; k < p->ntensors && !f32; k++)
+      f32 = p->tensors[k].dt == GPUC_DT_F32 && !strcmp(gpuc_plan_str(p, p->tensors[k].name), v->name);
+    if (!f32) b += n;
+  }
+  return b;
 }
 
 static int load_kernels(TrainGpu *G, int sm, GpucErr *e) {
@@ -152,33 +172,56 @@ static const char *seed_name(const Graph *g) {
   return NULL;
 }
 
-int gpuc_trainer_use_gpu(Trainer *t, bool amp, int sm, FILE *log, GpucErr *e) {
+int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucErr *e) {
+  int sm = o->sm;
   if (sm <= 0 && (sm = gpuc_gpu_sm(e)) < 0) return -1;
-  TrainGpu *G = calloc(1, sizeof *G);
-  if (!G) return gpuc_err_set(e, "out of memory");
-  G->amp = amp;
+  bool amp = o->amp;
   Graph *g = t->g;
   const char *seed = seed_name(g);
-  if (!seed) { gpuc_err_set(e, "%s: the training graph has no loss gradient", g->path); goto fail; }
+  if (!seed) return gpuc_err_set(e, "%s: the training graph has no loss gradient", g->path);
   if (amp) {
     /* half storage with fp32 islands, as inference --fp16; the parameters'
      * own values stay (fp32, the host copies), their half twins are new */
     PassOptions po;
     gpuc_pass_options_default(&po, 0);
     po.fp16 = true;
-    if (pass_fp16(g, &po, e) < 0 || gpuc_graph_verify(g, e)) { gpuc_err_prefix(e, "--amp"); goto fail; }
+    if (pass_fp16(g, &po, e) < 0 || gpuc_graph_verify(g, e)) return gpuc_err_prefix(e, "--amp"), -1;
   }
-  if (!(G->s = compile_session(g, sm, amp, amp ? "training (amp)" : "training", log, e))) goto fail;
+  Plan *tp = compile_plan(g, sm, amp, amp ? "training (amp)" : "training", log, e), *ep = NULL;
+  if (!tp) return -1;
   {
     GpucShapeBind b = {.name = t->eval->values[t->eval->inputs[0]].name, .rank = t->in_rank};
     memcpy(b.dims, t->in_dims, sizeof b.dims);
     b.dims[0] = EVAL_BATCH;
     Graph *eg = gpuc_onnx_load(g->path, &b, 1, e);
-    if (!eg) goto fail;
-    G->ev = compile_session(eg, sm, false, "evaluation", log, e);
+    if (eg) ep = compile_plan(eg, sm, false, "evaluation", log, e);
     gpuc_graph_free(eg);
-    if (!G->ev) goto fail;
+    if (!ep) { gpuc_plan_free(tp); return -1; }
   }
+  uint64_t need_plan = plan_bytes(tp), need_eval = plan_bytes(ep), need_opt = trainer_bytes(t, tp, o);
+  uint64_t need = need_plan + need_eval + need_opt;
+  if (log)
+    fprintf(log, "device memory: %.1f MB (training plan %.1f, evaluation plan %.1f, optimizer state, "
+            "masters and batches %.1f)\n", (double)need / 1e6, (double)need_plan / 1e6,
+            (double)need_eval / 1e6, (double)need_opt / 1e6);
+  if (o->mem_limit > 0 && need > (uint64_t)o->mem_limit) {
+    gpuc_plan_free(tp);
+    gpuc_plan_free(ep);
+    gpuc_err_set(e, "%s: a training step of batch %lld needs %llu bytes of device memory (training plan "
+                 "%llu: arena %llu, weights %llu, workspace %llu; evaluation plan %llu; optimizer state, "
+                 "masters and batches %llu), --mem-limit allows %lld", g->path, (long long)t->batch,
+                 (unsigned long long)need, (unsigned long long)need_plan,
+                 (unsigned long long)tp->meta.arena_bytes, (unsigned long long)tp->weights_size,
+                 (unsigned long long)tp->meta.workspace_bytes, (unsigned long long)need_eval,
+                 (unsigned long long)need_opt, (long long)o->mem_limit);
+    return GPUC_TRAIN_TOO_BIG;
+  }
+  TrainGpu *G = calloc(1, sizeof *G);
+  if (!G) { gpuc_plan_free(tp); gpuc_plan_free(ep); return gpuc_err_set(e, "out of memory"); }
+  G->amp = amp;
+  G->s = gpuc_session_create_plan(tp, "the training plan", 0, e);
+  G->ev = G->s ? gpuc_session_create_plan(ep, "the evaluation plan", 0, e) : (gpuc_plan_free(ep), NULL);
+  if (!G->s || !G->ev) goto fail;
   if (load_kernels(G, sm, e)) goto fail;
   G->main = (CUstream)gpuc_session_stream(G->s);
   G->xbytes = sizeof(float) * (size_t)(t->batch * t->dim);
