@@ -76,7 +76,9 @@ static int split_conv_bias(Graph *g, GpucErr *e) {
     if (conv->op != GPUC_OP_CONV || conv->nin < 3 || conv->in[2] < 0 || conv->out[0] < 0) continue;
     int y = conv->out[0], bias = conv->in[2];
     const Tensor *yt = &g->values[y].t, *bt = &g->values[bias].t;
-    if (!g->values[bias].is_const || readers[y] != 1 || g->values[y].is_output || !gpuc_shape_known(yt) ||
+    /* a parameter being trained must stay the one tensor the optimizer
+     * updates: no reshaped copy of it */
+    if (!g->values[bias].is_const || g->values[bias].is_param || readers[y] != 1 || g->values[y].is_output || !gpuc_shape_known(yt) ||
         yt->rank < 3 || bt->rank != 1 || bt->dims[0] != yt->dims[1])
       continue;
     const Node *next = &g->nodes[reader[y]];

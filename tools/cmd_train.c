@@ -162,7 +162,7 @@ typedef struct TrainArgs {
   const char *model, *data, *save;
   bool cpu, amp, lr_set, wd_set;
   int64_t mem_limit;
-  int sm;
+  int sm, level;
   long long epochs, batch, seed, accum, max_steps, log_every, warmup, step_size, limit;
   int opt, sched;
   double lr, momentum, wd, beta1, beta2;
@@ -210,10 +210,11 @@ static int parse_flag(TrainArgs *a, const char *f, const char *v) {
 
 static int parse_args(int argc, char **argv, TrainArgs *a) {
   *a = (TrainArgs){.epochs = 1, .batch = 64, .seed = 1, .accum = 1, .log_every = 100, .step_size = 30,
-                   .lr = 0.05, .momentum = 0.9, .beta1 = 0.9, .beta2 = 0.999};
+                   .lr = 0.05, .momentum = 0.9, .beta1 = 0.9, .beta2 = 0.999, .level = 2};
   for (int i = 0; i < argc; i++) {
     const char *f = argv[i];
     if (!strcmp(f, "--cpu")) a->cpu = true;
+    else if (!strcmp(f, "-O0") || !strcmp(f, "-O2")) a->level = f[2] - '0';
     else if (!strcmp(f, "--amp")) a->amp = true;
     else if (f[0] == '-' && f[1] == '-') {
       if (i + 1 >= argc) return usage_error("%s needs a value", f);
@@ -249,7 +250,7 @@ int cmd_train(int argc, char **argv) {
   for (;;) {
     if (!(t = gpuc_trainer_new(a.model, a.batch, &e))) { report(&e); goto done; }
     if (a.cpu) break;
-    TrainGpuOptions go = {.amp = a.amp, .sm = a.sm, .mem_limit = a.mem_limit,
+    TrainGpuOptions go = {.amp = a.amp, .sm = a.sm, .level = a.level, .mem_limit = a.mem_limit,
                           .adamw = a.opt == GPUC_OPT_ADAMW, .accum = (int)a.accum};
     int grc = gpuc_trainer_use_gpu(t, &go, stdout, &e);
     if (!grc) break;

@@ -87,6 +87,7 @@ void gpuc_trainer_free(Trainer *t);
 typedef struct TrainGpuOptions {
   bool amp;
   int sm;
+  int level;                    /* >= 2: elementwise fusion of the training graph */
   int64_t mem_limit;
   bool adamw;                   /* two state tensors per parameter, else one */
   int accum;

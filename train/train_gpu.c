@@ -187,6 +187,11 @@ int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucEr
     po.fp16 = true;
     if (pass_fp16(g, &po, e) < 0 || gpuc_graph_verify(g, e)) return gpuc_err_prefix(e, "--amp"), -1;
   }
+  if (o->level >= 2) { /* elementwise chains of the backward (Relu's Greater-Where...) into one kernel */
+    PassOptions po;
+    gpuc_pass_options_default(&po, 2);
+    if (pass_fuse_elementwise(g, &po, e) < 0 || gpuc_graph_verify(g, e)) return -1;
+  }
   Plan *tp = compile_plan(g, sm, amp, amp ? "training (amp)" : "training", log, e), *ep = NULL;
   if (!tp) return -1;
   {
