@@ -1,7 +1,7 @@
 /* Checkpoints: DIR/checkpoint.bin, the whole training state at an epoch
  * boundary. Little-endian, like the rest of gpuc's files:
  *
- *   "GPUCCKPT"  u32 version (1)  u32 optimizer  u32 nparams  u32 0
+ *   "GPUCCKPT"  u32 version (1)  u32 optimizer  u32 nparams  f32 loss scale (0: none)
  *   i64 epoch  i64 step  u64 rng  i64 batch  i64 accum  i64 ntrain  u64 file size
  *   per parameter: u32 name length, name, u32 rank, i64 dims[rank],
  *                  f32 values[n], f32 state[slots][n] (SGD 1 slot, AdamW 2)
@@ -54,7 +54,7 @@ static void encode(Trainer *t, const TrainState *s, uint8_t *buf, size_t size) {
   put_u32(&c, CKPT_VERSION);
   put_u32(&c, (uint32_t)s->opt);
   put_u32(&c, (uint32_t)gpuc_trainer_nparams(t));
-  put_u32(&c, 0);
+  put(&c, &s->loss_scale, 4);
   put_u64(&c, (uint64_t)s->epoch);
   put_u64(&c, (uint64_t)s->step);
   put_u64(&c, s->rng);
@@ -160,7 +160,8 @@ static int check_header(Cursor *c, Trainer *t, TrainState *s, size_t fsize, cons
   if (memcmp(c->p, CKPT_MAGIC, 8)) return gpuc_err_set(e, "%s: not a gpuc checkpoint (bad magic)", path);
   c->off = 8;
   uint32_t ver = get_u32(c), opt = get_u32(c), np = get_u32(c);
-  c->off += 4;
+  float scale;
+  get(c, &scale, 4);
   if (ver != CKPT_VERSION)
     return gpuc_err_set(e, "%s: checkpoint format version %u, this gpuc reads version %u", path, ver,
                         CKPT_VERSION);
@@ -184,6 +185,8 @@ static int check_header(Cursor *c, Trainer *t, TrainState *s, size_t fsize, cons
                         (long long)f.accum, (long long)f.ntrain, (long long)s->batch, (long long)s->accum,
                         (long long)s->ntrain);
   if (f.epoch < 0 || f.step < 0) return gpuc_err_set(e, "%s: negative epoch or step counter", path);
+  if (!(scale >= 0 && scale <= 0x1p64f)) return gpuc_err_set(e, "%s: loss scale %g is not in [0, 2^64]", path, scale);
+  f.loss_scale = scale;
   f.opt = s->opt;
   *s = f;
   return 0;

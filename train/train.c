@@ -502,7 +502,7 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
   int rc = -1;
   if (loop_init(t, train, o, &l, e)) goto done;
   int64_t total = (int64_t)o->epochs * spe;
-  if (t->gpu && gpu_begin(t, o, st.step, e)) goto done;
+  if (t->gpu && gpu_begin(t, o, st.step, st.loss_scale, e)) goto done;
   double t_start = now_s();
   for (int ep = (int)st.epoch + 1; ep <= o->epochs; ep++) {
     shuffle(l.perm, train->n, &st.rng);
@@ -528,6 +528,7 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
             goto done;
           }
           r->last_loss = mean = loss;
+          if (gpu_amp(t)) st.loss_scale = (float)scale; /* checkpoints carry it */
         }
       } else {
         loss_acc += loss;

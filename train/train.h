@@ -115,6 +115,7 @@ typedef struct TrainState {
   int64_t step;                 /* optimizer steps completed (AdamW's t, the schedule's position) */
   uint64_t rng;                 /* shuffle generator state */
   int64_t batch, accum, ntrain; /* the data order depends on them: must match on resume */
+  float loss_scale;             /* --amp's dynamic loss scale; 0 without --amp */
 } TrainState;
 /* The checksum is FNV-1a 64 with the standard offset basis (the plan
  * file's gpuc_fnv1a64, seeded differently). */

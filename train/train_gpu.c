@@ -292,7 +292,9 @@ static int upload_param(const float *h, int64_t n, CUdeviceptr p, CUdeviceptr p1
   return 0;
 }
 
-int gpu_begin(Trainer *t, const TrainOptions *o, int64_t step, GpucErr *e) {
+bool gpu_amp(const Trainer *t) { return t->gpu && t->gpu->amp; }
+
+int gpu_begin(Trainer *t, const TrainOptions *o, int64_t step, float loss_scale, GpucErr *e) {
   TrainGpu *G = t->gpu;
   const Graph *g = t->g;
   CU(cu.cuStreamSynchronize(G->main));
@@ -355,7 +357,7 @@ int gpu_begin(Trainer *t, const TrainOptions *o, int64_t step, GpucErr *e) {
   if (rc) return -1;
   if (r != CUDA_SUCCESS) return gpuc_cu_fail(e, r, "cuMemcpyHtoD", __FILE__, __LINE__);
   float sc[SC_COUNT] = {0};
-  sc[SC_SCALE] = G->amp ? AMP_INITIAL_SCALE : 1.0f;
+  sc[SC_SCALE] = !G->amp ? 1.0f : loss_scale > 0 ? loss_scale : AMP_INITIAL_SCALE;
   sc[SC_T] = (float)step;
   CU(cu.cuMemcpyHtoD(G->sc, sc, sizeof sc));
   if (G->seed) CU(cu.cuMemcpyHtoD(G->seed, &sc[SC_SCALE], sizeof(float)));
