@@ -69,7 +69,6 @@ static const struct { GpucOp op; uint8_t per; uint8_t flops; } kernel_cost[] = {
   {GPUC_OP_LAYERNORMALIZATION, PER_IN, 8},         /* mean, var (2), x - mean, * rstd, * scale, + bias */
   {GPUC_OP_INSTANCENORMALIZATION, PER_IN, 8},
   {GPUC_OP_MEANVARIANCENORMALIZATION, PER_IN, 6},
-  {GPUC_OP_BATCHNORMALIZATION, PER_IN, 4},         /* (x - mean) * rstd * scale + bias */
   {GPUC_OP_LRN, PER_IN, 12},                       /* squares summed over size (5) channels, pow, divide */
   {GPUC_OP_REDUCEL1, PER_IN, 2},                   /* abs, add */
   {GPUC_OP_REDUCEL2, PER_IN, 2},                   /* square, add */
@@ -79,6 +78,8 @@ static const struct { GpucOp op; uint8_t per; uint8_t flops; } kernel_cost[] = {
   {GPUC_OP_TOPK, PER_IN, 1},                       /* compares; a full sort does more */
   {GPUC_OP_HARDMAX, PER_IN, 1},
   {GPUC_OP_GATHERGRAD, PER_IN, 1},                 /* scatter-add of dy */
+  {GPUC_OP_SOFTMAXCROSSENTROPYLOSSGRAD, PER_OUT, 3}, /* exp, - [k == label], * scale */
+  {GPUC_OP_BATCHNORMGRAD, PER_IN, 11},             /* mean, var (2), sum dy, sum dy*xhat (3), dx (5) */
   {GPUC_OP_MAXPOOL, PER_WINDOW, 1},
   {GPUC_OP_AVERAGEPOOL, PER_WINDOW, 1},
   {GPUC_OP_GLOBALAVERAGEPOOL, PER_IN, 1},
@@ -121,7 +122,21 @@ static uint64_t kernel_flops(const LowerCtx *c) {
   case GPUC_OP_RESIZE: case GPUC_OP_UPSAMPLE: /* nearest copies; linear ~3 lerps of 2 */
     return strcmp(gpuc_attr_s(n, "mode", "nearest"), "nearest") ? 6 * numel(y) : 0;
   case GPUC_OP_CONV: case GPUC_OP_FUSEDCONV: case GPUC_OP_MATMUL: case GPUC_OP_GEMM:
-    return 0; /* library calls; their kernels are pads, bias adds, epilogues */
+  case GPUC_OP_CONVGRADINPUT: case GPUC_OP_CONVGRADWEIGHT:
+    return 0; /* library calls; their kernels are pads, crops, bias adds, epilogues */
+  case GPUC_OP_MAXPOOLGRAD: case GPUC_OP_AVERAGEPOOLGRAD: { /* per dY element: a compare
+    * (MaxPool's argmax) or a divide-add (AveragePool) per window tap */
+    const int64_t *k;
+    int nk = gpuc_attr_ints(n, "kernel_shape", &k);
+    uint64_t taps = 1;
+    for (int d = 0; d < nk; d++) taps *= k[d] > 0 ? (uint64_t)k[d] : 1;
+    return c->nin > 1 ? numel(c->in[1]) * taps : 0;
+  }
+  case GPUC_OP_BATCHNORMALIZATION: { /* training mode adds the statistics: mean, var (2) */
+    bool running = c->nout > 1 && c->out[1];
+    bool training = c->g->opset >= 14 ? gpuc_attr_i(n, "training_mode", 0) == 1 : running;
+    return (training ? 7 : 4) * numel(x);
+  }
   default: break;
   }
   for (size_t i = 0; i < sizeof kernel_cost / sizeof *kernel_cost; i++) {

@@ -1,8 +1,11 @@
 /* Conv as a cuDNN call (NCHW), with the bias added by a generated kernel.
  * cuDNN pads symmetrically: asymmetric pads (SAME_* with even kernels,
  * explicit pads) go through a generated zero-pad kernel first. 1-D
- * convolutions run as 2-D with a unit width. */
+ * convolutions run as 2-D with a unit width. The training gradients
+ * ConvGradInput / ConvGradWeight are cuDNN's backward-data and
+ * backward-filter calls on the same descriptors (PlanConv.mode). */
 #include "lower_util.h"
+#include "infer_nn.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -110,3 +113,79 @@ static int lower_conv(LowerCtx *c, bool fused) {
 
 int lower_Conv(LowerCtx *c) { return lower_conv(c, false); }
 int lower_FusedConv(LowerCtx *c) { return lower_conv(c, true); }
+
+/* ---- ConvGradInput / ConvGradWeight ------------------------------------- */
+
+/* Copy a [N, C, S..] tensor between its plain shape `small` and the shape
+ * padded by pb/pe per spatial dim: pad = true writes the padded tensor
+ * (zeros around), false crops it back (padded -> small). One thread per
+ * element of the destination; negative pads work both ways (elements with
+ * no source get 0). */
+static int pad_or_crop(LowerCtx *c, bool pad, GpucDType dt, int rank, const int64_t *small,
+                       const int64_t *pb, const int64_t *pe, uint32_t src, uint32_t dst) {
+  int64_t big[GPUC_MAX_RANK], total = 1;
+  for (int d = 0; d < rank; d++) big[d] = d >= 2 ? small[d] + pb[d - 2] + pe[d - 2] : small[d];
+  const int64_t *dd = pad ? big : small, *sd = pad ? small : big;
+  for (int d = 0; d < rank; d++) total *= dd[d];
+  if (total == 0) return 0;
+  StrBuf *b = cg_src(c);
+  const char *name = cg_kernel_name(c);
+  const char *t = cg_ctype(dt);
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s* __restrict__ y) {\n"
+               "  GRID_STRIDE(i, %lldLL) {\n    i64 r = i, src = 0, ok = 1, sx = 1, q;\n",
+            name, t, t, (long long)total);
+  /* destination coordinate -> source coordinate, last dim first */
+  for (int d = rank - 1; d >= 0; d--) {
+    int64_t off = d < 2 ? 0 : pad ? -pb[d - 2] : pb[d - 2];
+    sb_printf(b, "    q = r %% %lldLL + %lldLL; r /= %lldLL; ok &= (q >= 0 && q < %lldLL); src += q * sx; sx *= %lldLL;\n",
+              (long long)dd[d], (long long)off, (long long)dd[d], (long long)sd[d], (long long)sd[d]);
+  }
+  sb_printf(b, "    y[i] = ok ? x[src] : (%s)0;\n  }\n}\n", t);
+  uint32_t args[2] = {src, dst};
+  return cg_launch(c, name, (uint64_t)total, 256, 0, 2, args);
+}
+
+/* ConvGradInput(X, W, dY) -> dX: cuDNN backward data (mode 1); with
+ * asymmetric pads into a padded scratch dX, then cropped.
+ * ConvGradWeight(X, W, dY) -> dW: cuDNN backward filter (mode 2); with
+ * asymmetric pads X is zero-padded first. The window is the one the
+ * reference uses (nn_conv_grad_window), so pads agree by construction. */
+static int lower_conv_grad(LowerCtx *c, bool filter) {
+  const Tensor *x = c->in[0];
+  NnWindow w;
+  if (nn_conv_grad_window(LOWER_OPCTX(c), &w)) return -1;
+  if (x->dt != GPUC_DT_F32 && x->dt != GPUC_DT_F16)
+    return lower_unsupported(c, "%s of %s on the GPU", gpuc_op_name(c->n), gpuc_dtype_name(x->dt));
+  int ns = w.nsp;
+  if (ns > 3) return lower_unsupported(c, "%s with %d spatial dims on the GPU", gpuc_op_name(c->n), ns);
+  if (gpuc_numel(c->out[0]) == 0) return 0;
+  bool asym = false;
+  for (int i = 0; i < ns; i++) if (w.pad_b[i] != w.pad_e[i] || w.pad_b[i] < 0) asym = true;
+  PlanConv cv = {.x = c->tin[0], .w = c->tin[1], .b = UINT32_MAX, .y = c->tin[2], .z = UINT32_MAX,
+                 .nspatial = ns == 3 ? 3 : 2, .groups = (uint32_t)w.group, .dt = x->dt, .algo = -1,
+                 .mode = filter ? PLAN_CONV_BWD_FILTER : PLAN_CONV_BWD_DATA};
+  if (filter) cv.w = c->tout[0];
+  else cv.x = c->tout[0];
+  uint32_t padded = UINT32_MAX;
+  if (asym) { /* the padded X (or dX) as its own tensor; the conv is unpadded */
+    int64_t pd[GPUC_MAX_RANK];
+    for (int d = 0; d < x->rank; d++) pd[d] = d >= 2 ? x->dims[d] + w.pad_b[d - 2] + w.pad_e[d - 2] : x->dims[d];
+    padded = cg_scratch(c, x->dt, x->rank, pd);
+    if (filter && pad_or_crop(c, true, x->dt, x->rank, x->dims, w.pad_b, w.pad_e, c->tin[0], padded))
+      return -1;
+    cv.x = padded;
+  }
+  for (int i = 0; i < ns; i++) {
+    cv.pads[i] = asym ? 0 : (int32_t)w.pad_b[i];
+    cv.strides[i] = (int32_t)w.stride[i];
+    cv.dilations[i] = (int32_t)w.dil[i];
+  }
+  if (ns == 1) { cv.pads[1] = 0; cv.strides[1] = 1; cv.dilations[1] = 1; }
+  if (cg_conv(c, &cv)) return -1;
+  if (asym && !filter)
+    return pad_or_crop(c, false, x->dt, x->rank, x->dims, w.pad_b, w.pad_e, padded, c->tout[0]);
+  return 0;
+}
+
+int lower_ConvGradInput(LowerCtx *c) { return lower_conv_grad(c, false); }
+int lower_ConvGradWeight(LowerCtx *c) { return lower_conv_grad(c, true); }

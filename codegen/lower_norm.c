@@ -1,4 +1,5 @@
-/* GPU lowerings of the normalizations: BatchNormalization (inference),
+/* GPU lowerings of the normalizations: BatchNormalization (inference;
+ * training mode in lower_train_nn.c),
  * InstanceNormalization, LayerNormalization, LRN and
  * MeanVarianceNormalization. Semantics follow runtime/ref/ref_norm.c.
  *
@@ -77,7 +78,7 @@ static void emit_stats(StrBuf *b, Rows *r, GpucDType dt, const char *ct, int64_t
  * b = B - mean * a. A first kernel computes a and b (in double, like the
  * reference) into a scratch [2, P]; p is the channel, or channel * S +
  * spatial position with spatial=0 (before opset 9). Training mode (batch
- * statistics) is not lowered. */
+ * statistics, running statistics updated) is lower_bn_training's. */
 int lower_BatchNormalization(LowerCtx *c) {
   const Tensor *x = c->in[0], *y = c->out[0];
   GpucDType dt = x->dt;
@@ -89,7 +90,7 @@ int lower_BatchNormalization(LowerCtx *c) {
   bool training;
   if (opset >= 14) training = gpuc_attr_i(c->n, "training_mode", 0) == 1;
   else training = (rmean || rvar) && !(opset < 7 && gpuc_attr_i(c->n, "is_test", 0) == 1);
-  if (training) return lower_unsupported(c, "BatchNormalization in training mode");
+  if (training) return lower_bn_training(c); /* codegen/lower_train_nn.c */
   if (x->rank < 2) return lower_fail(c, "X must have rank >= 2");
   bool per_act = opset < 9 && gpuc_attr_i(c->n, "spatial", 1) == 0;
   double eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);

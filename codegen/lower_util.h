@@ -37,4 +37,7 @@ unsigned long long cg_elem_bits(GpucDType dt, const void *p);
 int cg_copy(LowerCtx *c, uint32_t src, uint32_t dst, uint64_t bytes);
 /* A float literal that round-trips (e.g. "1.00000001e-05f"). */
 void cg_float_lit(char *buf, size_t n, double v, const char *ct);
+/* BatchNormalization in training mode (codegen/lower_train_nn.c); its
+ * inference mode stays in lower_norm.c, which dispatches here. */
+int lower_bn_training(LowerCtx *c);
 #endif

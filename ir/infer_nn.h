@@ -33,6 +33,9 @@ int nn_conv_window(OpCtx *c, NnWindow *w);
 int nn_convt_window(OpCtx *c, NnWindow *w);
 /* AveragePool / MaxPool: X [N, C, D..], kernel_shape required. */
 int nn_pool_window(OpCtx *c, NnWindow *w);
+/* ConvGradInput / ConvGradWeight (X, W, dY): the forward Conv's window,
+ * dY checked against it (ir/infer_train_nn.c). */
+int nn_conv_grad_window(OpCtx *c, NnWindow *w);
 
 /* Resize / Upsample parameters. */
 typedef enum { NN_RS_NEAREST, NN_RS_LINEAR, NN_RS_CUBIC } NnResizeMode;

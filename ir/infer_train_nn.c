@@ -26,7 +26,6 @@ static int check_dy(OpCtx *c, const NnWindow *w, int dyi) {
 }
 
 /* Conv window of (X, W, dY): X and W as the forward Conv's, no bias. */
-int nn_conv_grad_window(OpCtx *c, NnWindow *w);
 int nn_conv_grad_window(OpCtx *c, NnWindow *w) {
   if (gpuc_check_dtype(c, 0, ft) || gpuc_check_dtype(c, 1, ft)) return -1;
   if (c->in[1]->dt != c->in[0]->dt) return gpuc_op_fail(c, "W must have X's dtype");

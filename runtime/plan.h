@@ -119,9 +119,13 @@ typedef struct PlanGemm {
   uint32_t reserved;
 } PlanGemm;
 
-/* cuDNN convolution, NCHW, 1-3 spatial dims (1-D is run as 2-D):
- *   y = act(conv(x, w) + b + z)
- * with b, z optional; with b present it is one fused cuDNN call. */
+/* cuDNN convolution, NCHW, 1-3 spatial dims (1-D is run as 2-D). x, w, y
+ * always name the forward convolution's tensors (X [N,C,..], W [K,C/g,..],
+ * Y [N,K,..]); mode says which one the step computes:
+ *   PLAN_CONV_FWD (0):        y = act(conv(x, w) + b + z), b and z
+ *                             optional; with b present one fused call
+ *   PLAN_CONV_BWD_DATA (1):   x = dX from w and y = dY (no b, z, act)
+ *   PLAN_CONV_BWD_FILTER (2): w = dW from x and y = dY (no b, z, act) */
 typedef struct PlanConv {
   uint32_t x, w, b, y;           /* b = UINT32_MAX if no bias */
   uint32_t z;                    /* residual, UINT32_MAX if none */
@@ -130,10 +134,12 @@ typedef struct PlanConv {
   uint32_t groups;
   int32_t pads[3], strides[3], dilations[3];
   uint32_t dt;
-  int32_t algo;                  /* cudnnConvolutionFwdAlgo_t, -1 = choose at load */
-  uint32_t reserved;
+  int32_t algo;                  /* cuDNN algorithm of the mode, -1 = choose at load */
+  uint32_t mode;                 /* PLAN_CONV_*; was a zero `reserved` before */
   uint64_t workspace;            /* bytes needed by algo */
 } PlanConv;
+
+enum { PLAN_CONV_FWD = 0, PLAN_CONV_BWD_DATA = 1, PLAN_CONV_BWD_FILTER = 2 };
 
 /* What a step costs, counted from the IR at compile time (codegen/cost.c):
  * bytes = the distinct tensors the step reads and writes, each once in

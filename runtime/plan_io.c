@@ -1,6 +1,7 @@
 /* Plan files: atomic writes; reads that validate every byte they use. */
 #include "plan.h"
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@ _Static_assert(sizeof(PlanSection) == 24, "plan section layout");
 _Static_assert(sizeof(PlanTensor) == 8 + 8 * GPUC_MAX_RANK + 16, "plan tensor layout");
 _Static_assert(sizeof(PlanStep) == 4 * 12, "plan step layout");
 _Static_assert(sizeof(PlanCost) == 16, "plan cost layout");
+_Static_assert(sizeof(PlanConv) == 88 && offsetof(PlanConv, mode) == 76, "plan conv layout");
 
 uint64_t gpuc_fnv1a64(const void *data, size_t n, uint64_t h) {
   const uint8_t *p = data;
@@ -222,7 +224,8 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
         !tensor_ok(p, c->y, false) || !tensor_ok(p, c->z, true) || c->act > 1 ||
         (c->z != UINT32_MAX && c->b == UINT32_MAX) ||
         c->nspatial < 2 || c->nspatial > 3 || c->groups == 0 ||
-        c->workspace > p->meta.workspace_bytes)
+        c->workspace > p->meta.workspace_bytes || c->mode > PLAN_CONV_BWD_FILTER ||
+        (c->mode != PLAN_CONV_FWD && (c->b != UINT32_MAX || c->act != 0)))
       BAD("%s: corrupt plan: conv %u", path, i);
   }
   for (uint32_t i = 0; i < p->nsteps; i++) {
@@ -312,7 +315,9 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
       snprintf(what, sizeof what, "cublasLt gemm %lldx%lldx%lld batch %lld", (long long)g->m,
                (long long)g->n, (long long)g->k, (long long)g->batch);
     } else
-      snprintf(what, sizeof what, "cudnn conv%s", p->convs[s->index].nspatial == 3 ? "3d" : "2d");
+      snprintf(what, sizeof what, "cudnn conv%s%s", p->convs[s->index].nspatial == 3 ? "3d" : "2d",
+               p->convs[s->index].mode == PLAN_CONV_BWD_DATA     ? " backward data"
+               : p->convs[s->index].mode == PLAN_CONV_BWD_FILTER ? " backward filter" : "");
     fprintf(f, "  %4u %s  bytes %llu flops %llu  <- %s\n", i, what,
             (unsigned long long)p->costs[i].bytes, (unsigned long long)p->costs[i].flops,
             gpuc_plan_str(p, s->nodes));

@@ -58,7 +58,11 @@
   X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnFindConvolutionForwardAlgorithm) \
   X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward)               \
   X(cudnnConvolutionBiasActivationForward) X(cudnnCreateActivationDescriptor)        \
-  X(cudnnSetActivationDescriptor) X(cudnnDestroyActivationDescriptor)
+  X(cudnnSetActivationDescriptor) X(cudnnDestroyActivationDescriptor)                \
+  X(cudnnGetConvolutionBackwardDataAlgorithm_v7)                                     \
+  X(cudnnGetConvolutionBackwardDataWorkspaceSize) X(cudnnConvolutionBackwardData)    \
+  X(cudnnGetConvolutionBackwardFilterAlgorithm_v7)                                   \
+  X(cudnnGetConvolutionBackwardFilterWorkspaceSize) X(cudnnConvolutionBackwardFilter)
 
 #define FN_PTR(name) __typeof__(name) *name;
 typedef struct CudaDriverApi { GPUC_CU_FUNCS(FN_PTR) } CudaDriverApi;

@@ -18,7 +18,9 @@ typedef struct ConvState {
   cudnnActivationDescriptor_t act;
   cudnnFilterDescriptor_t w;
   cudnnConvolutionDescriptor_t conv;
-  cudnnConvolutionFwdAlgo_t algo;
+  cudnnConvolutionFwdAlgo_t algo;           /* PLAN_CONV_FWD */
+  cudnnConvolutionBwdDataAlgo_t bwd_data;   /* PLAN_CONV_BWD_DATA */
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter; /* PLAN_CONV_BWD_FILTER */
 } ConvState;
 
 struct GpucSession {
@@ -122,6 +124,49 @@ static int setup_gemm(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr 
   return 0;
 }
 
+/* Backward data (dX from W and dY) or backward filter (dW from X and dY):
+ * the descriptors are the forward's; the algorithm is cuDNN's heuristic
+ * ("get") choice, preferring deterministic ones, then any, that need at
+ * most 1 GiB of scratch; the workspace grows to what it needs. */
+static int setup_conv_backward(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr *e) {
+  const size_t cap = (size_t)1 << 30;
+  size_t need = 0;
+  int found = 0;
+  if (c->mode == PLAN_CONV_BWD_DATA) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[8];
+    CUDNN_TRY(e, cudnn.cudnnGetConvolutionBackwardDataAlgorithm_v7(s->dnn, st->w, st->y, st->conv, st->x, 8,
+                                                                   &found, perf));
+    st->bwd_data = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+    bool chosen = false;
+    for (int pass = 0; pass < 2 && !chosen; pass++)
+      for (int i = 0; i < found && !chosen; i++)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= cap &&
+            (pass == 1 || perf[i].determinism == CUDNN_DETERMINISTIC)) {
+          st->bwd_data = perf[i].algo;
+          chosen = true;
+        }
+    CUDNN_TRY(e, cudnn.cudnnGetConvolutionBackwardDataWorkspaceSize(s->dnn, st->w, st->y, st->conv, st->x,
+                                                                    st->bwd_data, &need));
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
+    CUDNN_TRY(e, cudnn.cudnnGetConvolutionBackwardFilterAlgorithm_v7(s->dnn, st->x, st->y, st->conv, st->w, 8,
+                                                                     &found, perf));
+    st->bwd_filter = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+    bool chosen = false;
+    for (int pass = 0; pass < 2 && !chosen; pass++)
+      for (int i = 0; i < found && !chosen; i++)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= cap &&
+            (pass == 1 || perf[i].determinism == CUDNN_DETERMINISTIC)) {
+          st->bwd_filter = perf[i].algo;
+          chosen = true;
+        }
+    CUDNN_TRY(e, cudnn.cudnnGetConvolutionBackwardFilterWorkspaceSize(s->dnn, st->x, st->y, st->conv, st->w,
+                                                                      st->bwd_filter, &need));
+  }
+  if (need > s->workspace_bytes) s->workspace_bytes = need;
+  return 0;
+}
+
 static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr *e) {
   const Plan *p = s->plan;
   const PlanTensor *x = &p->tensors[c->x], *w = &p->tensors[c->w], *y = &p->tensors[c->y];
@@ -151,6 +196,7 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
   CUDNN_TRY(e, cudnn.cudnnSetConvolutionGroupCount(st->conv, (int)c->groups));
   /* fp32 stays fp32 (no TF32) so results match the reference to 1e-4 */
   CUDNN_TRY(e, cudnn.cudnnSetConvolutionMathType(st->conv, c->dt == GPUC_DT_F16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  if (c->mode != PLAN_CONV_FWD) return setup_conv_backward(s, c, st, e);
   cudnnConvolutionFwdAlgoPerf_t perf[8];
   int found = 0;
   CUDNN_TRY(e, cudnn.cudnnGetConvolutionForwardAlgorithm_v7(s->dnn, st->x, st->w, st->conv, st->y, 8, &found, perf));
@@ -375,6 +421,22 @@ static int issue(GpucSession *s, GpucErr *e, CUevent *marks) {
       float one = 1, zero = 0;
       double one64 = 1, zero64 = 0;
       bool f64 = c->dt == GPUC_DT_F64;
+      void *alpha = f64 ? (void *)&one64 : (void *)&one, *beta = f64 ? (void *)&zero64 : (void *)&zero;
+      void *ws = (void *)(uintptr_t)s->workspace;
+      if (c->mode == PLAN_CONV_BWD_DATA) { /* x = dX from w and y = dY */
+        CUDNN_TRY(e, cudnn.cudnnConvolutionBackwardData(s->dnn, alpha, cs->w, (void *)(uintptr_t)s->tptr[c->w],
+                                                        cs->y, (void *)(uintptr_t)s->tptr[c->y], cs->conv,
+                                                        cs->bwd_data, ws, s->workspace_bytes, beta, cs->x,
+                                                        (void *)(uintptr_t)s->tptr[c->x]));
+        continue;
+      }
+      if (c->mode == PLAN_CONV_BWD_FILTER) { /* w = dW from x and y = dY */
+        CUDNN_TRY(e, cudnn.cudnnConvolutionBackwardFilter(s->dnn, alpha, cs->x, (void *)(uintptr_t)s->tptr[c->x],
+                                                          cs->y, (void *)(uintptr_t)s->tptr[c->y], cs->conv,
+                                                          cs->bwd_filter, ws, s->workspace_bytes, beta, cs->w,
+                                                          (void *)(uintptr_t)s->tptr[c->w]));
+        continue;
+      }
       if (c->b != UINT32_MAX) { /* y = act(conv + z + b) in one call */
         float alpha2 = c->z != UINT32_MAX ? 1.0f : 0.0f;
         void *zp = (void *)(uintptr_t)s->tptr[c->z != UINT32_MAX ? c->z : c->y];

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int nn_conv_grad_window(OpCtx *c, NnWindow *w); /* ir/infer_train_nn.c */
 
 static int64_t prod(const int64_t *v, int n) {
   int64_t p = 1;
