@@ -26,6 +26,18 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
   expect 1 train "$mlp" --data "fashion-mnist:$data" --max-steps 1
   "$gpuc" train "$mlp" --data "fashion-mnist:$data" --max-steps 1 2>&1 | grep -q -- "--cpu trains on the CPU" && ok ||
     bad "the no-GPU message does not point at --cpu"
+  # --mem-limit: the step is compiled (NVRTC, no GPU) and counted before anything is allocated
+  cnn=$models/small_cnn.onnx
+  o=$work/memlimit.txt
+  expect 1 train "$cnn" --data "fashion-mnist:$data" --arch sm_90 --mem-limit 3M --batch 256
+  "$gpuc" train "$cnn" --data "fashion-mnist:$data" --arch sm_90 --mem-limit 3M --batch 256 >"$o" 2>&1
+  grep -q "needs [0-9]* bytes of device memory .*--mem-limit allows 3145728.*smaller micro-batches cannot fit" "$o" &&
+    ok || bad "--mem-limit too small: no account in the message: $(tail -1 "$o")"
+  # between the batch-256 and batch-128 needs: the step is split, 128 x accum 2
+  "$gpuc" train "$cnn" --data "fashion-mnist:$data" --arch sm_90 --mem-limit 160M --batch 256 >"$o" 2>&1
+  grep -q "trying micro-batches of 128 x accum 2" "$o" && ! grep -q "micro-batches of 64" "$o" && ok ||
+    bad "--mem-limit 160M did not split batch 256 into 128 x 2: $(head -5 "$o")"
+  expect 2 train "$cnn" --data "fashion-mnist:$data" --mem-limit lots
 fi
 expect 2 train "$mlp" --cpu                                          # no --data
 expect 2 train "$mlp" --data "svhn:$data" --cpu

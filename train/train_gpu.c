@@ -198,8 +198,16 @@ int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucEr
     GpucShapeBind b = {.name = t->eval->values[t->eval->inputs[0]].name, .rank = t->in_rank};
     memcpy(b.dims, t->in_dims, sizeof b.dims);
     b.dims[0] = EVAL_BATCH;
-    Graph *eg = gpuc_onnx_load(g->path, &b, 1, e);
-    if (eg) ep = compile_plan(eg, sm, false, "evaluation", log, e);
+    /* the batch as the trainer binds it: an exporter's fixed batch (often
+     * 1) made symbolic first */
+    Graph *eg = gpuc_onnx_load(g->path, NULL, 0, e);
+    bool ok = eg != NULL;
+    if (ok) {
+      eg->values[eg->inputs[0]].t.dims[0] = -1;
+      ok = !gpuc_graph_infer(eg, e) && !gpuc_graph_bind_shape(eg, b.name, b.rank, b.dims, e) &&
+           !gpuc_graph_infer(eg, e);
+    }
+    if (ok) ep = compile_plan(eg, sm, false, "evaluation", log, e);
     gpuc_graph_free(eg);
     if (!ep) { gpuc_plan_free(tp); return -1; }
   }
@@ -210,6 +218,9 @@ int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucEr
             "masters and batches %.1f)\n", (double)need / 1e6, (double)need_plan / 1e6,
             (double)need_eval / 1e6, (double)need_opt / 1e6);
   if (o->mem_limit > 0 && need > (uint64_t)o->mem_limit) {
+    /* smaller micro-batches shrink the activations and the batches only */
+    uint64_t fixed = need - tp->meta.arena_bytes - 2 * (sizeof(float) + sizeof(int64_t)) * (uint64_t)t->batch * (uint64_t)t->dim;
+    bool hopeless = fixed >= (uint64_t)o->mem_limit;
     gpuc_plan_free(tp);
     gpuc_plan_free(ep);
     gpuc_err_set(e, "%s: a training step of batch %lld needs %llu bytes of device memory (training plan "
@@ -219,7 +230,13 @@ int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucEr
                  (unsigned long long)tp->meta.arena_bytes, (unsigned long long)tp->weights_size,
                  (unsigned long long)tp->meta.workspace_bytes, (unsigned long long)need_eval,
                  (unsigned long long)need_opt, (long long)o->mem_limit);
-    return GPUC_TRAIN_TOO_BIG;
+    if (!hopeless) return GPUC_TRAIN_TOO_BIG;
+    char why[200];
+    snprintf(why, sizeof why, "; without activations it still needs %llu bytes, so smaller micro-batches cannot fit",
+             (unsigned long long)fixed);
+    size_t n = strlen(e->msg);
+    snprintf(e->msg + n, sizeof e->msg - n, "%s", why);
+    return -1;
   }
   TrainGpu *G = calloc(1, sizeof *G);
   if (!G) { gpuc_plan_free(tp); gpuc_plan_free(ep); return gpuc_err_set(e, "out of memory"); }
