@@ -19,7 +19,8 @@
  * The host copies of parameters and optimizer state (Trainer) are brought
  * up to date at epoch ends (gpu_end_epoch), so evaluation, checkpoints and
  * --save work on them unchanged. Test accuracy runs a second plan: the
- * model alone in inference mode, fp32, batch EVAL_BATCH. */
+ * model alone in inference mode, fp32, at the training batch (so it needs
+ * no more activation memory than a training step). */
 #include "train_internal.h"
 #include "train_gpu_src.h"
 #include "codegen.h"
@@ -31,7 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EVAL_BATCH 500
 #define AMP_INITIAL_SCALE 65536.0f
 #define AMP_GROWTH_STEPS 2000.0f
 
@@ -197,7 +197,7 @@ int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucEr
   {
     GpucShapeBind b = {.name = t->eval->values[t->eval->inputs[0]].name, .rank = t->in_rank};
     memcpy(b.dims, t->in_dims, sizeof b.dims);
-    b.dims[0] = EVAL_BATCH;
+    b.dims[0] = t->batch;
     /* the batch as the trainer binds it: an exporter's fixed batch (often
      * 1) made symbolic first */
     Graph *eg = gpuc_onnx_load(g->path, NULL, 0, e);
@@ -497,26 +497,27 @@ static int sync_eval_plan(Trainer *t, GpucErr *e) {
 int gpu_logits(Trainer *t, const float *x, int64_t n, Tensor **logits, GpucErr *e) {
   TrainGpu *G = t->gpu;
   if (G->eval_stale && sync_eval_plan(t, e)) return -1;
+  const int64_t EB = t->batch;
   int64_t dims[2] = {n, t->classes};
   Tensor *out = gpuc_tensor_new(GPUC_DT_F32, 2, dims, e);
   Tensor xt = {.dt = GPUC_DT_F32, .rank = t->in_rank};
   memcpy(xt.dims, t->in_dims, sizeof xt.dims);
-  xt.dims[0] = EVAL_BATCH;
-  xt.data = calloc((size_t)(EVAL_BATCH * t->dim), sizeof(float));
+  xt.dims[0] = EB;
+  xt.data = calloc((size_t)(EB * t->dim), sizeof(float));
   const Plan *p = gpuc_session_plan(G->ev);
   const char *in = gpuc_plan_str(p, p->tensors[0].name), *oname = NULL;
   for (uint32_t i = 0; i < p->ntensors; i++)
     if (p->tensors[i].role == PLAN_ROLE_OUTPUT) { oname = gpuc_plan_str(p, p->tensors[i].name); break; }
   int rc = -1;
   if (!out || !xt.data || !oname) { if (out && xt.data) gpuc_err_set(e, "the evaluation plan has no output"); goto done; }
-  for (int64_t s = 0; s < n; s += EVAL_BATCH) {
-    int64_t b = n - s < EVAL_BATCH ? n - s : EVAL_BATCH; /* the last batch is padded with zeros */
+  for (int64_t s = 0; s < n; s += EB) {
+    int64_t b = n - s < EB ? n - s : EB; /* the last batch is padded with zeros */
     memcpy(xt.data, x + s * t->dim, sizeof(float) * (size_t)(b * t->dim));
-    if (b < EVAL_BATCH) memset((float *)xt.data + b * t->dim, 0, sizeof(float) * (size_t)((EVAL_BATCH - b) * t->dim));
+    if (b < EB) memset((float *)xt.data + b * t->dim, 0, sizeof(float) * (size_t)((EB - b) * t->dim));
     if (gpuc_session_set_input(G->ev, in, &xt, e) || gpuc_session_run(G->ev, e)) goto done;
     Tensor *y = gpuc_session_get_output(G->ev, oname, e);
     if (!y) goto done;
-    bool ok = y->rank == 2 && y->dims[0] == EVAL_BATCH && y->dims[1] == t->classes && y->dt == GPUC_DT_F32;
+    bool ok = y->rank == 2 && y->dims[0] == EB && y->dims[1] == t->classes && y->dt == GPUC_DT_F32;
     if (ok) memcpy((float *)out->data + s * t->classes, y->data, sizeof(float) * (size_t)(b * t->classes));
     gpuc_tensor_free(y);
     if (!ok) { gpuc_err_set(e, "%s: the evaluation output is not [batch, classes] f32", t->g->path); goto done; }
