@@ -6,11 +6,14 @@
    module from the same initial weights, on the same images in the same
    order (gpuc's shuffle is replayed here), SGD with momentum, batch 64,
    200 steps, fp32 (no TF32 on either side) and AMP (autocast + GradScaler
-   vs gpuc --amp). Reported: the loss at step 200 and the mean of steps
-   191..200 on both sides, and their relative difference.
+   vs gpuc --amp). Reported: the loss of the trained parameters on 2048
+   fixed images (gpuc's saved model loaded into the torchvision module),
+   the loss at step 200 and the mean of steps 191..200 on both sides, and
+   their relative differences.
 2. Throughput: torchvision ResNet-50 on 32x32 images, batch 256, AMP:
    PyTorch eager (autocast + GradScaler, channels-last off, as the baseline
-   in GPU.md) vs gpuc train --amp; images/s over steps after warmup.
+   in GPU.md) vs gpuc train --amp --mem-limit 8G; images/s over steps
+   after warmup.
 
 Data: Fashion-MNIST (IDX gz files) padded to 32x32 and repeated to 3
 channels, written as npy files for `gpuc train --data npy:X,Y`.
@@ -63,14 +66,21 @@ def gpuc_order(n, seed):
 
 
 def export(model, path, shape):
-    model.eval()
-    dummy = torch.zeros((2,) + shape, device="cuda")
-    kw = dict(input_names=["input"], output_names=["logits"],
+    """In training mode: an eval-mode export folds each BatchNormalization
+    into its Conv, and gpuc would train a different (BN-free) network than
+    PyTorch. The running statistics are restored after the export's one
+    forward pass, so both sides start from the same state."""
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    model.train()
+    dummy = torch.randn((2,) + shape, device="cuda")
+    kw = dict(input_names=["input"], output_names=["logits"], training=torch.onnx.TrainingMode.TRAINING,
+              do_constant_folding=False,
               dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, opset_version=17)
     try:
         torch.onnx.export(model, dummy, path, dynamo=False, **kw)
     except TypeError:
         torch.onnx.export(model, dummy, path, **kw)
+    model.load_state_dict(saved)
 
 
 def torch_losses(model, x, y, order, batch, steps, lr, momentum, amp):
@@ -93,17 +103,17 @@ def torch_losses(model, x, y, order, batch, steps, lr, momentum, amp):
         else:
             loss.backward()
             opt.step()
-        out.append(float(loss))
+        out.append(float(loss.detach()))
     return out
 
 
 STEP_RE = re.compile(r"step (\d+)/\d+ loss ([0-9.eE+-]+|nan|inf) lr \S+ images/s (\d+) loss scale (\S+)")
 
 
-def gpuc_train(gpuc, onnx, xnpy, ynpy, batch, steps, lr, momentum, seed, amp, log_every, logpath):
+def gpuc_train(gpuc, onnx, xnpy, ynpy, batch, steps, lr, momentum, seed, amp, log_every, logpath, extra=()):
     cmd = [gpuc, "train", onnx, "--data", "npy:%s,%s" % (xnpy, ynpy), "--batch", str(batch),
            "--max-steps", str(steps), "--epochs", "1", "--lr", str(lr), "--momentum", str(momentum),
-           "--seed", str(seed), "--log-every", str(log_every)] + (["--amp"] if amp else [])
+           "--seed", str(seed), "--log-every", str(log_every)] + (["--amp"] if amp else []) + list(extra)
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True)
     with open(logpath, "w") as f:
@@ -113,6 +123,28 @@ def gpuc_train(gpuc, onnx, xnpy, ynpy, batch, steps, lr, momentum, seed, amp, lo
     rows = [(int(m.group(1)), float(m.group(2)), float(m.group(3)), m.group(4))
             for m in STEP_RE.finditer(r.stdout)]
     return rows, r.stdout, time.time() - t0
+
+
+def fixed_loss(model, x, y):
+    """The trained parameters' loss on one fixed set of images (train-mode
+    BatchNorm: batch statistics, so gpuc's biased and PyTorch's unbiased
+    running variances do not enter), fp32: less noisy than one step's."""
+    model.train()
+    with torch.no_grad():
+        xs, ys = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
+        return float(torch.nn.functional.cross_entropy(model(xs), ys))
+
+
+def load_onnx_weights(model, path):
+    import onnx
+    from onnx import numpy_helper
+    sd = model.state_dict()
+    got = 0
+    for t in onnx.load(path).graph.initializer:
+        if t.name in sd and "num_batches" not in t.name:
+            sd[t.name].copy_(torch.from_numpy(numpy_helper.to_array(t).copy()))
+            got += 1
+    return got
 
 
 def loss_curves(a, res):
@@ -130,10 +162,13 @@ def loss_curves(a, res):
         onnx = os.path.join(a.work, "resnet18_10.onnx")
         export(m, onnx, (3, 32, 32))
         tl = torch_losses(m, x, y, order, B, S, lr, mom, amp)
+        xe, ye = x[:2048], y[:2048]
+        torch_fixed = fixed_loss(m, xe, ye)
         key = "amp" if amp else "fp32"
+        saved = os.path.join(a.work, "r18_gpuc_%s.onnx" % key)
         try:
             rows, _, secs = gpuc_train(a.gpuc, onnx, xn, yn, B, S, lr, mom, seed, amp, 1,
-                                       os.path.join(a.out, "train_r18_%s.txt" % key))
+                                       os.path.join(a.out, "train_r18_%s.txt" % key), ["--save", saved])
         except RuntimeError as ex:
             res["loss_" + key] = dict(error=str(ex))
             log(key, "gpuc failed:", ex)
@@ -142,16 +177,22 @@ def loss_curves(a, res):
         if len(gl) != S:
             res["loss_" + key] = dict(error="gpuc logged %d steps of %d" % (len(gl), S))
             continue
+        torch.manual_seed(0)
+        mg = torchvision.models.resnet18(num_classes=10).cuda()
+        nload = load_onnx_weights(mg, saved)
+        gpuc_fixed = fixed_loss(mg, xe, ye)
         last = (gl[-1], tl[-1])
         tail = (float(np.mean(gl[-10:])), float(np.mean(tl[-10:])))
-        d = dict(gpuc_step=last[0], torch_step=last[1], rel_step=abs(last[0] - last[1]) / abs(last[1]),
+        d = dict(gpuc_fixed=gpuc_fixed, torch_fixed=torch_fixed, rel_fixed=abs(gpuc_fixed - torch_fixed) / torch_fixed,
+                 tensors_loaded=nload, gpuc_step=last[0], torch_step=last[1], rel_step=abs(last[0] - last[1]) / abs(last[1]),
                  gpuc_tail10=tail[0], torch_tail10=tail[1], rel_tail10=abs(tail[0] - tail[1]) / abs(tail[1]),
                  gpuc_first=gl[0], torch_first=tl[0], scale_last=rows[-1][3], seconds=secs,
                  curve_every10=[(i + 1, gl[i], tl[i]) for i in range(9, S, 10)])
         res["loss_" + key] = d
-        log("%s: step %d loss gpuc %.5f torch %.5f (rel %.4f); mean of last 10: %.5f vs %.5f (rel %.4f); "
-            "step 1 %.5f vs %.5f" % (key, S, last[0], last[1], d["rel_step"], tail[0], tail[1], d["rel_tail10"],
-                                     gl[0], tl[0]))
+        log("%s: after %d steps, loss on 2048 fixed images gpuc %.5f torch %.5f (rel %.4f; %d tensors loaded); "
+            "step %d loss %.5f vs %.5f (rel %.4f); mean of last 10: %.5f vs %.5f (rel %.4f); step 1 %.5f vs %.5f"
+            % (key, S, gpuc_fixed, torch_fixed, d["rel_fixed"], nload, S, last[0], last[1], d["rel_step"],
+               tail[0], tail[1], d["rel_tail10"], gl[0], tl[0]))
 
 
 def throughput(a, res):
@@ -197,10 +238,10 @@ def throughput(a, res):
     d = dict(torch_ips=tips, torch_peak_mib=peak)
     try:
         rows, out, secs = gpuc_train(a.gpuc, onnx, xn, yn, B, steps, 0.01, 0.9, 1, True, 10,
-                                     os.path.join(a.out, "train_r50_amp.txt"))
+                                     os.path.join(a.out, "train_r50_amp.txt"), ["--mem-limit", "8G"])
         ips = [r[2] for r in rows][1:]  # the first interval includes the CUDA graph capture
         d.update(gpuc_ips=float(np.median(ips)) if ips else None, gpuc_seconds=secs,
-                 gpuc_plan=[l for l in out.splitlines() if "plan:" in l])
+                 gpuc_plan=[l for l in out.splitlines() if "plan:" in l or "device memory" in l])
         if ips:
             d["ratio"] = d["gpuc_ips"] / tips
         log("gpuc --amp: %s images/s (%s x PyTorch)" % (d.get("gpuc_ips"), d.get("ratio")))
