@@ -7,7 +7,8 @@ PyTorch on the same fresh random input, print the relative L2 error, then
 time gpuc (`gpuc bench`: CUDA-graph replays, CUDA events, median) and
 PyTorch eager fp32/fp16 (CUDA events, median) in the same process run.
 
-usage: torch_models.py --gpuc build/gpuc --work DIR --out DIR [--models a,b] [--quick]
+usage: torch_models.py --gpuc build/gpuc --work DIR --out DIR [--models a,b] [--quick] [--compile]
+(--compile: torch.compile(mode="reduce-overhead") fp16 timed in the same run)
 Writes OUT/models.json and OUT/models.md.
 """
 import argparse, json, os, re, subprocess, sys, time
@@ -166,6 +167,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--models", default="resnet50,mobilenet_v2,bert")
     ap.add_argument("--quick", action="store_true", help="batch 1 only, fewer iterations")
+    ap.add_argument("--compile", action="store_true", help="also torch.compile(mode='reduce-overhead') fp16")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     rows = []
@@ -205,6 +207,18 @@ def main():
                 tin_r = tuple(t.half().float() if t.is_floating_point() else t for t in tin)
                 row["rel_l2_input_rounding"] = rel_l2(wrapped(*tin_r).float().cpu().numpy(), ref)
                 row["torch_fp16_ms"] = cuda_median_ms(lambda: half(*tin16), iters=20 if a.quick else 50)
+                if a.compile:  # the issue's baseline: torch.compile(mode="reduce-overhead") fp16
+                    try:
+                        t0 = time.time()
+                        comp = torch.compile(half, mode="reduce-overhead")
+                        for _ in range(3):
+                            comp(*tin16)
+                        torch.cuda.synchronize()
+                        row["torch_compile_s"] = round(time.time() - t0, 1)
+                        row["torch_compile_fp16_ms"] = cuda_median_ms(lambda: comp(*tin16), iters=50)
+                        del comp
+                    except Exception as ex:  # report, go on
+                        row["torch_compile_error"] = str(ex).splitlines()[0][:200]
                 del half
             if not ok:
                 row["error"] = "gpuc compile failed: " + msg.splitlines()[-1][:300]
@@ -234,15 +248,16 @@ def main():
             torch.cuda.empty_cache()
     with open(os.path.join(a.out, "models.json"), "a") as f:
         json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), f, indent=1)
-    lines = ["| model | batch | rel L2 fp32 | rel L2 fp16 | PyTorch fp16 rel L2 | input rounding floor | gpuc -O2 fp32 ms | gpuc -O2 --fp16 ms | PyTorch eager fp32 ms | PyTorch eager fp16 ms | note |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| model | batch | rel L2 fp32 | rel L2 fp16 | PyTorch fp16 rel L2 | input rounding floor | gpuc -O2 fp32 ms | gpuc -O2 --fp16 ms | PyTorch eager fp32 ms | PyTorch eager fp16 ms | torch.compile fp16 ms | note |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         f = lambda k, fmt="%.3f": (fmt % r[k]) if r.get(k) is not None else "-"
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["model"], r.get("batch", "-"), f("rel_l2_fp32", "%.2e"), f("rel_l2_fp16", "%.2e"),
             f("rel_l2_torch_fp16", "%.2e"), f("rel_l2_input_rounding", "%.2e"),
             f("gpuc_fp32_ms"), f("gpuc_fp16_ms"), f("torch_fp32_ms"), f("torch_fp16_ms"),
-            (r.get("error", "") + " " + r.get("fp16_error", "")).strip()))
+            f("torch_compile_fp16_ms"),
+            (r.get("error", "") + " " + r.get("fp16_error", "") + " " + r.get("torch_compile_error", "")).strip()))
     with open(os.path.join(a.out, "models.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     log("\n".join(lines))

@@ -5,7 +5,7 @@
 #   3. ResNet-50 / MobileNetV2 / BERT-base from PyTorch vs gpuc (bench/)
 # Carry: build-gpu (gpuc, onnx_op_types) and .testdata (libonnx-testdata's
 # node, pytorch-converted, pytorch-operator, simple folders).
-# usage: tests/gpu/gpu_round.sh [conformance] [models] [quick]
+# usage: tests/gpu/gpu_round.sh [conformance] [models] [quick] [compile]
 set -u
 # Results go straight to $OUT as they are made (a run stopped at its time
 # limit still returns what it finished); big JSON files go to round.tgz.
@@ -34,6 +34,7 @@ $PY tests/gpu/bundled_vs_cpu.py $GPUC build-gpu/models /tmp/gpuc_smoke 2>&1 | te
 
 if [[ "$what" == *models* ]]; then
   q=""; [[ "$what" == *quick* ]] && q="--quick"
+  [[ "$what" == *compile* ]] && q="$q --compile"
   $PY bench/torch_models.py --gpuc "$GPUC" --work /tmp/gpuc_models --out "$OUT" $q \
       --models "${MODELS:-resnet50,mobilenet_v2,bert}" 2>&1 | tee "$BIG/models.txt" | tail -20
   # where the time goes: per-step profiles of the big plans (in round.tgz)
