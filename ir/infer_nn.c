@@ -761,11 +761,41 @@ int infer_Upsample(OpCtx *c) {
   return infer_resize_like(c);
 }
 
-/* FusedConv(X, W, B, Z?): Conv's shape; Z, when present, must have it too. */
+/* dst = t's shape with dims permuted (dst[i] = t[perm[i]]), rank 4, no data */
+static void permuted_shape(const Tensor *t, const int perm[4], Tensor *dst) {
+  *dst = *t;
+  dst->data = NULL;
+  for (int i = 0; i < 4; i++) dst->dims[i] = t->dims[perm[i]];
+}
+
+/* FusedConv(X, W, B?, Z?): Conv's shape; Z, when present, must have it too.
+ * NHWC: Conv's inference on NCHW views of X and W, Y permuted back. */
 int infer_FusedConv(OpCtx *c) {
+  int64_t layout = gpuc_attr_i(c->n, "layout", GPUC_LAYOUT_NCHW);
+  if (layout != GPUC_LAYOUT_NCHW && layout != GPUC_LAYOUT_NHWC)
+    return gpuc_op_fail(c, "layout %lld is not 0 (NCHW) or 1 (NHWC)", (long long)layout);
   OpCtx conv = *c;
   conv.nin = 3;
-  if (infer_Conv(&conv)) return -1;
+  if (layout == GPUC_LAYOUT_NHWC) {
+    const Tensor *x = c->in[0], *w = c->in[1];
+    if (x->rank < 0 || w->rank < 0) return gpuc_infer_unknown(c, 0, x->dt);
+    if (x->rank != 4 || w->rank != 4) return gpuc_op_fail(c, "an NHWC convolution must be 2-D");
+    static const int to_nchw[4] = GPUC_NHWC_TO_NCHW, to_nhwc[4] = GPUC_NCHW_TO_NHWC;
+    Tensor xn, wn, yn = {0};
+    permuted_shape(x, to_nchw, &xn);
+    permuted_shape(w, to_nchw, &wn);
+    const Tensor *ins[3] = {&xn, &wn, c->nin > 2 ? c->in[2] : NULL};
+    Tensor *outs[1] = {&yn};
+    conv.in = ins;
+    conv.out = outs;
+    if (infer_Conv(&conv)) return -1;
+    if (yn.rank != 4) return gpuc_infer_unknown(c, 0, x->dt);
+    Tensor y;
+    permuted_shape(&yn, to_nhwc, &y);
+    gpuc_set_shape(c->out[0], yn.dt, 4, y.dims);
+  } else if (infer_Conv(&conv)) {
+    return -1;
+  }
   if (c->nin > 3 && c->in[3]) {
     const Tensor *z = c->in[3], *y = c->out[0];
     bool same = z->dt == y->dt && z->rank == y->rank;

@@ -26,6 +26,9 @@ int pass_cse(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fold_batchnorm(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e);
+/* 2-D convolutions and the elementwise ops between them in NHWC, with
+ * Transposes only where values enter or leave such a region (--fp16). */
+int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_matmul_bias(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e);
 /* Runs the passes of o->level, verifying the graph after each. */
