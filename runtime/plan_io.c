@@ -316,7 +316,8 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
       snprintf(what, sizeof what, "cublasLt gemm %lldx%lldx%lld batch %lld", (long long)g->m,
                (long long)g->n, (long long)g->k, (long long)g->batch);
     } else
-      snprintf(what, sizeof what, "cudnn conv%s", p->convs[s->index].nspatial == 3 ? "3d" : "2d");
+      snprintf(what, sizeof what, "cudnn conv%s%s", p->convs[s->index].nspatial == 3 ? "3d" : "2d",
+               GPUC_CONV_LAYOUT(p->convs[s->index].act) == GPUC_LAYOUT_NHWC ? " nhwc" : "");
     fprintf(f, "  %4u %s  bytes %llu flops %llu  <- %s\n", i, what,
             (unsigned long long)p->costs[i].bytes, (unsigned long long)p->costs[i].flops,
             gpuc_plan_str(p, s->nodes));
