@@ -33,6 +33,9 @@ int nn_conv_window(OpCtx *c, NnWindow *w);
 int nn_convt_window(OpCtx *c, NnWindow *w);
 /* AveragePool / MaxPool: X [N, C, D..], kernel_shape required. */
 int nn_pool_window(OpCtx *c, NnWindow *w);
+/* MaxPool with attribute layout 1 (passes/layout_nhwc.c): X, Y [N,H,W,C],
+ * 2-D, no Indices; nn_pool_window then describes the NCHW view. */
+bool nn_pool_nhwc(const OpCtx *c);
 
 /* Resize / Upsample parameters. */
 typedef enum { NN_RS_NEAREST, NN_RS_LINEAR, NN_RS_CUBIC } NnResizeMode;

@@ -9,6 +9,8 @@
  *   - layout-agnostic elementwise ops (Relu, Clip, Add of a residual, Mul
  *     by a per-channel constant...): every input a rank-4 computed value,
  *     or a constant of rank <= 4 (re-laid-out), with a rank-4 output,
+ *   - 2-D MaxPools without Indices (ResNet's after the stem), which get
+ *     layout = 1 too,
  * joined where one reads another's output; a region without a convolution
  * is left alone. Inside it every value is NHWC: convolutions get
  * layout = 1 and weights [K,C/g,R,S] -> [K,R,S,C/g]; constants read by
@@ -18,7 +20,8 @@
  * reads, or that is a graph output, leaves through one Transpose [0,3,1,2]
  * which writes the original value (so the outside keeps its names, shapes
  * and outputs). Between two convolutions of a region there is no
- * Transpose. Anything else ends a region: pools, Flatten/Reshape,
+ * Transpose. Anything else ends a region: other pools (GlobalAveragePool:
+ * a Transpose of the last, smallest activation), Flatten/Reshape,
  * Concat, Gemm, ops reading a rank-4 value with a lower-rank computed
  * operand (broadcast that would mean something else in NHWC).
  *
@@ -45,6 +48,16 @@ static bool conv2d(const Graph *g, const Node *n) {
   if (x->t.dt != GPUC_DT_F32 && x->t.dt != GPUC_DT_F16) return false;
   if (n->nin > 3 && n->in[3] >= 0 && !known4(&g->values[n->in[3]].t)) return false;
   return true;
+}
+
+/* A 2-D MaxPool without Indices: it has an NHWC form (attribute layout). */
+static bool maxpool2d(const Graph *g, const Node *n) {
+  if (n->op != GPUC_OP_MAXPOOL || n->in[0] < 0 || n->out[0] < 0) return false;
+  if (gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NCHW) return false;
+  if (n->nout > 1 && n->out[1] >= 0) return false;
+  const Value *x = &g->values[n->in[0]];
+  return known4(&x->t) && !x->is_const && known4(&g->values[n->out[0]].t) &&
+         (x->t.dt == GPUC_DT_F32 || x->t.dt == GPUC_DT_F16);
 }
 
 /* An elementwise op that computes the same in NHWC once its inputs are. */
@@ -75,6 +88,7 @@ static bool layout_input(const Graph *g, const Node *n, int k) {
   int v = n->in[k];
   if (v < 0) return false;
   if (n->op == GPUC_OP_CONV || n->op == GPUC_OP_FUSEDCONV) return k == 0 || k == 3;
+  if (n->op == GPUC_OP_MAXPOOL) return k == 0;
   return !has_data(&g->values[v]);
 }
 
@@ -152,8 +166,8 @@ static int nhwc_const(Rw *r, int v) {
   return r->cperm[v] = w;
 }
 
-/* Conv -> FusedConv(X, W, B?) activation 0; both get layout 1. */
-static int mark_conv(Rw *r, int i) {
+/* Conv -> FusedConv(X, W, B?) activation 0; both (and MaxPool) get layout 1. */
+static int mark_layout(Rw *r, int i) {
   Graph *g = r->g;
   Node *n = &g->nodes[i];
   bool plain = n->op == GPUC_OP_CONV;
@@ -183,15 +197,17 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
   int *parent = malloc(sizeof(int) * ((size_t)nn + 1));
   bool *elig = calloc((size_t)nn + 1, 1), *isconv = calloc((size_t)nn + 1, 1);
   bool *has_conv = calloc((size_t)nn + 1, 1), *region = calloc((size_t)nn + 1, 1);
+  bool *pool = calloc((size_t)nn + 1, 1);
   Rw r = {.g = g, .e = e, .twin = malloc(sizeof(int) * ((size_t)nv + 1)),
           .cperm = malloc(sizeof(int) * ((size_t)nv + 1))};
-  if (!parent || !elig || !isconv || !has_conv || !region || !r.twin || !r.cperm) { oom(&r); goto done; }
+  if (!parent || !elig || !isconv || !has_conv || !region || !pool || !r.twin || !r.cperm) { oom(&r); goto done; }
   for (int v = 0; v < nv; v++) r.twin[v] = r.cperm[v] = -1;
   /* regions: components of eligible nodes joined through layout inputs */
   for (int i = 0; i < nn; i++) {
     parent[i] = i;
     isconv[i] = conv2d(g, &g->nodes[i]);
-    elig[i] = isconv[i] || agnostic(g, &g->nodes[i]);
+    pool[i] = maxpool2d(g, &g->nodes[i]);
+    elig[i] = isconv[i] || pool[i] || agnostic(g, &g->nodes[i]);
   }
   for (int i = 0; i < nn; i++) {
     if (!elig[i]) continue;
@@ -231,7 +247,7 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
       if (w < 0) goto done;
       g->nodes[i].in[k] = w;
     }
-    if (conv && mark_conv(&r, i)) goto done;
+    if ((conv || pool[i]) && mark_layout(&r, i)) goto done;
     changed++;
   }
   /* region values read outside (or graph outputs) leave through a Transpose
@@ -253,6 +269,6 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
   if (changed && (gpuc_graph_toposort(g, e) || gpuc_graph_infer(g, e))) goto done;
   rc = changed;
 done:
-  free(parent); free(elig); free(isconv); free(has_conv); free(region); free(r.twin); free(r.cperm);
+  free(parent); free(elig); free(isconv); free(has_conv); free(region); free(pool); free(r.twin); free(r.cperm);
   return rc;
 }
