@@ -1,9 +1,13 @@
 /* Conv as a cuDNN call (NCHW), with the bias added by a generated kernel.
  * cuDNN pads symmetrically: asymmetric pads (SAME_* with even kernels,
  * explicit pads) go through a generated zero-pad kernel first. 1-D
- * convolutions run as 2-D with a unit width. The training gradients
- * ConvGradInput / ConvGradWeight are cuDNN's backward-data and
- * backward-filter calls on the same descriptors (PlanConv.mode). */
+ * convolutions run as 2-D with a unit width. FusedConv with a Relu is one
+ * fused cuDNN call; without one (activation 0) it is the convolution, then
+ * bias (+ residual) in a generated kernel, as for Conv. FusedConv layout 1
+ * is NHWC: X, Z, Y [N,H,W,C], W [K,R,S,C/g]; the spatial dims are 1..2.
+ * The training gradients ConvGradInput / ConvGradWeight are cuDNN's
+ * backward-data and backward-filter calls on the same descriptors
+ * (PlanConv.mode). */
 #include "lower_util.h"
 #include "infer_nn.h"
 #include <stdio.h>
@@ -35,28 +39,33 @@ static int conv_pads(LowerCtx *c, int ns, const int64_t *in_sp, const int64_t *k
 /* Conv and FusedConv: fused = bias (+ residual z) (+ relu) in cuDNN's call */
 static int lower_conv(LowerCtx *c, bool fused) {
   const Tensor *x = c->in[0], *w = c->in[1], *y = c->out[0];
-  const Tensor *bias = c->nin > 2 ? c->in[2] : NULL;
+  const Tensor *bias = c->nin > 2 ? c->in[2] : NULL, *z = c->nin > 3 ? c->in[3] : NULL;
+  int64_t act = fused ? gpuc_attr_i(c->n, "activation", 0) : 0;
+  bool nhwc = fused && gpuc_attr_i(c->n, "layout", GPUC_LAYOUT_NCHW) == GPUC_LAYOUT_NHWC;
+  int sp0 = nhwc ? 1 : 2;         /* first spatial dim of X, Y (and W) */
   if (x->dt != GPUC_DT_F32 && x->dt != GPUC_DT_F16)
     return lower_unsupported(c, "Conv of %s on the GPU", gpuc_dtype_name(x->dt));
   int ns = x->rank - 2;
   if (ns < 1 || ns > 3) return lower_unsupported(c, "Conv with %d spatial dims on the GPU", ns);
+  if (nhwc && ns != 2) return lower_fail(c, "an NHWC convolution must be 2-D");
   int64_t k[3], st[3], dil[3], pb[3], pe[3];
   const int64_t *v;
   int n;
-  for (int i = 0; i < ns; i++) { k[i] = w->dims[2 + i]; st[i] = dil[i] = 1; }
+  for (int i = 0; i < ns; i++) { k[i] = w->dims[sp0 + i]; st[i] = dil[i] = 1; }
   if ((n = gpuc_attr_ints(c->n, "strides", &v)) == ns) for (int i = 0; i < ns; i++) st[i] = v[i];
   if ((n = gpuc_attr_ints(c->n, "dilations", &v)) == ns) for (int i = 0; i < ns; i++) dil[i] = v[i];
-  conv_pads(c, ns, x->dims + 2, k, st, dil, y->dims + 2, pb, pe);
+  conv_pads(c, ns, x->dims + sp0, k, st, dil, y->dims + sp0, pb, pe);
   uint32_t xin = c->tin[0];
   bool asym = false;
   for (int i = 0; i < ns; i++) if (pb[i] != pe[i] || pb[i] < 0) asym = true;
   PlanConv cv = {.x = xin, .w = c->tin[1], .b = UINT32_MAX, .y = c->tout[0], .z = UINT32_MAX,
                  .nspatial = ns == 3 ? 3 : 2, .groups = (uint32_t)gpuc_attr_i(c->n, "group", 1),
-                 .dt = x->dt, .algo = -1, .workspace = 0};
+                 .dt = x->dt, .algo = -1, .workspace = 0,
+                 .act = GPUC_CONV_ACT_PACK(0, nhwc ? GPUC_LAYOUT_NHWC : GPUC_LAYOUT_NCHW)};
   if (asym) { /* zero-pad into a scratch tensor, then convolve unpadded */
     Tensor pd = *x;
     pd.data = NULL;
-    for (int i = 0; i < ns; i++) pd.dims[2 + i] = x->dims[2 + i] + pb[i] + pe[i];
+    for (int i = 0; i < ns; i++) pd.dims[sp0 + i] = x->dims[sp0 + i] + pb[i] + pe[i];
     uint32_t padded = cg_scratch(c, x->dt, pd.rank, pd.dims);
     StrBuf *b = cg_src(c);
     const char *name = cg_kernel_name(c);
@@ -67,7 +76,7 @@ static int lower_conv(LowerCtx *c, bool fused) {
     /* walk dims from last: coordinate in the padded tensor -> source */
     sb_printf(b, "    i64 c;\n");
     for (int d = pd.rank - 1; d >= 0; d--) {
-      int64_t off = d >= 2 ? pb[d - 2] : 0;
+      int64_t off = d >= sp0 && d < sp0 + ns ? pb[d - sp0] : 0;
       sb_printf(b, "    c = r %% %lldLL - %lldLL; r /= %lldLL; ok &= (c >= 0 && c < %lldLL); src += c * sx; sx *= %lldLL;\n",
                 (long long)pd.dims[d], (long long)off, (long long)pd.dims[d], (long long)x->dims[d],
                 (long long)x->dims[d]);
@@ -87,26 +96,34 @@ static int lower_conv(LowerCtx *c, bool fused) {
   if (ns == 1) { cv.pads[1] = 0; cv.strides[1] = 1; cv.dilations[1] = 1; }
   /* cuDNN's workspace needs are only known with a GPU: the runtime picks an
    * algorithm that fits the plan's workspace at load time */
-  if (fused) {
+  if (fused && act == 1) {
     cv.b = c->tin[2];
-    cv.z = c->nin > 3 && c->in[3] ? c->tin[3] : UINT32_MAX;
-    cv.act = (uint32_t)gpuc_attr_i(c->n, "activation", 0);
+    cv.z = z ? c->tin[3] : UINT32_MAX;
+    cv.act = GPUC_CONV_ACT_PACK(1, GPUC_CONV_LAYOUT(cv.act));
     return cg_conv(c, &cv);
   }
   if (cg_conv(c, &cv)) return -1;
-  if (!bias) return 0;
-  /* y += bias viewed as [C,1,..] (in place, one broadcasting kernel) */
-  Tensor bv = *bias;
-  bv.rank = y->rank - 1;
-  for (int i = 1; i < bv.rank; i++) bv.dims[i] = 1;
-  const Tensor *ins[2] = {y, &bv};
-  uint32_t tins[2] = {c->tout[0], c->tin[2]};
+  if (!bias && !z) return 0;
+  /* y += bias viewed as [C,1,..] (NHWC: [C], the last dim) (+ z), in place,
+   * one broadcasting kernel */
+  const Tensor *ins[3] = {y};
+  uint32_t tins[3] = {c->tout[0]};
+  int nins = 1;
+  Tensor bv;
+  if (bias) {
+    bv = *bias;
+    bv.rank = nhwc ? 1 : y->rank - 1;
+    for (int i = 1; i < bv.rank; i++) bv.dims[i] = 1;
+    ins[nins] = &bv;
+    tins[nins++] = c->tin[2];
+  }
+  if (z) { ins[nins] = z; tins[nins++] = c->tin[3]; }
   LowerCtx e = *c;
   e.in = ins;
   e.tin = tins;
-  e.nin = 2;
-  static const int which[2] = {0, 1};
-  int rc = cg_elementwise(&e, which, 2, "float", NULL, "x0 + x1");
+  e.nin = nins;
+  static const int which[3] = {0, 1, 2};
+  int rc = cg_elementwise(&e, which, nins, "float", NULL, nins == 3 ? "x0 + x1 + x2" : "x0 + x1");
   c->nkernels_emitted = e.nkernels_emitted;
   return rc;
 }

@@ -5,7 +5,8 @@
  * use, so pads/auto_pad/strides/dilations/ceil_mode agree by construction.
  *
  * Windowed pools: one thread per output element walking the kernel taps
- * with baked extents, in the reference's (row-major) tap order. Global
+ * with baked extents, in the reference's (row-major) tap order (an NHWC
+ * MaxPool, passes/layout_nhwc.c: the same walk, channel innermost). Global
  * pools: one block (or thread, for small planes) per [N, C] plane. */
 #include "lower_util.h"
 #include "infer_nn.h"
@@ -44,6 +45,10 @@ static int pool_lower(LowerCtx *c, bool is_max) {
   bool include_pad = !is_max && gpuc_attr_i(c->n, "count_include_pad", 0) == 1;
   bool col_major = is_max && gpuc_attr_i(c->n, "storage_order", 0) == 1;
   bool want_idx = is_max && c->nout > 1 && c->out[1] && c->tout[1] != UINT32_MAX;
+  /* NHWC MaxPool (2-D, no Indices): y[n, o0, o1, ch], taps C apart */
+  bool nhwc = nn_pool_nhwc(LOWER_OPCTX(c));
+  if (nhwc && (want_idx || w.nsp != 2)) return lower_fail(c, "an NHWC MaxPool must be 2-D without Indices");
+  int64_t C = nhwc ? w.c_in : 1;
   int nsp = w.nsp;
   int64_t HWin = prod(w.in, nsp), HWout = prod(w.out, nsp);
   int64_t total = w.n * w.c_in * HWout;
@@ -60,9 +65,13 @@ static int pool_lower(LowerCtx *c, bool is_max) {
   sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s* __restrict__ y%s) {\n"
                "  GRID_STRIDE(i, %lldLL) {\n    i64 r = i;\n",
             name, cg_ctype(dt), cg_ctype(y->dt), want_idx ? ", long long* __restrict__ idx" : "", LL(total));
+  if (nhwc) sb_printf(b, "    i64 ch = r %% %lldLL; r /= %lldLL;\n", LL(C), LL(C));
   for (int d = nsp - 1; d >= 0; d--)
     sb_printf(b, "    i64 o%d = r %% %lldLL; r /= %lldLL;\n", d, LL(w.out[d]), LL(w.out[d]));
-  sb_printf(b, "    const %s* xp = x + r * %lldLL;\n", cg_ctype(dt), LL(HWin));
+  if (nhwc) /* r is the image: its [H,W,C] block, channel ch */
+    sb_printf(b, "    const %s* xp = x + r * %lldLL + ch;\n", cg_ctype(dt), LL(HWin * C));
+  else
+    sb_printf(b, "    const %s* xp = x + r * %lldLL;\n", cg_ctype(dt), LL(HWin));
   if (is_max) {
     sb_printf(b, "    %s acc = 0;\n    i64 best = -1;\n", ct);
   } else {
@@ -83,7 +92,7 @@ static int pool_lower(LowerCtx *c, bool is_max) {
   }
   int ind = 2 * nsp + 6;
   sb_printf(b, "%*si64 off = 0", ind, "");
-  for (int d = 0; d < nsp; d++) sb_printf(b, " + p%d * %lldLL", d, LL(rs[d]));
+  for (int d = 0; d < nsp; d++) sb_printf(b, " + p%d * %lldLL", d, LL(rs[d] * C));
   sb_printf(b, ";\n%*s%s v = ", ind, "", ct);
   cg_load(b, ct, dt, "xp", "off");
   sb_printf(b, ";\n");

@@ -16,6 +16,13 @@ static void set_out(OpCtx *c, int k, GpucDType dt, int rank, const int64_t *dims
   if (k < c->nout && c->out[k]) gpuc_set_shape(c->out[k], dt, rank, dims);
 }
 
+/* dst = t's shape with dims permuted (dst[i] = t[perm[i]]), rank 4, no data */
+static void permuted_shape(const Tensor *t, const int perm[4], Tensor *dst) {
+  *dst = *t;
+  dst->data = NULL;
+  for (int i = 0; i < 4; i++) dst->dims[i] = t->dims[perm[i]];
+}
+
 /* Input i must be a float tensor. */
 static int need_float(OpCtx *c, int i, const char *what) {
   if (!gpuc_has_in(c, i)) return 0;
@@ -284,9 +291,20 @@ int nn_convt_window(OpCtx *c, NnWindow *w) {
   return 0;
 }
 
+bool nn_pool_nhwc(const OpCtx *c) {
+  return c->n->op == GPUC_OP_MAXPOOL && gpuc_attr_i(c->n, "layout", GPUC_LAYOUT_NCHW) == GPUC_LAYOUT_NHWC;
+}
+
 int nn_pool_window(OpCtx *c, NnWindow *w) {
   const Tensor *x = c->in[0];
+  Tensor view;
   memset(w, 0, sizeof *w);
+  if (nn_pool_nhwc(c)) { /* the window of the NCHW view */
+    if (x->rank != 4) return gpuc_op_fail(c, "an NHWC MaxPool must be 2-D");
+    static const int to_nchw[4] = GPUC_NHWC_TO_NCHW;
+    permuted_shape(x, to_nchw, &view);
+    x = &view;
+  }
   if (spatial_in(c, x, w)) return -1;
   w->group = 1;
   w->c_in = w->c_out = x->dims[1];
@@ -299,12 +317,13 @@ int nn_pool_window(OpCtx *c, NnWindow *w) {
   return window_out(c, w, true);
 }
 
-/* [N, C_out, out...] */
+/* [N, C_out, out...] (NHWC MaxPool: [N, out..., C]) */
 static void set_window_out(OpCtx *c, const NnWindow *w, GpucDType dt, int k) {
   int64_t dims[GPUC_MAX_RANK];
+  bool nhwc = nn_pool_nhwc(c);
   dims[0] = w->n;
-  dims[1] = w->c_out;
-  for (int i = 0; i < w->nsp; i++) dims[2 + i] = w->out[i];
+  dims[nhwc ? w->nsp + 1 : 1] = w->c_out;
+  for (int i = 0; i < w->nsp; i++) dims[(nhwc ? 1 : 2) + i] = w->out[i];
   set_out(c, k, dt, w->nsp + 2, dims);
 }
 
@@ -346,6 +365,8 @@ int infer_MaxPool(OpCtx *c) {
   if (so != 0 && so != 1)
     return gpuc_op_fail(c, "storage_order must be 0 or 1, got %lld", (long long)so);
   if (nn_pool_window(c, &w)) return -1;
+  if (nn_pool_nhwc(c) && c->nout > 1 && c->out[1])
+    return gpuc_op_fail(c, "an NHWC MaxPool has no Indices output");
   set_window_out(c, &w, dt, 0);
   set_window_out(c, &w, GPUC_DT_I64, 1); /* Indices */
   return 0;
@@ -761,11 +782,34 @@ int infer_Upsample(OpCtx *c) {
   return infer_resize_like(c);
 }
 
-/* FusedConv(X, W, B, Z?): Conv's shape; Z, when present, must have it too. */
+/* FusedConv(X, W, B?, Z?): Conv's shape; Z, when present, must have it too.
+ * NHWC: Conv's inference on NCHW views of X and W, Y permuted back. */
 int infer_FusedConv(OpCtx *c) {
+  int64_t layout = gpuc_attr_i(c->n, "layout", GPUC_LAYOUT_NCHW);
+  if (layout != GPUC_LAYOUT_NCHW && layout != GPUC_LAYOUT_NHWC)
+    return gpuc_op_fail(c, "layout %lld is not 0 (NCHW) or 1 (NHWC)", (long long)layout);
   OpCtx conv = *c;
   conv.nin = 3;
-  if (infer_Conv(&conv)) return -1;
+  if (layout == GPUC_LAYOUT_NHWC) {
+    const Tensor *x = c->in[0], *w = c->in[1];
+    if (x->rank < 0 || w->rank < 0) return gpuc_infer_unknown(c, 0, x->dt);
+    if (x->rank != 4 || w->rank != 4) return gpuc_op_fail(c, "an NHWC convolution must be 2-D");
+    static const int to_nchw[4] = GPUC_NHWC_TO_NCHW, to_nhwc[4] = GPUC_NCHW_TO_NHWC;
+    Tensor xn, wn, yn = {0};
+    permuted_shape(x, to_nchw, &xn);
+    permuted_shape(w, to_nchw, &wn);
+    const Tensor *ins[3] = {&xn, &wn, c->nin > 2 ? c->in[2] : NULL};
+    Tensor *outs[1] = {&yn};
+    conv.in = ins;
+    conv.out = outs;
+    if (infer_Conv(&conv)) return -1;
+    if (yn.rank != 4) return gpuc_infer_unknown(c, 0, x->dt);
+    Tensor y;
+    permuted_shape(&yn, to_nhwc, &y);
+    gpuc_set_shape(c->out[0], yn.dt, 4, y.dims);
+  } else if (infer_Conv(&conv)) {
+    return -1;
+  }
   if (c->nin > 3 && c->in[3]) {
     const Tensor *z = c->in[3], *y = c->out[0];
     bool same = z->dt == y->dt && z->rank == y->rank;

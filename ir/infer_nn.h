@@ -36,6 +36,9 @@ int nn_pool_window(OpCtx *c, NnWindow *w);
 /* ConvGradInput / ConvGradWeight (X, W, dY): the forward Conv's window,
  * dY checked against it (ir/infer_train_nn.c). */
 int nn_conv_grad_window(OpCtx *c, NnWindow *w);
+/* MaxPool with attribute layout 1 (passes/layout_nhwc.c): X, Y [N,H,W,C],
+ * 2-D, no Indices; nn_pool_window then describes the NCHW view. */
+bool nn_pool_nhwc(const OpCtx *c);
 
 /* Resize / Upsample parameters. */
 typedef enum { NN_RS_NEAREST, NN_RS_LINEAR, NN_RS_CUBIC } NnResizeMode;

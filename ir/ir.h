@@ -97,6 +97,9 @@ Tensor *gpuc_tensor_clone(const Tensor *t, GpucErr *e);
 size_t gpuc_tensor_bytes(const Tensor *t);
 void gpuc_set_shape(Tensor *t, GpucDType dt, int rank, const int64_t *dims);
 void gpuc_shape_str(const Tensor *t, char *buf, size_t n); /* "1x3x224x224" */
+/* dst (its data allocated here, the caller frees it) = src (rank 4, data
+ * known) with dims permuted: dst.dims[i] = src.dims[perm[i]]. NCHW <-> NHWC. */
+int gpuc_tensor_permute4(const Tensor *src, const int perm[4], Tensor *dst, GpucErr *e);
 
 /* Element access through the widest type; fine for reference kernels. */
 double gpuc_get_f64(const Tensor *t, int64_t i);
@@ -136,6 +139,13 @@ enum {
   GPUC_OPF_SHAPE = 1 << 4,      /* output data depends only on input shapes */
   GPUC_OPF_INTERNAL = 1 << 5,   /* made by passes only; never read from a model */
 };
+
+/* FusedConv's attribute `layout` (passes/layout_nhwc.c sets it): NCHW, or
+ * NHWC with X, Z, Y [N,H,W,C] and W [K,R,S,C/groups] (bias stays [K]).
+ * GPUC_NCHW_TO_NHWC / GPUC_NHWC_TO_NCHW are the Transpose perms between them. */
+enum { GPUC_LAYOUT_NCHW = 0, GPUC_LAYOUT_NHWC = 1 };
+#define GPUC_NCHW_TO_NHWC {0, 2, 3, 1}
+#define GPUC_NHWC_TO_NCHW {0, 3, 1, 2}
 
 typedef enum GpucOp {
 #define OP(E, Name, min_in, max_in, min_out, max_out, flags) GPUC_OP_##E,

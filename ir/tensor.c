@@ -196,3 +196,24 @@ void gpuc_from_f32(Tensor *t, const float *src) {
   if (t->dt == GPUC_DT_F32) memcpy(t->data, src, (size_t)n * 4);
   else for (int64_t i = 0; i < n; i++) gpuc_set_f64(t, i, src[i]);
 }
+
+int gpuc_tensor_permute4(const Tensor *src, const int perm[4], Tensor *dst, GpucErr *e) {
+  GPUC_ASSERT(src->rank == 4 && src->data);
+  int64_t dims[4], ss[4], st[4];
+  for (int i = 0; i < 4; i++) dims[i] = src->dims[perm[i]];
+  *dst = (Tensor){.dt = src->dt, .rank = 4};
+  memcpy(dst->dims, dims, sizeof dims);
+  if (gpuc_tensor_alloc(dst, e)) return -1;
+  int64_t stride = 1;
+  for (int i = 3; i >= 0; i--) { ss[i] = stride; stride *= src->dims[i]; }
+  for (int i = 0; i < 4; i++) st[i] = ss[perm[i]]; /* source stride of dst's dim i */
+  size_t es = gpuc_dtype_size(src->dt);
+  const char *a = src->data;
+  char *b = dst->data;
+  for (int64_t i0 = 0; i0 < dims[0]; i0++)
+    for (int64_t i1 = 0; i1 < dims[1]; i1++)
+      for (int64_t i2 = 0; i2 < dims[2]; i2++)
+        for (int64_t i3 = 0; i3 < dims[3]; i3++, b += es)
+          memcpy(b, a + (size_t)(i0 * st[0] + i1 * st[1] + i2 * st[2] + i3 * st[3]) * es, es);
+  return 0;
+}

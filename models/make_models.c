@@ -21,6 +21,11 @@
  *                   training_mode absent, running statistics as initializers;
  *                   input "image" [batch,1,28,28], for the BatchNorm training
  *                   tests
+ *   resnet_block.onnx  two ResNet BasicBlocks as PyTorch exports them: an
+ *                   identity block (conv-bn-relu-conv-bn + x, relu) on
+ *                   "x" [2,16,12,12], then a strided one with a 1x1
+ *                   projection shortcut -> "y" [2,32,6,6]; for the NHWC
+ *                   layout pass (one region: a Transpose in, one out)
  * usage: make_models OUTDIR */
 #include "onnx_builder.h"
 #include <math.h>
@@ -427,8 +432,20 @@ static int small_bn_cnn(const char *dir) {
   return ob_save(b, path);
 }
 
+static int resnet_block(const char *dir) {
+  OnnxBuilder *b = ob_new("resnet_block", 17);
+  int64_t in[4] = {2, 16, 12, 12}, out[4] = {2, 32, 6, 6};
+  ob_input(b, "x", 1, 4, in, NULL);
+  basic_block(b, "block1", "x", "h", 16, 16, 1);
+  basic_block(b, "block2", "h", "y", 16, 32, 2);
+  ob_output(b, "y", 1, 4, out);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/resnet_block.onnx", dir);
+  return ob_save(b, path);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: make_models OUTDIR\n"); return 2; }
   return small_cnn(argv[1]) || mlp(argv[1]) || resnet18(argv[1]) || resnet50(argv[1]) || shape_chain(argv[1]) || mobile_block(argv[1]) ||
-                 ffn_block(argv[1]) || small_bn_cnn(argv[1]) ? 1 : 0;
+                 ffn_block(argv[1]) || small_bn_cnn(argv[1]) || resnet_block(argv[1]) ? 1 : 0;
 }

@@ -17,7 +17,9 @@
  * First, a Conv with a constant bias whose output goes straight into such
  * an op (MobileNetV2's Conv -> Clip, a projection Conv -> residual Add)
  * becomes Conv without bias + Add(bias viewed [C,1,..]): the bias then
- * rides in the group's kernel instead of a kernel of its own. */
+ * rides in the group's kernel instead of a kernel of its own. So does a
+ * FusedConv without activation or residual (an NHWC Conv, from
+ * passes/layout_nhwc.c; its bias is then [C], the last dim). */
 #include "passes.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,22 +66,26 @@ static bool same_dims(const Tensor *a, const Tensor *b) {
   return a->rank == b->rank && !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
 }
 
-/* Conv(x, W, B) -> Conv(x, W) then Add(., B as [C,1,..]) where the Conv's
+/* Conv(x, W, B) -> Conv(x, W) then Add(., B as [C,1,..] / NHWC [C]) where the Conv's
  * sole reader is a fusable op of its output's shape. Returns splits or -1. */
-static int split_conv_bias(Graph *g, GpucErr *e) {
+static int split_conv_bias(Graph *g, bool training, GpucErr *e) {
   int nn = g->nnodes, splits = 0;
   int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *reader = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
   if (!readers || !reader) { free(readers); free(reader); return gpuc_err_set(e, "%s: out of memory", g->path); }
   gpuc_graph_count_readers(g, readers, reader);
   for (int i = 0; i < nn; i++) {
     Node *conv = &g->nodes[i];
-    if (conv->op != GPUC_OP_CONV || conv->nin < 3 || conv->in[2] < 0 || conv->out[0] < 0) continue;
+    /* a FusedConv without activation or residual is a Conv (in NHWC) */
+    bool fused = conv->op == GPUC_OP_FUSEDCONV && gpuc_attr_i(conv, "activation", 0) == 0 &&
+                 (conv->nin < 4 || conv->in[3] < 0);
+    if ((conv->op != GPUC_OP_CONV && !fused) || conv->nin < 3 || conv->in[2] < 0 || conv->out[0] < 0) continue;
+    bool nhwc = fused && gpuc_attr_i(conv, "layout", GPUC_LAYOUT_NCHW) == GPUC_LAYOUT_NHWC;
     int y = conv->out[0], bias = conv->in[2];
     const Tensor *yt = &g->values[y].t, *bt = &g->values[bias].t;
     /* a parameter being trained must stay the one tensor the optimizer
      * updates: no reshaped copy of it */
-    if (!g->values[bias].is_const || g->values[bias].is_param || readers[y] != 1 || g->values[y].is_output || !gpuc_shape_known(yt) ||
-        yt->rank < 3 || bt->rank != 1 || bt->dims[0] != yt->dims[1])
+    if (!g->values[bias].is_const || (training && g->values[bias].is_param) || readers[y] != 1 || g->values[y].is_output ||
+        !gpuc_shape_known(yt) || yt->rank < 3 || bt->rank != 1 || bt->dims[0] != yt->dims[nhwc ? yt->rank - 1 : 1])
       continue;
     const Node *next = &g->nodes[reader[y]];
     if (!candidate(g, next) || next->op == GPUC_OP_TRANSPOSE || !same_dims(&g->values[next->out[0]].t, yt))
@@ -98,13 +104,14 @@ static int split_conv_bias(Graph *g, GpucErr *e) {
     int64_t dims[GPUC_MAX_RANK];
     dims[0] = src->t.dims[0];
     for (int d = 1; d < ycopy.rank - 1; d++) dims[d] = 1;
-    gpuc_set_shape(&b->t, src->t.dt, ycopy.rank - 1, dims);
+    gpuc_set_shape(&b->t, src->t.dt, nhwc ? 1 : ycopy.rank - 1, dims); /* NHWC: [C] is the last dim */
     if (gpuc_tensor_alloc(&b->t, e)) { free(readers); free(reader); return -1; }
     memcpy(b->t.data, src->t.data, gpuc_tensor_bytes(&src->t));
     b->is_const = true;
     g->values[y0].t = ycopy;
     g->values[y0].t.data = NULL;
-    conv->nin = 2;
+    if (fused) conv->in[2] = -1; /* FusedConv keeps its slots; B absent */
+    else conv->nin = 2;
     conv->out[0] = y0;
     g->values[y0].producer = i;
     Node *add = &g->nodes[ni];
@@ -120,7 +127,7 @@ static int split_conv_bias(Graph *g, GpucErr *e) {
 
 int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
   (void)o;
-  if (split_conv_bias(g, e) < 0) return -1;
+  if (split_conv_bias(g, o->training, e) < 0) return -1;
   int nn = g->nnodes;
   /* sole_reader[v]: the one node reading v, -1 none yet, -2 several */
   int *sole_reader = malloc(sizeof(int) * ((size_t)g->nvalues + 1));

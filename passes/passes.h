@@ -10,6 +10,8 @@
 typedef struct PassOptions {
   int level;                     /* -O0..-O3 */
   bool fp16;                     /* half storage with fp32 islands */
+  bool training;                 /* a training graph: each parameter (Value.is_param) stays
+                                    the one tensor the optimizer updates, never copied */
   int64_t fold_max_bytes;        /* largest tensor constant folding may create */
   const char *dump_after;        /* pass name to dump the graph after, or NULL */
   FILE *dump_to;
@@ -26,6 +28,9 @@ int pass_cse(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fold_batchnorm(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e);
+/* 2-D convolutions and the elementwise ops between them in NHWC, with
+ * Transposes only where values enter or leave such a region (--fp16). */
+int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_matmul_bias(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e);
 /* Runs the passes of o->level, verifying the graph after each. */

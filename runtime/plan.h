@@ -119,17 +119,25 @@ typedef struct PlanGemm {
   uint32_t reserved;
 } PlanGemm;
 
-/* cuDNN convolution, NCHW, 1-3 spatial dims (1-D is run as 2-D). x, w, y
- * always name the forward convolution's tensors (X [N,C,..], W [K,C/g,..],
- * Y [N,K,..]); mode says which one the step computes:
+/* cuDNN convolution, NCHW, 1-3 spatial dims (1-D is run as 2-D), or NHWC
+ * (2-D forward only). x, w, y always name the forward convolution's
+ * tensors (X [N,C,..], W [K,C/g,..], Y [N,K,..]); mode says which one the
+ * step computes:
  *   PLAN_CONV_FWD (0):        y = act(conv(x, w) + b + z), b and z
  *                             optional; with b present one fused call
  *   PLAN_CONV_BWD_DATA (1):   x = dX from w and y = dY (no b, z, act)
- *   PLAN_CONV_BWD_FILTER (2): w = dW from x and y = dY (no b, z, act) */
+ *   PLAN_CONV_BWD_FILTER (2): w = dW from x and y = dY (no b, z, act)
+ * `act` packs two fields (the loader refuses other bits and values):
+ *   bits 0-7   activation: 0 none, 1 relu
+ *   bits 8-15  layout: GPUC_LAYOUT_NCHW (0), or GPUC_LAYOUT_NHWC (1) with
+ *              x, z, y [N,H,W,C] and w [K,R,S,C/groups] (b is [K] in both) */
+#define GPUC_CONV_ACT(a) ((uint32_t)(a) & 0xffu)
+#define GPUC_CONV_LAYOUT(a) (((uint32_t)(a) >> 8) & 0xffu)
+#define GPUC_CONV_ACT_PACK(act, layout) ((uint32_t)(act) | ((uint32_t)(layout) << 8))
 typedef struct PlanConv {
   uint32_t x, w, b, y;           /* b = UINT32_MAX if no bias */
   uint32_t z;                    /* residual, UINT32_MAX if none */
-  uint32_t act;                  /* 0 none, 1 relu */
+  uint32_t act;                  /* activation | layout << 8 (above) */
   uint32_t nspatial;             /* 2 or 3 */
   uint32_t groups;
   int32_t pads[3], strides[3], dilations[3];

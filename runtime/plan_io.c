@@ -221,7 +221,11 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
   for (uint32_t i = 0; i < p->nconvs; i++) {
     const PlanConv *c = &p->convs[i];
     if (!tensor_ok(p, c->x, false) || !tensor_ok(p, c->w, false) || !tensor_ok(p, c->b, true) ||
-        !tensor_ok(p, c->y, false) || !tensor_ok(p, c->z, true) || c->act > 1 ||
+        !tensor_ok(p, c->y, false) || !tensor_ok(p, c->z, true) || GPUC_CONV_ACT(c->act) > 1 ||
+        GPUC_CONV_LAYOUT(c->act) > GPUC_LAYOUT_NHWC || (c->act >> 16) != 0 ||
+        (GPUC_CONV_LAYOUT(c->act) == GPUC_LAYOUT_NHWC &&
+         (c->nspatial != 2 || p->tensors[c->x].rank != 4 || p->tensors[c->w].rank != 4 ||
+          p->tensors[c->y].rank != 4)) ||
         (c->z != UINT32_MAX && c->b == UINT32_MAX) ||
         c->nspatial < 2 || c->nspatial > 3 || c->groups == 0 ||
         c->workspace > p->meta.workspace_bytes || c->mode > PLAN_CONV_BWD_FILTER ||
@@ -317,7 +321,8 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
     } else
       snprintf(what, sizeof what, "cudnn conv%s%s", p->convs[s->index].nspatial == 3 ? "3d" : "2d",
                p->convs[s->index].mode == PLAN_CONV_BWD_DATA     ? " backward data"
-               : p->convs[s->index].mode == PLAN_CONV_BWD_FILTER ? " backward filter" : "");
+               : p->convs[s->index].mode == PLAN_CONV_BWD_FILTER ? " backward filter"
+               : GPUC_CONV_LAYOUT(p->convs[s->index].act) == GPUC_LAYOUT_NHWC ? " nhwc" : "");
     fprintf(f, "  %4u %s  bytes %llu flops %llu  <- %s\n", i, what,
             (unsigned long long)p->costs[i].bytes, (unsigned long long)p->costs[i].flops,
             gpuc_plan_str(p, s->nodes));

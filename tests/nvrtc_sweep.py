@@ -47,7 +47,8 @@ def main():
     bundled = [("mlp.onnx", ["--shape", "image=8x784"]), ("small_cnn.onnx", []),
                ("resnet18.onnx", ["--shape", "input=1x3x224x224"]),
                ("resnet50.onnx", ["--shape", "input=1x3x224x224"]),
-               ("ffn_block.onnx", ["--shape", "x=4x16x64"]), ("mobile_block.onnx", [])]
+               ("ffn_block.onnx", ["--shape", "x=4x16x64"]), ("mobile_block.onnx", []),
+               ("resnet_block.onnx", [])]  # --fp16: NHWC convolutions and their Transposes
     for arch in archs:
         for m, extra in bundled:
             for fp16 in ([], ["--fp16"]):

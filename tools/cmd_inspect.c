@@ -1,4 +1,4 @@
-/* gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1]
+/* gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1|-O2] [--fp16]
  *              [--dump-after PASS]
  * -O1 runs the graph passes before printing (fold, identity, cse, fold_bn, dce, fuse_conv, fp16);
  * --dump-after prints the graph after the named pass (implies -O1). */
@@ -10,7 +10,7 @@
 
 int cmd_inspect(int argc, char **argv) {
   const char *model = NULL;
-  bool dump = false;
+  bool dump = false, fp16 = false;
   int level = 0;
   const char *dump_after = NULL;
   GpucShapeBind binds[64];
@@ -20,14 +20,17 @@ int cmd_inspect(int argc, char **argv) {
     else if (!strcmp(argv[i], "-O0") || !strcmp(argv[i], "-O1") || !strcmp(argv[i], "-O2") ||
              !strcmp(argv[i], "-O3")) level = argv[i][2] - '0';
     else if (!strcmp(argv[i], "--dump-after")) {
-      if (i + 1 >= argc) return usage_error("--dump-after needs a pass name (fold, identity, cse, fold_bn, dce, fuse_conv, fp16)");
+      if (i + 1 >= argc) return usage_error("--dump-after needs a pass name (fold, identity, cse, fold_bn, dce, fuse_conv, fuse_matmul, layout_nhwc, fp16, fuse_elementwise)");
       dump_after = argv[++i];
       if (strcmp(dump_after, "fold") && strcmp(dump_after, "identity") && strcmp(dump_after, "cse") &&
           strcmp(dump_after, "fold_bn") &&
-          strcmp(dump_after, "dce") && strcmp(dump_after, "fuse_conv") && strcmp(dump_after, "fp16"))
-        return usage_error("--dump-after: unknown pass '%s' (fold, identity, cse, fold_bn, dce, fuse_conv, fp16)", dump_after);
+          strcmp(dump_after, "dce") && strcmp(dump_after, "fuse_conv") && strcmp(dump_after, "fuse_matmul") &&
+          strcmp(dump_after, "layout_nhwc") && strcmp(dump_after, "fp16") && strcmp(dump_after, "fuse_elementwise"))
+        return usage_error("--dump-after: unknown pass '%s' (fold, identity, cse, fold_bn, dce, fuse_conv, "
+                           "fuse_matmul, layout_nhwc, fp16, fuse_elementwise)", dump_after);
       if (level == 0) level = 1;
     }
+    else if (!strcmp(argv[i], "--fp16")) fp16 = true;
     else if (!strcmp(argv[i], "--shape")) {
       if (i + 1 >= argc) return usage_error("--shape needs NAME=DIMS");
       if (nbinds == 64) return usage_error("too many --shape flags");
@@ -51,6 +54,7 @@ int cmd_inspect(int argc, char **argv) {
   PassOptions o;
   gpuc_pass_options_default(&o, level);
   o.dump_after = dump_after;
+  o.fp16 = fp16;
   if (gpuc_passes_run(g, &o, &e)) { gpuc_graph_free(g); return report(&e); }
   gpuc_graph_summary(g, stdout);
   if (dump) gpuc_graph_dump(g, stdout);

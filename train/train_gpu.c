@@ -190,6 +190,7 @@ int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucEr
   if (o->level >= 2) { /* elementwise chains of the backward (Relu's Greater-Where...) into one kernel */
     PassOptions po;
     gpuc_pass_options_default(&po, 2);
+    po.training = true;
     if (pass_fuse_elementwise(g, &po, e) < 0 || gpuc_graph_verify(g, e)) return -1;
   }
   Plan *tp = compile_plan(g, sm, amp, amp ? "training (amp)" : "training", log, e), *ep = NULL;

@@ -172,14 +172,35 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
   const PlanTensor *x = &p->tensors[c->x], *w = &p->tensors[c->w], *y = &p->tensors[c->y];
   int nd = (int)c->nspatial + 2;
   int xd[5], wd[5], yd[5], xs[5], ys[5];
-  /* 1-D convolutions arrive as rank 3 and run as 2-D with a unit dim */
-  for (int i = 0; i < nd; i++) {
-    xd[i] = i < x->rank ? (int)x->dims[i] : 1;
-    wd[i] = i < w->rank ? (int)w->dims[i] : 1;
-    yd[i] = i < y->rank ? (int)y->dims[i] : 1;
+  bool nhwc = GPUC_CONV_LAYOUT(c->act) == GPUC_LAYOUT_NHWC;
+  if (nhwc) {
+    /* plan tensors [N,H,W,C] and [K,R,S,C/g] (validated 2-D, rank 4): cuDNN
+     * takes dims in NCHW / KCRS order, the layout from the strides of x and
+     * y and from the filter's format */
+    static const int from[4] = GPUC_NHWC_TO_NCHW;
+    for (int i = 0; i < 4; i++) {
+      xd[i] = (int)x->dims[from[i]];
+      wd[i] = (int)w->dims[from[i]];
+      yd[i] = (int)y->dims[from[i]];
+    }
+    int *dd[2] = {xd, yd}, *ss[2] = {xs, ys};
+    for (int k = 0; k < 2; k++) { /* N, C, H, W strides of an NHWC tensor */
+      int *d = dd[k], *st = ss[k];
+      st[1] = 1;
+      st[3] = d[1];
+      st[2] = d[3] * d[1];
+      st[0] = d[2] * d[3] * d[1];
+    }
+  } else {
+    /* 1-D convolutions arrive as rank 3 and run as 2-D with a unit dim */
+    for (int i = 0; i < nd; i++) {
+      xd[i] = i < x->rank ? (int)x->dims[i] : 1;
+      wd[i] = i < w->rank ? (int)w->dims[i] : 1;
+      yd[i] = i < y->rank ? (int)y->dims[i] : 1;
+    }
+    xs[nd - 1] = ys[nd - 1] = 1;
+    for (int i = nd - 2; i >= 0; i--) { xs[i] = xs[i + 1] * xd[i + 1]; ys[i] = ys[i + 1] * yd[i + 1]; }
   }
-  xs[nd - 1] = ys[nd - 1] = 1;
-  for (int i = nd - 2; i >= 0; i--) { xs[i] = xs[i + 1] * xd[i + 1]; ys[i] = ys[i + 1] * yd[i + 1]; }
   cudnnDataType_t t = c->dt == GPUC_DT_F16 ? CUDNN_DATA_HALF : c->dt == GPUC_DT_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   CUDNN_TRY(e, cudnn.cudnnCreateTensorDescriptor(&st->x));
   CUDNN_TRY(e, cudnn.cudnnCreateTensorDescriptor(&st->y));
@@ -187,7 +208,7 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
   CUDNN_TRY(e, cudnn.cudnnCreateConvolutionDescriptor(&st->conv));
   CUDNN_TRY(e, cudnn.cudnnSetTensorNdDescriptor(st->x, t, nd, xd, xs));
   CUDNN_TRY(e, cudnn.cudnnSetTensorNdDescriptor(st->y, t, nd, yd, ys));
-  CUDNN_TRY(e, cudnn.cudnnSetFilterNdDescriptor(st->w, t, CUDNN_TENSOR_NCHW, nd, wd));
+  CUDNN_TRY(e, cudnn.cudnnSetFilterNdDescriptor(st->w, t, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, nd, wd));
   int pads[3], strides[3], dil[3];
   for (int i = 0; i < (int)c->nspatial; i++) { pads[i] = c->pads[i]; strides[i] = c->strides[i]; dil[i] = c->dilations[i]; }
   cudnnDataType_t acc = c->dt == GPUC_DT_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
@@ -197,11 +218,13 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
   /* fp32 stays fp32 (no TF32) so results match the reference to 1e-4 */
   CUDNN_TRY(e, cudnn.cudnnSetConvolutionMathType(st->conv, c->dt == GPUC_DT_F16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   if (c->mode != PLAN_CONV_FWD) return setup_conv_backward(s, c, st, e);
+  /* the heuristic sees the NHWC descriptors: half NHWC is where its
+   * tensor-core implicit-GEMM kernels run without internal transposes */
   cudnnConvolutionFwdAlgoPerf_t perf[8];
   int found = 0;
   CUDNN_TRY(e, cudnn.cudnnGetConvolutionForwardAlgorithm_v7(s->dnn, st->x, st->w, st->conv, st->y, 8, &found, perf));
   st->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-  bool identity_fused = c->b != UINT32_MAX && c->act == 0;
+  bool identity_fused = c->b != UINT32_MAX && GPUC_CONV_ACT(c->act) == 0;
   /* the heuristic's first choice, unless it wants over 1 GiB of scratch */
   for (int i = 0; i < found; i++)
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ((size_t)1 << 30)) {
@@ -217,7 +240,7 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
     CUDNN_TRY(e, cudnn.cudnnCreateTensorDescriptor(&st->b));
     CUDNN_TRY(e, cudnn.cudnnSetTensorNdDescriptor(st->b, t, nd, bd, bs));
     CUDNN_TRY(e, cudnn.cudnnCreateActivationDescriptor(&st->act));
-    CUDNN_TRY(e, cudnn.cudnnSetActivationDescriptor(st->act, c->act ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+    CUDNN_TRY(e, cudnn.cudnnSetActivationDescriptor(st->act, GPUC_CONV_ACT(c->act) ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
                                                     CUDNN_PROPAGATE_NAN, 0.0));
   }
   size_t need = 0;

@@ -329,14 +329,44 @@ int ref_ConvTranspose(OpCtx *c) {
   return run_conv(c, &w, true);
 }
 
+/* NHWC: X [N,H,W,C] and W [K,R,S,C/g] transposed to NCHW / OIHW, Conv,
+ * Y transposed back into c->out[0] [N,H,W,K]. */
+static int conv_nhwc(OpCtx *c) {
+  static const int to_nchw[4] = GPUC_NHWC_TO_NCHW, to_nhwc[4] = GPUC_NCHW_TO_NHWC;
+  if (c->in[0]->rank != 4 || c->in[1]->rank != 4) return gpuc_op_fail(c, "an NHWC convolution must be 2-D");
+  Tensor xn = {0}, wn = {0}, yn = {0};
+  int rc = -1;
+  if (gpuc_tensor_permute4(c->in[0], to_nchw, &xn, c->err) || gpuc_tensor_permute4(c->in[1], to_nchw, &wn, c->err)) goto done;
+  Tensor *y = c->out[0];
+  int64_t yd[4];
+  for (int i = 0; i < 4; i++) yd[i] = y->dims[to_nchw[i]];
+  gpuc_set_shape(&yn, y->dt, 4, yd);
+  if (gpuc_tensor_alloc(&yn, c->err)) goto done;
+  const Tensor *ins[3] = {&xn, &wn, c->nin > 2 ? c->in[2] : NULL};
+  Tensor *outs[1] = {&yn}, back = {0};
+  OpCtx conv = *c;
+  conv.nin = 3;
+  conv.in = ins;
+  conv.out = outs;
+  if (ref_Conv(&conv) || gpuc_tensor_permute4(&yn, to_nhwc, &back, c->err)) goto done;
+  memcpy(y->data, back.data, gpuc_tensor_bytes(y));
+  free(back.data);
+  rc = 0;
+done:
+  free(xn.data); free(wn.data); free(yn.data);
+  return rc;
+}
+
 /* FusedConv = act(Conv(X, W, B) + Z): the reference runs the parts in turn. */
 int ref_FusedConv(OpCtx *c) {
   OpCtx conv = *c;
   conv.nin = 3;
-  if (ref_Conv(&conv)) return -1;
+  bool nhwc = gpuc_attr_i(c->n, "layout", GPUC_LAYOUT_NCHW) == GPUC_LAYOUT_NHWC;
+  if (nhwc ? conv_nhwc(&conv) : ref_Conv(&conv)) return -1;
   Tensor *y = c->out[0];
   const Tensor *z = c->nin > 3 ? c->in[3] : NULL;
   bool relu = gpuc_attr_i(c->n, "activation", 0) == 1;
+  if (!z && !relu) return 0;
   int64_t n = gpuc_numel(y);
   for (int64_t i = 0; i < n; i++) {
     double v = gpuc_get_f64(y, i);

@@ -5,6 +5,7 @@
 #include "infer_nn.h"
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static inline double ld(const Tensor *t, int64_t i) {
   return t->dt == GPUC_DT_F32 ? ((const float *)t->data)[i] : gpuc_get_f64(t, i);
@@ -99,9 +100,28 @@ int ref_AveragePool(OpCtx *c) {
   return 0;
 }
 
+/* NHWC MaxPool: the NCHW pool between two transposes. */
+static int maxpool_nhwc(OpCtx *c, const NnWindow *w) {
+  static const int to_nchw[4] = GPUC_NHWC_TO_NCHW, to_nhwc[4] = GPUC_NCHW_TO_NHWC;
+  Tensor xn = {0}, yn = {0}, back = {0};
+  int64_t yd[4] = {w->n, w->c_out, w->out[0], w->out[1]};
+  int rc = -1;
+  if (gpuc_tensor_permute4(c->in[0], to_nchw, &xn, c->err)) goto done;
+  gpuc_set_shape(&yn, c->out[0]->dt, 4, yd);
+  if (gpuc_tensor_alloc(&yn, c->err)) goto done;
+  pool_nd(w, POOL_MAX, false, false, &xn, &yn, NULL);
+  if (gpuc_tensor_permute4(&yn, to_nhwc, &back, c->err)) goto done;
+  memcpy(c->out[0]->data, back.data, gpuc_tensor_bytes(c->out[0]));
+  rc = 0;
+done:
+  free(xn.data); free(yn.data); free(back.data);
+  return rc;
+}
+
 int ref_MaxPool(OpCtx *c) {
   NnWindow w;
   if (nn_pool_window(c, &w) || check_work(c, &w)) return -1;
+  if (nn_pool_nhwc(c)) return maxpool_nhwc(c, &w);
   bool col_major = gpuc_attr_i(c->n, "storage_order", 0) == 1;
   Tensor *idx = c->nout > 1 ? c->out[1] : NULL;
   pool_nd(&w, POOL_MAX, false, col_major, c->in[0], c->out[0], idx);

@@ -1481,6 +1481,11 @@ static void kernels(void) {
   BAD("conv_dilation_huge", "", model(g, 17));
   g = graph(); X("x", 1, 1, 2, 2); attr_ints(one(g, "MaxPool", "x"), "kernel_shape", DIMS(5, 5));
   BAD("maxpool_kernel_past_input", "", model(g, 17));
+  g = graph(); X("x", 1, 2, 4, 4);
+  Node *mp = one(g, "MaxPool", "x");
+  attr_ints(mp, "kernel_shape", DIMS(2, 2));
+  attr_i(mp, "layout", 1); /* gpuc's internal NHWC marker, not ONNX's */
+  BAD("maxpool_internal_layout", "no attribute 'layout'", model(g, 17));
   g = graph(); X("x", 1, 1, 4, 4); attr_ints(one(g, "AveragePool", "x"), "kernel_shape", DIMS(0, 0));
   BAD("averagepool_kernel_zero", "", model(g, 17));
   g = graph(); X("x", 3); X("w", 4); one(g, "MatMul", "x w");

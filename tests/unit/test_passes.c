@@ -7,7 +7,9 @@
  * graphs built here: what must merge does (node counts), what differs by
  * an attribute, a constant's shape or bytes, randomness or an output in
  * use does not, and the rewritten graph computes exactly what the original
- * did.
+ * did. The NHWC layout pass (--fp16 -O2): which convolutions it converts,
+ * where the Transposes are, and the reference's NHWC FusedConv against
+ * NCHW on random convolutions (groups, depthwise, strides, pads, dilations).
  * usage: test_passes MODELS_DIR */
 #include "passes.h"
 #include "ref.h"
@@ -162,7 +164,7 @@ static void check_fusion(const char *path, const GpucShapeBind *b, int nb, bool 
 /* ---- CSE on graphs built in memory --------------------------------------- */
 
 #define MAX_GRAPH_IO 16
-#define MAX_NODE_ATTRS 4
+#define MAX_NODE_ATTRS 8
 
 static Graph *graph_new(void) {
   Graph *g = gpuc_graph_new("cse-test");
@@ -488,6 +490,158 @@ static void test_cse(void) {
   gpuc_graph_free(check_cse("long chains", build_long, CHAIN_LEN));
 }
 
+
+/* ---- NHWC layout (passes/layout_nhwc.c) ---------------------------------- */
+
+static bool nhwc_conv(const Node *n) {
+  return n->op == GPUC_OP_FUSEDCONV && gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) == GPUC_LAYOUT_NHWC;
+}
+
+/* Walking back from conv input v through Casts: true if a Transpose stands
+ * between v and a convolution that produced it. */
+static bool transposed_conv_output(const Graph *g, int v) {
+  bool through = false;
+  for (int p; v >= 0 && (p = g->values[v].producer) >= 0; v = g->nodes[p].in[0]) {
+    const Node *n = &g->nodes[p];
+    if (n->op == GPUC_OP_FUSEDCONV || n->op == GPUC_OP_CONV) return through;
+    if (n->op == GPUC_OP_TRANSPOSE) through = true;
+    else if (n->op != GPUC_OP_CAST) return false;
+  }
+  return false;
+}
+
+/* -O2 --fp16: want_convs convolutions, every one NHWC (FusedConv layout 1),
+ * exactly want_transposes Transposes (the regions' edges), none between
+ * two convolutions. */
+static void check_nhwc(const char *path, const GpucShapeBind *b, int nb, int want_convs, int want_transposes) {
+  GpucErr e = {0};
+  Graph *g = gpuc_onnx_load(path, b, nb, &e);
+  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  if (!g) return;
+  PassOptions o;
+  gpuc_pass_options_default(&o, 2);
+  o.fp16 = true;
+  CHECK(gpuc_passes_run(g, &o, &e) == 0, "passes on %s: %s", path, e.msg);
+  int nhwc = 0, nchw = 0, between = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = &g->nodes[i];
+    if (n->op != GPUC_OP_CONV && n->op != GPUC_OP_FUSEDCONV) continue;
+    if (nhwc_conv(n)) nhwc++;
+    else nchw++;
+    between += transposed_conv_output(g, n->in[0]) || (n->nin > 3 && transposed_conv_output(g, n->in[3]));
+  }
+  CHECK(nhwc == want_convs && nchw == 0, "%s: %d NHWC and %d NCHW convolutions, expected %d and 0", path,
+        nhwc, nchw, want_convs);
+  CHECK(count_op(g, GPUC_OP_TRANSPOSE) == want_transposes, "%s: %d Transposes, expected %d", path,
+        count_op(g, GPUC_OP_TRANSPOSE), want_transposes);
+  CHECK(between == 0, "%s: %d convolutions read another's output through a Transpose", path, between);
+  gpuc_graph_free(g);
+}
+
+/* One convolution on random data: X [N,C,H,W], W [K,C/g,R,S], B [K]
+ * (Conv when fused == false), Z [N,K,P,Q] when fused with a residual. */
+typedef struct {
+  int64_t n, c, h, w, k, r, s, group;
+  int64_t stride[2], dil[2], pads[4];
+  bool fused, bias, residual, relu, pool; /* pool: a MaxPool 3x3/2 after it */
+} ConvCase;
+
+static const ConvCase *conv_case;
+static void build_conv_case(Graph *g) {
+  const ConvCase *k = conv_case;
+  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->k, k->c / k->group, k->r, k->s};
+  int64_t p = (k->h + k->pads[0] + k->pads[2] - k->dil[0] * (k->r - 1) - 1) / k->stride[0] + 1;
+  int64_t q = (k->w + k->pads[1] + k->pads[3] - k->dil[1] * (k->s - 1) - 1) / k->stride[1] + 1;
+  int64_t zd[4] = {k->n, k->k, p, q};
+  int x = graph_input(g, "x", 4, xd);
+  int z = k->residual ? graph_input(g, "z", 4, zd) : -1;
+  uint64_t save = rng;
+  rng = 7; /* the same weights in both copies of the graph */
+  double *wv = malloc(sizeof(double) * (size_t)(wd[0] * wd[1] * wd[2] * wd[3])), bv[64];
+  for (int64_t i = 0; i < wd[0] * wd[1] * wd[2] * wd[3]; i++) wv[i] = urand();
+  for (int i = 0; i < k->k; i++) bv[i] = urand();
+  rng = save;
+  int w = constant(g, GPUC_DT_F32, 4, wd, wv);
+  free(wv);
+  int b = k->bias ? constant(g, GPUC_DT_F32, 1, &k->k, bv) : -1;
+  int ins[4] = {x, w, b, z};
+  int nin = k->residual ? 4 : k->bias || k->fused ? 3 : 2;
+  int y = node1(g, k->fused ? GPUC_OP_FUSEDCONV : GPUC_OP_CONV, nin, ins);
+  int64_t ks[2] = {k->r, k->s};
+  attr_ints(g, "kernel_shape", 2, ks);
+  attr_ints(g, "strides", 2, k->stride);
+  attr_ints(g, "dilations", 2, k->dil);
+  attr_ints(g, "pads", 4, k->pads);
+  if (k->group > 1) attr_i(g, "group", k->group);
+  if (k->fused) attr_i(g, "activation", k->relu);
+  if (k->pool) {
+    int64_t pk[2] = {3, 3}, ps[2] = {2, 2}, pp[4] = {1, 0, 1, 1};
+    y = NODE1(g, GPUC_OP_MAXPOOL, y);
+    attr_ints(g, "kernel_shape", 2, pk);
+    attr_ints(g, "strides", 2, ps);
+    attr_ints(g, "pads", 4, pp);
+  }
+  graph_output(g, y); /* leaves the region through a Transpose */
+}
+
+/* The reference's NHWC FusedConv (layout 1) against NCHW (the original
+ * graph) in fp32, through the pass: Transposes in, one out. */
+static void test_nhwc_reference(void) {
+  static const ConvCase cases[] = {
+    {.n = 2, .c = 6, .h = 9, .w = 7, .k = 4, .r = 3, .s = 3, .group = 1, .stride = {2, 2}, .dil = {1, 1},
+     .pads = {1, 1, 1, 1}, .fused = true, .bias = true, .residual = true, .relu = true},
+    {.n = 1, .c = 8, .h = 10, .w = 11, .k = 8, .r = 3, .s = 3, .group = 8, .stride = {1, 1}, .dil = {2, 2},
+     .pads = {2, 2, 2, 2}, .fused = true, .bias = true, .relu = true}, /* depthwise, dilated */
+    {.n = 3, .c = 6, .h = 5, .w = 9, .k = 4, .r = 1, .s = 3, .group = 2, .stride = {1, 2}, .dil = {1, 1},
+     .pads = {0, 1, 0, 1}}, /* grouped Conv, no bias */
+    {.n = 2, .c = 3, .h = 8, .w = 8, .k = 5, .r = 2, .s = 2, .group = 1, .stride = {2, 1}, .dil = {1, 2},
+     .pads = {0, 1, 1, 0}, .bias = true}, /* asymmetric pads */
+    {.n = 1, .c = 4, .h = 6, .w = 6, .k = 4, .r = 3, .s = 3, .group = 1, .stride = {1, 1}, .dil = {1, 1},
+     .pads = {1, 1, 1, 1}, .fused = true, .bias = true, .residual = true}, /* residual, no Relu */
+    {.n = 2, .c = 3, .h = 11, .w = 9, .k = 6, .r = 3, .s = 3, .group = 1, .stride = {1, 1}, .dil = {1, 1},
+     .pads = {1, 1, 1, 1}, .fused = true, .bias = true, .relu = true, .pool = true}, /* NHWC MaxPool */
+  };
+  for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+    char what[64];
+    snprintf(what, sizeof what, "NHWC conv case %zu", t);
+    conv_case = &cases[t];
+    GpucErr e = {0};
+    Graph *g0 = graph_new(), *g1 = graph_new();
+    build_conv_case(g0);
+    build_conv_case(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "%s: bad test graph: %s", what, e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    int rc = pass_layout_nhwc(g1, &o, &e);
+    int want_rc = cases[t].pool ? 2 : 1;
+    CHECK(rc == want_rc, "%s: layout_nhwc converted %d nodes (%s)", what, rc, e.msg);
+    CHECK(gpuc_graph_verify(g1, &e) == 0, "%s: verify: %s", what, e.msg);
+    int want_t = cases[t].residual ? 3 : 2;
+    CHECK(count_op(g1, GPUC_OP_TRANSPOSE) == want_t, "%s: %d Transposes, expected %d", what,
+          count_op(g1, GPUC_OP_TRANSPOSE), want_t);
+    Tensor **ins = random_inputs(g0);
+    Tensor *o0[MAX_GRAPH_IO] = {0}, *o1[MAX_GRAPH_IO] = {0};
+    int r0 = gpuc_ref_run(g0, (const Tensor *const *)ins, o0, &e);
+    CHECK(r0 == 0, "%s: run NCHW: %s", what, e.msg);
+    int r1 = rc == want_rc ? gpuc_ref_run(g1, (const Tensor *const *)ins, o1, &e) : -1;
+    CHECK(r1 == 0, "%s: run NHWC: %s", what, e.msg);
+    if (r0 == 0 && r1 == 0) {
+      int64_t n = gpuc_numel(o0[0]), bad = 0;
+      CHECK(n == gpuc_numel(o1[0]) && o1[0]->rank == 4, "%s: output shapes differ", what);
+      for (int64_t i = 0; i < n && n == gpuc_numel(o1[0]); i++) {
+        double a = gpuc_get_f64(o1[0], i), w = gpuc_get_f64(o0[0], i);
+        bad += !(fabs(a - w) <= 1e-5 + 1e-5 * fabs(w));
+      }
+      CHECK(bad == 0, "%s: %lld of %lld elements differ", what, (long long)bad, (long long)n);
+    }
+    for (int k = 0; k < MAX_GRAPH_IO; k++) { gpuc_tensor_free(o0[k]); gpuc_tensor_free(o1[k]); }
+    for (int k = 0; k < g0->ninputs; k++) gpuc_tensor_free(ins[k]);
+    free(ins);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: test_passes MODELS_DIR\n"); return 2; }
   char p[4096];
@@ -532,6 +686,21 @@ int main(int argc, char **argv) {
   /* ResNet-18: every Conv ends in a FusedConv or a fused Relu; no groups */
   snprintf(p, sizeof p, "%s/resnet18.onnx", argv[1]);
   check_fusion(p, &r18, 1, false, 0, none);
+  /* --fp16 NHWC: resnet_block's five convolutions are one region (a
+   * Transpose in, one out); mobile_block's two also, but its three outputs
+   * each leave through one; ResNet-18's and small_cnn's MaxPools are NHWC
+   * too: one region each, GlobalAveragePool ends it */
+  snprintf(p, sizeof p, "%s/resnet_block.onnx", argv[1]);
+  check_nhwc(p, NULL, 0, 5, 2);
+  compare_model_opts(p, NULL, 0, -1, true);
+  compare_model(p, NULL, 0, -1);
+  snprintf(p, sizeof p, "%s/mobile_block.onnx", argv[1]);
+  check_nhwc(p, NULL, 0, 2, 4);
+  compare_model_opts(p, NULL, 0, -1, true);
+  snprintf(p, sizeof p, "%s/resnet18.onnx", argv[1]);
+  check_nhwc(p, &r18, 1, 20, 2);
+  snprintf(p, sizeof p, "%s/small_cnn.onnx", argv[1]);
+  check_nhwc(p, NULL, 0, 2, 2);
   level = 1;
 
   /* The fold cap: with a 16-byte cap the 4-element int64 shape (32 bytes)
@@ -549,5 +718,6 @@ int main(int argc, char **argv) {
     gpuc_graph_free(g);
   }
   test_cse();
+  test_nhwc_reference();
   return check_summary();
 }

@@ -2,7 +2,8 @@
  * several archs with NVRTC, write, read back, write again (byte-exact),
  * then check that corrupted, truncated and other-version plans are refused
  * with a message and never crash. The per-step costs (bytes, FLOPs) of the
- * MLP are checked against numbers worked out by hand from its shapes.
+ * MLP are checked against numbers worked out by hand from its shapes. The
+ * NHWC convolutions of resnet_block --fp16 round-trip; bad layouts are refused.
  * usage: test_plan MODELS_DIR WORKDIR */
 #include "codegen.h"
 #include "frontend.h"
@@ -14,15 +15,16 @@
 #include <string.h>
 
 
-static Plan *compile(const char *model, const GpucShapeBind *b, int nb, int sm) {
+static Plan *compile_opts(const char *model, const GpucShapeBind *b, int nb, int sm, bool fp16) {
   GpucErr e = {0};
   Graph *g = gpuc_onnx_load(model, b, nb, &e);
   CHECK(g != NULL, "load %s: %s", model, e.msg);
   if (!g) return NULL;
   PassOptions po;
   gpuc_pass_options_default(&po, 2);
+  po.fp16 = fp16;
   CHECK(gpuc_passes_run(g, &po, &e) == 0, "passes: %s", e.msg);
-  CodegenOptions co = {.sm = sm, .level = 2};
+  CodegenOptions co = {.sm = sm, .level = 2, .fp16 = fp16};
   Plan *p = NULL;
   CompileStats st;
   int rc = gpuc_codegen(g, &co, &p, &st, &e);
@@ -34,6 +36,10 @@ static Plan *compile(const char *model, const GpucShapeBind *b, int nb, int sm) 
   }
   gpuc_graph_free(g);
   return p;
+}
+
+static Plan *compile(const char *model, const GpucShapeBind *b, int nb, int sm) {
+  return compile_opts(model, b, nb, sm, false);
 }
 
 /* Change section `id`'s size by `delta` bytes (or its id to `new_id`) and
@@ -100,6 +106,50 @@ static void expect_refused(const char *path, const char *want, const char *what)
   Plan *p = gpuc_plan_read(path, &e);
   CHECK(p == NULL, "%s: plan accepted", what);
   CHECK(strstr(e.msg, want) != NULL, "%s: message '%s' lacks '%s'", what, e.msg, want);
+  gpuc_plan_free(p);
+}
+
+/* resnet_block --fp16: NHWC convolutions (PlanConv.act's layout bits)
+ * survive write -> read -> write byte-exact; a layout other than NCHW/NHWC,
+ * stray bits, or NHWC on a 3-D convolution is refused. */
+static void check_nhwc_plan(const char *model, const char *a, const char *b, const char *bad) {
+  for (int sm = 0; sm < 4; sm++) gpuc_plan_free(compile_opts(model, NULL, 0, (int[]){80, 89, 90, 120}[sm], true));
+  Plan *p = compile_opts(model, NULL, 0, 90, true);
+  if (!p) return;
+  uint32_t nhwc = 0;
+  for (uint32_t i = 0; i < p->nconvs; i++) nhwc += GPUC_CONV_LAYOUT(p->convs[i].act) == GPUC_LAYOUT_NHWC;
+  CHECK(p->nconvs == 5 && nhwc == 5, "resnet_block fp16: %u of %u convolutions NHWC, expected 5 of 5", nhwc,
+        p->nconvs);
+  GpucErr e = {0};
+  CHECK(gpuc_plan_write(p, a, &e) == 0, "write: %s", e.msg);
+  Plan *q = gpuc_plan_read(a, &e);
+  CHECK(q != NULL, "read back the NHWC plan: %s", e.msg);
+  if (q) {
+    CHECK(q->nconvs == p->nconvs && !memcmp(q->convs, p->convs, p->nconvs * sizeof(PlanConv)),
+          "NHWC convolutions survive the round trip");
+    CHECK(gpuc_plan_write(q, b, &e) == 0, "rewrite: %s", e.msg);
+    size_t na, nb;
+    unsigned char *ba = slurp(a, &na), *bb = slurp(b, &nb);
+    CHECK(ba && bb && na == nb && !memcmp(ba, bb, na), "NHWC plan: write -> read -> write is byte-exact");
+    free(ba);
+    free(bb);
+    const struct { uint32_t act, nspatial; const char *what; } bads[] = {
+      {GPUC_CONV_ACT_PACK(1, 2), 2, "layout 2"},
+      {GPUC_CONV_ACT_PACK(0, 255), 2, "layout 255"},
+      {GPUC_CONV_ACT_PACK(1, 1) | (1u << 16), 2, "stray bits above the layout"},
+      {GPUC_CONV_ACT_PACK(2, 1), 2, "activation 2"},
+      {GPUC_CONV_ACT_PACK(1, 1), 3, "NHWC with 3 spatial dims"},
+    };
+    for (size_t k = 0; k < sizeof bads / sizeof *bads; k++) {
+      PlanConv keep = q->convs[0];
+      q->convs[0].act = bads[k].act;
+      q->convs[0].nspatial = bads[k].nspatial;
+      CHECK(gpuc_plan_write(q, bad, &e) == 0, "write: %s", e.msg);
+      expect_refused(bad, "corrupt plan: conv", bads[k].what);
+      q->convs[0] = keep;
+    }
+    gpuc_plan_free(q);
+  }
   gpuc_plan_free(p);
 }
 
@@ -199,6 +249,9 @@ int main(int argc, char **argv) {
   gpuc_plan_free(p);
   p = compile(cnn, NULL, 0, 90);
   gpuc_plan_free(p);
+  char rb[4096];
+  snprintf(rb, sizeof rb, "%s/resnet_block.onnx", argv[1]);
+  check_nhwc_plan(rb, a, b, bad);
 out:
   return check_summary();
 }

@@ -1,0 +1,274 @@
+/* --fp16 -O2: 2-D convolutions in NHWC (channels last), the layout cuDNN's
+ * half-precision tensor-core kernels read; given NCHW they transpose
+ * internally, around every convolution.
+ *
+ * A region is a connected set of
+ *   - 2-D convolutions: FusedConv (NCHW) and Conv, both with constant
+ *     weights; a Conv becomes FusedConv with activation 0 (its bias, if
+ *     any, added after the convolution as before),
+ *   - layout-agnostic elementwise ops (Relu, Clip, Add of a residual, Mul
+ *     by a per-channel constant...): every input a rank-4 computed value,
+ *     or a constant of rank <= 4 (re-laid-out), with a rank-4 output,
+ *   - 2-D MaxPools without Indices (ResNet's after the stem), which get
+ *     layout = 1 too,
+ * joined where one reads another's output; a region without a convolution
+ * is left alone. Inside it every value is NHWC: convolutions get
+ * layout = 1 and weights [K,C/g,R,S] -> [K,R,S,C/g]; constants read by
+ * elementwise ops are padded to rank 4 and permuted ([C,1,1] -> [1,1,1,C]);
+ * scalars stay. A computed NCHW value a region node reads enters through
+ * one Transpose [0,2,3,1]; a region value that a node outside the region
+ * reads, or that is a graph output, leaves through one Transpose [0,3,1,2]
+ * which writes the original value (so the outside keeps its names, shapes
+ * and outputs). Between two convolutions of a region there is no
+ * Transpose. Anything else ends a region: other pools (GlobalAveragePool:
+ * a Transpose of the last, smallest activation), Flatten/Reshape,
+ * Concat, Gemm, ops reading a rank-4 value with a lower-rank computed
+ * operand (broadcast that would mean something else in NHWC).
+ *
+ * Runs before the fp16 pass (the Transposes and re-laid-out constants are
+ * then cast like everything else) and after fuse_conv. */
+#include "passes.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const int to_nhwc[4] = GPUC_NCHW_TO_NHWC, to_nchw[4] = GPUC_NHWC_TO_NCHW;
+
+static bool known4(const Tensor *t) { return t->rank == 4 && gpuc_shape_known(t); }
+static bool has_data(const Value *v) { return v->is_const && v->t.data; }
+
+/* Conv / FusedConv over [N,C,H,W] with constant [K,C/g,R,S] weights. */
+static bool conv2d(const Graph *g, const Node *n) {
+  if (n->op != GPUC_OP_CONV && n->op != GPUC_OP_FUSEDCONV) return false;
+  if (gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NCHW) return false;
+  if (n->nin < 2 || n->in[0] < 0 || n->in[1] < 0 || n->out[0] < 0) return false;
+  const Value *x = &g->values[n->in[0]], *w = &g->values[n->in[1]];
+  const Tensor *y = &g->values[n->out[0]].t;
+  if (!known4(&x->t) || x->is_const || !known4(&w->t) || !has_data(w) || !known4(y)) return false;
+  if (x->t.dt != GPUC_DT_F32 && x->t.dt != GPUC_DT_F16) return false;
+  if (n->nin > 3 && n->in[3] >= 0 && !known4(&g->values[n->in[3]].t)) return false;
+  return true;
+}
+
+/* A 2-D MaxPool without Indices: it has an NHWC form (attribute layout). */
+static bool maxpool2d(const Graph *g, const Node *n) {
+  if (n->op != GPUC_OP_MAXPOOL || n->in[0] < 0 || n->out[0] < 0) return false;
+  if (gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NCHW) return false;
+  if (n->nout > 1 && n->out[1] >= 0) return false;
+  const Value *x = &g->values[n->in[0]];
+  return known4(&x->t) && !x->is_const && known4(&g->values[n->out[0]].t) &&
+         (x->t.dt == GPUC_DT_F32 || x->t.dt == GPUC_DT_F16);
+}
+
+/* An elementwise op that computes the same in NHWC once its inputs are. */
+static bool agnostic(const Graph *g, const Node *n) {
+  if (!(gpuc_ops[n->op].flags & GPUC_OPF_ELEMWISE) || n->op == GPUC_OP_DROPOUT) return false;
+  if (n->nout < 1 || n->out[0] < 0 || !known4(&g->values[n->out[0]].t)) return false;
+  for (int k = 1; k < n->nout; k++)
+    if (n->out[k] >= 0) return false;
+  int computed = 0;
+  for (int k = 0; k < n->nin; k++) {
+    int v = n->in[k];
+    if (v < 0) continue;
+    const Value *x = &g->values[v];
+    if (has_data(x)) {
+      if (x->t.rank > 4) return false;
+    } else if (x->t.rank == 4) {
+      computed++;
+    } else {
+      return false;
+    }
+  }
+  return computed > 0;
+}
+
+/* Inputs that carry the layout: a conv's X and Z; an elementwise op's
+ * computed inputs. */
+static bool layout_input(const Graph *g, const Node *n, int k) {
+  int v = n->in[k];
+  if (v < 0) return false;
+  if (n->op == GPUC_OP_CONV || n->op == GPUC_OP_FUSEDCONV) return k == 0 || k == 3;
+  if (n->op == GPUC_OP_MAXPOOL) return k == 0;
+  return !has_data(&g->values[v]);
+}
+
+static int find(int *parent, int i) {
+  while (parent[i] != i) i = parent[i] = parent[parent[i]];
+  return i;
+}
+
+typedef struct {
+  Graph *g;
+  int *twin;                     /* per original value: its NHWC value, or -1 */
+  int *cperm;                    /* per original constant: its permuted copy, or -1 */
+  GpucErr *e;
+} Rw;
+
+static int oom(Rw *r) { return gpuc_err_set(r->e, "%s: layout_nhwc: out of memory", r->g->path); }
+
+static int new_value(Rw *r, int like, const char *suffix) {
+  char name[512];
+  snprintf(name, sizeof name, "%s.%s", r->g->values[like].name, suffix);
+  int v = gpuc_graph_add_value(r->g, name);
+  if (v < 0) oom(r);
+  return v;
+}
+
+/* Transpose in -> out with perm; returns the node or -1. */
+static int transpose(Rw *r, int in, int out, const int perm[4]) {
+  Graph *g = r->g;
+  char name[512];
+  snprintf(name, sizeof name, "%s.%s", g->values[out].name, perm[1] == 2 ? "to_nhwc" : "to_nchw");
+  int ni = gpuc_graph_add_node(g, GPUC_OP_TRANSPOSE, name, 1, 1);
+  Attr *a = ni < 0 ? NULL : gpuc_arena_alloc(&g->arena, sizeof(Attr));
+  int64_t *p = a ? gpuc_arena_alloc(&g->arena, sizeof(int64_t) * 4) : NULL;
+  if (!p) return oom(r);
+  for (int i = 0; i < 4; i++) p[i] = perm[i];
+  *a = (Attr){.name = "perm", .kind = GPUC_ATTR_INTS, .n = 4, .ints = p};
+  Node *n = &g->nodes[ni];
+  n->in[0] = in;
+  n->out[0] = out;
+  n->attrs = a;
+  n->nattr = 1;
+  g->values[out].producer = ni;
+  return ni;
+}
+
+/* The NHWC value a region node reads for computed value v: the region's
+ * own twin, or a Transpose of v made once. */
+static int nhwc_input(Rw *r, int v) {
+  if (r->twin[v] >= 0) return r->twin[v];
+  int w = new_value(r, v, "nhwc");
+  if (w < 0 || transpose(r, v, w, to_nhwc) < 0) return -1;
+  Graph *g = r->g;
+  g->values[w].t = g->values[v].t;
+  for (int i = 0; i < 4; i++) g->values[w].t.dims[i] = g->values[v].t.dims[to_nhwc[i]];
+  return r->twin[v] = w;
+}
+
+/* Constant v re-laid-out: rank <= 4 padded with leading 1s to [N,C,H,W],
+ * then permuted to [N,H,W,C] (conv weights [K,C/g,R,S] -> [K,R,S,C/g]).
+ * A single element stays as it is. */
+static int nhwc_const(Rw *r, int v) {
+  Graph *g = r->g;
+  if (gpuc_numel(&g->values[v].t) <= 1) return v;
+  if (r->cperm[v] >= 0) return r->cperm[v];
+  Tensor padded = g->values[v].t;
+  int rank = padded.rank;
+  for (int i = 3; i >= 0; i--) padded.dims[i] = i - (4 - rank) >= 0 ? g->values[v].t.dims[i - (4 - rank)] : 1;
+  padded.rank = 4;
+  int w = new_value(r, v, "nhwc");
+  if (w < 0) return -1;
+  Value *c = &g->values[w];
+  if (gpuc_tensor_permute4(&padded, to_nhwc, &c->t, r->e)) return -1;
+  c->is_const = true;
+  c->is_param = g->values[v].is_param;
+  return r->cperm[v] = w;
+}
+
+/* Conv -> FusedConv(X, W, B?) activation 0; both (and MaxPool) get layout 1. */
+static int mark_layout(Rw *r, int i) {
+  Graph *g = r->g;
+  Node *n = &g->nodes[i];
+  bool plain = n->op == GPUC_OP_CONV;
+  int extra = plain ? 2 : 1;
+  Attr *attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr) * ((size_t)n->nattr + (size_t)extra));
+  int *in = plain ? gpuc_arena_alloc(&g->arena, sizeof(int) * 3) : n->in;
+  if (!attrs || !in) return oom(r);
+  memcpy(attrs, n->attrs, sizeof(Attr) * (size_t)n->nattr);
+  attrs[n->nattr] = (Attr){.name = "layout", .kind = GPUC_ATTR_INT, .i = GPUC_LAYOUT_NHWC};
+  if (plain) {
+    attrs[n->nattr + 1] = (Attr){.name = "activation", .kind = GPUC_ATTR_INT, .i = 0};
+    in[0] = n->in[0];
+    in[1] = n->in[1];
+    in[2] = n->nin > 2 ? n->in[2] : -1;
+    n->in = in;
+    n->nin = 3;
+    n->op = GPUC_OP_FUSEDCONV;
+  }
+  n->attrs = attrs;
+  n->nattr += extra;
+  return 0;
+}
+
+int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
+  (void)o;
+  int nn = g->nnodes, nv = g->nvalues, changed = 0, rc = -1;
+  int *parent = malloc(sizeof(int) * ((size_t)nn + 1));
+  bool *elig = calloc((size_t)nn + 1, 1), *isconv = calloc((size_t)nn + 1, 1);
+  bool *has_conv = calloc((size_t)nn + 1, 1), *region = calloc((size_t)nn + 1, 1);
+  bool *pool = calloc((size_t)nn + 1, 1);
+  Rw r = {.g = g, .e = e, .twin = malloc(sizeof(int) * ((size_t)nv + 1)),
+          .cperm = malloc(sizeof(int) * ((size_t)nv + 1))};
+  if (!parent || !elig || !isconv || !has_conv || !region || !pool || !r.twin || !r.cperm) { oom(&r); goto done; }
+  for (int v = 0; v < nv; v++) r.twin[v] = r.cperm[v] = -1;
+  /* regions: components of eligible nodes joined through layout inputs */
+  for (int i = 0; i < nn; i++) {
+    parent[i] = i;
+    isconv[i] = conv2d(g, &g->nodes[i]);
+    pool[i] = maxpool2d(g, &g->nodes[i]);
+    elig[i] = isconv[i] || pool[i] || agnostic(g, &g->nodes[i]);
+  }
+  for (int i = 0; i < nn; i++) {
+    if (!elig[i]) continue;
+    const Node *n = &g->nodes[i];
+    for (int k = 0; k < n->nin; k++) {
+      if (!layout_input(g, n, k)) continue;
+      int p = g->values[n->in[k]].producer;
+      if (p >= 0 && elig[p]) parent[find(parent, p)] = find(parent, i);
+    }
+  }
+  for (int i = 0; i < nn; i++)
+    if (isconv[i]) has_conv[find(parent, i)] = true;
+  for (int i = 0; i < nn; i++) region[i] = elig[i] && has_conv[find(parent, i)];
+  /* every region output gets an NHWC twin the node writes instead */
+  for (int i = 0; i < nn; i++) {
+    if (!region[i]) continue;
+    int y = g->nodes[i].out[0], w = new_value(&r, y, "nhwc");
+    if (w < 0) goto done;
+    Value *t = &g->values[w], *src = &g->values[y];
+    t->t = src->t;
+    t->t.data = NULL;
+    for (int d = 0; d < 4; d++) t->t.dims[d] = src->t.dims[to_nhwc[d]];
+    t->producer = i;
+    g->values[y].producer = -1;
+    g->nodes[i].out[0] = w;
+    r.twin[y] = w;
+  }
+  /* inputs: twins or Transposes in; constants re-laid-out; conv bias kept */
+  for (int i = 0; i < nn; i++) {
+    if (!region[i]) continue;
+    bool conv = isconv[i];
+    for (int k = 0; k < g->nodes[i].nin; k++) {
+      int v = g->nodes[i].in[k], w;
+      if (v < 0 || (conv && k == 2)) continue;
+      if (layout_input(g, &g->nodes[i], k)) w = nhwc_input(&r, v);
+      else w = nhwc_const(&r, v);
+      if (w < 0) goto done;
+      g->nodes[i].in[k] = w;
+    }
+    if ((conv || pool[i]) && mark_layout(&r, i)) goto done;
+    changed++;
+  }
+  /* region values read outside (or graph outputs) leave through a Transpose
+   * that writes the original value */
+  bool *outside = calloc((size_t)nv + 1, 1);
+  if (!outside) { oom(&r); goto done; }
+  for (int j = 0; j < g->nnodes; j++)
+    for (int k = 0; k < g->nodes[j].nin; k++) {
+      int v = g->nodes[j].in[k];
+      if (v >= 0 && v < nv) outside[v] = true; /* region readers read twins now */
+    }
+  for (int v = 0; v < nv; v++) {
+    if (!(outside[v] || g->values[v].is_output) || r.twin[v] < 0) continue;
+    int p = g->values[r.twin[v]].producer; /* a region node, or a Transpose in (index >= nn) */
+    if (p < 0 || p >= nn || !region[p]) continue;
+    if (transpose(&r, r.twin[v], v, to_nchw) < 0) { free(outside); goto done; }
+  }
+  free(outside);
+  if (changed && (gpuc_graph_toposort(g, e) || gpuc_graph_infer(g, e))) goto done;
+  rc = changed;
+done:
+  free(parent); free(elig); free(isconv); free(has_conv); free(region); free(pool); free(r.twin); free(r.cperm);
+  return rc;
+}
