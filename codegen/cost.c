@@ -120,6 +120,10 @@ static uint64_t kernel_flops(const LowerCtx *c) {
   }
   case GPUC_OP_RESIZE: case GPUC_OP_UPSAMPLE: /* nearest copies; linear ~3 lerps of 2 */
     return strcmp(gpuc_attr_s(n, "mode", "nearest"), "nearest") ? 6 * numel(y) : 0;
+  case GPUC_OP_ATTENTION: { /* Q K^T and P V: 2*Sk*(D + Dv) per query row */
+    const Tensor *k = c->in[1], *v = c->in[2];
+    return 2 * numel(x) / (uint64_t)x->dims[3] * (uint64_t)k->dims[2] * (uint64_t)(x->dims[3] + v->dims[3]);
+  }
   case GPUC_OP_CONV: case GPUC_OP_FUSEDCONV: case GPUC_OP_MATMUL: case GPUC_OP_GEMM:
     return 0; /* library calls; their kernels are pads, bias adds, epilogues */
   default: break;

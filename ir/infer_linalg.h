@@ -28,4 +28,12 @@ typedef struct GpucEinsum {
 int gpuc_einsum_parse(OpCtx *c, GpucEinsum *es);
 void gpuc_einsum_free(GpucEinsum *es);
 
+/* Attention (ir/infer_attention.c): what the GPU kernel
+ * (codegen/lower_attention.c) handles, so passes/fuse_attention.c fuses
+ * only what it can lower: f32/f16/bf16 Q, K, V of static 4-D shapes with
+ * equal [B,H], head sizes D and Dv in 1..GPUC_ATTN_MAX_HEAD, and a float
+ * mask (any float dtype) that broadcasts to [B,H,Sq,Sk] (mask may be NULL). */
+#define GPUC_ATTN_MAX_HEAD 128
+bool gpuc_attention_lowerable(const Tensor *q, const Tensor *k, const Tensor *v, const Tensor *mask);
+
 #endif

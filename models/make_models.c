@@ -19,6 +19,17 @@
  *                   training_mode absent, running statistics as initializers;
  *                   input "image" [batch,1,28,28], for the BatchNorm training
  *                   tests
+ *   attention.onnx  two multi-head attention blocks over "x" [batch,33,64]
+ *                   and "mem" [batch,20,64], for passes/fuse_attention.c:
+ *                   self-attention exported TorchScript-SDPA style (H 4, D
+ *                   16: Q and the transposed K scaled by sqrt(1/4) each,
+ *                   mask "mask" [batch,1,1,33] added, Softmax, Where(IsNaN)),
+ *                   output "y"; then cross-attention of y over mem, eager
+ *                   style (H 2, D 32, 20 keys: MatMul(Q, Transpose(K)), Div
+ *                   by sqrt(32), mask-free Softmax), output "z"
+ *   attention_bert.onnx  BERT-base's attention shape, SDPA style, on inputs
+ *                   "q", "k", "v" [batch,12,128,64] and "mask"
+ *                   [batch,1,1,128]: output "o" [batch,12,128,64]
  * usage: make_models OUTDIR */
 #include "onnx_builder.h"
 #include <math.h>
@@ -404,6 +415,126 @@ static int ffn_block(const char *dir) {
   return ob_save(b, path);
 }
 
+/* [B,S,H*D] -> Linear -> [B,H,S,D] (Reshape with 0 = keep batch, Transpose) */
+static void heads(OnnxBuilder *b, const char *name, const char *x, const char *y, int64_t s, int64_t h,
+                  int64_t d) {
+  char lin[128], shp[128], r[128], t[128];
+  snprintf(lin, sizeof lin, "%s.lin", name);
+  snprintf(shp, sizeof shp, "%s.shape", name);
+  snprintf(r, sizeof r, "%s.r", name);
+  snprintf(t, sizeof t, "%s/Transpose", name);
+  linear(b, name, x, lin, h * d, h * d, false);
+  int64_t shape[4] = {0, s, h, d}, four = 4, perm[4] = {0, 2, 1, 3};
+  ob_init_i64(b, shp, 1, &four, shape);
+  binary(b, "Reshape", r, lin, shp, r);
+  const char *ti[] = {r, NULL}, *to[] = {y, NULL};
+  ob_node(b, "Transpose", t, ti, to);
+  ob_attr_ints(b, "perm", 4, perm);
+}
+
+/* [B,H,S,D] -> [B,S,H*D] */
+static void merge_heads(OnnxBuilder *b, const char *name, const char *x, const char *y, int64_t s, int64_t e) {
+  char shp[128], t[128], tn[128];
+  snprintf(shp, sizeof shp, "%s.shape", name);
+  snprintf(t, sizeof t, "%s.t", name);
+  snprintf(tn, sizeof tn, "%s/Transpose", name);
+  int64_t perm[4] = {0, 2, 1, 3}, shape[3] = {0, s, e}, three = 3;
+  const char *ti[] = {x, NULL}, *to[] = {t, NULL};
+  ob_node(b, "Transpose", tn, ti, to);
+  ob_attr_ints(b, "perm", 4, perm);
+  ob_init_i64(b, shp, 1, &three, shape);
+  binary(b, "Reshape", name, t, shp, y);
+}
+
+/* softmax(Q K^T * s + mask) V as torch.onnx (TorchScript) exports SDPA:
+ * Mul(Q, sqrt s), Mul(Transpose(K), sqrt s), MatMul, Add mask, Softmax,
+ * Where(IsNaN(P), 0, P), MatMul V. `extra` (!= 1) also multiplies Q first. */
+static void sdpa(OnnxBuilder *b, const char *name, const char *q, const char *k, const char *v,
+                 const char *mask, const char *y, float sqrt_scale, float extra) {
+  char n[16][160];
+  for (int i = 0; i < 16; i++) snprintf(n[i], sizeof n[i], "%s.%d", name, i);
+  int64_t perm[4] = {0, 1, 3, 2};
+  scalar(b, n[0], sqrt_scale);
+  const char *qin = q;
+  if (extra != 1.0f) {
+    scalar(b, n[12], extra);
+    binary(b, "Mul", n[13], q, n[12], n[14]);
+    qin = n[14];
+  }
+  binary(b, "Mul", n[1], qin, n[0], n[2]);                /* Q * sqrt s */
+  const char *ti[] = {k, NULL}, *to[] = {n[3], NULL};
+  ob_node(b, "Transpose", n[4], ti, to);
+  ob_attr_ints(b, "perm", 4, perm);
+  binary(b, "Mul", n[5], n[3], n[0], n[6]);               /* K^T * sqrt s */
+  binary(b, "MatMul", n[7], n[2], n[6], n[8]);
+  binary(b, "Add", n[9], n[8], mask, n[10]);
+  const char *si[] = {n[10], NULL}, *so[] = {n[11], NULL};
+  ob_node(b, "Softmax", n[15], si, so);
+  ob_attr_i(b, "axis", -1);
+  char isn[160], isnn[160], zero[160], wh[160], whn[160], mm[160];
+  snprintf(isn, sizeof isn, "%s.isnan", name);
+  snprintf(isnn, sizeof isnn, "%s/IsNaN", name);
+  snprintf(zero, sizeof zero, "%s.zero", name);
+  snprintf(wh, sizeof wh, "%s.where", name);
+  snprintf(whn, sizeof whn, "%s/Where", name);
+  snprintf(mm, sizeof mm, "%s/MatMul_1", name);
+  unary(b, "IsNaN", isnn, n[11], isn);
+  scalar(b, zero, 0.0f);
+  const char *wi[] = {isn, zero, n[11], NULL}, *wo[] = {wh, NULL};
+  ob_node(b, "Where", whn, wi, wo);
+  binary(b, "MatMul", mm, wh, v, y);
+}
+
+static int attention(const char *dir) {
+  OnnxBuilder *b = ob_new("attention", 17);
+  int64_t x[3] = {-1, 33, 64}, mem[3] = {-1, 20, 64}, mask[4] = {-1, 1, 1, 33};
+  ob_input(b, "x", 1, 3, x, "batch");
+  ob_input(b, "mem", 1, 3, mem, "batch");
+  ob_input(b, "mask", 1, 4, mask, "batch");
+  /* self-attention, SDPA export: H 4, D 16, scale 1/4 as sqrt(1/4) twice */
+  heads(b, "q1", "x", "q1h", 33, 4, 16);
+  heads(b, "k1", "x", "k1h", 33, 4, 16);
+  heads(b, "v1", "x", "v1h", 33, 4, 16);
+  sdpa(b, "sdpa1", "q1h", "k1h", "v1h", "mask", "a1", 0.5f, 1.0f);
+  merge_heads(b, "a1m", "a1", "y", 33, 64);
+  ob_output(b, "y", 1, 3, x);
+  /* cross-attention, eager export: H 2, D 32, MatMul(Q, K^T) / sqrt 32 */
+  heads(b, "q2", "y", "q2h", 33, 2, 32);
+  heads(b, "k2", "mem", "k2h", 20, 2, 32);
+  heads(b, "v2", "mem", "v2h", 20, 2, 32);
+  int64_t perm[4] = {0, 1, 3, 2};
+  const char *ti[] = {"k2h", NULL}, *to[] = {"k2t", NULL};
+  ob_node(b, "Transpose", "att2/Transpose", ti, to);
+  ob_attr_ints(b, "perm", 4, perm);
+  binary(b, "MatMul", "att2/MatMul", "q2h", "k2t", "s2");
+  scalar(b, "att2.sqrt_d", 5.656854f);
+  binary(b, "Div", "att2/Div", "s2", "att2.sqrt_d", "s2d");
+  const char *si[] = {"s2d", NULL}, *so[] = {"p2", NULL};
+  ob_node(b, "Softmax", "att2/Softmax", si, so);
+  ob_attr_i(b, "axis", 3);
+  binary(b, "MatMul", "att2/MatMul_1", "p2", "v2h", "a2");
+  merge_heads(b, "a2m", "a2", "z", 33, 64);
+  ob_output(b, "z", 1, 3, x);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/attention.onnx", dir);
+  return ob_save(b, path);
+}
+
+static int attention_bert(const char *dir) {
+  OnnxBuilder *b = ob_new("attention_bert", 17);
+  int64_t qkv[4] = {-1, 12, 128, 64}, mask[4] = {-1, 1, 1, 128};
+  ob_input(b, "q", 1, 4, qkv, "batch");
+  ob_input(b, "k", 1, 4, qkv, "batch");
+  ob_input(b, "v", 1, 4, qkv, "batch");
+  ob_input(b, "mask", 1, 4, mask, "batch");
+  /* inputs are uniform in [-1,1): Q * 4 sharpens the softmax */
+  sdpa(b, "sdpa", "q", "k", "v", "mask", "o", 0.35355339f, 4.0f);
+  ob_output(b, "o", 1, 4, qkv);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/attention_bert.onnx", dir);
+  return ob_save(b, path);
+}
+
 static int small_bn_cnn(const char *dir) {
   OnnxBuilder *b = ob_new("small_bn_cnn", 17);
   int64_t in[4] = {-1, 1, 28, 28}, out[2] = {-1, 10};
@@ -427,5 +558,5 @@ static int small_bn_cnn(const char *dir) {
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: make_models OUTDIR\n"); return 2; }
   return small_cnn(argv[1]) || mlp(argv[1]) || resnet18(argv[1]) || resnet50(argv[1]) || shape_chain(argv[1]) || mobile_block(argv[1]) ||
-                 ffn_block(argv[1]) || small_bn_cnn(argv[1]) ? 1 : 0;
+                 ffn_block(argv[1]) || small_bn_cnn(argv[1]) || attention(argv[1]) || attention_bert(argv[1]) ? 1 : 0;
 }

@@ -47,7 +47,11 @@ def main():
     bundled = [("mlp.onnx", ["--shape", "image=8x784"]), ("small_cnn.onnx", []),
                ("resnet18.onnx", ["--shape", "input=1x3x224x224"]),
                ("resnet50.onnx", ["--shape", "input=1x3x224x224"]),
-               ("ffn_block.onnx", ["--shape", "x=4x16x64"]), ("mobile_block.onnx", [])]
+               ("ffn_block.onnx", ["--shape", "x=4x16x64"]), ("mobile_block.onnx", []),
+               ("attention.onnx", ["--shape", "x=2x33x64", "--shape", "mem=2x20x64",
+                                   "--shape", "mask=2x1x1x33"]),
+               ("attention_bert.onnx", ["--shape", "q=2x12x128x64", "--shape", "k=2x12x128x64",
+                                        "--shape", "v=2x12x128x64", "--shape", "mask=2x1x1x128"])]
     for arch in archs:
         for m, extra in bundled:
             for fp16 in ([], ["--fp16"]):

@@ -159,6 +159,7 @@ static void check_fusion(const char *path, const GpucShapeBind *b, int nb, bool 
   gpuc_graph_free(g);
 }
 
+
 /* ---- CSE on graphs built in memory --------------------------------------- */
 
 #define MAX_GRAPH_IO 16
@@ -258,6 +259,25 @@ static int count_op(const Graph *g, GpucOp op) {
   for (int i = 0; i < g->nnodes; i++) c += g->nodes[i].op == op;
   return c;
 }
+
+/* -O2 (fp16 or not): exactly want Attention nodes, and no Softmax or
+ * IsNaN left (the score matrices are gone). */
+static void check_attention(const char *path, const GpucShapeBind *b, int nb, bool fp16, int want) {
+  GpucErr e = {0};
+  Graph *g = gpuc_onnx_load(path, b, nb, &e);
+  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  if (!g) return;
+  PassOptions o;
+  gpuc_pass_options_default(&o, 2);
+  o.fp16 = fp16;
+  CHECK(gpuc_passes_run(g, &o, &e) == 0, "passes on %s: %s", path, e.msg);
+  CHECK(count_op(g, GPUC_OP_ATTENTION) == want, "%s%s: %d Attention nodes, expected %d", path,
+        fp16 ? " (fp16)" : "", count_op(g, GPUC_OP_ATTENTION), want);
+  CHECK(want == 0 || (count_op(g, GPUC_OP_SOFTMAX) == 0 && count_op(g, GPUC_OP_ISNAN) == 0),
+        "%s: Softmax or IsNaN left after attention fusion", path);
+  gpuc_graph_free(g);
+}
+
 
 static bool same_bytes(const Tensor *a, const Tensor *b) {
   return a->dt == b->dt && gpuc_numel(a) == gpuc_numel(b) && gpuc_numel(a) > 0 &&
@@ -532,6 +552,26 @@ int main(int argc, char **argv) {
   /* ResNet-18: every Conv ends in a FusedConv or a fused Relu; no groups */
   snprintf(p, sizeof p, "%s/resnet18.onnx", argv[1]);
   check_fusion(p, &r18, 1, false, 0, none);
+  /* attention fusion: the SDPA-style block (33 tokens, H 4, D 16, mask,
+   * Where(IsNaN)) and the eager-style cross-attention (20 keys, H 2, D 32,
+   * Div, no mask) are one Attention node each; -O2 computes what -O0 does */
+  GpucShapeBind ab[3] = {{.name = "x", .rank = 3, .dims = {2, 33, 64}},
+                         {.name = "mem", .rank = 3, .dims = {2, 20, 64}},
+                         {.name = "mask", .rank = 4, .dims = {2, 1, 1, 33}}};
+  snprintf(p, sizeof p, "%s/attention.onnx", argv[1]);
+  check_attention(p, ab, 3, false, 2);
+  check_attention(p, ab, 3, true, 2);
+  compare_model(p, ab, 3, -1);
+  compare_model_opts(p, ab, 3, -1, true);
+  check_attention(p, NULL, 0, false, 0); /* symbolic batch: shapes unknown, not fused */
+  GpucShapeBind bb[4] = {{.name = "q", .rank = 4, .dims = {2, 12, 128, 64}},
+                         {.name = "k", .rank = 4, .dims = {2, 12, 128, 64}},
+                         {.name = "v", .rank = 4, .dims = {2, 12, 128, 64}},
+                         {.name = "mask", .rank = 4, .dims = {2, 1, 1, 128}}};
+  snprintf(p, sizeof p, "%s/attention_bert.onnx", argv[1]);
+  check_attention(p, bb, 4, false, 1);
+  compare_model(p, bb, 4, 1);
+  compare_model_opts(p, bb, 4, -1, true);
   level = 1;
 
   /* The fold cap: with a 16-byte cap the 4-element int64 shape (32 bytes)
