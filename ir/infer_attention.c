@@ -1,12 +1,51 @@
-/* Shape inference of the internal Attention op (ir/ops.def), and the limits
- * of its GPU kernel, which passes/fuse_attention.c checks before fusing so
- * that codegen/lower_attention.c never meets a node it cannot run. */
+/* Shape inference of the internal Attention op (ir/ops.def), its geometry
+ * (shared by the reference kernel and the lowering), and the limits of its
+ * GPU kernels, which passes/fuse_attention.c checks before fusing so that
+ * codegen/lower_attention.c never meets a node it cannot run. */
 #include "infer_linalg.h"
+
+/* The tensor's [b, h, s, d] sizes from its stored dims */
+static void logical(const Tensor *t, bool bshd, int64_t out[4]) {
+  out[0] = t->dims[0];
+  out[1] = t->dims[bshd ? 2 : 1];
+  out[2] = t->dims[bshd ? 1 : 2];
+  out[3] = t->dims[3];
+}
+
+/* element strides of b, h and s; d is contiguous */
+static void strides(const int64_t l[4], bool bshd, int64_t st[3]) {
+  st[0] = l[1] * l[2] * l[3];
+  st[1] = bshd ? l[3] : l[2] * l[3];
+  st[2] = bshd ? l[1] * l[3] : l[3];
+}
 
 static bool dims_eq(int64_t a, int64_t b) { return a < 0 || b < 0 || a == b; }
 
+int gpuc_attention_geom(const Node *n, const Tensor *q, const Tensor *k, const Tensor *v, GpucAttnGeom *a) {
+  const int64_t *flags;
+  int nf = gpuc_attr_ints(n, "bshd", &flags);
+  if (nf >= 0 && nf != 4) return -1;
+  for (int i = 0; i < 4; i++) a->bshd[i] = nf == 4 && flags[i] != 0;
+  if (q->rank != 4 || k->rank != 4 || v->rank != 4) return -1;
+  int64_t lq[4], lk[4], lv[4];
+  logical(q, a->bshd[0], lq);
+  logical(k, a->bshd[1], lk);
+  logical(v, a->bshd[2], lv);
+  for (int d = 0; d < 2; d++)
+    if (!dims_eq(lq[d], lk[d]) || !dims_eq(lq[d], lv[d])) return -1;
+  if (!dims_eq(lq[3], lk[3]) || !dims_eq(lk[2], lv[2])) return -1;
+  a->B = lq[0]; a->H = lq[1]; a->Sq = lq[2]; a->D = lq[3]; a->Sk = lk[2]; a->Dv = lv[3];
+  int64_t ly[4] = {a->B, a->H, a->Sq, a->Dv};
+  strides(lq, a->bshd[0], a->st[0]);
+  strides(lk, a->bshd[1], a->st[1]);
+  strides(lv, a->bshd[2], a->st[2]);
+  strides(ly, a->bshd[3], a->st[3]);
+  return 0;
+}
+
 /* Q [B,H,Sq,D], K [B,H,Sk,D], V [B,H,Sk,Dv], mask? broadcast to
- * [B,H,Sq,Sk] -> Y [B,H,Sq,Dv] of Q's dtype. */
+ * [B,H,Sq,Sk] -> Y [B,H,Sq,Dv] of Q's dtype; with attribute bshd[i] set,
+ * tensor i (Q, K, V, Y) is stored [B,S,H,D] instead. */
 int infer_Attention(OpCtx *c) {
   static const GpucDType flt[] = {GPUC_DT_F32, GPUC_DT_F16, GPUC_DT_BF16, GPUC_DT_F64, GPUC_DT_UNDEF};
   for (int i = 0; i < 4; i++)
@@ -15,20 +54,16 @@ int infer_Attention(OpCtx *c) {
   if (k->dt != q->dt || v->dt != q->dt)
     return gpuc_op_fail(c, "Q, K and V must have one dtype (got %s, %s, %s)", gpuc_dtype_name(q->dt),
                         gpuc_dtype_name(k->dt), gpuc_dtype_name(v->dt));
-  if (q->rank != 4 || k->rank != 4 || v->rank != 4)
-    return gpuc_op_fail(c, "Q, K and V must be 4-D (got ranks %d, %d, %d)", q->rank, k->rank, v->rank);
-  for (int d = 0; d < 2; d++)
-    if (!dims_eq(q->dims[d], k->dims[d]) || !dims_eq(q->dims[d], v->dims[d]))
-      return gpuc_op_fail(c, "Q, K and V differ in dimension %d", d);
-  if (!dims_eq(q->dims[3], k->dims[3])) return gpuc_op_fail(c, "Q and K differ in head size");
-  if (!dims_eq(k->dims[2], v->dims[2])) return gpuc_op_fail(c, "K and V differ in length");
-  Tensor *y = c->out[0];
-  int64_t dims[4] = {q->dims[0], q->dims[1], q->dims[2], v->dims[3]};
-  gpuc_set_shape(y, q->dt, 4, dims);
+  GpucAttnGeom a;
+  if (gpuc_attention_geom(c->n, q, k, v, &a))
+    return gpuc_op_fail(c, "Q, K and V are not 4-D with one batch, head count and head size");
+  int64_t dims[4] = {a.B, a.H, a.Sq, a.Dv};
+  if (a.bshd[3]) { dims[1] = a.Sq; dims[2] = a.H; }
+  gpuc_set_shape(c->out[0], q->dt, 4, dims);
   if (gpuc_has_in(c, 3)) {
     const Tensor *m = c->in[3];
     if (m->rank > 4) return gpuc_op_fail(c, "mask has rank %d, at most 4", m->rank);
-    int64_t sd[4] = {q->dims[0], q->dims[1], q->dims[2], k->dims[2]};
+    int64_t sd[4] = {a.B, a.H, a.Sq, a.Sk};
     for (int d = 0; d < m->rank; d++) {
       int64_t md = m->dims[d], want = sd[4 - m->rank + d];
       if (md >= 0 && md != 1 && want >= 0 && md != want)
@@ -39,23 +74,30 @@ int infer_Attention(OpCtx *c) {
   return 0;
 }
 
-bool gpuc_attention_lowerable(const Tensor *q, const Tensor *k, const Tensor *v, const Tensor *mask) {
+void gpuc_attention_mask_strides(const Tensor *m, int64_t st[4]) {
+  int64_t s = 1;
+  for (int d = 3; d >= 0; d--) {
+    int md = d - (4 - m->rank);
+    if (md < 0 || m->dims[md] == 1) { st[d] = 0; continue; }
+    st[d] = s;
+    s *= m->dims[md];
+  }
+}
+
+bool gpuc_attention_lowerable(const GpucAttnGeom *a, const Tensor *q, const Tensor *k, const Tensor *v,
+                              const Tensor *mask) {
   GpucDType dt = q->dt;
   if (dt != GPUC_DT_F32 && dt != GPUC_DT_F16 && dt != GPUC_DT_BF16) return false;
-  if (k->dt != dt || v->dt != dt || q->rank != 4 || k->rank != 4 || v->rank != 4) return false;
+  if (k->dt != dt || v->dt != dt) return false;
   if (!gpuc_shape_known(q) || !gpuc_shape_known(k) || !gpuc_shape_known(v)) return false;
-  for (int d = 0; d < 2; d++)
-    if (k->dims[d] != q->dims[d] || v->dims[d] != q->dims[d]) return false;
-  int64_t D = q->dims[3], Dv = v->dims[3], Sk = k->dims[2];
-  if (k->dims[3] != D || v->dims[2] != Sk) return false;
-  if (D < 1 || D > GPUC_ATTN_MAX_HEAD || Dv < 1 || Dv > GPUC_ATTN_MAX_HEAD || Sk < 1 || q->dims[2] < 1)
+  if (a->D < 1 || a->D > GPUC_ATTN_MAX_HEAD || a->Dv < 1 || a->Dv > GPUC_ATTN_MAX_HEAD || a->Sk < 1 || a->Sq < 1)
     return false;
   /* grid (B*H, Sq/16) */
-  if (q->dims[0] * q->dims[1] > INT32_MAX || q->dims[2] > (int64_t)65535 * 16) return false;
+  if (a->B * a->H > INT32_MAX || a->Sq > (int64_t)65535 * 16) return false;
   if (!mask) return true;
   if (mask->dt != GPUC_DT_F32 && mask->dt != GPUC_DT_F16 && mask->dt != GPUC_DT_BF16) return false;
   if (!gpuc_shape_known(mask) || mask->rank > 4) return false;
-  int64_t full[4] = {q->dims[0], q->dims[1], q->dims[2], Sk};
+  int64_t full[4] = {a->B, a->H, a->Sq, a->Sk};
   for (int d = 0; d < mask->rank; d++) {
     int64_t md = mask->dims[d];
     if (md != 1 && md != full[4 - mask->rank + d]) return false;

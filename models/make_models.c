@@ -30,6 +30,15 @@
  *   attention_bert.onnx  BERT-base's attention shape, SDPA style, on inputs
  *                   "q", "k", "v" [batch,12,128,64] and "mask"
  *                   [batch,1,1,128]: output "o" [batch,12,128,64]
+ *   attention_shapes.onnx  four independent attention blocks on inputs
+ *                   qN, kN, vN (and maskN) of fixed shapes, for the kernels'
+ *                   edge cases: D 128 with 70 queries, 130 keys and a full
+ *                   [B,H,Sq,Sk] mask; D 80 / Dv 64 with a rank-1 [Sk] mask
+ *                   (eager Div); D 7 / Dv 9 without a mask; one query, one
+ *                   key, D 24; outputs oN; then SDPA style (Where(IsNaN))
+ *                   with a constant [1,1,20,70] mask: query row 0 masked
+ *                   out entirely (its output is 0), row 2 on keys 0..63
+ *                   (a whole key tile -inf before finite scores)
  * usage: make_models OUTDIR */
 #include "onnx_builder.h"
 #include <math.h>
@@ -535,6 +544,69 @@ static int attention_bert(const char *dir) {
   return ob_save(b, path);
 }
 
+/* eager-style attention on inputs named <p>q, <p>k, <p>v (and <p>mask when
+ * mask_rank > 0): softmax(MatMul(Q, Transpose(K)) / sqrt(D) + mask) V */
+static void attn_inputs(OnnxBuilder *b, const char *p, int64_t B, int64_t H, int64_t sq, int64_t sk, int64_t d,
+                        int64_t dv, int mask_rank, const int64_t *mask_dims) {
+  char q[32], k[32], v[32], m[32], kt[32], s[32], sd[32], x[32], pr[32], o[32], c[32], nm[64];
+  snprintf(q, sizeof q, "q%s", p); snprintf(k, sizeof k, "k%s", p); snprintf(v, sizeof v, "v%s", p);
+  snprintf(m, sizeof m, "mask%s", p); snprintf(kt, sizeof kt, "kt%s", p); snprintf(s, sizeof s, "s%s", p);
+  snprintf(sd, sizeof sd, "sd%s", p); snprintf(x, sizeof x, "x%s", p); snprintf(pr, sizeof pr, "p%s", p);
+  snprintf(o, sizeof o, "o%s", p); snprintf(c, sizeof c, "sqrt_d%s", p);
+  int64_t qd[4] = {B, H, sq, d}, kd[4] = {B, H, sk, d}, vd[4] = {B, H, sk, dv}, od[4] = {B, H, sq, dv};
+  int64_t perm[4] = {0, 1, 3, 2};
+  ob_input(b, q, 1, 4, qd, NULL);
+  ob_input(b, k, 1, 4, kd, NULL);
+  ob_input(b, v, 1, 4, vd, NULL);
+  const char *ti[] = {k, NULL}, *to[] = {kt, NULL};
+  snprintf(nm, sizeof nm, "%s/Transpose", p);
+  ob_node(b, "Transpose", nm, ti, to);
+  ob_attr_ints(b, "perm", 4, perm);
+  snprintf(nm, sizeof nm, "%s/MatMul", p);
+  binary(b, "MatMul", nm, q, kt, s);
+  scalar(b, c, sqrtf((float)d));
+  snprintf(nm, sizeof nm, "%s/Div", p);
+  binary(b, "Div", nm, s, c, sd);
+  const char *sin_ = sd;
+  if (mask_rank > 0) {
+    ob_input(b, m, 1, mask_rank, mask_dims, NULL);
+    snprintf(nm, sizeof nm, "%s/Add", p);
+    binary(b, "Add", nm, sd, m, x);
+    sin_ = x;
+  }
+  const char *si[] = {sin_, NULL}, *so[] = {pr, NULL};
+  snprintf(nm, sizeof nm, "%s/Softmax", p);
+  ob_node(b, "Softmax", nm, si, so);
+  ob_attr_i(b, "axis", -1);
+  snprintf(nm, sizeof nm, "%s/MatMul_1", p);
+  binary(b, "MatMul", nm, pr, v, o);
+  ob_output(b, o, 1, 4, od);
+}
+
+static int attention_shapes(const char *dir) {
+  OnnxBuilder *b = ob_new("attention_shapes", 17);
+  int64_t full[4] = {2, 3, 70, 130}, row[1] = {5}, one[4] = {1, 1, 1, 1};
+  attn_inputs(b, "0", 2, 3, 70, 130, 128, 128, 4, full);
+  attn_inputs(b, "1", 1, 2, 17, 5, 80, 64, 1, row);
+  attn_inputs(b, "2", 2, 2, 3, 40, 7, 9, 0, NULL);
+  attn_inputs(b, "3", 1, 1, 1, 1, 24, 24, 4, one);
+  int64_t qd[4] = {1, 2, 20, 32}, kd[4] = {1, 2, 70, 32}, md[4] = {1, 1, 20, 70};
+  ob_input(b, "q4", 1, 4, qd, NULL);
+  ob_input(b, "k4", 1, 4, kd, NULL);
+  ob_input(b, "v4", 1, 4, kd, NULL);
+  float *mask = malloc(sizeof *mask * 20 * 70);
+  for (int i = 0; i < 20; i++)
+    for (int j = 0; j < 70; j++)
+      mask[i * 70 + j] = i == 0 || (i == 2 && j < 64) || (i == 5 && j % 3 == 0) ? -INFINITY : 0.0f;
+  ob_init_f32(b, "mask4", 4, md, mask);
+  free(mask);
+  sdpa(b, "sdpa4", "q4", "k4", "v4", "mask4", "o4", 0.42044821f, 1.0f);
+  ob_output(b, "o4", 1, 4, qd);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/attention_shapes.onnx", dir);
+  return ob_save(b, path);
+}
+
 static int small_bn_cnn(const char *dir) {
   OnnxBuilder *b = ob_new("small_bn_cnn", 17);
   int64_t in[4] = {-1, 1, 28, 28}, out[2] = {-1, 10};
@@ -558,5 +630,6 @@ static int small_bn_cnn(const char *dir) {
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: make_models OUTDIR\n"); return 2; }
   return small_cnn(argv[1]) || mlp(argv[1]) || resnet18(argv[1]) || resnet50(argv[1]) || shape_chain(argv[1]) || mobile_block(argv[1]) ||
-                 ffn_block(argv[1]) || small_bn_cnn(argv[1]) || attention(argv[1]) || attention_bert(argv[1]) ? 1 : 0;
+                 ffn_block(argv[1]) || small_bn_cnn(argv[1]) || attention(argv[1]) || attention_bert(argv[1]) ||
+                 attention_shapes(argv[1]) ? 1 : 0;
 }

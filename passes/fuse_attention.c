@@ -8,17 +8,24 @@
  *   X = Add(S, mask) or Add(mask, S)    optional mask
  *   S = scalings(MatMul(scalings(Q), scalings(Kt)))
  *   Kt = Transpose(scalings(K), perm [0,1,3,2])
+ *        or Transpose(K', perm [0,2,3,1]) (K' = K stored [B,S,H,D])
  * where scalings() is any chain of Mul/Div by constant scalars (either
  * operand of a Mul): the TorchScript SDPA export scales Q and Kt by
  * sqrt(scale) each, eager exports divide S by sqrt(D). Their product is the
- * node's scale attribute.
- * Conditions: S, every value between it and Y, and the Kt/Q-side values
+ * node's scale attribute. Then the head splits: Q, K or V made by
+ * Transpose(x, perm [0,2,1,3]) is read as x, stored [B,S,H,D], by strides;
+ * and Y read only by such a Transpose (the head merge) is written in that
+ * Transpose's layout (attribute bshd, one flag per Q, K, V, Y).
+ * Conditions: S, every value between it and Y, and the Q/K/V-side values
  * that get removed are read only inside the pattern and are not graph
  * outputs (a Q or K scaling read elsewhere stays, and the match stops
  * there); gpuc_attention_lowerable (ir/infer_linalg.h) accepts the shapes
  * and dtypes, so codegen never meets an Attention it cannot run.
+ * Not matched: a Softmax kept in fp32 between Casts (an autocast export),
+ * masks made inside the pattern by Where on a bool mask (the Where stays,
+ * its output is the mask), scalings applied before the head split.
  * Runs before the fp16 pass: Attention then computes in fp32 registers
- * on half storage like the ops it replaces. */
+ * on half storage like the nodes it replaces. */
 #include "passes.h"
 #include "infer_linalg.h"
 #include <stdlib.h>
@@ -26,7 +33,7 @@
 typedef struct {
   Graph *g;
   const int *readers;
-  int chain[16];       /* nodes to remove, in the order found */
+  int chain[32];       /* nodes to remove, in the order found */
   int nchain;
 } Match;
 
@@ -42,7 +49,7 @@ static bool private_value(const Match *m, int v) {
 }
 
 static void take(Match *m, int v) {
-  if (m->nchain < 16) m->chain[m->nchain++] = m->g->values[v].producer;
+  if (m->nchain < 32) m->chain[m->nchain++] = m->g->values[v].producer;
 }
 
 /* a one-element float constant: its value in *x */
@@ -72,28 +79,46 @@ static int strip_scalings(Match *m, int v, double *scale, bool removable) {
   return v;
 }
 
-/* Kt = Transpose(K', perm [0,1,3,2]) with K' scalings of K: K, or -1 */
-static int untranspose(Match *m, int kt, double *scale) {
+static bool perm_is(const Node *t, int a, int b, int c, int d) {
+  const int64_t *p;
+  return t && gpuc_attr_ints(t, "perm", &p) == 4 && p[0] == a && p[1] == b && p[2] == c && p[3] == d;
+}
+
+/* Kt = Transpose(K', perm [0,1,3,2]) with K' scalings of K: K, or -1.
+ * Kt = Transpose(K, perm [0,2,3,1]) (the head split and the K transpose
+ * merged into one): K stored [B,S,H,D], *bshd set. *kept: the
+ * Transpose stays (read elsewhere), so K keeps a reader outside. */
+static int untranspose(Match *m, int kt, double *scale, bool *bshd, bool *kept) {
   Node *t = producer(m, kt, GPUC_OP_TRANSPOSE);
-  const int64_t *perm;
-  if (!t || gpuc_attr_ints(t, "perm", &perm) != 4 || perm[0] != 0 || perm[1] != 1 || perm[2] != 3 ||
-      perm[3] != 2)
-    return -1;
+  *bshd = perm_is(t, 0, 2, 3, 1);
+  if (!perm_is(t, 0, 1, 3, 2) && !*bshd) return -1;
   /* a Transpose read elsewhere too stays, and so does what feeds it */
   bool removable = private_value(m, kt);
   if (removable) take(m, kt);
+  *kept = !removable;
   return strip_scalings(m, t->in[0], scale, removable);
 }
 
-/* S = scalings(MatMul(scalings(Q), scalings(Kt))): sets Q and K */
-static bool scores(Match *m, int s, double *scale, int *q, int *k) {
+/* v = Transpose(x, perm [0,2,1,3]) (the head split) read only here: x,
+ * which holds v stored [B,S,H,D] (*bshd set); else v */
+static int unsplit_heads(Match *m, int v, bool *bshd) {
+  Node *t = private_value(m, v) ? producer(m, v, GPUC_OP_TRANSPOSE) : NULL;
+  if (!perm_is(t, 0, 2, 1, 3)) return v;
+  take(m, v);
+  *bshd = true;
+  return t->in[0];
+}
+
+/* S = scalings(MatMul(scalings(Q), scalings(Kt))): sets Q and K (and
+ * whether K is stored [B,S,H,D], and whether K is read elsewhere too) */
+static bool scores(Match *m, int s, double *scale, int *q, int *k, bool *k_bshd, bool *k_kept) {
   int mmv = strip_scalings(m, s, scale, true);
   Node *mm = private_value(m, mmv) ? producer(m, mmv, GPUC_OP_MATMUL) : NULL;
   if (!mm) return false;
   take(m, mmv);
   *q = strip_scalings(m, mm->in[0], scale, true);
   int kt = strip_scalings(m, mm->in[1], scale, true);
-  *k = untranspose(m, kt, scale);
+  *k = untranspose(m, kt, scale, k_bshd, k_kept);
   return *k >= 0;
 }
 
@@ -104,7 +129,7 @@ static bool softmax_last_axis(const Graph *g, const Node *sm) {
 
 /* Match the attention ending at MatMul node i; on success rewrite node i
  * into Attention and mark the absorbed nodes in drop. */
-static int match(Graph *g, int i, const int *readers, bool *drop, GpucErr *e) {
+static int match(Graph *g, int i, const int *readers, const int *last, bool *drop, GpucErr *e) {
   Match m = {.g = g, .readers = readers};
   Node *mm2 = &g->nodes[i];
   int pv = mm2->in[0], v = mm2->in[1];
@@ -125,6 +150,8 @@ static int match(Graph *g, int i, const int *readers, bool *drop, GpucErr *e) {
   if (!sm || !softmax_last_axis(g, sm)) return 0;
   take(&m, pv);
   int x = sm->in[0], q = -1, k = -1, mask = -1;
+  bool bshd[4] = {false, false, false, false}; /* Q, K, V, Y stored [B,S,H,D] */
+  bool k_kept = false;
   double scale = 1;
   Node *add = private_value(&m, x) ? producer(&m, x, GPUC_OP_ADD) : NULL;
   int base = m.nchain;
@@ -134,35 +161,59 @@ static int match(Graph *g, int i, const int *readers, bool *drop, GpucErr *e) {
     m.nchain = base;
     take(&m, x);
     scale = 1;
-    found = scores(&m, add->in[side], &scale, &q, &k);
+    found = scores(&m, add->in[side], &scale, &q, &k, &bshd[1], &k_kept);
     mask = add->in[1 - side];
   }
   if (!found) { /* no mask: X is the scores */
     m.nchain = base;
     scale = 1;
     mask = -1;
-    found = scores(&m, x, &scale, &q, &k);
+    found = scores(&m, x, &scale, &q, &k, &bshd[1], &k_kept);
   }
-  if (!found || m.nchain >= 16) return 0;
-  const Tensor *mt = mask >= 0 ? &g->values[mask].t : NULL;
-  if (!gpuc_attention_lowerable(&g->values[q].t, &g->values[k].t, &g->values[v].t, mt)) return 0;
-  const Tensor *y = &g->values[mm2->out[0]].t, *qt = &g->values[q].t, *vt = &g->values[v].t;
-  if (y->rank != 4 || y->dims[2] != qt->dims[2] || y->dims[3] != vt->dims[3] || y->dims[0] != qt->dims[0] ||
-      y->dims[1] != qt->dims[1])
-    return 0;
-  /* the MatMul becomes the Attention, in its place: Q, K, V and the mask
-   * are all computed before it */
+  if (!found) return 0;
+  /* the head splits (and the merge after) as strides of the kernel */
+  q = unsplit_heads(&m, q, &bshd[0]);
+  if (!bshd[1] && !k_kept) k = unsplit_heads(&m, k, &bshd[1]);
+  v = unsplit_heads(&m, v, &bshd[2]);
+  int y = mm2->out[0];
+  Node *merge = private_value(&m, y) && last[y] >= 0 ? &g->nodes[last[y]] : NULL;
+  if (merge && merge->op == GPUC_OP_TRANSPOSE && perm_is(merge, 0, 2, 1, 3)) {
+    take(&m, merge->out[0]);
+    bshd[3] = true;
+    y = merge->out[0];
+  }
+  if (m.nchain >= 32) return 0; /* a chain this long was cut short */
+  Attr *at = gpuc_arena_alloc(&g->arena, sizeof(Attr) * 3);
+  int64_t *flags = gpuc_arena_alloc(&g->arena, sizeof(int64_t) * 4);
   int *in = gpuc_arena_alloc(&g->arena, sizeof(int) * 4);
-  Attr *at = gpuc_arena_alloc(&g->arena, sizeof(Attr) * 2);
-  if (!in || !at) return gpuc_err_set(e, "%s: out of memory", g->path);
-  in[0] = q; in[1] = k; in[2] = v; in[3] = mask;
+  if (!in || !at || !flags) return gpuc_err_set(e, "%s: out of memory", g->path);
+  for (int i = 0; i < 4; i++) flags[i] = bshd[i];
   at[0] = (Attr){.name = "scale", .kind = GPUC_ATTR_FLOAT, .f = (float)scale};
   at[1] = (Attr){.name = "nan_to_zero", .kind = GPUC_ATTR_INT, .i = nan0};
+  at[2] = (Attr){.name = "bshd", .kind = GPUC_ATTR_INTS, .n = 4, .ints = flags};
+  Node probe = {.op = GPUC_OP_ATTENTION, .name = mm2->name, .nattr = 3, .attrs = at};
+  const Tensor *qt = &g->values[q].t, *kt = &g->values[k].t, *vt = &g->values[v].t;
+  const Tensor *mt = mask >= 0 ? &g->values[mask].t : NULL;
+  GpucAttnGeom geo;
+  if (gpuc_attention_geom(&probe, qt, kt, vt, &geo) || !gpuc_attention_lowerable(&geo, qt, kt, vt, mt))
+    return 0;
+  /* the result has the shape the pattern's result had */
+  const Tensor *yt = &g->values[y].t;
+  int64_t want[4] = {geo.B, bshd[3] ? geo.Sq : geo.H, bshd[3] ? geo.H : geo.Sq, geo.Dv};
+  if (yt->rank != 4 || yt->dt != qt->dt)
+    return 0;
+  for (int d = 0; d < 4; d++)
+    if (yt->dims[d] != want[d]) return 0;
+  /* the MatMul becomes the Attention, in its place: Q, K, V and the mask
+   * are all computed before it; it writes the merge Transpose's output
+   * when that is absorbed (the Transpose's readers all come after it) */
+  in[0] = q; in[1] = k; in[2] = v; in[3] = mask;
   mm2->op = GPUC_OP_ATTENTION;
   mm2->in = in;
   mm2->nin = mask >= 0 ? 4 : 3;
   mm2->attrs = at;
-  mm2->nattr = 2;
+  mm2->nattr = 3;
+  mm2->out[0] = y;
   for (int c = 0; c < m.nchain; c++) drop[m.chain[c]] = true;
   return 1;
 }
@@ -170,17 +221,20 @@ static int match(Graph *g, int i, const int *readers, bool *drop, GpucErr *e) {
 int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e) {
   (void)o;
   int nn = g->nnodes, changes = 0;
-  int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *last = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
   bool *drop = calloc((size_t)nn + 1, 1);
-  if (!readers || !drop) { free(readers); free(drop); return gpuc_err_set(e, "%s: out of memory", g->path); }
-  gpuc_graph_count_readers(g, readers, NULL);
+  if (!readers || !last || !drop) {
+    free(readers); free(last); free(drop);
+    return gpuc_err_set(e, "%s: out of memory", g->path);
+  }
+  gpuc_graph_count_readers(g, readers, last);
   for (int i = 0; i < nn; i++) {
     if (g->nodes[i].op != GPUC_OP_MATMUL || drop[i]) continue;
-    int r = match(g, i, readers, drop, e);
-    if (r < 0) { free(readers); free(drop); return -1; }
+    int r = match(g, i, readers, last, drop, e);
+    if (r < 0) { free(readers); free(last); free(drop); return -1; }
     changes += r;
   }
   gpuc_graph_remove_nodes(g, drop);
-  free(readers); free(drop);
+  free(readers); free(last); free(drop);
   return changes;
 }

@@ -51,7 +51,8 @@ def main():
                ("attention.onnx", ["--shape", "x=2x33x64", "--shape", "mem=2x20x64",
                                    "--shape", "mask=2x1x1x33"]),
                ("attention_bert.onnx", ["--shape", "q=2x12x128x64", "--shape", "k=2x12x128x64",
-                                        "--shape", "v=2x12x128x64", "--shape", "mask=2x1x1x128"])]
+                                        "--shape", "v=2x12x128x64", "--shape", "mask=2x1x1x128"]),
+               ("attention_shapes.onnx", [])]
     for arch in archs:
         for m, extra in bundled:
             for fp16 in ([], ["--fp16"]):
