@@ -121,6 +121,11 @@ static uint64_t kernel_flops(const LowerCtx *c) {
   }
   case GPUC_OP_RESIZE: case GPUC_OP_UPSAMPLE: /* nearest copies; linear ~3 lerps of 2 */
     return strcmp(gpuc_attr_s(n, "mode", "nearest"), "nearest") ? 6 * numel(y) : 0;
+  case GPUC_OP_ATTENTION: { /* Q K^T and P V: 2*Sk*(D + Dv) per query row */
+    GpucAttnGeom a;
+    if (gpuc_attention_geom(n, c->in[0], c->in[1], c->in[2], &a)) return 0;
+    return 2 * (uint64_t)(a.B * a.H * a.Sq) * (uint64_t)a.Sk * (uint64_t)(a.D + a.Dv);
+  }
   case GPUC_OP_CONV: case GPUC_OP_FUSEDCONV: case GPUC_OP_MATMUL: case GPUC_OP_GEMM:
   case GPUC_OP_CONVGRADINPUT: case GPUC_OP_CONVGRADWEIGHT:
     return 0; /* library calls; their kernels are pads, crops, bias adds, epilogues */

@@ -28,4 +28,24 @@ typedef struct GpucEinsum {
 int gpuc_einsum_parse(OpCtx *c, GpucEinsum *es);
 void gpuc_einsum_free(GpucEinsum *es);
 
+/* Attention (ir/infer_attention.c). Its geometry: sizes, and per tensor
+ * (0 Q, 1 K, 2 V, 3 Y) whether it is stored [B,S,H,D] (attribute bshd)
+ * rather than [B,H,S,D], and the element strides of its b, h and s axes
+ * (d is contiguous). -1 when the ranks or sizes do not fit together. */
+typedef struct GpucAttnGeom {
+  int64_t B, H, Sq, Sk, D, Dv;
+  bool bshd[4];
+  int64_t st[4][3];
+} GpucAttnGeom;
+int gpuc_attention_geom(const Node *n, const Tensor *q, const Tensor *k, const Tensor *v, GpucAttnGeom *a);
+/* the mask's element strides over [B,H,Sq,Sk] (0 where it broadcasts) */
+void gpuc_attention_mask_strides(const Tensor *mask, int64_t st[4]);
+/* What the GPU kernels (codegen/lower_attention.c) handle, so
+ * passes/fuse_attention.c fuses only what can be lowered: f32/f16/bf16 Q,
+ * K, V of static shapes, head sizes D and Dv in 1..GPUC_ATTN_MAX_HEAD, and
+ * a float mask (any float dtype, or NULL) that broadcasts to [B,H,Sq,Sk]. */
+#define GPUC_ATTN_MAX_HEAD 128
+bool gpuc_attention_lowerable(const GpucAttnGeom *a, const Tensor *q, const Tensor *k, const Tensor *v,
+                              const Tensor *mask);
+
 #endif

@@ -26,6 +26,26 @@
  *                   "x" [2,16,12,12], then a strided one with a 1x1
  *                   projection shortcut -> "y" [2,32,6,6]; for the NHWC
  *                   layout pass (one region: a Transpose in, one out)
+ *   attention.onnx  two multi-head attention blocks over "x" [batch,33,64]
+ *                   and "mem" [batch,20,64], for passes/fuse_attention.c:
+ *                   self-attention exported TorchScript-SDPA style (H 4, D
+ *                   16: Q and the transposed K scaled by sqrt(1/4) each,
+ *                   mask "mask" [batch,1,1,33] added, Softmax, Where(IsNaN)),
+ *                   output "y"; then cross-attention of y over mem, eager
+ *                   style (H 2, D 32, 20 keys: MatMul(Q, Transpose(K)), Div
+ *                   by sqrt(32), mask-free Softmax), output "z"
+ *   attention_bert.onnx  BERT-base's attention shape, SDPA style, on inputs
+ *                   "q", "k", "v" [batch,12,128,64] and "mask"
+ *                   [batch,1,1,128]: output "o" [batch,12,128,64]
+ *   attention_shapes.onnx  four independent attention blocks on inputs
+ *                   qN, kN, vN (and maskN) of fixed shapes, for the kernels'
+ *                   edge cases: D 128 with 70 queries, 130 keys and a full
+ *                   [B,H,Sq,Sk] mask; D 80 / Dv 64 with a rank-1 [Sk] mask
+ *                   (eager Div); D 7 / Dv 9 without a mask; one query, one
+ *                   key, D 24; outputs oN; then SDPA style (Where(IsNaN))
+ *                   with a constant [1,1,20,70] mask: query row 0 masked
+ *                   out entirely (its output is 0), row 2 on keys 0..63
+ *                   (a whole key tile -inf before finite scores)
  * usage: make_models OUTDIR */
 #include "onnx_builder.h"
 #include <math.h>
@@ -412,6 +432,189 @@ static int ffn_block(const char *dir) {
   return ob_save(b, path);
 }
 
+/* [B,S,H*D] -> Linear -> [B,H,S,D] (Reshape with 0 = keep batch, Transpose) */
+static void heads(OnnxBuilder *b, const char *name, const char *x, const char *y, int64_t s, int64_t h,
+                  int64_t d) {
+  char lin[128], shp[128], r[128], t[128];
+  snprintf(lin, sizeof lin, "%s.lin", name);
+  snprintf(shp, sizeof shp, "%s.shape", name);
+  snprintf(r, sizeof r, "%s.r", name);
+  snprintf(t, sizeof t, "%s/Transpose", name);
+  linear(b, name, x, lin, h * d, h * d, false);
+  int64_t shape[4] = {0, s, h, d}, four = 4, perm[4] = {0, 2, 1, 3};
+  ob_init_i64(b, shp, 1, &four, shape);
+  binary(b, "Reshape", r, lin, shp, r);
+  const char *ti[] = {r, NULL}, *to[] = {y, NULL};
+  ob_node(b, "Transpose", t, ti, to);
+  ob_attr_ints(b, "perm", 4, perm);
+}
+
+/* [B,H,S,D] -> [B,S,H*D] */
+static void merge_heads(OnnxBuilder *b, const char *name, const char *x, const char *y, int64_t s, int64_t e) {
+  char shp[128], t[128], tn[128];
+  snprintf(shp, sizeof shp, "%s.shape", name);
+  snprintf(t, sizeof t, "%s.t", name);
+  snprintf(tn, sizeof tn, "%s/Transpose", name);
+  int64_t perm[4] = {0, 2, 1, 3}, shape[3] = {0, s, e}, three = 3;
+  const char *ti[] = {x, NULL}, *to[] = {t, NULL};
+  ob_node(b, "Transpose", tn, ti, to);
+  ob_attr_ints(b, "perm", 4, perm);
+  ob_init_i64(b, shp, 1, &three, shape);
+  binary(b, "Reshape", name, t, shp, y);
+}
+
+/* softmax(Q K^T * s + mask) V as torch.onnx (TorchScript) exports SDPA:
+ * Mul(Q, sqrt s), Mul(Transpose(K), sqrt s), MatMul, Add mask, Softmax,
+ * Where(IsNaN(P), 0, P), MatMul V. `extra` (!= 1) also multiplies Q first. */
+static void sdpa(OnnxBuilder *b, const char *name, const char *q, const char *k, const char *v,
+                 const char *mask, const char *y, float sqrt_scale, float extra) {
+  char n[16][160];
+  for (int i = 0; i < 16; i++) snprintf(n[i], sizeof n[i], "%s.%d", name, i);
+  int64_t perm[4] = {0, 1, 3, 2};
+  scalar(b, n[0], sqrt_scale);
+  const char *qin = q;
+  if (extra != 1.0f) {
+    scalar(b, n[12], extra);
+    binary(b, "Mul", n[13], q, n[12], n[14]);
+    qin = n[14];
+  }
+  binary(b, "Mul", n[1], qin, n[0], n[2]);                /* Q * sqrt s */
+  const char *ti[] = {k, NULL}, *to[] = {n[3], NULL};
+  ob_node(b, "Transpose", n[4], ti, to);
+  ob_attr_ints(b, "perm", 4, perm);
+  binary(b, "Mul", n[5], n[3], n[0], n[6]);               /* K^T * sqrt s */
+  binary(b, "MatMul", n[7], n[2], n[6], n[8]);
+  binary(b, "Add", n[9], n[8], mask, n[10]);
+  const char *si[] = {n[10], NULL}, *so[] = {n[11], NULL};
+  ob_node(b, "Softmax", n[15], si, so);
+  ob_attr_i(b, "axis", -1);
+  char isn[160], isnn[160], zero[160], wh[160], whn[160], mm[160];
+  snprintf(isn, sizeof isn, "%s.isnan", name);
+  snprintf(isnn, sizeof isnn, "%s/IsNaN", name);
+  snprintf(zero, sizeof zero, "%s.zero", name);
+  snprintf(wh, sizeof wh, "%s.where", name);
+  snprintf(whn, sizeof whn, "%s/Where", name);
+  snprintf(mm, sizeof mm, "%s/MatMul_1", name);
+  unary(b, "IsNaN", isnn, n[11], isn);
+  scalar(b, zero, 0.0f);
+  const char *wi[] = {isn, zero, n[11], NULL}, *wo[] = {wh, NULL};
+  ob_node(b, "Where", whn, wi, wo);
+  binary(b, "MatMul", mm, wh, v, y);
+}
+
+static int attention(const char *dir) {
+  OnnxBuilder *b = ob_new("attention", 17);
+  int64_t x[3] = {-1, 33, 64}, mem[3] = {-1, 20, 64}, mask[4] = {-1, 1, 1, 33};
+  ob_input(b, "x", 1, 3, x, "batch");
+  ob_input(b, "mem", 1, 3, mem, "batch");
+  ob_input(b, "mask", 1, 4, mask, "batch");
+  /* self-attention, SDPA export: H 4, D 16, scale 1/4 as sqrt(1/4) twice */
+  heads(b, "q1", "x", "q1h", 33, 4, 16);
+  heads(b, "k1", "x", "k1h", 33, 4, 16);
+  heads(b, "v1", "x", "v1h", 33, 4, 16);
+  sdpa(b, "sdpa1", "q1h", "k1h", "v1h", "mask", "a1", 0.5f, 1.0f);
+  merge_heads(b, "a1m", "a1", "y", 33, 64);
+  ob_output(b, "y", 1, 3, x);
+  /* cross-attention, eager export: H 2, D 32, MatMul(Q, K^T) / sqrt 32 */
+  heads(b, "q2", "y", "q2h", 33, 2, 32);
+  heads(b, "k2", "mem", "k2h", 20, 2, 32);
+  heads(b, "v2", "mem", "v2h", 20, 2, 32);
+  int64_t perm[4] = {0, 1, 3, 2};
+  const char *ti[] = {"k2h", NULL}, *to[] = {"k2t", NULL};
+  ob_node(b, "Transpose", "att2/Transpose", ti, to);
+  ob_attr_ints(b, "perm", 4, perm);
+  binary(b, "MatMul", "att2/MatMul", "q2h", "k2t", "s2");
+  scalar(b, "att2.sqrt_d", 5.656854f);
+  binary(b, "Div", "att2/Div", "s2", "att2.sqrt_d", "s2d");
+  const char *si[] = {"s2d", NULL}, *so[] = {"p2", NULL};
+  ob_node(b, "Softmax", "att2/Softmax", si, so);
+  ob_attr_i(b, "axis", 3);
+  binary(b, "MatMul", "att2/MatMul_1", "p2", "v2h", "a2");
+  merge_heads(b, "a2m", "a2", "z", 33, 64);
+  ob_output(b, "z", 1, 3, x);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/attention.onnx", dir);
+  return ob_save(b, path);
+}
+
+static int attention_bert(const char *dir) {
+  OnnxBuilder *b = ob_new("attention_bert", 17);
+  int64_t qkv[4] = {-1, 12, 128, 64}, mask[4] = {-1, 1, 1, 128};
+  ob_input(b, "q", 1, 4, qkv, "batch");
+  ob_input(b, "k", 1, 4, qkv, "batch");
+  ob_input(b, "v", 1, 4, qkv, "batch");
+  ob_input(b, "mask", 1, 4, mask, "batch");
+  /* inputs are uniform in [-1,1): Q * 4 sharpens the softmax */
+  sdpa(b, "sdpa", "q", "k", "v", "mask", "o", 0.35355339f, 4.0f);
+  ob_output(b, "o", 1, 4, qkv);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/attention_bert.onnx", dir);
+  return ob_save(b, path);
+}
+
+/* eager-style attention on inputs named <p>q, <p>k, <p>v (and <p>mask when
+ * mask_rank > 0): softmax(MatMul(Q, Transpose(K)) / sqrt(D) + mask) V */
+static void attn_inputs(OnnxBuilder *b, const char *p, int64_t B, int64_t H, int64_t sq, int64_t sk, int64_t d,
+                        int64_t dv, int mask_rank, const int64_t *mask_dims) {
+  char q[32], k[32], v[32], m[32], kt[32], s[32], sd[32], x[32], pr[32], o[32], c[32], nm[64];
+  snprintf(q, sizeof q, "q%s", p); snprintf(k, sizeof k, "k%s", p); snprintf(v, sizeof v, "v%s", p);
+  snprintf(m, sizeof m, "mask%s", p); snprintf(kt, sizeof kt, "kt%s", p); snprintf(s, sizeof s, "s%s", p);
+  snprintf(sd, sizeof sd, "sd%s", p); snprintf(x, sizeof x, "x%s", p); snprintf(pr, sizeof pr, "p%s", p);
+  snprintf(o, sizeof o, "o%s", p); snprintf(c, sizeof c, "sqrt_d%s", p);
+  int64_t qd[4] = {B, H, sq, d}, kd[4] = {B, H, sk, d}, vd[4] = {B, H, sk, dv}, od[4] = {B, H, sq, dv};
+  int64_t perm[4] = {0, 1, 3, 2};
+  ob_input(b, q, 1, 4, qd, NULL);
+  ob_input(b, k, 1, 4, kd, NULL);
+  ob_input(b, v, 1, 4, vd, NULL);
+  const char *ti[] = {k, NULL}, *to[] = {kt, NULL};
+  snprintf(nm, sizeof nm, "%s/Transpose", p);
+  ob_node(b, "Transpose", nm, ti, to);
+  ob_attr_ints(b, "perm", 4, perm);
+  snprintf(nm, sizeof nm, "%s/MatMul", p);
+  binary(b, "MatMul", nm, q, kt, s);
+  scalar(b, c, sqrtf((float)d));
+  snprintf(nm, sizeof nm, "%s/Div", p);
+  binary(b, "Div", nm, s, c, sd);
+  const char *sin_ = sd;
+  if (mask_rank > 0) {
+    ob_input(b, m, 1, mask_rank, mask_dims, NULL);
+    snprintf(nm, sizeof nm, "%s/Add", p);
+    binary(b, "Add", nm, sd, m, x);
+    sin_ = x;
+  }
+  const char *si[] = {sin_, NULL}, *so[] = {pr, NULL};
+  snprintf(nm, sizeof nm, "%s/Softmax", p);
+  ob_node(b, "Softmax", nm, si, so);
+  ob_attr_i(b, "axis", -1);
+  snprintf(nm, sizeof nm, "%s/MatMul_1", p);
+  binary(b, "MatMul", nm, pr, v, o);
+  ob_output(b, o, 1, 4, od);
+}
+
+static int attention_shapes(const char *dir) {
+  OnnxBuilder *b = ob_new("attention_shapes", 17);
+  int64_t full[4] = {2, 3, 70, 130}, row[1] = {5}, one[4] = {1, 1, 1, 1};
+  attn_inputs(b, "0", 2, 3, 70, 130, 128, 128, 4, full);
+  attn_inputs(b, "1", 1, 2, 17, 5, 80, 64, 1, row);
+  attn_inputs(b, "2", 2, 2, 3, 40, 7, 9, 0, NULL);
+  attn_inputs(b, "3", 1, 1, 1, 1, 24, 24, 4, one);
+  int64_t qd[4] = {1, 2, 20, 32}, kd[4] = {1, 2, 70, 32}, md[4] = {1, 1, 20, 70};
+  ob_input(b, "q4", 1, 4, qd, NULL);
+  ob_input(b, "k4", 1, 4, kd, NULL);
+  ob_input(b, "v4", 1, 4, kd, NULL);
+  float *mask = malloc(sizeof *mask * 20 * 70);
+  for (int i = 0; i < 20; i++)
+    for (int j = 0; j < 70; j++)
+      mask[i * 70 + j] = i == 0 || (i == 2 && j < 64) || (i == 5 && j % 3 == 0) ? -INFINITY : 0.0f;
+  ob_init_f32(b, "mask4", 4, md, mask);
+  free(mask);
+  sdpa(b, "sdpa4", "q4", "k4", "v4", "mask4", "o4", 0.42044821f, 1.0f);
+  ob_output(b, "o4", 1, 4, qd);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/attention_shapes.onnx", dir);
+  return ob_save(b, path);
+}
+
 static int small_bn_cnn(const char *dir) {
   OnnxBuilder *b = ob_new("small_bn_cnn", 17);
   int64_t in[4] = {-1, 1, 28, 28}, out[2] = {-1, 10};
@@ -447,5 +650,6 @@ static int resnet_block(const char *dir) {
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: make_models OUTDIR\n"); return 2; }
   return small_cnn(argv[1]) || mlp(argv[1]) || resnet18(argv[1]) || resnet50(argv[1]) || shape_chain(argv[1]) || mobile_block(argv[1]) ||
-                 ffn_block(argv[1]) || small_bn_cnn(argv[1]) || resnet_block(argv[1]) ? 1 : 0;
+                 ffn_block(argv[1]) || small_bn_cnn(argv[1]) || resnet_block(argv[1]) || attention(argv[1]) ||
+                 attention_bert(argv[1]) || attention_shapes(argv[1]) ? 1 : 0;
 }

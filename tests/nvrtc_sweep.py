@@ -48,7 +48,12 @@ def main():
                ("resnet18.onnx", ["--shape", "input=1x3x224x224"]),
                ("resnet50.onnx", ["--shape", "input=1x3x224x224"]),
                ("ffn_block.onnx", ["--shape", "x=4x16x64"]), ("mobile_block.onnx", []),
-               ("resnet_block.onnx", [])]  # --fp16: NHWC convolutions and their Transposes
+               ("resnet_block.onnx", []),  # --fp16: NHWC convolutions and their Transposes
+               ("attention.onnx", ["--shape", "x=2x33x64", "--shape", "mem=2x20x64",
+                                   "--shape", "mask=2x1x1x33"]),
+               ("attention_bert.onnx", ["--shape", "q=2x12x128x64", "--shape", "k=2x12x128x64",
+                                        "--shape", "v=2x12x128x64", "--shape", "mask=2x1x1x128"]),
+               ("attention_shapes.onnx", [])]
     for arch in archs:
         for m, extra in bundled:
             for fp16 in ([], ["--fp16"]):

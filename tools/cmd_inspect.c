@@ -1,6 +1,6 @@
 /* gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1|-O2] [--fp16]
  *              [--dump-after PASS]
- * -O1 runs the graph passes before printing (fold, identity, cse, fold_bn, dce, fuse_conv, fp16);
+ * -O1 runs the graph passes before printing (fold, identity, cse, fold_bn, dce, fuse_conv, fuse_matmul, fuse_attention, fp16, fuse_elementwise);
  * --dump-after prints the graph after the named pass (implies -O1). */
 #include "cli.h"
 #include "passes.h"
@@ -20,14 +20,15 @@ int cmd_inspect(int argc, char **argv) {
     else if (!strcmp(argv[i], "-O0") || !strcmp(argv[i], "-O1") || !strcmp(argv[i], "-O2") ||
              !strcmp(argv[i], "-O3")) level = argv[i][2] - '0';
     else if (!strcmp(argv[i], "--dump-after")) {
-      if (i + 1 >= argc) return usage_error("--dump-after needs a pass name (fold, identity, cse, fold_bn, dce, fuse_conv, fuse_matmul, layout_nhwc, fp16, fuse_elementwise)");
+      static const char *passes =
+          "fold, identity, cse, fold_bn, dce, fuse_conv, fuse_matmul, fuse_attention, layout_nhwc, fp16, fuse_elementwise";
+      if (i + 1 >= argc) return usage_error("--dump-after needs a pass name (%s)", passes);
       dump_after = argv[++i];
-      if (strcmp(dump_after, "fold") && strcmp(dump_after, "identity") && strcmp(dump_after, "cse") &&
-          strcmp(dump_after, "fold_bn") &&
-          strcmp(dump_after, "dce") && strcmp(dump_after, "fuse_conv") && strcmp(dump_after, "fuse_matmul") &&
-          strcmp(dump_after, "layout_nhwc") && strcmp(dump_after, "fp16") && strcmp(dump_after, "fuse_elementwise"))
-        return usage_error("--dump-after: unknown pass '%s' (fold, identity, cse, fold_bn, dce, fuse_conv, "
-                           "fuse_matmul, layout_nhwc, fp16, fuse_elementwise)", dump_after);
+      /* a whole name of the list: bounded by ", " or its ends */
+      const char *at = strstr(passes, dump_after);
+      size_t len = strlen(dump_after);
+      if (!*dump_after || !at || (at != passes && at[-1] != ' ') || (at[len] && at[len] != ','))
+        return usage_error("--dump-after: unknown pass '%s' (%s)", dump_after, passes);
       if (level == 0) level = 1;
     }
     else if (!strcmp(argv[i], "--fp16")) fp16 = true;

@@ -17,7 +17,13 @@ import numpy as np
 
 MODELS = [("mlp.onnx", ["image=16x784"]), ("small_cnn.onnx", []), ("mobile_block.onnx", []),
           ("ffn_block.onnx", ["x=8x16x64"]), ("resnet18.onnx", ["input=2x3x224x224"]),
-          ("resnet_block.onnx", [])]
+          ("resnet_block.onnx", []),
+          # fused Attention kernels: 33 tokens (a partial query/key tile), D 16 and 32,
+          # a [B,1,1,S] mask; then BERT-base's shape (B 2, H 12, S 128, D 64)
+          ("attention.onnx", ["x=2x33x64", "mem=2x20x64", "mask=2x1x1x33"]),
+          ("attention_bert.onnx", ["q=2x12x128x64", "k=2x12x128x64", "v=2x12x128x64", "mask=2x1x1x128"]),
+          # kernel edge cases (D 128, full and rank-1 masks, D 7, one key)
+          ("attention_shapes.onnx", [])]
 TOL = {"fp32": 1e-5, "fp16": 1e-2}
 
 

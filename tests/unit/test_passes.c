@@ -161,6 +161,7 @@ static void check_fusion(const char *path, const GpucShapeBind *b, int nb, bool 
   gpuc_graph_free(g);
 }
 
+
 /* ---- CSE on graphs built in memory --------------------------------------- */
 
 #define MAX_GRAPH_IO 16
@@ -260,6 +261,25 @@ static int count_op(const Graph *g, GpucOp op) {
   for (int i = 0; i < g->nnodes; i++) c += g->nodes[i].op == op;
   return c;
 }
+
+/* -O2 (fp16 or not): exactly want Attention nodes, and no Softmax or
+ * IsNaN left (the score matrices are gone). */
+static void check_attention(const char *path, const GpucShapeBind *b, int nb, bool fp16, int want) {
+  GpucErr e = {0};
+  Graph *g = gpuc_onnx_load(path, b, nb, &e);
+  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  if (!g) return;
+  PassOptions o;
+  gpuc_pass_options_default(&o, 2);
+  o.fp16 = fp16;
+  CHECK(gpuc_passes_run(g, &o, &e) == 0, "passes on %s: %s", path, e.msg);
+  CHECK(count_op(g, GPUC_OP_ATTENTION) == want, "%s%s: %d Attention nodes, expected %d", path,
+        fp16 ? " (fp16)" : "", count_op(g, GPUC_OP_ATTENTION), want);
+  CHECK(want == 0 || (count_op(g, GPUC_OP_SOFTMAX) == 0 && count_op(g, GPUC_OP_ISNAN) == 0),
+        "%s: Softmax or IsNaN left after attention fusion", path);
+  gpuc_graph_free(g);
+}
+
 
 static bool same_bytes(const Tensor *a, const Tensor *b) {
   return a->dt == b->dt && gpuc_numel(a) == gpuc_numel(b) && gpuc_numel(a) > 0 &&
@@ -642,6 +662,118 @@ static void test_nhwc_reference(void) {
   }
 }
 
+/* ---- attention fusion on graphs built in memory -------------------------- */
+
+/* attention variants: q, k, v inputs [2,3,SQ,D] / [2,3,SK,D]; see build_att */
+enum { ATT_SQ = 17, ATT_SK = 9 };
+static int att_variant;
+
+/* 0: Add(mask, S) with a constant [1,1,SQ,SK] mask whose row 0 is -inf
+ *    throughout, Where(IsNaN) after the Softmax (its rows become 0), S
+ *    scaled by Mul(c, S) and Div: fused
+ * 1: the same without the Where: row 0 is NaN in both graphs: fused
+ * 2: the scores are a second graph output: not fused
+ * 3: Softmax over axis 2: not fused
+ * 4: K given as [3,2,SK,D], transposed by perm [1,0,3,2]: not fused
+ * 5: head size 130 > GPUC_ATTN_MAX_HEAD: not fused
+ * 6: Q and V split from [2,SQ/SK,3,D] by Transpose [0,2,1,3], K by one
+ *    Transpose [0,2,3,1], the result merged by Transpose [0,2,1,3]: fused,
+ *    every Transpose absorbed (attribute bshd)
+ * 7: as 6 but K split by [0,2,1,3] then transposed by [0,1,3,2], and that
+ *    K^T is a second graph output: fused, the two K Transposes stay */
+static void build_att(Graph *g) {
+  bool split = att_variant >= 6;
+  int64_t D = att_variant == 5 ? 130 : 8;
+  int64_t qd[4] = {2, 3, ATT_SQ, D}, kd[4] = {2, 3, ATT_SK, D}, md[4] = {1, 1, ATT_SQ, ATT_SK};
+  int64_t kd4[4] = {3, 2, ATT_SK, D}, qs[4] = {2, ATT_SQ, 3, D}, ks[4] = {2, ATT_SK, 3, D};
+  int64_t perm[4] = {0, 1, 3, 2}, swap[4] = {1, 0, 3, 2}, heads[4] = {0, 2, 1, 3}, kheads[4] = {0, 2, 3, 1};
+  int q = graph_input(g, "q", 4, split ? qs : qd);
+  int k = graph_input(g, "k", 4, split ? ks : att_variant == 4 ? kd4 : kd);
+  int v = graph_input(g, "v", 4, split ? ks : kd);
+  if (split) {
+    q = NODE1(g, GPUC_OP_TRANSPOSE, q);
+    attr_ints(g, "perm", 4, heads);
+    v = NODE1(g, GPUC_OP_TRANSPOSE, v);
+    attr_ints(g, "perm", 4, heads);
+    if (att_variant == 7) {
+      k = NODE1(g, GPUC_OP_TRANSPOSE, k);
+      attr_ints(g, "perm", 4, heads);
+    }
+  }
+  double mv[ATT_SQ * ATT_SK];
+  for (int i = 0; i < ATT_SQ * ATT_SK; i++) mv[i] = i < ATT_SK ? -INFINITY : i % 5 == 0 ? -1e9 : sin(i); /* the same in both builds */
+  int mask = constant(g, GPUC_DT_F32, 4, md, mv);
+  int kt = NODE1(g, GPUC_OP_TRANSPOSE, k);
+  attr_ints(g, "perm", 4, att_variant == 4 ? swap : att_variant == 6 ? kheads : perm);
+  int sc = NODE1(g, GPUC_OP_MATMUL, q, kt);
+  int two = constant(g, GPUC_DT_F32, 1, (int64_t[]){1}, (double[]){2.0});
+  int three = constant(g, GPUC_DT_F32, 0, NULL, (double[]){3.0});
+  sc = NODE1(g, GPUC_OP_MUL, two, sc);
+  int scaled = NODE1(g, GPUC_OP_DIV, sc, three);
+  int x = NODE1(g, GPUC_OP_ADD, mask, scaled);
+  int p = NODE1(g, GPUC_OP_SOFTMAX, x);
+  attr_i(g, "axis", att_variant == 3 ? 2 : -1);
+  if (att_variant != 1) {
+    int isn = NODE1(g, GPUC_OP_ISNAN, p);
+    int zero = constant(g, GPUC_DT_F32, 0, NULL, (double[]){0.0});
+    p = NODE1(g, GPUC_OP_WHERE, isn, zero, p);
+  }
+  int y = NODE1(g, GPUC_OP_MATMUL, p, v);
+  if (split) {
+    y = NODE1(g, GPUC_OP_TRANSPOSE, y);
+    attr_ints(g, "perm", 4, heads);
+  }
+  graph_output(g, y);
+  if (att_variant == 2) graph_output(g, scaled);
+  if (att_variant == 7) graph_output(g, kt);
+}
+
+static void test_attention_graphs(void) {
+  for (att_variant = 0; att_variant < 8; att_variant++) {
+    GpucErr e = {0};
+    Graph *g0 = graph_new(), *g1 = graph_new();
+    build_att(g0);
+    build_att(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "attention %d: bad test graph: %s",
+          att_variant, e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    int want = att_variant <= 1 || att_variant >= 6;
+    int got = pass_fuse_attention(g1, &o, &e);
+    CHECK(got == want && count_op(g1, GPUC_OP_ATTENTION) == want, "attention %d: %d fused, expected %d (%s)",
+          att_variant, got, want, e.msg);
+    CHECK(gpuc_graph_verify(g1, &e) == 0, "attention %d: verify: %s", att_variant, e.msg);
+    if (want) /* everything but the Attention node itself is gone (7: and K's two Transposes) */
+      CHECK(g1->nnodes == (att_variant == 7 ? 3 : 1), "attention %d: %d nodes left", att_variant, g1->nnodes);
+    Tensor **ins = random_inputs(g0);
+    Tensor *o0[MAX_GRAPH_IO] = {0}, *o1[MAX_GRAPH_IO] = {0};
+    int r0 = gpuc_ref_run(g0, (const Tensor *const *)ins, o0, &e);
+    CHECK(r0 == 0, "attention %d: run: %s", att_variant, e.msg);
+    int r1 = gpuc_ref_run(g1, (const Tensor *const *)ins, o1, &e);
+    CHECK(r1 == 0, "attention %d: run fused: %s", att_variant, e.msg);
+    if (r0 == 0 && r1 == 0) {
+      int64_t n = gpuc_numel(o0[0]), bad = 0, nans = 0;
+      for (int64_t i = 0; i < n; i++) {
+        double a = gpuc_get_f64(o1[0], i), w = gpuc_get_f64(o0[0], i);
+        nans += isnan(w);
+        if (isnan(a) != isnan(w) || (!isnan(w) && !(fabs(a - w) <= 1e-5 + 1e-5 * fabs(w)))) bad++;
+      }
+      CHECK(bad == 0, "attention %d: %lld of %lld outputs differ", att_variant, (long long)bad, (long long)n);
+      /* row 0 of each (b,h) is masked out entirely: NaN without the Where */
+      int64_t nan_rows = att_variant == 1 ? 2 * 3 * (int64_t)o0[0]->dims[3] : 0;
+      for (int k = 1; k < g0->noutputs; k++) /* 7: K^T, untouched */
+        CHECK(same_bytes(o0[k], o1[k]), "attention %d: output %d differs", att_variant, k);
+      if (want) CHECK(nans == nan_rows, "attention %d: %lld NaN outputs, expected %lld", att_variant,
+                      (long long)nans, (long long)nan_rows);
+    }
+    for (int k = 0; k < MAX_GRAPH_IO; k++) { gpuc_tensor_free(o0[k]); gpuc_tensor_free(o1[k]); }
+    for (int k = 0; k < g0->ninputs; k++) gpuc_tensor_free(ins[k]);
+    free(ins);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: test_passes MODELS_DIR\n"); return 2; }
   char p[4096];
@@ -701,6 +833,33 @@ int main(int argc, char **argv) {
   check_nhwc(p, &r18, 1, 20, 2);
   snprintf(p, sizeof p, "%s/small_cnn.onnx", argv[1]);
   check_nhwc(p, NULL, 0, 2, 2);
+  /* attention fusion: the SDPA-style block (33 tokens, H 4, D 16, mask,
+   * Where(IsNaN)) and the eager-style cross-attention (20 keys, H 2, D 32,
+   * Div, no mask) are one Attention node each; -O2 computes what -O0 does */
+  GpucShapeBind ab[3] = {{.name = "x", .rank = 3, .dims = {2, 33, 64}},
+                         {.name = "mem", .rank = 3, .dims = {2, 20, 64}},
+                         {.name = "mask", .rank = 4, .dims = {2, 1, 1, 33}}};
+  snprintf(p, sizeof p, "%s/attention.onnx", argv[1]);
+  check_attention(p, ab, 3, false, 2);
+  check_attention(p, ab, 3, true, 2);
+  compare_model(p, ab, 3, -1);
+  compare_model_opts(p, ab, 3, -1, true);
+  check_attention(p, NULL, 0, false, 0); /* symbolic batch: shapes unknown, not fused */
+  GpucShapeBind bb[4] = {{.name = "q", .rank = 4, .dims = {2, 12, 128, 64}},
+                         {.name = "k", .rank = 4, .dims = {2, 12, 128, 64}},
+                         {.name = "v", .rank = 4, .dims = {2, 12, 128, 64}},
+                         {.name = "mask", .rank = 4, .dims = {2, 1, 1, 128}}};
+  snprintf(p, sizeof p, "%s/attention_bert.onnx", argv[1]);
+  check_attention(p, bb, 4, false, 1);
+  compare_model(p, bb, 4, 1);
+  compare_model_opts(p, bb, 4, -1, true);
+  /* kernel edge cases: D 128, a full mask, a rank-1 mask, D 7, one key,
+   * rows masked out entirely or for a whole key tile */
+  snprintf(p, sizeof p, "%s/attention_shapes.onnx", argv[1]);
+  check_attention(p, NULL, 0, false, 5);
+  check_attention(p, NULL, 0, true, 5);
+  compare_model(p, NULL, 0, 5);
+  compare_model_opts(p, NULL, 0, -1, true);
   level = 1;
 
   /* The fold cap: with a 16-byte cap the 4-element int64 shape (32 bytes)
@@ -718,6 +877,7 @@ int main(int argc, char **argv) {
     gpuc_graph_free(g);
   }
   test_cse();
+  test_attention_graphs();
   test_nhwc_reference();
   return check_summary();
 }

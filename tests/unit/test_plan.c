@@ -101,6 +101,35 @@ static void check_mlp_costs(const Plan *p) {
   free(text);
 }
 
+/* attention.onnx at batch 2: the fused Attention steps count 2*Sk*(D+Dv)
+ * flops per query row, and Q, K, V, mask and Y once each (f32): the
+ * self-attention [2,4,33,16] (stored [2,33,4,16]) with a [2,1,1,33] mask,
+ * the cross-attention [2,2,33,32] over 20 keys. */
+static void check_attention_costs(const char *models) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/attention.onnx", models);
+  GpucShapeBind b[3] = {{.name = "x", .rank = 3, .dims = {2, 33, 64}},
+                        {.name = "mem", .rank = 3, .dims = {2, 20, 64}},
+                        {.name = "mask", .rank = 4, .dims = {2, 1, 1, 33}}};
+  Plan *p = compile(path, b, 3, 90);
+  if (!p) return;
+  uint64_t want_flops[2] = {2ull * 2 * 4 * 33 * 33 * 32, 2ull * 2 * 2 * 33 * 20 * 64};
+  uint64_t want_bytes[2] = {4ull * (4 * 2 * 33 * 64 + 2 * 33), 4ull * (2 * 2 * 33 * 64 + 2 * 2 * 20 * 64)};
+  int n = 0;
+  for (uint32_t i = 0; i < p->nsteps; i++) {
+    if (p->steps[i].kind != PLAN_STEP_KERNEL || !strstr(gpuc_plan_str(p, p->kernels[p->steps[i].index].name), "Attention"))
+      continue;
+    if (n < 2) {
+      CHECK(p->costs[i].flops == want_flops[n] && p->costs[i].bytes == want_bytes[n],
+            "Attention %d: flops %llu bytes %llu, want %llu and %llu", n, (unsigned long long)p->costs[i].flops,
+            (unsigned long long)p->costs[i].bytes, (unsigned long long)want_flops[n], (unsigned long long)want_bytes[n]);
+    }
+    n++;
+  }
+  CHECK(n == 2, "attention.onnx: %d Attention kernels, want 2", n);
+  gpuc_plan_free(p);
+}
+
 static void expect_refused(const char *path, const char *want, const char *what) {
   GpucErr e = {0};
   Plan *p = gpuc_plan_read(path, &e);
@@ -170,6 +199,7 @@ int main(int argc, char **argv) {
   Plan *p = compile(mlp, &bind, 1, 90);
   if (!p) goto out;
   check_mlp_costs(p);
+  check_attention_costs(argv[1]);
   GpucErr e = {0};
   CHECK(gpuc_plan_write(p, a, &e) == 0, "write: %s", e.msg);
   Plan *q = gpuc_plan_read(a, &e);

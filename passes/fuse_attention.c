@@ -1,0 +1,240 @@
+/* Multi-head attention -> one Attention node (ir/ops.def), which the GPU
+ * runs as one kernel that never writes the [B,H,Sq,Sk] scores.
+ *
+ * Matched, walking up from the second MatMul (all tensors 4-D):
+ *   Y = MatMul(P', V)
+ *   P' = Where(IsNaN(P), 0, P)          optional: nan_to_zero
+ *   P = Softmax(X) over the last axis
+ *   X = Add(S, mask) or Add(mask, S)    optional mask
+ *   S = scalings(MatMul(scalings(Q), scalings(Kt)))
+ *   Kt = Transpose(scalings(K), perm [0,1,3,2])
+ *        or Transpose(K', perm [0,2,3,1]) (K' = K stored [B,S,H,D])
+ * where scalings() is any chain of Mul/Div by constant scalars (either
+ * operand of a Mul): the TorchScript SDPA export scales Q and Kt by
+ * sqrt(scale) each, eager exports divide S by sqrt(D). Their product is the
+ * node's scale attribute. Then the head splits: Q, K or V made by
+ * Transpose(x, perm [0,2,1,3]) is read as x, stored [B,S,H,D], by strides;
+ * and Y read only by such a Transpose (the head merge) is written in that
+ * Transpose's layout (attribute bshd, one flag per Q, K, V, Y).
+ * Conditions: S, every value between it and Y, and the Q/K/V-side values
+ * that get removed are read only inside the pattern and are not graph
+ * outputs (a Q or K scaling read elsewhere stays, and the match stops
+ * there); gpuc_attention_lowerable (ir/infer_linalg.h) accepts the shapes
+ * and dtypes, so codegen never meets an Attention it cannot run.
+ * Not matched: a Softmax kept in fp32 between Casts (an autocast export),
+ * masks made inside the pattern by Where on a bool mask (the Where stays,
+ * its output is the mask), scalings applied before the head split.
+ * Runs before the fp16 pass: Attention then computes in fp32 registers
+ * on half storage like the nodes it replaces. */
+#include "passes.h"
+#include "infer_linalg.h"
+#include <stdlib.h>
+
+typedef struct {
+  Graph *g;
+  const int *readers;
+  int chain[32];       /* nodes to remove, in the order found */
+  int nchain;
+} Match;
+
+static Node *producer(Match *m, int v, GpucOp op) {
+  if (v < 0) return NULL;
+  int p = m->g->values[v].producer;
+  return p >= 0 && m->g->nodes[p].op == op ? &m->g->nodes[p] : NULL;
+}
+
+/* v is read once (by the pattern) and is not a graph output */
+static bool private_value(const Match *m, int v) {
+  return v >= 0 && m->readers[v] == 1 && !m->g->values[v].is_output;
+}
+
+static void take(Match *m, int v) {
+  if (m->nchain < 32) m->chain[m->nchain++] = m->g->values[v].producer;
+}
+
+/* a one-element float constant: its value in *x */
+static bool const_scalar(const Graph *g, int v, double *x) {
+  const Value *val = &g->values[v];
+  if (!val->is_const || !val->t.data || !gpuc_dtype_is_float(val->t.dt) || gpuc_numel(&val->t) != 1)
+    return false;
+  *x = gpuc_get_f64(&val->t, 0);
+  return true;
+}
+
+/* Strip Mul/Div-by-constant-scalar nodes off v (multiplying *scale), as
+ * far as each value is private; returns the innermost value. `removable`
+ * says whether v itself may be removed (false: v stays for other readers,
+ * so nothing above it may be removed either and stripping stops). */
+static int strip_scalings(Match *m, int v, double *scale, bool removable) {
+  for (int guard = 0; guard < 8 && removable && private_value(m, v); guard++) {
+    int p = m->g->values[v].producer;
+    if (p < 0) break;
+    const Node *n = &m->g->nodes[p];
+    double c;
+    if (n->op == GPUC_OP_MUL && const_scalar(m->g, n->in[1], &c)) { take(m, v); *scale *= c; v = n->in[0]; }
+    else if (n->op == GPUC_OP_MUL && const_scalar(m->g, n->in[0], &c)) { take(m, v); *scale *= c; v = n->in[1]; }
+    else if (n->op == GPUC_OP_DIV && const_scalar(m->g, n->in[1], &c) && c != 0) { take(m, v); *scale /= c; v = n->in[0]; }
+    else break;
+  }
+  return v;
+}
+
+static bool perm_is(const Node *t, int a, int b, int c, int d) {
+  const int64_t *p;
+  return t && gpuc_attr_ints(t, "perm", &p) == 4 && p[0] == a && p[1] == b && p[2] == c && p[3] == d;
+}
+
+/* Kt = Transpose(K', perm [0,1,3,2]) with K' scalings of K: K, or -1.
+ * Kt = Transpose(K, perm [0,2,3,1]) (the head split and the K transpose
+ * merged into one): K stored [B,S,H,D], *bshd set. *kept: the
+ * Transpose stays (read elsewhere), so K keeps a reader outside. */
+static int untranspose(Match *m, int kt, double *scale, bool *bshd, bool *kept) {
+  Node *t = producer(m, kt, GPUC_OP_TRANSPOSE);
+  *bshd = perm_is(t, 0, 2, 3, 1);
+  if (!perm_is(t, 0, 1, 3, 2) && !*bshd) return -1;
+  /* a Transpose read elsewhere too stays, and so does what feeds it */
+  bool removable = private_value(m, kt);
+  if (removable) take(m, kt);
+  *kept = !removable;
+  return strip_scalings(m, t->in[0], scale, removable);
+}
+
+/* v = Transpose(x, perm [0,2,1,3]) (the head split) read only here: x,
+ * which holds v stored [B,S,H,D] (*bshd set); else v */
+static int unsplit_heads(Match *m, int v, bool *bshd) {
+  Node *t = private_value(m, v) ? producer(m, v, GPUC_OP_TRANSPOSE) : NULL;
+  if (!perm_is(t, 0, 2, 1, 3)) return v;
+  take(m, v);
+  *bshd = true;
+  return t->in[0];
+}
+
+/* S = scalings(MatMul(scalings(Q), scalings(Kt))): sets Q and K (and
+ * whether K is stored [B,S,H,D], and whether K is read elsewhere too) */
+static bool scores(Match *m, int s, double *scale, int *q, int *k, bool *k_bshd, bool *k_kept) {
+  int mmv = strip_scalings(m, s, scale, true);
+  Node *mm = private_value(m, mmv) ? producer(m, mmv, GPUC_OP_MATMUL) : NULL;
+  if (!mm) return false;
+  take(m, mmv);
+  *q = strip_scalings(m, mm->in[0], scale, true);
+  int kt = strip_scalings(m, mm->in[1], scale, true);
+  *k = untranspose(m, kt, scale, k_bshd, k_kept);
+  return *k >= 0;
+}
+
+static bool softmax_last_axis(const Graph *g, const Node *sm) {
+  int64_t axis = gpuc_attr_i(sm, "axis", g->opset >= 13 ? -1 : 1);
+  return axis == -1 || axis == 3; /* on 4-D: the same before and after opset 13 */
+}
+
+/* Match the attention ending at MatMul node i; on success rewrite node i
+ * into Attention and mark the absorbed nodes in drop. */
+static int match(Graph *g, int i, const int *readers, const int *last, bool *drop, GpucErr *e) {
+  Match m = {.g = g, .readers = readers};
+  Node *mm2 = &g->nodes[i];
+  int pv = mm2->in[0], v = mm2->in[1];
+  bool nan0 = false;
+  Node *w = private_value(&m, pv) ? producer(&m, pv, GPUC_OP_WHERE) : NULL;
+  if (w) { /* Where(IsNaN(P), 0, P) */
+    double zero;
+    Node *isnan = producer(&m, w->in[0], GPUC_OP_ISNAN);
+    if (!isnan || isnan->in[0] != w->in[2] || !private_value(&m, w->in[0]) || !const_scalar(g, w->in[1], &zero) ||
+        zero != 0 || readers[w->in[2]] != 2 || g->values[w->in[2]].is_output)
+      return 0;
+    take(&m, pv);
+    take(&m, w->in[0]);
+    pv = w->in[2];
+    nan0 = true;
+  } else if (!private_value(&m, pv)) return 0;
+  Node *sm = producer(&m, pv, GPUC_OP_SOFTMAX);
+  if (!sm || !softmax_last_axis(g, sm)) return 0;
+  take(&m, pv);
+  int x = sm->in[0], q = -1, k = -1, mask = -1;
+  bool bshd[4] = {false, false, false, false}; /* Q, K, V, Y stored [B,S,H,D] */
+  bool k_kept = false;
+  double scale = 1;
+  Node *add = private_value(&m, x) ? producer(&m, x, GPUC_OP_ADD) : NULL;
+  int base = m.nchain;
+  bool found = false;
+  for (int side = 0; add && side < 2 && !found; side++) { /* the mask on either side */
+    if (add->in[0] == add->in[1]) break;
+    m.nchain = base;
+    take(&m, x);
+    scale = 1;
+    found = scores(&m, add->in[side], &scale, &q, &k, &bshd[1], &k_kept);
+    mask = add->in[1 - side];
+  }
+  if (!found) { /* no mask: X is the scores */
+    m.nchain = base;
+    scale = 1;
+    mask = -1;
+    found = scores(&m, x, &scale, &q, &k, &bshd[1], &k_kept);
+  }
+  if (!found) return 0;
+  /* the head splits (and the merge after) as strides of the kernel */
+  q = unsplit_heads(&m, q, &bshd[0]);
+  if (!bshd[1] && !k_kept) k = unsplit_heads(&m, k, &bshd[1]);
+  v = unsplit_heads(&m, v, &bshd[2]);
+  int y = mm2->out[0];
+  Node *merge = private_value(&m, y) && last[y] >= 0 ? &g->nodes[last[y]] : NULL;
+  if (merge && merge->op == GPUC_OP_TRANSPOSE && perm_is(merge, 0, 2, 1, 3)) {
+    take(&m, merge->out[0]);
+    bshd[3] = true;
+    y = merge->out[0];
+  }
+  if (m.nchain >= 32) return 0; /* a chain this long was cut short */
+  Attr *at = gpuc_arena_alloc(&g->arena, sizeof(Attr) * 3);
+  int64_t *flags = gpuc_arena_alloc(&g->arena, sizeof(int64_t) * 4);
+  int *in = gpuc_arena_alloc(&g->arena, sizeof(int) * 4);
+  if (!in || !at || !flags) return gpuc_err_set(e, "%s: out of memory", g->path);
+  for (int i = 0; i < 4; i++) flags[i] = bshd[i];
+  at[0] = (Attr){.name = "scale", .kind = GPUC_ATTR_FLOAT, .f = (float)scale};
+  at[1] = (Attr){.name = "nan_to_zero", .kind = GPUC_ATTR_INT, .i = nan0};
+  at[2] = (Attr){.name = "bshd", .kind = GPUC_ATTR_INTS, .n = 4, .ints = flags};
+  Node probe = {.op = GPUC_OP_ATTENTION, .name = mm2->name, .nattr = 3, .attrs = at};
+  const Tensor *qt = &g->values[q].t, *kt = &g->values[k].t, *vt = &g->values[v].t;
+  const Tensor *mt = mask >= 0 ? &g->values[mask].t : NULL;
+  GpucAttnGeom geo;
+  if (gpuc_attention_geom(&probe, qt, kt, vt, &geo) || !gpuc_attention_lowerable(&geo, qt, kt, vt, mt))
+    return 0;
+  /* the result has the shape the pattern's result had */
+  const Tensor *yt = &g->values[y].t;
+  int64_t want[4] = {geo.B, bshd[3] ? geo.Sq : geo.H, bshd[3] ? geo.H : geo.Sq, geo.Dv};
+  if (yt->rank != 4 || yt->dt != qt->dt)
+    return 0;
+  for (int d = 0; d < 4; d++)
+    if (yt->dims[d] != want[d]) return 0;
+  /* the MatMul becomes the Attention, in its place: Q, K, V and the mask
+   * are all computed before it; it writes the merge Transpose's output
+   * when that is absorbed (the Transpose's readers all come after it) */
+  in[0] = q; in[1] = k; in[2] = v; in[3] = mask;
+  mm2->op = GPUC_OP_ATTENTION;
+  mm2->in = in;
+  mm2->nin = mask >= 0 ? 4 : 3;
+  mm2->attrs = at;
+  mm2->nattr = 3;
+  mm2->out[0] = y;
+  for (int c = 0; c < m.nchain; c++) drop[m.chain[c]] = true;
+  return 1;
+}
+
+int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e) {
+  (void)o;
+  int nn = g->nnodes, changes = 0;
+  int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *last = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  bool *drop = calloc((size_t)nn + 1, 1);
+  if (!readers || !last || !drop) {
+    free(readers); free(last); free(drop);
+    return gpuc_err_set(e, "%s: out of memory", g->path);
+  }
+  gpuc_graph_count_readers(g, readers, last);
+  for (int i = 0; i < nn; i++) {
+    if (g->nodes[i].op != GPUC_OP_MATMUL || drop[i]) continue;
+    int r = match(g, i, readers, last, drop, e);
+    if (r < 0) { free(readers); free(last); free(drop); return -1; }
+    changes += r;
+  }
+  gpuc_graph_remove_nodes(g, drop);
+  free(readers); free(last); free(drop);
+  return changes;
+}
