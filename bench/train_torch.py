@@ -164,6 +164,15 @@ def loss_curves(a, res):
         tl = torch_losses(m, x, y, order, B, S, lr, mom, amp)
         xe, ye = x[:2048], y[:2048]
         torch_fixed = fixed_loss(m, xe, ye)
+        # PyTorch against itself: the same run again (cuDNN's nondeterministic
+        # backward kernels): how far one framework's own reruns drift apart
+        torch.manual_seed(0)
+        m2 = torchvision.models.resnet18(num_classes=10).cuda()
+        tl2 = torch_losses(m2, x, y, order, B, S, lr, mom, amp)
+        rerun = dict(step=abs(tl2[-1] - tl[-1]) / abs(tl[-1]),
+                     tail10=abs(float(np.mean(tl2[-10:])) - float(np.mean(tl[-10:]))) / abs(float(np.mean(tl[-10:]))),
+                     fixed=abs(fixed_loss(m2, xe, ye) - torch_fixed) / torch_fixed)
+        del m2
         key = "amp" if amp else "fp32"
         saved = os.path.join(a.work, "r18_gpuc_%s.onnx" % key)
         try:
@@ -184,7 +193,7 @@ def loss_curves(a, res):
         last = (gl[-1], tl[-1])
         tail = (float(np.mean(gl[-10:])), float(np.mean(tl[-10:])))
         d = dict(gpuc_fixed=gpuc_fixed, torch_fixed=torch_fixed, rel_fixed=abs(gpuc_fixed - torch_fixed) / torch_fixed,
-                 tensors_loaded=nload, gpuc_step=last[0], torch_step=last[1], rel_step=abs(last[0] - last[1]) / abs(last[1]),
+                 tensors_loaded=nload, torch_rerun_rel=rerun, gpuc_step=last[0], torch_step=last[1], rel_step=abs(last[0] - last[1]) / abs(last[1]),
                  gpuc_tail10=tail[0], torch_tail10=tail[1], rel_tail10=abs(tail[0] - tail[1]) / abs(tail[1]),
                  gpuc_first=gl[0], torch_first=tl[0], scale_last=rows[-1][3], seconds=secs,
                  curve_every10=[(i + 1, gl[i], tl[i]) for i in range(9, S, 10)])
@@ -193,6 +202,8 @@ def loss_curves(a, res):
             "step %d loss %.5f vs %.5f (rel %.4f); mean of last 10: %.5f vs %.5f (rel %.4f); step 1 %.5f vs %.5f"
             % (key, S, gpuc_fixed, torch_fixed, d["rel_fixed"], nload, S, last[0], last[1], d["rel_step"],
                tail[0], tail[1], d["rel_tail10"], gl[0], tl[0]))
+        log("%s: PyTorch rerun vs PyTorch: fixed-set loss rel %.4f, step %d rel %.4f, mean of last 10 rel %.4f"
+            % (key, rerun["fixed"], S, rerun["step"], rerun["tail10"]))
 
 
 def throughput(a, res):
