@@ -221,6 +221,8 @@ def throughput(a, res):
     onnx = os.path.join(a.work, "resnet50_10.onnx")
     export(m, onnx, (3, 32, 32))
     # PyTorch eager AMP
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
     m.train()
     opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
     scaler = torch.amp.GradScaler("cuda")
