@@ -40,6 +40,8 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
   expect 2 train "$cnn" --data "fashion-mnist:$data" --mem-limit lots
 fi
 expect 2 train "$mlp" --cpu                                          # no --data
+expect 2 train "$mlp" --data "fashion-mnist:$data" --cpu --augment blur
+expect 1 train "$mlp" --data "fashion-mnist:$data" --cpu --augment flip --max-steps 1   # [batch, 784] is no image
 expect 2 train "$mlp" --data "svhn:$data" --cpu
 expect 2 train "$mlp" --data "fashion-mnist:$data" --cpu --batch 0
 expect 2 train "$mlp" --data "fashion-mnist:$data" --cpu --lr nan

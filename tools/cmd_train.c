@@ -162,7 +162,8 @@ typedef struct TrainArgs {
   const char *model, *data, *save;
   bool cpu, amp, lr_set, wd_set;
   int64_t mem_limit;
-  int sm, level;
+  int sm, level, augment;
+  long long crop_pad;
   long long epochs, batch, seed, accum, max_steps, log_every, warmup, step_size, limit;
   int opt, sched;
   double lr, momentum, wd, beta1, beta2;
@@ -189,6 +190,18 @@ static int parse_flag(TrainArgs *a, const char *f, const char *v) {
   else if (!strcmp(f, "--arch")) {
     if (parse_arch(v, &a->sm) || a->sm == 0) return usage_error("--arch wants sm_80, sm_86, sm_87, sm_89, sm_90, sm_100 or sm_120, got '%s'", v);
   }
+  else if (!strcmp(f, "--augment")) {
+    a->augment = 0;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+      if (!strcmp(w, "flip")) a->augment |= GPUC_AUG_FLIP;
+      else if (!strcmp(w, "crop")) a->augment |= GPUC_AUG_CROP;
+      else return usage_error("--augment wants flip, crop or flip,crop, got '%s'", v);
+    }
+    if (!a->augment || strlen(v) >= sizeof buf) return usage_error("--augment wants flip, crop or flip,crop, got '%s'", v);
+  }
+  else if (!strcmp(f, "--crop-pad")) return parse_int(f, v, 0, 64, &a->crop_pad);
   else if (!strcmp(f, "--epochs")) return parse_int(f, v, 1, 1000, &a->epochs);
   else if (!strcmp(f, "--batch")) return parse_int(f, v, 1, 65536, &a->batch);
   else if (!strcmp(f, "--accum")) return parse_int(f, v, 1, 1024, &a->accum);
@@ -210,7 +223,8 @@ static int parse_flag(TrainArgs *a, const char *f, const char *v) {
 
 static int parse_args(int argc, char **argv, TrainArgs *a) {
   *a = (TrainArgs){.epochs = 1, .batch = 64, .seed = 1, .accum = 1, .log_every = 100, .step_size = 30,
-                   .lr = 0.05, .momentum = 0.9, .beta1 = 0.9, .beta2 = 0.999, .level = 2};
+                   .lr = 0.05, .momentum = 0.9, .beta1 = 0.9, .beta2 = 0.999, .level = 2,
+                   .crop_pad = 4};
   for (int i = 0; i < argc; i++) {
     const char *f = argv[i];
     if (!strcmp(f, "--cpu")) a->cpu = true;
@@ -282,7 +296,7 @@ int cmd_train(int argc, char **argv) {
                     .sched = (GpucSchedule)a.sched, .warmup = a.warmup, .step_size = (int)a.step_size,
                     .seed = (uint64_t)a.seed, .log_every = (int)a.log_every, .log = stdout,
                     .checkpoint_dir = a.checkpoint, .resume_dir = a.resume, .freeze = a.freeze,
-                    .nfreeze = a.nfreeze};
+                    .nfreeze = a.nfreeze, .augment = a.augment, .crop_pad = (int)a.crop_pad};
   TrainResult r;
   if (gpuc_trainer_fit(t, &tr, has_test ? &te : NULL, &o, &r, &e)) { report(&e); goto done; }
   if (has_test)

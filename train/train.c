@@ -379,6 +379,8 @@ static bool frozen(const char *name, const TrainOptions *o) {
  * graph's outputs. */
 typedef struct Loop {
   int64_t *perm;
+  int64_t epoch;                /* for the augmentations' draw */
+  const TrainOptions *o;
   Tensor x, y;
   Tensor **outs;
   bool *skip;                   /* frozen parameters */
@@ -394,7 +396,7 @@ static int run_micro(Trainer *t, const Dataset *d, Loop *l, int64_t mb, double *
   int64_t B = t->batch;
   for (int64_t i = 0; i < B; i++) {
     int64_t k = l->perm[mb * B + i];
-    memcpy((float *)l->x.data + i * t->dim, d->x + k * t->dim, sizeof(float) * (size_t)t->dim);
+    gpuc_batch_image(t, d, l->o, k, l->epoch, mb * B + i, (float *)l->x.data + i * t->dim);
     ((int64_t *)l->y.data)[i] = d->y[k];
   }
   const Tensor *in[2] = {&l->x, &l->y};
@@ -446,6 +448,7 @@ static int train_step(Trainer *t, const Dataset *d, const TrainOptions *o, Loop 
 static int loop_init(Trainer *t, const Dataset *d, const TrainOptions *o, Loop *l, GpucErr *e) {
   int64_t B = t->batch;
   memset(l, 0, sizeof *l);
+  l->o = o;
   l->x = (Tensor){.dt = GPUC_DT_F32, .rank = t->in_rank};
   memcpy(l->x.dims, t->in_dims, sizeof l->x.dims);
   l->x.dims[0] = B;
@@ -502,16 +505,21 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
   int rc = -1;
   if (loop_init(t, train, o, &l, e)) goto done;
   int64_t total = (int64_t)o->epochs * spe;
+  if (o->augment && (t->in_rank != 4 || (o->crop_pad < 0 || o->crop_pad > t->in_dims[2] || o->crop_pad > t->in_dims[3]))) {
+    gpuc_err_set(e, "%s: --augment needs image input [batch, C, H, W] and a crop padding within H and W", t->g->path);
+    goto done;
+  }
   if (t->gpu && gpu_begin(t, o, st.step, st.loss_scale, e)) goto done;
   double t_start = now_s();
   for (int ep = (int)st.epoch + 1; ep <= o->epochs; ep++) {
     shuffle(l.perm, train->n, &st.rng);
+    l.epoch = ep;
     double t_ep = now_s(), t_log = t_ep, loss_acc = 0;
     int64_t loss_n = 0;
     for (int64_t s = 0; s < spe; s++) {
       double lr = gpuc_lr_at(o->sched, o->lr, st.step, total, spe, o->warmup, o->step_size), loss = 0;
       bool log_now = o->log && o->log_every > 0 && (s + 1) % o->log_every == 0;
-      if (t->gpu ? gpu_step(t, train, o, l.perm, s * K, lr, e)
+      if (t->gpu ? gpu_step(t, train, o, l.perm, s * K, ep, lr, e)
                  : train_step(t, train, o, &l, s * K, st.step, lr, &loss, e)) {
         gpuc_err_prefix(e, "training");
         goto done;

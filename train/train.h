@@ -64,7 +64,10 @@ typedef struct TrainOptions {
   const char *resume_dir;       /* checkpoint.bin loaded before training; NULL: fresh start */
   const char *const *freeze;    /* parameters whose names contain one of these are not updated */
   int nfreeze;
+  int augment;                  /* GPUC_AUG_* bits: images [C,H,W] only */
+  int crop_pad;                 /* GPUC_AUG_CROP: pixels of zero padding around the random crop */
 } TrainOptions;
+enum { GPUC_AUG_FLIP = 1, GPUC_AUG_CROP = 2 };
 
 typedef struct TrainResult {
   double last_loss, test_accuracy, seconds;

@@ -390,7 +390,8 @@ static int launch(TrainGpu *G, CUfunction f, unsigned grid, unsigned block, void
 }
 
 /* Micro-batch number mb of the epoch into the plan's inputs. */
-static int feed(Trainer *t, const Dataset *d, const int64_t *perm, int64_t mb, GpucErr *e) {
+static int feed(Trainer *t, const Dataset *d, const TrainOptions *o, const int64_t *perm, int64_t mb,
+                int64_t epoch, GpucErr *e) {
   TrainGpu *G = t->gpu;
   int j = G->cur;
   G->cur ^= 1;
@@ -399,7 +400,7 @@ static int feed(Trainer *t, const Dataset *d, const int64_t *perm, int64_t mb, G
   int64_t *hy = G->hy[j], B = t->batch;
   for (int64_t i = 0; i < B; i++) {
     int64_t k = perm[mb * B + i];
-    memcpy(hx + i * t->dim, d->x + k * t->dim, sizeof(float) * (size_t)t->dim);
+    gpuc_batch_image(t, d, o, k, epoch, mb * B + i, hx + i * t->dim);
     hy[i] = d->y[k];
   }
   CU(cu.cuStreamWaitEvent(G->copy, G->consumed[j], 0)); /* staging j is free */
@@ -414,11 +415,11 @@ static int feed(Trainer *t, const Dataset *d, const int64_t *perm, int64_t mb, G
 }
 
 int gpu_step(Trainer *t, const Dataset *d, const TrainOptions *o, const int64_t *perm, int64_t mb0,
-             double lr, GpucErr *e) {
+             int64_t epoch, double lr, GpucErr *e) {
   TrainGpu *G = t->gpu;
   unsigned T = GPUC_OPT_THREADS;
   for (int k = 0; k < o->accum; k++) {
-    if (feed(t, d, perm, mb0 + k, e)) return -1;
+    if (feed(t, d, o, perm, mb0 + k, epoch, e)) return -1;
     if (G->amp) {
       void *a[] = {&G->sc, &G->seed};
       if (launch(G, G->f_seed, 1, 1, a, e)) return -1;

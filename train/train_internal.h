@@ -21,6 +21,11 @@ struct Trainer {
   TrainGpu *gpu;                /* NULL: the CPU reference runs the steps */
 };
 
+/* Image k of d into dst (t->dim values) for position pos of the epoch's
+ * order, with the augmentations of o (train/augment.c). */
+void gpuc_batch_image(const Trainer *t, const Dataset *d, const TrainOptions *o, int64_t k, int64_t epoch,
+                      int64_t pos, float *dst);
+
 /* ---- the GPU executor (train_gpu.c) ----
  * gpu_begin: the parameters, running statistics and optimizer state of the
  * host copies onto the device (at the start of a fit, after a resume), the
@@ -34,7 +39,7 @@ struct Trainer {
  * gpu_logits: the eval plan on n images. */
 int gpu_begin(Trainer *t, const TrainOptions *o, int64_t step, float loss_scale, GpucErr *e);
 int gpu_step(Trainer *t, const Dataset *d, const TrainOptions *o, const int64_t *perm, int64_t mb0,
-             double lr, GpucErr *e);
+             int64_t epoch, double lr, GpucErr *e);
 int gpu_loss(Trainer *t, double *mean_loss, double *loss_scale, int64_t *skipped, GpucErr *e);
 bool gpu_amp(const Trainer *t);
 int gpu_end_epoch(Trainer *t, GpucErr *e);
