@@ -41,6 +41,12 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
 fi
 expect 2 train "$mlp" --cpu                                          # no --data
 expect 2 train "$mlp" --data "fashion-mnist:$data" --cpu --augment blur
+expect 2 train "$mlp" --data "fashion-mnist:$data" --cpu --normalize 0.5
+expect 2 train "$mlp" --data "fashion-mnist:$data" --cpu --normalize 0.5,0
+# --normalize changes what the model sees: the first step's loss differs
+l1=$("$gpuc" train "$mlp" --data "fashion-mnist:$data" --cpu --max-steps 1 --log-every 1 --limit 640 2>&1 | sed -n 's/.*step 1\/1 loss \([0-9.]*\).*/\1/p')
+l2=$("$gpuc" train "$mlp" --data "fashion-mnist:$data" --cpu --max-steps 1 --log-every 1 --limit 640 --normalize 0.286,0.353 2>&1 | sed -n 's/.*step 1\/1 loss \([0-9.]*\).*/\1/p')
+[ -n "$l1" ] && [ -n "$l2" ] && [ "$l1" != "$l2" ] && ok || bad "--normalize did not change the first loss ($l1 vs $l2)"
 expect 1 train "$mlp" --data "fashion-mnist:$data" --cpu --augment flip --max-steps 1   # [batch, 784] is no image
 expect 2 train "$mlp" --data "svhn:$data" --cpu
 expect 2 train "$mlp" --data "fashion-mnist:$data" --cpu --batch 0

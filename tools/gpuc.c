@@ -24,7 +24,7 @@ static const char *usage_text =
     "             [--optimizer sgd|adamw] [--lr X] [--momentum M] [--betas B1,B2] [--weight-decay W]\n"
     "             [--schedule constant|step|cosine] [--warmup STEPS] [--step-size EPOCHS]\n"
     "             [--seed S] [--max-steps N] [--limit N] [--log-every N] [--freeze PATTERN]...\n"
-    "             [--augment flip|crop|flip,crop] [--crop-pad P]\n"
+    "             [--augment flip|crop|flip,crop] [--crop-pad P] [--normalize MEAN,STD]\n"
     "             [--checkpoint DIR] [--resume DIR] [--save OUT.onnx] [--mem-limit SIZE] [--arch sm_XX] [-O0|-O2]\n"
     "             on the GPU (--amp: fp16 with a dynamic loss scale), or the CPU reference (--cpu);\n"
     "             KIND:PATH is fashion-mnist:DIR, mnist:DIR, cifar10:DIR or\n"
