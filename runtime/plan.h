@@ -116,8 +116,11 @@ typedef struct PlanGemm {
   int64_t stride_a, stride_b, stride_c, stride_y;
   float alpha, beta;
   uint32_t dt;                   /* GpucDType of A, B, Y */
-  uint32_t reserved;
+  uint32_t algo_index;           /* which of cuBLASLt's heuristic results to run: 0 its first
+                                    choice (-O2); -O3 stores the one it timed fastest (the
+                                    load falls back to 0 when the list is shorter there) */
 } PlanGemm;
+#define GPUC_GEMM_TUNE_MAX 8     /* heuristic results -O3 times per GEMM */
 
 /* cuDNN convolution, NCHW, 1-3 spatial dims (1-D is run as 2-D), or NHWC
  * (2-D forward only). x, w, y always name the forward convolution's
@@ -142,7 +145,9 @@ typedef struct PlanConv {
   uint32_t groups;
   int32_t pads[3], strides[3], dilations[3];
   uint32_t dt;
-  int32_t algo;                  /* cuDNN algorithm of the mode, -1 = choose at load */
+  int32_t algo;                  /* cuDNN algorithm of the mode, -1 = choose at load; -O3
+                                    stores the forward algorithm it timed fastest (a GPU that
+                                    rejects it falls back to the heuristic) */
   uint32_t mode;                 /* PLAN_CONV_*; was a zero `reserved` before */
   uint64_t workspace;            /* bytes needed by algo */
 } PlanConv;

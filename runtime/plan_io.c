@@ -215,7 +215,8 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
   for (uint32_t i = 0; i < p->ngemms; i++) {
     const PlanGemm *g = &p->gemms[i];
     if (!tensor_ok(p, g->a, false) || !tensor_ok(p, g->b, false) || !tensor_ok(p, g->c, true) ||
-        !tensor_ok(p, g->y, false) || g->m <= 0 || g->n <= 0 || g->k <= 0 || g->batch <= 0)
+        !tensor_ok(p, g->y, false) || g->m <= 0 || g->n <= 0 || g->k <= 0 || g->batch <= 0 ||
+        g->algo_index >= GPUC_GEMM_TUNE_MAX)
       BAD("%s: corrupt plan: gemm %u", path, i);
   }
   for (uint32_t i = 0; i < p->nconvs; i++) {
@@ -228,7 +229,7 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
           p->tensors[c->y].rank != 4)) ||
         (c->z != UINT32_MAX && c->b == UINT32_MAX) ||
         c->nspatial < 2 || c->nspatial > 3 || c->groups == 0 ||
-        c->workspace > p->meta.workspace_bytes || c->mode > PLAN_CONV_BWD_FILTER ||
+        c->workspace > p->meta.workspace_bytes || c->mode > PLAN_CONV_BWD_FILTER || c->algo < -1 || c->algo > 15 ||
         (c->mode != PLAN_CONV_FWD && (c->b != UINT32_MAX || c->act != 0)))
       BAD("%s: corrupt plan: conv %u", path, i);
   }

@@ -1,5 +1,5 @@
 /* gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16] [--arch A]
- *                 [--shape NAME=DIMS]... [--mem-limit SIZE]
+ *                 [--shape NAME=DIMS]... [--mem-limit SIZE] [--tune-cache FILE|none]
  * Import, run the passes of the level, generate code, write the plan. Works
  * without a GPU when --arch names the target. */
 #include "cli.h"
@@ -7,9 +7,11 @@
 #include "passes.h"
 #include "session.h"
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now_s(void) {
   struct timespec t;
@@ -81,11 +83,35 @@ void default_plan_path(const char *model, char *out, size_t n) {
   else snprintf(out, n, "%s.gpuc", model);
 }
 
+/* -O3: load the plan just written on the present GPU, time its library
+ * calls' candidates (runtime/gpu/autotune.c) and write it again with the
+ * fastest recorded. No GPU: the plan keeps -O2's heuristics, and says so. */
+static int autotune_plan(const char *path, const char *cache) {
+  GpucErr e = {0};
+  if (gpuc_gpu_sm(&e) < 0) {
+    printf("  note: -O3 tunes on the GPU the plan runs on; none here (%s): the plan uses -O2's heuristics\n", e.msg);
+    return EXIT_OK;
+  }
+  GpucSession *s = gpuc_session_create(path, 0, &e);
+  GpucTuneStats ts;
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  int rc = !s || gpuc_session_autotune(s, cache, &ts, &e) || gpuc_plan_write(gpuc_session_plan(s), tmp, &e);
+  if (!rc && rename(tmp, path)) { rc = 1; gpuc_err_set(&e, "%s: cannot replace: %s", path, strerror(errno)); }
+  if (rc) unlink(tmp);
+  gpuc_session_free(s);
+  if (rc) { gpuc_err_prefix(&e, "-O3 autotuning"); return report(&e); }
+  printf("  autotuned on this GPU in %.1f s: %d convolutions (%d from the cache), %d GEMMs (%d from the cache)%s%s\n",
+         ts.seconds, ts.convs, ts.convs_cached, ts.gemms, ts.gemms_cached, cache ? "; cache " : "", cache ? cache : "");
+  return EXIT_OK;
+}
+
 int cmd_compile(int argc, char **argv) {
   CompileRequest r = {.level = 2, .sm = 0};
   static GpucShapeBind binds[64];
-  char outbuf[4096];
-  const char *out = NULL;
+  char outbuf[4096], cachebuf[4096];
+  const char *out = NULL, *tune_cache = NULL;
+  bool tune_cache_set = false;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-o")) {
@@ -103,6 +129,10 @@ int cmd_compile(int argc, char **argv) {
       if (i + 1 >= argc) return usage_error("--shape needs NAME=DIMS");
       if (r.nbinds == 64) return usage_error("too many --shape flags");
       if (parse_shape_arg(argv[++i], &binds[r.nbinds++])) return EXIT_USAGE;
+    } else if (!strcmp(a, "--tune-cache")) {
+      if (i + 1 >= argc || !*argv[i + 1]) return usage_error("--tune-cache wants a file, or none");
+      tune_cache = strcmp(argv[++i], "none") ? argv[i] : NULL;
+      tune_cache_set = true;
     } else if (!strcmp(a, "--mem-limit")) {
       if (i + 1 >= argc || parse_size(argv[i + 1], &r.mem_limit))
         return usage_error("--mem-limit wants a size like 8G or 512M");
@@ -130,9 +160,13 @@ int cmd_compile(int argc, char **argv) {
          (unsigned long long)st.naive_bytes,
          (unsigned long long)st.weight_bytes, (unsigned long long)st.workspace_bytes);
   printf("  compile time: %.2f s (NVRTC %.2f s)\n", st.compile_seconds, st.nvrtc_seconds);
-  /* say so rather than let -O3 look tuned: no autotuner exists yet */
-  if (r.level >= 3)
-    printf("  note: -O3 autotuning (timing cuDNN/cuBLASLt/kernel choices on the GPU) is not built yet; "
-           "this plan uses -O2's heuristics\n");
+  if (r.level >= 3) {
+    if (!tune_cache_set) { /* $GPUC_TUNE_CACHE, else ~/.cache/gpuc/autotune.txt */
+      const char *env = getenv("GPUC_TUNE_CACHE"), *home = getenv("HOME");
+      if (env && *env) tune_cache = env;
+      else if (home && *home) { snprintf(cachebuf, sizeof cachebuf, "%s/.cache/gpuc/autotune.txt", home); tune_cache = cachebuf; }
+    }
+    return autotune_plan(out, tune_cache);
+  }
   return EXIT_OK;
 }

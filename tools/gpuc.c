@@ -16,7 +16,7 @@ static const char *usage_text =
     "  gpuc run MODEL.onnx --cpu [--input NAME=FILE]... [--out DIR] [--shape NAME=DIMS]...\n"
     "  gpuc test-onnx DIR [--cpu | --gpu [-O0..-O3]]\n"
     "  gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16] [--arch native|sm_XX]\n"
-    "                  [--shape NAME=DIMS]... [--mem-limit SIZE]\n"
+    "                  [--shape NAME=DIMS]... [--mem-limit SIZE] [--tune-cache FILE|none]\n"
     "  gpuc run PLAN.gpuc [--input NAME=FILE]... [--out DIR]\n"
     "  gpuc inspect PLAN.gpuc\n"
     "  gpuc bench PLAN.gpuc [--iters N] [--warmup N] [--profile]\n"

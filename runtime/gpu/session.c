@@ -1,47 +1,9 @@
 /* Plan execution on the GPU with the CUDA driver API, cuBLASLt and cuDNN. */
-#include "session.h"
-#include "cuda_api.h"
+#include "session_internal.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct GemmState {
-  cublasLtMatmulDesc_t op;
-  cublasLtMatrixLayout_t la, lb, lc, ld;
-  cublasLtMatmulAlgo_t algo;
-  bool bias_epilogue;
-} GemmState;
-
-typedef struct ConvState {
-  cudnnTensorDescriptor_t x, y, b;
-  cudnnActivationDescriptor_t act;
-  cudnnFilterDescriptor_t w;
-  cudnnConvolutionDescriptor_t conv;
-  cudnnConvolutionFwdAlgo_t algo;           /* PLAN_CONV_FWD */
-  cudnnConvolutionBwdDataAlgo_t bwd_data;   /* PLAN_CONV_BWD_DATA */
-  cudnnConvolutionBwdFilterAlgo_t bwd_filter; /* PLAN_CONV_BWD_FILTER */
-} ConvState;
-
-struct GpucSession {
-  Plan *plan;
-  CUdevice dev;
-  CUcontext ctx;
-  CUstream stream;
-  CUmodule module;
-  CUfunction *funcs;
-  CUdeviceptr arena, weights, workspace;
-  CUdeviceptr *tptr;             /* device address of every plan tensor */
-  cublasLtHandle_t lt;
-  cudnnHandle_t dnn;
-  GemmState *gemms;
-  ConvState *convs;
-  CUgraphExec graph;
-  bool graph_ready;
-  size_t workspace_bytes;        /* >= the plan's: cuDNN may need more here */
-  int sm;
-  char devname[128];
-};
 
 static void cu_free(CUdeviceptr p) { if (p) cu.cuMemFree(p); }
 
@@ -109,18 +71,28 @@ static int setup_gemm(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr 
     CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
   }
+  cublasLtMatmulHeuristicResult_t res[GPUC_GEMM_TUNE_MAX];
+  int found = 0;
+  if (gpuc_gemm_heuristics(s, st, res, (int)g->algo_index + 1, &found, e)) return -1;
+  if (found == 0)
+    return gpuc_err_set(e, "cuBLASLt has no algorithm for gemm %lldx%lldx%lld", (long long)g->m,
+                        (long long)g->n, (long long)g->k);
+  /* -O3's timed choice where this GPU offers it, else the first */
+  st->algo = res[(int)g->algo_index < found ? g->algo_index : 0].algo;
+  return 0;
+}
+
+int gpuc_gemm_heuristics(GpucSession *s, GemmState *st, cublasLtMatmulHeuristicResult_t *res, int max, int *found,
+                         GpucErr *e) {
   cublasLtMatmulPreference_t pref;
   CUBLAS_TRY(e, cublaslt.cublasLtMatmulPreferenceCreate(&pref));
   uint64_t ws = s->plan->meta.workspace_bytes;
-  CUBLAS_TRY(e, cublaslt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-  cublasLtMatmulHeuristicResult_t res;
-  int found = 0;
-  cublasStatus_t r = cublaslt.cublasLtMatmulAlgoGetHeuristic(s->lt, st->op, st->la, st->lb, st->lc, st->ld, pref, 1, &res, &found);
+  cublasStatus_t r = cublaslt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  *found = 0;
+  if (r == CUBLAS_STATUS_SUCCESS)
+    r = cublaslt.cublasLtMatmulAlgoGetHeuristic(s->lt, st->op, st->la, st->lb, st->lc, st->ld, pref, max, res, found);
   cublaslt.cublasLtMatmulPreferenceDestroy(pref);
-  if (r != CUBLAS_STATUS_SUCCESS || found == 0)
-    return gpuc_err_set(e, "cuBLASLt has no algorithm for gemm %lldx%lldx%lld (%s)", (long long)g->m,
-                        (long long)g->n, (long long)g->k, cublaslt.cublasLtGetStatusString(r));
-  st->algo = res.algo;
+  if (r != CUBLAS_STATUS_SUCCESS) { *found = 0; return 0; } /* "none": the caller says which GEMM */
   return 0;
 }
 
@@ -231,6 +203,13 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
       st->algo = perf[i].algo;
       break;
     }
+  /* -O3's timed choice, where this GPU accepts it */
+  size_t tuned_need = 0;
+  if (c->algo >= 0 &&
+      cudnn.cudnnGetConvolutionForwardWorkspaceSize(s->dnn, st->x, st->w, st->conv, st->y,
+                                                    (cudnnConvolutionFwdAlgo_t)c->algo, &tuned_need) == CUDNN_STATUS_SUCCESS &&
+      tuned_need <= ((size_t)1 << 30))
+    st->algo = (cudnnConvolutionFwdAlgo_t)c->algo;
   /* the fused call with an identity activation runs only this algorithm */
   if (identity_fused) st->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
   if (c->b != UINT32_MAX) {
@@ -410,6 +389,24 @@ int gpuc_session_set_input(GpucSession *s, const char *name, const Tensor *host,
   return 0;
 }
 
+int gpuc_gemm_run(GpucSession *s, uint32_t i, const cublasLtMatmulAlgo_t *algo, GpucErr *e) {
+  const Plan *p = s->plan;
+  const PlanGemm *g = &p->gemms[i];
+  GemmState *gs = &s->gemms[i];
+  float alpha = g->alpha, beta = gs->bias_epilogue || g->c == UINT32_MAX ? 0.0f : g->beta;
+  double alpha64 = g->alpha, beta64 = beta;
+  bool f64 = g->dt == GPUC_DT_F64;
+  void *C = (void *)(uintptr_t)(g->c != UINT32_MAX && !gs->bias_epilogue ? s->tptr[g->c] : s->tptr[g->y]);
+  CUBLAS_TRY(e, cublaslt.cublasLtMatmul(s->lt, gs->op, f64 ? (void *)&alpha64 : (void *)&alpha,
+                                        (void *)(uintptr_t)s->tptr[g->b], gs->la,
+                                        (void *)(uintptr_t)s->tptr[g->a], gs->lb,
+                                        f64 ? (void *)&beta64 : (void *)&beta, C, gs->lc,
+                                        (void *)(uintptr_t)s->tptr[g->y], gs->ld, algo,
+                                        (void *)(uintptr_t)s->workspace, p->meta.workspace_bytes,
+                                        (cudaStream_t)s->stream));
+  return 0;
+}
+
 /* Issue every step on the stream (also used while capturing a graph). */
 static int issue(GpucSession *s, GpucErr *e, CUevent *marks) {
   const Plan *p = s->plan;
@@ -425,19 +422,7 @@ static int issue(GpucSession *s, GpucErr *e, CUevent *marks) {
                                   st->block[0], st->block[1], st->block[2], st->shmem, s->stream,
                                   params, NULL));
     } else if (st->kind == PLAN_STEP_GEMM) {
-      const PlanGemm *g = &p->gemms[st->index];
-      GemmState *gs = &s->gemms[st->index];
-      float alpha = g->alpha, beta = gs->bias_epilogue || g->c == UINT32_MAX ? 0.0f : g->beta;
-      double alpha64 = g->alpha, beta64 = beta;
-      bool f64 = g->dt == GPUC_DT_F64;
-      void *C = (void *)(uintptr_t)(g->c != UINT32_MAX && !gs->bias_epilogue ? s->tptr[g->c] : s->tptr[g->y]);
-      CUBLAS_TRY(e, cublaslt.cublasLtMatmul(s->lt, gs->op, f64 ? (void *)&alpha64 : (void *)&alpha,
-                                            (void *)(uintptr_t)s->tptr[g->b], gs->la,
-                                            (void *)(uintptr_t)s->tptr[g->a], gs->lb,
-                                            f64 ? (void *)&beta64 : (void *)&beta, C, gs->lc,
-                                            (void *)(uintptr_t)s->tptr[g->y], gs->ld, &gs->algo,
-                                            (void *)(uintptr_t)s->workspace, p->meta.workspace_bytes,
-                                            (cudaStream_t)s->stream));
+      if (gpuc_gemm_run(s, st->index, &s->gemms[st->index].algo, e)) return -1;
     } else {
       const PlanConv *c = &p->convs[st->index];
       ConvState *cs = &s->convs[st->index];

@@ -32,6 +32,18 @@ int gpuc_session_sync(GpucSession *s, GpucErr *e);
 int gpuc_session_tensor(const GpucSession *s, const char *name);
 uint64_t gpuc_session_tensor_ptr(const GpucSession *s, uint32_t i);
 void *gpuc_session_stream(const GpucSession *s);
+/* -O3 (runtime/gpu/autotune.c): time the candidate algorithms of every
+ * cuDNN forward convolution and cuBLASLt GEMM of the loaded plan on this
+ * GPU and record the fastest in the session's plan (write it out with
+ * gpuc_plan_write(gpuc_session_plan(s), ...)); results are remembered in the
+ * text file cache_path (NULL: no cache), keyed by device, cuDNN version and
+ * shape. */
+typedef struct GpucTuneStats {
+  int convs, convs_cached;       /* tuned; of them from the cache */
+  int gemms, gemms_cached;
+  double seconds;
+} GpucTuneStats;
+int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats *ts, GpucErr *e);
 /* Timing of whole-plan replays with CUDA events: warmup runs, then iters
  * timed runs; per-step profile when prof_ms (nsteps entries) is not NULL. */
 typedef struct GpucBench {

@@ -177,6 +177,19 @@ static void check_nhwc_plan(const char *model, const char *a, const char *b, con
       expect_refused(bad, "corrupt plan: conv", bads[k].what);
       q->convs[0] = keep;
     }
+    /* -O3's choices: a recorded algorithm reads back; one out of range is refused */
+    PlanConv keep = q->convs[0];
+    q->convs[0].algo = 6;
+    CHECK(gpuc_plan_write(q, bad, &e) == 0, "write: %s", e.msg);
+    Plan *r = gpuc_plan_read(bad, &e);
+    CHECK(r && r->convs[0].algo == 6, "a tuned conv algorithm survives the round trip: %s", e.msg);
+    gpuc_plan_free(r);
+    for (int32_t algo = -2; algo <= 16; algo += 18) {
+      q->convs[0].algo = algo;
+      CHECK(gpuc_plan_write(q, bad, &e) == 0, "write: %s", e.msg);
+      expect_refused(bad, "corrupt plan: conv", algo < 0 ? "conv algo -2" : "conv algo 16");
+    }
+    q->convs[0] = keep;
     gpuc_plan_free(q);
   }
   gpuc_plan_free(p);
@@ -209,6 +222,19 @@ int main(int argc, char **argv) {
           "counts survive the round trip");
     CHECK(q->ncosts == p->ncosts && !memcmp(q->costs, p->costs, p->ncosts * sizeof(PlanCost)),
           "step costs survive the round trip");
+    if (q->ngemms) { /* -O3's GEMM choice: an index past the tuned candidates is refused */
+      char tuned[4200];
+      snprintf(tuned, sizeof tuned, "%s.gemm", bad);
+      q->gemms[0].algo_index = GPUC_GEMM_TUNE_MAX - 1;
+      CHECK(gpuc_plan_write(q, tuned, &e) == 0, "write: %s", e.msg);
+      Plan *r = gpuc_plan_read(tuned, &e);
+      CHECK(r && r->gemms[0].algo_index == GPUC_GEMM_TUNE_MAX - 1, "a tuned GEMM index survives: %s", e.msg);
+      gpuc_plan_free(r);
+      q->gemms[0].algo_index = GPUC_GEMM_TUNE_MAX;
+      CHECK(gpuc_plan_write(q, tuned, &e) == 0, "write: %s", e.msg);
+      expect_refused(tuned, "corrupt plan: gemm", "gemm algo_index past the candidates");
+      q->gemms[0].algo_index = 0;
+    }
     CHECK(gpuc_plan_write(q, b, &e) == 0, "rewrite: %s", e.msg);
     size_t na, nb;
     unsigned char *ba = slurp(a, &na), *bb = slurp(b, &nb);

@@ -1,0 +1,225 @@
+/* -O3 autotuning: on the GPU the plan will run on, time the candidates of
+ * each library call and keep the fastest in the plan.
+ *   - forward convolutions: cuDNN's own timing of every forward algorithm
+ *     (cudnnFindConvolutionForwardAlgorithm, fastest first); the first that
+ *     succeeds within 1 GiB of scratch wins. Convolutions whose fused call
+ *     admits one algorithm only (bias with an identity activation) and the
+ *     training gradients keep the heuristic.
+ *   - GEMMs: up to GPUC_GEMM_TUNE_MAX of cuBLASLt's heuristic results, each
+ *     run 3 times then timed over 10 with CUDA events; the plan stores the
+ *     index of the fastest (PlanGemm.algo_index).
+ * Results are remembered in a text cache keyed by device name, cuDNN
+ * version and the call's shape, so a recompile of the same model (or
+ * another model with the same layers) skips the timing. The cache is
+ * untrusted input: a line that does not parse, or a value out of range, is
+ * ignored. Generated kernels' launch shapes are not tuned. */
+#include "session_internal.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define CACHE_MAGIC "gpuc-autotune 1"
+#define CACHE_MAX_BYTES (16u << 20)
+
+typedef struct Cache {
+  char *text;                    /* the file, NUL-terminated; lines "key\tvalue" */
+  FILE *append;                  /* new entries; NULL: not writable or no cache */
+} Cache;
+
+static void cache_open(Cache *c, const char *path) {
+  memset(c, 0, sizeof *c);
+  if (!path) return;
+  FILE *f = fopen(path, "rb");
+  if (f) {
+    c->text = calloc(1, CACHE_MAX_BYTES + 1);
+    if (c->text) {
+      size_t n = fread(c->text, 1, CACHE_MAX_BYTES, f);
+      c->text[n] = 0;
+      if (strncmp(c->text, CACHE_MAGIC "\n", strlen(CACHE_MAGIC) + 1)) c->text[0] = 0; /* not ours */
+    }
+    fclose(f);
+  }
+  /* the folder, then the file (with its magic line if new) */
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  for (char *q = dir + 1; *q; q++)
+    if (*q == '/') { *q = 0; mkdir(dir, 0777); *q = '/'; }
+  bool fresh = !c->text || !c->text[0];
+  c->append = fopen(path, fresh ? "wb" : "ab");
+  if (c->append && fresh) fprintf(c->append, "%s\n", CACHE_MAGIC);
+}
+
+static void cache_close(Cache *c) {
+  if (c->append) fclose(c->append);
+  free(c->text);
+}
+
+/* The value of key, or -1 (absent or out of [0, max]). */
+static long cache_get(const Cache *c, const char *key, long max) {
+  if (!c->text) return -1;
+  size_t kl = strlen(key);
+  for (const char *l = c->text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+    if (strncmp(l, key, kl) || l[kl] != '\t') continue;
+    char *end;
+    errno = 0;
+    long v = strtol(l + kl + 1, &end, 10);
+    if (!errno && end != l + kl + 1 && (*end == '\n' || !*end) && v >= 0 && v <= max) return v;
+  }
+  return -1;
+}
+
+static void cache_put(Cache *c, const char *key, long v) {
+  if (c->append) { fprintf(c->append, "%s\t%ld\n", key, v); fflush(c->append); }
+}
+
+/* "<device>|cudnn <version>|" then the call's shape. */
+static int key_prefix(const GpucSession *s, char *buf, size_t n) {
+  int k = snprintf(buf, n, "%s|cudnn %zu|", s->devname, cudnn.cudnnGetVersion ? cudnn.cudnnGetVersion() : (size_t)0);
+  for (char *q = buf; *q; q++) if (*q == '\t' || *q == '\n') *q = ' ';
+  return k;
+}
+
+static void dims_str(const PlanTensor *t, char *buf, size_t n) {
+  size_t k = 0;
+  buf[0] = 0;
+  for (int d = 0; d < t->rank && k < n; d++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", d ? "x" : "", (long long)t->dims[d]);
+}
+
+static void conv_key(const GpucSession *s, const PlanConv *c, char *buf, size_t n) {
+  const Plan *p = s->plan;
+  char x[128], w[128], y[128];
+  dims_str(&p->tensors[c->x], x, sizeof x);
+  dims_str(&p->tensors[c->w], w, sizeof w);
+  dims_str(&p->tensors[c->y], y, sizeof y);
+  int k = key_prefix(s, buf, n);
+  snprintf(buf + k, n - (size_t)k, "conv dt%u act%u x%s w%s y%s g%u p%d,%d,%d s%d,%d,%d d%d,%d,%d b%d z%d", c->dt,
+           c->act, x, w, y, c->groups, c->pads[0], c->pads[1], c->pads[2], c->strides[0], c->strides[1],
+           c->strides[2], c->dilations[0], c->dilations[1], c->dilations[2], c->b != UINT32_MAX,
+           c->z != UINT32_MAX);
+}
+
+static void gemm_key(const GpucSession *s, const PlanGemm *g, char *buf, size_t n) {
+  int k = key_prefix(s, buf, n);
+  snprintf(buf + k, n - (size_t)k, "gemm dt%u t%u%u m%lld n%lld k%lld b%lld ld%lld,%lld,%lld,%lld c%d e%d",
+           g->dt, g->trans_a, g->trans_b, (long long)g->m, (long long)g->n, (long long)g->k, (long long)g->batch,
+           (long long)g->lda, (long long)g->ldb, (long long)g->ldc, (long long)g->ldy, g->c != UINT32_MAX,
+           s->gemms[g - s->plan->gemms].bias_epilogue);
+}
+
+static int tune_conv(GpucSession *s, uint32_t i, Cache *cache, GpucTuneStats *ts, GpucErr *e) {
+  PlanConv *c = &s->plan->convs[i];
+  ConvState *st = &s->convs[i];
+  if (c->mode != PLAN_CONV_FWD || (c->b != UINT32_MAX && GPUC_CONV_ACT(c->act) == 0)) return 0;
+  char key[1024];
+  conv_key(s, c, key, sizeof key);
+  long algo = cache_get(cache, key, CUDNN_CONVOLUTION_FWD_ALGO_COUNT - 1);
+  if (algo >= 0) ts->convs_cached++;
+  else {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int found = 0;
+    CUDNN_TRY(e, cudnn.cudnnFindConvolutionForwardAlgorithm(s->dnn, st->x, st->w, st->conv, st->y,
+                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
+    for (int k = 0; k < found && algo < 0; k++)
+      if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].memory <= ((size_t)1 << 30)) algo = perf[k].algo;
+    if (algo < 0) return 0; /* nothing better known: the heuristic stays */
+    cache_put(cache, key, algo);
+  }
+  size_t need = 0;
+  if (cudnn.cudnnGetConvolutionForwardWorkspaceSize(s->dnn, st->x, st->w, st->conv, st->y,
+                                                    (cudnnConvolutionFwdAlgo_t)algo, &need) != CUDNN_STATUS_SUCCESS)
+    return 0;
+  c->algo = (int32_t)algo;
+  c->workspace = need;
+  if (need > s->plan->meta.workspace_bytes) s->plan->meta.workspace_bytes = need;
+  st->algo = (cudnnConvolutionFwdAlgo_t)algo;
+  ts->convs++;
+  return 0;
+}
+
+static int time_gemm(GpucSession *s, uint32_t i, const cublasLtMatmulAlgo_t *algo, CUevent ev[2], float *ms,
+                     GpucErr *e) {
+  for (int r = 0; r < 3; r++)
+    if (gpuc_gemm_run(s, i, algo, e)) return -1;
+  CU_TRY(e, cu.cuEventRecord(ev[0], s->stream));
+  for (int r = 0; r < 10; r++)
+    if (gpuc_gemm_run(s, i, algo, e)) return -1;
+  CU_TRY(e, cu.cuEventRecord(ev[1], s->stream));
+  CU_TRY(e, cu.cuEventSynchronize(ev[1]));
+  CU_TRY(e, cu.cuEventElapsedTime(ms, ev[0], ev[1]));
+  return 0;
+}
+
+static int tune_gemm(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], GpucTuneStats *ts, GpucErr *e) {
+  PlanGemm *g = &s->plan->gemms[i];
+  char key[1024];
+  gemm_key(s, g, key, sizeof key);
+  cublasLtMatmulHeuristicResult_t res[GPUC_GEMM_TUNE_MAX];
+  int found = 0;
+  if (gpuc_gemm_heuristics(s, &s->gemms[i], res, GPUC_GEMM_TUNE_MAX, &found, e)) return -1;
+  if (found < 2) return 0;
+  long best = cache_get(cache, key, found - 1);
+  if (best >= 0) ts->gemms_cached++;
+  else {
+    float best_ms = 0;
+    for (int k = 0; k < found; k++) {
+      float ms;
+      if (res[k].state != CUBLAS_STATUS_SUCCESS) continue;
+      /* a candidate the library refuses at run time is skipped, not fatal */
+      GpucErr ignore = {0};
+      if (time_gemm(s, i, &res[k].algo, ev, &ms, &ignore)) continue;
+      if (best < 0 || ms < best_ms) { best = k; best_ms = ms; }
+    }
+    if (best < 0) return 0;
+    cache_put(cache, key, best);
+  }
+  g->algo_index = (uint32_t)best;
+  s->gemms[i].algo = res[best].algo;
+  ts->gemms++;
+  return 0;
+}
+
+int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats *ts, GpucErr *e) {
+  memset(ts, 0, sizeof *ts);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
+  /* defined inputs for the timing runs: zeros, not whatever the allocation held */
+  CU_TRY(e, cu.cuMemsetD8Async(s->arena, 0, s->plan->meta.arena_bytes ? s->plan->meta.arena_bytes : 1, s->stream));
+  Cache cache;
+  cache_open(&cache, cache_path);
+  CUevent ev[2] = {0, 0};
+  int rc = -1;
+  if (cu.cuEventCreate(&ev[0], 0) != CUDA_SUCCESS || cu.cuEventCreate(&ev[1], 0) != CUDA_SUCCESS) {
+    gpuc_err_set(e, "autotune: cannot create CUDA events");
+    goto done;
+  }
+  /* GEMMs first: they run with the plan's workspace size, which a tuned
+   * convolution may raise */
+  for (uint32_t i = 0; i < s->plan->ngemms; i++)
+    if (tune_gemm(s, i, &cache, ev, ts, e)) goto done;
+  for (uint32_t i = 0; i < s->plan->nconvs; i++)
+    if (tune_conv(s, i, &cache, ts, e)) goto done;
+  if (s->plan->meta.workspace_bytes > s->workspace_bytes) { /* runs of this session need it too */
+    CU_TRY(e, cu.cuStreamSynchronize(s->stream));
+    cu.cuMemFree(s->workspace);
+    s->workspace = 0;
+    s->workspace_bytes = s->plan->meta.workspace_bytes;
+    if (cu.cuMemAlloc(&s->workspace, s->workspace_bytes) != CUDA_SUCCESS) {
+      gpuc_err_set(e, "autotune: cannot allocate a %zu-byte workspace", s->workspace_bytes);
+      goto done;
+    }
+  }
+  s->graph_ready = false; /* a replay must see the new choices */
+  if (s->graph) { cu.cuGraphExecDestroy(s->graph); s->graph = NULL; }
+  rc = 0;
+done:
+  for (int k = 0; k < 2; k++)
+    if (ev[k]) cu.cuEventDestroy(ev[k]);
+  cache_close(&cache);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  ts->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  return rc;
+}

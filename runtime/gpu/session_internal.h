@@ -1,0 +1,52 @@
+/* What the GPU runtime's files share about a session (runtime/gpu/:
+ * session.c loads and runs a plan, autotune.c times its library calls for
+ * -O3). Not for users of the runtime: they see session.h. */
+#ifndef GPUC_SESSION_INTERNAL_H
+#define GPUC_SESSION_INTERNAL_H
+#include "session.h"
+#include "cuda_api.h"
+
+typedef struct GemmState {
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, lc, ld;
+  cublasLtMatmulAlgo_t algo;
+  bool bias_epilogue;
+} GemmState;
+
+typedef struct ConvState {
+  cudnnTensorDescriptor_t x, y, b;
+  cudnnActivationDescriptor_t act;
+  cudnnFilterDescriptor_t w;
+  cudnnConvolutionDescriptor_t conv;
+  cudnnConvolutionFwdAlgo_t algo;           /* PLAN_CONV_FWD */
+  cudnnConvolutionBwdDataAlgo_t bwd_data;   /* PLAN_CONV_BWD_DATA */
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter; /* PLAN_CONV_BWD_FILTER */
+} ConvState;
+
+struct GpucSession {
+  Plan *plan;
+  CUdevice dev;
+  CUcontext ctx;
+  CUstream stream;
+  CUmodule module;
+  CUfunction *funcs;
+  CUdeviceptr arena, weights, workspace;
+  CUdeviceptr *tptr;             /* device address of every plan tensor */
+  cublasLtHandle_t lt;
+  cudnnHandle_t dnn;
+  GemmState *gemms;
+  ConvState *convs;
+  CUgraphExec graph;
+  bool graph_ready;
+  size_t workspace_bytes;        /* >= the plan's: cuDNN may need more here */
+  int sm;
+  char devname[128];
+};
+
+/* cuBLASLt's heuristic results for GEMM state st (up to max, the workspace
+ * limited to the plan's); *found how many. */
+int gpuc_gemm_heuristics(GpucSession *s, GemmState *st, cublasLtMatmulHeuristicResult_t *res, int max, int *found,
+                         GpucErr *e);
+/* GEMM i of the plan with the given algorithm, on the session's stream. */
+int gpuc_gemm_run(GpucSession *s, uint32_t i, const cublasLtMatmulAlgo_t *algo, GpucErr *e);
+#endif
