@@ -128,12 +128,15 @@ def rel_l2(a, b):
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
+OPT = "-O2"  # --opt: the level gpuc compiles at (-O3 autotunes on this GPU)
+
+
 def gpuc_compile(gpuc, onnx, plan, spec, batch, extra):
     shapes = []
     for k, v in spec.items():
         dims = "x".join(str(d) for d in (batch,) + tuple(v[:-1]))
         shapes += ["--shape", "%s=%s" % (k, dims)]
-    cmd = [gpuc, onnx, "-O2", "-o", plan] + shapes + extra
+    cmd = [gpuc, onnx, OPT, "-o", plan] + shapes + extra
     t = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True)
     log(r.stdout.strip() or r.stderr.strip())
@@ -168,7 +171,10 @@ def main():
     ap.add_argument("--models", default="resnet50,mobilenet_v2,bert")
     ap.add_argument("--quick", action="store_true", help="batch 1 only, fewer iterations")
     ap.add_argument("--compile", action="store_true", help="also torch.compile(mode='reduce-overhead') fp16")
+    ap.add_argument("--opt", default="-O2", choices=["-O1", "-O2", "-O3"], help="gpuc's level")
     a = ap.parse_args()
+    global OPT
+    OPT = a.opt
     os.makedirs(a.work, exist_ok=True)
     rows = []
     for name in a.models.split(","):
@@ -248,7 +254,7 @@ def main():
             torch.cuda.empty_cache()
     with open(os.path.join(a.out, "models.json"), "a") as f:
         json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), f, indent=1)
-    lines = ["| model | batch | rel L2 fp32 | rel L2 fp16 | PyTorch fp16 rel L2 | input rounding floor | gpuc -O2 fp32 ms | gpuc -O2 --fp16 ms | PyTorch eager fp32 ms | PyTorch eager fp16 ms | torch.compile fp16 ms | note |",
+    lines = ["| model | batch | rel L2 fp32 | rel L2 fp16 | PyTorch fp16 rel L2 | input rounding floor | gpuc %s fp32 ms | gpuc %s --fp16 ms | PyTorch eager fp32 ms | PyTorch eager fp16 ms | torch.compile fp16 ms | note |" % (OPT, OPT),
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         f = lambda k, fmt="%.3f": (fmt % r[k]) if r.get(k) is not None else "-"

@@ -5,7 +5,7 @@
 #   3. ResNet-50 / MobileNetV2 / BERT-base from PyTorch vs gpuc (bench/)
 # Carry: build-gpu (gpuc, onnx_op_types) and .testdata (libonnx-testdata's
 # node, pytorch-converted, pytorch-operator, simple folders).
-# usage: tests/gpu/gpu_round.sh [conformance] [models] [quick] [compile]
+# usage: tests/gpu/gpu_round.sh [conformance] [models] [quick] [compile] [O3]
 set -u
 # Results go straight to $OUT as they are made (a run stopped at its time
 # limit still returns what it finished); big JSON files go to round.tgz.
@@ -35,6 +35,8 @@ $PY tests/gpu/bundled_vs_cpu.py $GPUC build-gpu/models /tmp/gpuc_smoke 2>&1 | te
 if [[ "$what" == *models* ]]; then
   q=""; [[ "$what" == *quick* ]] && q="--quick"
   [[ "$what" == *compile* ]] && q="$q --compile"
+  [[ "$what" == *O3* ]] && q="$q --opt -O3"   # autotuned plans (cache in the work folder)
+  export GPUC_TUNE_CACHE=${GPUC_TUNE_CACHE:-/tmp/gpuc_models/autotune.txt}
   $PY bench/torch_models.py --gpuc "$GPUC" --work /tmp/gpuc_models --out "$OUT" $q \
       --models "${MODELS:-resnet50,mobilenet_v2,bert}" 2>&1 | tee "$BIG/models.txt" | tail -20
   # where the time goes: per-step profiles of the big plans (in round.tgz)
