@@ -35,7 +35,7 @@ $PY tests/gpu/bundled_vs_cpu.py $GPUC build-gpu/models /tmp/gpuc_smoke 2>&1 | te
 if [[ "$what" == *models* ]]; then
   q=""; [[ "$what" == *quick* ]] && q="--quick"
   [[ "$what" == *compile* ]] && q="$q --compile"
-  [[ "$what" == *O3* ]] && q="$q --opt -O3"   # autotuned plans (cache in the work folder)
+  [[ "$what" == *O3* ]] && q="$q --opt=-O3"   # autotuned plans (cache in the work folder)
   export GPUC_TUNE_CACHE=${GPUC_TUNE_CACHE:-/tmp/gpuc_models/autotune.txt}
   $PY bench/torch_models.py --gpuc "$GPUC" --work /tmp/gpuc_models --out "$OUT" $q \
       --models "${MODELS:-resnet50,mobilenet_v2,bert}" 2>&1 | tee "$BIG/models.txt" | tail -20
