@@ -101,8 +101,11 @@ static int autotune_plan(const char *path, const char *cache) {
   if (rc) unlink(tmp);
   gpuc_session_free(s);
   if (rc) { gpuc_err_prefix(&e, "-O3 autotuning"); return report(&e); }
-  printf("  autotuned on this GPU in %.1f s: %d convolutions (%d from the cache), %d GEMMs (%d from the cache)%s%s\n",
-         ts.seconds, ts.convs, ts.convs_cached, ts.gemms, ts.gemms_cached, cache ? "; cache " : "", cache ? cache : "");
+  printf("  autotuned on this GPU in %.1f s: %d convolutions (%d from the cache)%s, %d GEMMs (%d from the cache)%s; "
+         "plan %.4f ms with the heuristics, %.4f ms tuned%s%s\n", ts.seconds, ts.convs, ts.convs_cached,
+         ts.convs_reverted ? " not kept: the plan was not faster" : "", ts.gemms, ts.gemms_cached,
+         ts.gemms_reverted ? " not kept: the plan was not faster" : "", ts.ms_heuristic, ts.ms_tuned,
+         cache ? "; cache " : "", cache ? cache : "");
   return EXIT_OK;
 }
 

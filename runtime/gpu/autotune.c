@@ -8,6 +8,10 @@
  *   - GEMMs: up to GPUC_GEMM_TUNE_MAX of cuBLASLt's heuristic results, each
  *     run 3 times then timed over 10 with CUDA events; the plan stores the
  *     index of the fastest (PlanGemm.algo_index).
+ *   - then the whole plan: its CUDA-graph replay time with the heuristics'
+ *     choices, with the timed GEMM choices, then with the timed convolution
+ *     choices; each group is kept only if the plan got faster (a call timed
+ *     alone, its weights hot in L2, can lose inside the plan).
  * Results are remembered in a text cache keyed by device name, cuDNN
  * version and the call's shape, so a recompile of the same model (or
  * another model with the same layers) skips the timing. The cache is
@@ -31,15 +35,13 @@ typedef struct Cache {
 
 static void cache_open(Cache *c, const char *path) {
   memset(c, 0, sizeof *c);
-  if (!path) return;
+  c->text = calloc(1, CACHE_MAX_BYTES + 1); /* NULL: no cache at all */
+  if (!path || !c->text) return;
   FILE *f = fopen(path, "rb");
   if (f) {
-    c->text = calloc(1, CACHE_MAX_BYTES + 1);
-    if (c->text) {
-      size_t n = fread(c->text, 1, CACHE_MAX_BYTES, f);
-      c->text[n] = 0;
-      if (strncmp(c->text, CACHE_MAGIC "\n", strlen(CACHE_MAGIC) + 1)) c->text[0] = 0; /* not ours */
-    }
+    size_t n = fread(c->text, 1, CACHE_MAX_BYTES - 4096, f); /* room left for this run's entries */
+    c->text[n] = 0;
+    if (strncmp(c->text, CACHE_MAGIC "\n", strlen(CACHE_MAGIC) + 1)) c->text[0] = 0; /* not ours */
     fclose(f);
   }
   /* the folder, then the file (with its magic line if new) */
@@ -47,7 +49,7 @@ static void cache_open(Cache *c, const char *path) {
   snprintf(dir, sizeof dir, "%s", path);
   for (char *q = dir + 1; *q; q++)
     if (*q == '/') { *q = 0; mkdir(dir, 0777); *q = '/'; }
-  bool fresh = !c->text || !c->text[0];
+  bool fresh = !c->text[0];
   c->append = fopen(path, fresh ? "wb" : "ab");
   if (c->append && fresh) fprintf(c->append, "%s\n", CACHE_MAGIC);
 }
@@ -73,6 +75,9 @@ static long cache_get(const Cache *c, const char *key, long max) {
 
 static void cache_put(Cache *c, const char *key, long v) {
   if (c->append) { fprintf(c->append, "%s\t%ld\n", key, v); fflush(c->append); }
+  /* and in memory, so the same shape later in this plan is not timed again */
+  size_t n = c->text ? strlen(c->text) : 0;
+  if (c->text && n + strlen(key) + 24 < CACHE_MAX_BYTES) snprintf(c->text + n, CACHE_MAX_BYTES - n, "%s\t%ld\n", key, v);
 }
 
 /* "<device>|cudnn <version>|" then the call's shape. */
@@ -181,6 +186,38 @@ static int tune_gemm(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], Gp
   return 0;
 }
 
+/* The whole plan's replay time (median of 30 CUDA-graph replays) with the
+ * session's current choices. */
+static int plan_ms(GpucSession *s, double *ms, GpucErr *e) {
+  if (s->graph) { cu.cuGraphExecDestroy(s->graph); s->graph = NULL; }
+  s->graph_ready = false;
+  GpucBench b;
+  if (gpuc_session_bench(s, 5, 30, &b, NULL, e)) return -1;
+  *ms = b.median_ms;
+  return 0;
+}
+
+/* What the heuristics chose, to go back to when the timed choices do not
+ * make the whole plan faster: a call timed alone (its weights hot in L2,
+ * no neighbours) is not always faster inside the plan. */
+typedef struct Saved {
+  cublasLtMatmulAlgo_t *gemm;
+  cudnnConvolutionFwdAlgo_t *conv;
+  PlanGemm *pg;
+  PlanConv *pc;
+  uint64_t workspace_bytes;
+} Saved;
+
+static void restore(GpucSession *s, const Saved *v, bool gemms) {
+  Plan *p = s->plan;
+  if (gemms)
+    for (uint32_t i = 0; i < p->ngemms; i++) { s->gemms[i].algo = v->gemm[i]; p->gemms[i] = v->pg[i]; }
+  else {
+    for (uint32_t i = 0; i < p->nconvs; i++) { s->convs[i].algo = v->conv[i]; p->convs[i] = v->pc[i]; }
+    p->meta.workspace_bytes = v->workspace_bytes;
+  }
+}
+
 int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats *ts, GpucErr *e) {
   memset(ts, 0, sizeof *ts);
   struct timespec t0, t1;
@@ -196,25 +233,47 @@ int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats 
     gpuc_err_set(e, "autotune: cannot create CUDA events");
     goto done;
   }
+  Plan *p = s->plan;
+  Saved v = {.gemm = calloc(p->ngemms + 1, sizeof *v.gemm), .conv = calloc(p->nconvs + 1, sizeof *v.conv),
+             .pg = calloc(p->ngemms + 1, sizeof *v.pg), .pc = calloc(p->nconvs + 1, sizeof *v.pc),
+             .workspace_bytes = p->meta.workspace_bytes};
+  if (!v.gemm || !v.conv || !v.pg || !v.pc) { gpuc_err_set(e, "out of memory"); goto done_saved; }
+  for (uint32_t i = 0; i < p->ngemms; i++) { v.gemm[i] = s->gemms[i].algo; v.pg[i] = p->gemms[i]; }
+  for (uint32_t i = 0; i < p->nconvs; i++) { v.conv[i] = s->convs[i].algo; v.pc[i] = p->convs[i]; }
+  if (plan_ms(s, &ts->ms_heuristic, e)) goto done_saved;
+  double best = ts->ms_heuristic, t;
   /* GEMMs first: they run with the plan's workspace size, which a tuned
    * convolution may raise */
-  for (uint32_t i = 0; i < s->plan->ngemms; i++)
-    if (tune_gemm(s, i, &cache, ev, ts, e)) goto done;
-  for (uint32_t i = 0; i < s->plan->nconvs; i++)
-    if (tune_conv(s, i, &cache, ts, e)) goto done;
-  if (s->plan->meta.workspace_bytes > s->workspace_bytes) { /* runs of this session need it too */
+  for (uint32_t i = 0; i < p->ngemms; i++)
+    if (tune_gemm(s, i, &cache, ev, ts, e)) goto done_saved;
+  if (ts->gemms) {
+    if (plan_ms(s, &t, e)) goto done_saved;
+    if (t < best * 0.995) best = t;
+    else { restore(s, &v, true); ts->gemms_reverted = true; }
+  }
+  for (uint32_t i = 0; i < p->nconvs; i++)
+    if (tune_conv(s, i, &cache, ts, e)) goto done_saved;
+  if (p->meta.workspace_bytes > s->workspace_bytes) { /* the tuned algorithms' scratch */
     CU_TRY(e, cu.cuStreamSynchronize(s->stream));
     cu.cuMemFree(s->workspace);
     s->workspace = 0;
-    s->workspace_bytes = s->plan->meta.workspace_bytes;
+    s->workspace_bytes = p->meta.workspace_bytes;
     if (cu.cuMemAlloc(&s->workspace, s->workspace_bytes) != CUDA_SUCCESS) {
       gpuc_err_set(e, "autotune: cannot allocate a %zu-byte workspace", s->workspace_bytes);
-      goto done;
+      goto done_saved;
     }
   }
-  s->graph_ready = false; /* a replay must see the new choices */
+  if (ts->convs) {
+    if (plan_ms(s, &t, e)) goto done_saved;
+    if (t < best * 0.995) best = t;
+    else { restore(s, &v, false); ts->convs_reverted = true; }
+  }
+  ts->ms_tuned = best;
+  s->graph_ready = false; /* a replay must see the final choices */
   if (s->graph) { cu.cuGraphExecDestroy(s->graph); s->graph = NULL; }
   rc = 0;
+done_saved:
+  free(v.gemm); free(v.conv); free(v.pg); free(v.pc);
 done:
   for (int k = 0; k < 2; k++)
     if (ev[k]) cu.cuEventDestroy(ev[k]);

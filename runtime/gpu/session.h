@@ -41,6 +41,8 @@ void *gpuc_session_stream(const GpucSession *s);
 typedef struct GpucTuneStats {
   int convs, convs_cached;       /* tuned; of them from the cache */
   int gemms, gemms_cached;
+  bool convs_reverted, gemms_reverted; /* the plan was not faster with them: heuristics kept */
+  double ms_heuristic, ms_tuned; /* whole-plan replay, median */
   double seconds;
 } GpucTuneStats;
 int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats *ts, GpucErr *e);
