@@ -3,7 +3,8 @@
  * explicit pads) go through a generated zero-pad kernel first. 1-D
  * convolutions run as 2-D with a unit width. FusedConv with a Relu is one
  * fused cuDNN call; without one (activation 0) it is the convolution, then
- * bias (+ residual) in a generated kernel, as for Conv. FusedConv layout 1
+ * bias (+ residual) in a generated kernel, as for Conv; with neither (a
+ * projection shortcut whose bias passes/fuse_conv.c moved) no kernel. FusedConv layout 1
  * is NHWC: X, Z, Y [N,H,W,C], W [K,R,S,C/g]; the spatial dims are 1..2.
  * The training gradients ConvGradInput / ConvGradWeight are cuDNN's
  * backward-data and backward-filter calls on the same descriptors

@@ -4,7 +4,10 @@
  * The Conv gets a zero bias if it has none (cuDNN's fused call needs one).
  * Conditions: the Conv's output (and the Add's, when fused) is read by
  * exactly one node and is not a graph output; the residual has the
- * output's shape and dtype. */
+ * output's shape and dtype.
+ *
+ * Then a projection shortcut's bias moves into its consumer's (see
+ * fold_shortcut_bias). */
 #include "passes.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +29,59 @@ static int only_consumer(const Graph *g, const int *readers, const int *last, co
 static bool same_type(const Tensor *a, const Tensor *b) {
   if (a->dt != b->dt || a->rank != b->rank || !gpuc_shape_known(a)) return false;
   return !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
+}
+
+/* ResNet's projection shortcut A = Conv(x, WA, bA) (or an NHWC FusedConv
+ * with activation 0 and no residual), read only as the residual Z of one
+ * FusedConv B = relu(conv(y, WB) + bB + Z):
+ *   relu(conv_B + bB + (conv_A + bA)) = relu(conv_B + (bB + bA) + conv_A).
+ * B gets a new constant bias bB + bA ([K] both; bA alone if B has none)
+ * and A none: A is then the plain cuDNN convolution, without the generated
+ * bias kernel that read and wrote its whole output (codegen/lower_conv.c).
+ * Not for a bias being trained (PassOptions.training): it must stay the
+ * one tensor the optimizer updates. Returns the number folded, or -1. */
+static int fold_shortcut_bias(Graph *g, bool training, GpucErr *e) {
+  int folded = 0;
+  int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  if (!readers) return gpuc_err_set(e, "%s: out of memory", g->path);
+  gpuc_graph_count_readers(g, readers, NULL);
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *b = &g->nodes[i];
+    if (b->op != GPUC_OP_FUSEDCONV || b->nin < 4 || b->in[3] < 0 || b->in[1] < 0) continue;
+    int z = b->in[3], p = g->values[z].producer;
+    if (p < 0 || readers[z] != 1 || g->values[z].is_output) continue;
+    const Node *a = &g->nodes[p];
+    bool plain = a->op == GPUC_OP_CONV, bare = a->op == GPUC_OP_FUSEDCONV &&
+                 gpuc_attr_i(a, "activation", 0) == 0 && (a->nin < 4 || a->in[3] < 0);
+    if ((!plain && !bare) || a->nin < 3 || a->in[2] < 0 || a->out[0] != z) continue;
+    int ba = a->in[2], bb = b->in[2];
+    const Value *va = &g->values[ba], *vb = bb >= 0 ? &g->values[bb] : NULL;
+    int64_t k = g->values[b->in[1]].t.dims[0];
+    if (!va->is_const || !va->t.data || va->t.rank != 1 || va->t.dims[0] != k || !gpuc_dtype_is_float(va->t.dt))
+      continue;
+    if (vb && (!vb->is_const || !vb->t.data || vb->t.rank != 1 || vb->t.dims[0] != k || vb->t.dt != va->t.dt))
+      continue;
+    if (training && (va->is_param || (vb && vb->is_param))) continue;
+    char name[512];
+    snprintf(name, sizeof name, "%s.bias_with_shortcut", b->name);
+    int nb = gpuc_graph_add_value(g, name);
+    if (nb < 0) { free(readers); return gpuc_err_set(e, "%s: out of memory", g->path); }
+    va = &g->values[ba]; /* adding a value may move the array */
+    vb = bb >= 0 ? &g->values[bb] : NULL;
+    Value *s = &g->values[nb];
+    gpuc_set_shape(&s->t, va->t.dt, 1, &k);
+    if (gpuc_tensor_alloc(&s->t, e)) { free(readers); return -1; }
+    for (int64_t c = 0; c < k; c++)
+      gpuc_set_f64(&s->t, c, gpuc_get_f64(&va->t, c) + (vb ? gpuc_get_f64(&vb->t, c) : 0));
+    s->is_const = true;
+    s->is_param = va->is_param && (!vb || vb->is_param); /* as folded BN biases are */
+    g->nodes[i].in[2] = nb;
+    if (plain) g->nodes[p].nin = 2;
+    else g->nodes[p].in[2] = -1;
+    folded++;
+  }
+  free(readers);
+  return folded;
 }
 
 int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e) {
@@ -103,5 +159,6 @@ int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e) {
   free(drop);
   free(readers);
   free(last);
-  return changes;
+  int folded = fold_shortcut_bias(g, o->training, e);
+  return folded < 0 ? -1 : changes + folded;
 }

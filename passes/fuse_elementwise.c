@@ -19,7 +19,10 @@
  * becomes Conv without bias + Add(bias viewed [C,1,..]): the bias then
  * rides in the group's kernel instead of a kernel of its own. So does a
  * FusedConv without activation or residual (an NHWC Conv, from
- * passes/layout_nhwc.c; its bias is then [C], the last dim). */
+ * passes/layout_nhwc.c; its bias is then [C], the last dim).
+ *
+ * And a Cast whose output only a Transpose reads swaps places with it
+ * (see swap_cast_transpose): the Transpose then heads the Cast's group. */
 #include "passes.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,12 +52,22 @@ static bool candidate(const Graph *g, const Node *n) {
  * then the group's reads stay coalesced runs. Moving the innermost dim
  * (attention's K^T) reads with a stride per element; the tiled Transpose
  * kernel alone is faster than that (H200, BERT b32 fp16: 7 us tiled + a
- * vectorized Mul vs 18.6 us fused). */
-static bool transpose_leads_well(const Node *n, int rank) {
-  const int64_t *perm;
-  int np = gpuc_attr_ints(n, "perm", &perm);
-  if (np < 0) return rank <= 1; /* default: reversed */
-  return np == rank && (perm[rank - 1] == rank - 1 || perm[rank - 1] == -1);
+ * vectorized Mul vs 18.6 us fused). Except when the output's innermost dim
+ * C is at most 16 and its next one is the input's innermost (NCHW -> NHWC
+ * of an image, C = 3, or of resnet_block's 16 channels): a warp's 128
+ * outputs (4 per thread, codegen/ew_kernel.c) then read C runs of 128 / C
+ * >= 8 consecutive elements, one per channel plane, and are written as one
+ * run; the tiled kernel would not take a dim under 8 at all, and fused the
+ * transposed value is never written. y: the Transpose's output. */
+static bool transpose_leads_well(const Node *n, const Tensor *y) {
+  int rank = y->rank;
+  int64_t perm[GPUC_MAX_RANK];
+  const int64_t *pv;
+  int np = gpuc_attr_ints(n, "perm", &pv);
+  if (np >= 0 && np != rank) return false;
+  for (int d = 0; d < rank; d++) perm[d] = np < 0 ? rank - 1 - d : pv[d] < 0 ? pv[d] + rank : pv[d];
+  if (rank <= 1 || perm[rank - 1] == rank - 1) return true;
+  return y->dims[rank - 1] <= 16 && perm[rank - 2] == rank - 1;
 }
 
 static int find(int *parent, int i) {
@@ -125,9 +138,58 @@ static int split_conv_bias(Graph *g, bool training, GpucErr *e) {
   return splits && gpuc_graph_toposort(g, e) ? -1 : splits;
 }
 
+/* Cast(x) -> c -> Transpose -> y  =>  Transpose(x) -> t -> Cast -> y, where
+ * c has no other reader, the Transpose leads well (transpose_leads_well)
+ * and x does not come from a fusable op (whose group the Cast would
+ * otherwise join): the Transpose heads the Cast's group, and the two are
+ * one kernel reading x through permuted strides and writing y once. The
+ * --fp16 plan's input, f32 NCHW -> f16 NHWC, was a Cast kernel and a
+ * Transpose kernel. Both ops move each element unchanged (the conversion
+ * aside), so the order changes no bit. Node p (the Cast) becomes the
+ * Transpose and node i (the Transpose) the Cast: the order stays
+ * topological. Returns the number swapped, or -1. */
+static int swap_cast_transpose(Graph *g, GpucErr *e) {
+  int swaps = 0;
+  int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  if (!readers) return gpuc_err_set(e, "%s: out of memory", g->path);
+  gpuc_graph_count_readers(g, readers, NULL);
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *t = &g->nodes[i];
+    if (t->op != GPUC_OP_TRANSPOSE || t->nin < 1 || t->in[0] < 0 || t->out[0] < 0) continue;
+    int c = t->in[0], y = t->out[0], p = g->values[c].producer;
+    if (p < 0 || readers[c] != 1 || g->values[c].is_output || !candidate(g, t)) continue;
+    const Node *cast = &g->nodes[p];
+    if (cast->op != GPUC_OP_CAST || cast->out[0] != c || cast->in[0] < 0 || !candidate(g, cast)) continue;
+    int x = cast->in[0], xp = g->values[x].producer;
+    if (xp >= 0 && candidate(g, &g->nodes[xp])) continue;
+    if (!gpuc_shape_known(&g->values[x].t) || !transpose_leads_well(t, &g->values[y].t)) continue;
+    char name[512];
+    snprintf(name, sizeof name, "%s.before_cast", g->values[y].name);
+    int tv = gpuc_graph_add_value(g, name);
+    if (tv < 0) { free(readers); return gpuc_err_set(e, "%s: out of memory", g->path); }
+    g->values[tv].t = g->values[y].t;
+    g->values[tv].t.dt = g->values[x].t.dt;
+    g->values[tv].t.data = NULL;
+    Node tmp = g->nodes[p];
+    g->nodes[p] = g->nodes[i];
+    g->nodes[i] = tmp;
+    g->nodes[p].in[0] = x;
+    g->nodes[p].out[0] = tv;
+    g->nodes[i].in[0] = tv;
+    g->nodes[i].out[0] = y;
+    g->values[tv].producer = p;
+    g->values[y].producer = i;
+    g->values[c].producer = -1; /* no longer written or read */
+    swaps++;
+  }
+  free(readers);
+  return swaps;
+}
+
 int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
   (void)o;
   if (split_conv_bias(g, o->training, e) < 0) return -1;
+  if (swap_cast_transpose(g, e) < 0) return -1;
   int nn = g->nnodes;
   /* sole_reader[v]: the one node reading v, -1 none yet, -2 several */
   int *sole_reader = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
@@ -157,7 +219,7 @@ int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
       if (v < 0 || sole_reader[v] != i || g->values[v].is_output) continue;
       int p = g->values[v].producer;
       if (p < 0 || !candidate(g, &g->nodes[p]) || g->nodes[p].out[0] != v) continue;
-      if (g->nodes[p].op == GPUC_OP_TRANSPOSE && !transpose_leads_well(&g->nodes[p], g->values[v].t.rank))
+      if (g->nodes[p].op == GPUC_OP_TRANSPOSE && !transpose_leads_well(&g->nodes[p], &g->values[v].t))
         continue;
       if (!same_dims(&g->values[v].t, y)) continue;
       int a = find(parent, i), b = find(parent, p);

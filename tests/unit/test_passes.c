@@ -558,6 +558,85 @@ static void check_nhwc(const char *path, const GpucShapeBind *b, int nb, int wan
   gpuc_graph_free(g);
 }
 
+/* -O2 (fp16: also NHWC): each projection shortcut (a convolution without
+ * activation read as the residual Z of one FusedConv) gave its bias to
+ * that FusedConv: want_bare convolutions have no bias, each of them such a
+ * shortcut, and no shortcut keeps one; in a training graph none folds. */
+static void check_shortcut_bias(const char *path, const GpucShapeBind *b, int nb, bool fp16, bool training,
+                                int want_bare) {
+  GpucErr e = {0};
+  Graph *g = gpuc_onnx_load(path, b, nb, &e);
+  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  if (!g) return;
+  PassOptions o;
+  gpuc_pass_options_default(&o, 2);
+  o.fp16 = fp16;
+  o.training = training;
+  CHECK(gpuc_passes_run(g, &o, &e) == 0, "passes on %s: %s", path, e.msg);
+  int bare = 0, shortcuts = 0, bare_shortcuts = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = &g->nodes[i];
+    if (n->op != GPUC_OP_CONV && n->op != GPUC_OP_FUSEDCONV) continue;
+    bool nobias = n->nin < 3 || n->in[2] < 0;
+    bare += nobias;
+    if (n->nin < 4 || n->in[3] < 0) continue;
+    CHECK(!nobias, "%s: %s (with a residual) has no bias", path, n->name);
+    int p = g->values[n->in[3]].producer;
+    if (p < 0) continue;
+    const Node *a = &g->nodes[p];
+    if (a->op != GPUC_OP_CONV && !(a->op == GPUC_OP_FUSEDCONV && gpuc_attr_i(a, "activation", 0) == 0)) continue;
+    shortcuts++;
+    bare_shortcuts += a->nin < 3 || a->in[2] < 0;
+  }
+  const char *what = training ? " (training)" : fp16 ? " (fp16)" : "";
+  int want = training ? 0 : want_bare;
+  CHECK(bare == want && bare_shortcuts == want && shortcuts == want_bare,
+        "%s%s: %d convolutions without a bias, %d of %d shortcuts, expected %d of %d", path, what, bare,
+        bare_shortcuts, shortcuts, want, want_bare);
+  gpuc_graph_free(g);
+}
+
+/* -O2 --fp16: the graph input (f32 NCHW) enters the NHWC region through
+ * a Transpose [0,2,3,1] that reads it directly and heads a group of two
+ * with the Cast to half (one kernel), when fused; else through the Cast,
+ * then the Transpose, each a kernel of its own. */
+static void check_input_entry(const char *path, const GpucShapeBind *b, int nb, bool fused) {
+  GpucErr e = {0};
+  Graph *g = gpuc_onnx_load(path, b, nb, &e);
+  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  if (!g) return;
+  PassOptions o;
+  gpuc_pass_options_default(&o, 2);
+  o.fp16 = true;
+  CHECK(gpuc_passes_run(g, &o, &e) == 0, "passes on %s: %s", path, e.msg);
+  int x = g->inputs[0], found = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = &g->nodes[i];
+    if (n->nin < 1 || n->in[0] != x) continue;
+    found++;
+    const int64_t *perm;
+    bool to_nhwc = n->op == GPUC_OP_TRANSPOSE && gpuc_attr_ints(n, "perm", &perm) == 4 && perm[1] == 2 &&
+                   perm[3] == 1;
+    if (fused) {
+      int members = 0, cast = -1;
+      for (int j = 0; j < g->nnodes && n->fuse_group; j++)
+        if (g->nodes[j].fuse_group == n->fuse_group) {
+          members++;
+          if (g->nodes[j].op == GPUC_OP_CAST) cast = j;
+        }
+      CHECK(to_nhwc && members == 2 && cast >= 0 && g->nodes[cast].in[0] == n->out[0] &&
+            g->values[g->nodes[cast].out[0]].t.dt == GPUC_DT_F16,
+            "%s: the input's reader %s (%s) is not a Transpose to NHWC fused with its Cast to half", path,
+            n->name, gpuc_ops[n->op].name);
+    } else {
+      CHECK(n->op == GPUC_OP_CAST && !n->fuse_group, "%s: the input's reader %s (%s) is not a Cast of its own",
+            path, n->name, gpuc_ops[n->op].name);
+    }
+  }
+  CHECK(found == 1, "%s: %d nodes read the input, expected 1", path, found);
+  gpuc_graph_free(g);
+}
+
 /* One convolution on random data: X [N,C,H,W], W [K,C/g,R,S], B [K]
  * (Conv when fused == false), Z [N,K,P,Q] when fused with a residual. */
 typedef struct {
@@ -831,8 +910,35 @@ int main(int argc, char **argv) {
   compare_model_opts(p, NULL, 0, -1, true);
   snprintf(p, sizeof p, "%s/resnet18.onnx", argv[1]);
   check_nhwc(p, &r18, 1, 20, 2);
+  /* projection shortcuts give their biases to the block's last conv:
+   * ResNet-18 has 3, ResNet-50 4, resnet_block 1 (-O2 vs -O0 above) */
+  for (int f = 0; f < 2; f++) check_shortcut_bias(p, &r18, 1, f, false, 3);
+  check_shortcut_bias(p, &r18, 1, false, true, 3);
+  snprintf(p, sizeof p, "%s/resnet50.onnx", argv[1]);
+  for (int f = 0; f < 2; f++) check_shortcut_bias(p, &r18, 1, f, false, 4);
+  compare_model(p, &r18, 1, -1);
+  compare_model_opts(p, &r18, 1, -1, true);
+  snprintf(p, sizeof p, "%s/resnet_block.onnx", argv[1]);
+  for (int f = 0; f < 2; f++) check_shortcut_bias(p, NULL, 0, f, false, 1);
   snprintf(p, sizeof p, "%s/small_cnn.onnx", argv[1]);
   check_nhwc(p, NULL, 0, 2, 2);
+  /* --fp16 NHWC: the f32 input's Cast and its Transpose in are one group
+   * (Transpose first) when the input has at most 16 channels (small_cnn 1,
+   * ResNets 3, resnet_block 16; mobile_block's 32 keep the tiled Transpose) */
+  check_input_entry(p, NULL, 0, true);
+  check_fusion(p, NULL, 0, true, 0, pair);
+  compare_model_opts(p, NULL, 0, -1, true);
+  snprintf(p, sizeof p, "%s/resnet_block.onnx", argv[1]);
+  check_input_entry(p, NULL, 0, true);
+  check_fusion(p, NULL, 0, true, 0, pair);
+  snprintf(p, sizeof p, "%s/resnet18.onnx", argv[1]);
+  check_input_entry(p, &r18, 1, true);
+  check_fusion(p, &r18, 1, true, 0, pair);
+  snprintf(p, sizeof p, "%s/resnet50.onnx", argv[1]);
+  check_input_entry(p, &r18, 1, true);
+  check_fusion(p, &r18, 1, true, 0, pair);
+  snprintf(p, sizeof p, "%s/mobile_block.onnx", argv[1]);
+  check_input_entry(p, NULL, 0, false);
   /* attention fusion: the SDPA-style block (33 tokens, H 4, D 16, mask,
    * Where(IsNaN)) and the eager-style cross-attention (20 keys, H 2, D 32,
    * Div, no mask) are one Attention node each; -O2 computes what -O0 does */

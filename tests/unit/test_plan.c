@@ -3,7 +3,8 @@
  * then check that corrupted, truncated and other-version plans are refused
  * with a message and never crash. The per-step costs (bytes, FLOPs) of the
  * MLP are checked against numbers worked out by hand from its shapes. The
- * NHWC convolutions of resnet_block --fp16 round-trip; bad layouts are refused.
+ * NHWC convolutions of resnet_block --fp16 round-trip (and its kernels are
+ * counted); bad layouts are refused.
  * usage: test_plan MODELS_DIR WORKDIR */
 #include "codegen.h"
 #include "frontend.h"
@@ -149,6 +150,12 @@ static void check_nhwc_plan(const char *model, const char *a, const char *b, con
   for (uint32_t i = 0; i < p->nconvs; i++) nhwc += GPUC_CONV_LAYOUT(p->convs[i].act) == GPUC_LAYOUT_NHWC;
   CHECK(p->nconvs == 5 && nhwc == 5, "resnet_block fp16: %u of %u convolutions NHWC, expected 5 of 5", nhwc,
         p->nconvs);
+  /* kernels: the input's Transpose in and Cast (one), the output's
+   * Transpose and Cast; none for block2.down's bias (folded into
+   * block2.conv2's) */
+  uint32_t kernels = 0;
+  for (uint32_t i = 0; i < p->nsteps; i++) kernels += p->steps[i].kind == PLAN_STEP_KERNEL;
+  CHECK(kernels == 3, "resnet_block fp16: %u kernel steps, expected 3", kernels);
   GpucErr e = {0};
   CHECK(gpuc_plan_write(p, a, &e) == 0, "write: %s", e.msg);
   Plan *q = gpuc_plan_read(a, &e);
