@@ -14,8 +14,9 @@
  *                   fusion passes: MatMul + bias Add, the Erf GELU chain,
  *                   MatMul + bias, residual Add, LayerNormalization, then a
  *                   broadcast gate; input "x" [batch,16,64]; a second
- *                   output scales the transposed residual, two more are
- *                   its Softmax and LogSoftmax
+ *                   output scales the transposed LayerNorm output, two
+ *                   more are its Softmax and LogSoftmax (the residual Add
+ *                   is read by the LayerNormalization only, as in BERT)
  *   small_bn_cnn.onnx  small_cnn with BatchNormalization after each Conv
  *                   (no Conv bias), as PyTorch exports a model in eval mode:
  *                   training_mode absent, running statistics as initializers;
@@ -411,16 +412,18 @@ static int ffn_block(const char *dir) {
   const char *ci[] = {"q4", "zero", "cap", NULL}, *co[] = {"y", NULL};
   ob_node(b, "Clip", "gate/Clip", ci, co);
   ob_output(b, "y", 1, 3, in);
-  /* second output: the residual transposed and scaled (attention's q * s) */
-  const char *ti[] = {"r", NULL}, *to[] = {"rt", NULL};
+  /* second output: the LayerNorm output transposed and scaled (attention's
+   * q * s) */
+  const char *ti[] = {"n", NULL}, *to[] = {"rt", NULL};
   ob_node(b, "Transpose", "t/Transpose", ti, to);
   int64_t perm[3] = {1, 0, 2}, tdims[3] = {16, -1, 64}; /* innermost dim kept: fusable */
   ob_attr_ints(b, "perm", 3, perm);
   scalar(b, "scale", 0.125f);
   binary(b, "Mul", "t/Mul", "rt", "scale", "t");
   ob_output(b, "t", 1, 3, tdims);
-  /* third and fourth: softmax / log-softmax of the residual over its rows */
-  const char *si[] = {"r", NULL}, *so[] = {"s", NULL}, *lso[] = {"ls", NULL};
+  /* third and fourth: softmax / log-softmax of the LayerNorm output over
+   * its rows */
+  const char *si[] = {"n", NULL}, *so[] = {"s", NULL}, *lso[] = {"ls", NULL};
   ob_node(b, "Softmax", "softmax", si, so);
   ob_attr_i(b, "axis", -1);
   ob_output(b, "s", 1, 3, in);
