@@ -924,6 +924,13 @@ int main(int argc, char **argv) {
   check_fusion(p, &fb, 1, false, 2, ffn_groups);
   /* fp16: the Cast back to the f32 output joins the last group */
   check_fusion(p, &fb, 1, true, 2, ffn16_groups);
+  /* the four AddLayerNormalization kernel shapes (warp, block, thread rows,
+   * a broadcast scale): -O2 computes what -O0 does, fp32 and fp16 */
+  snprintf(p, sizeof p, "%s/add_layernorm.onnx", argv[1]);
+  check_add_layernorm(p, NULL, 0, false, 4, "add3, ln3");
+  check_add_layernorm(p, NULL, 0, true, 4, "add0, ln0");
+  compare_model(p, NULL, 0, 4);
+  compare_model_opts(p, NULL, 0, -1, true);
   /* mobile_block's depthwise Conv and Clip outputs are graph outputs: they
    * stay; the 1x1 Conv's bias moves into an Add fused with the residual */
   snprintf(p, sizeof p, "%s/mobile_block.onnx", argv[1]);
