@@ -480,7 +480,7 @@ int infer_LayerNormalization(OpCtx *c) {
   return 0;
 }
 
-/* AddLayerNormalization(A, B, Scale, B?): LayerNormalization of A + B, A
+/* AddLayerNormalization(A, B, Scale, Bias?): LayerNormalization of A + B, A
  * and B of one dtype and shape; Y only (no Mean/InvStdDev). */
 int infer_AddLayerNormalization(OpCtx *c) {
   const Tensor *a = c->in[0], *b = c->in[1];

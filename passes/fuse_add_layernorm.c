@@ -1,4 +1,4 @@
-/* Add(A, B) -> LayerNormalization  =>  AddLayerNormalization(A, B, Scale, B?):
+/* Add(A, B) -> LayerNormalization => AddLayerNormalization(A, B, Scale, Bias?):
  * the residual Add before each LayerNormalization of a post-LN transformer
  * (BERT: twice per layer). The kernel adds A and B as it loads the row, so
  * the sum is never written to memory and read back, and one launch goes.
