@@ -1,6 +1,7 @@
 /* GPU lowerings of the normalizations: BatchNormalization (inference;
  * training mode in lower_train_nn.c),
- * InstanceNormalization, LayerNormalization, LRN and
+ * InstanceNormalization, LayerNormalization (and AddLayerNormalization, the
+ * residual Add fused in), LRN and
  * MeanVarianceNormalization. Semantics follow runtime/ref/ref_norm.c.
  *
  * Statistics are two-pass (mean, then squared deviations) like the
@@ -51,13 +52,14 @@ static void rows_sum(StrBuf *b, Rows *r, const char *var, const char *t) {
 
 
 /* Two-pass mean and variance of the row's n elements at x[base + OFF]
- * (OFF an expression in j): declares mean and var (type ct). */
-static void emit_stats(StrBuf *b, Rows *r, GpucDType dt, const char *ct, int64_t n, const char *off_decl,
-                       const char *idx) {
+ * (OFF an expression in j; x + x2 when dt2 is not GPUC_DT_UNDEF, see
+ * rows_load_x): declares mean and var (type ct). */
+static void emit_stats(StrBuf *b, Rows *r, GpucDType dt, GpucDType dt2, const char *ct, int64_t n,
+                       const char *off_decl, const char *idx) {
   sb_printf(b, "    %s sum = 0;\n", ct);
   rows_for(b, r, "j", n);
   sb_printf(b, " {\n%s      sum += ", off_decl);
-  cg_load(b, ct, dt, "x", idx);
+  rows_load_x(b, ct, dt, dt2, idx);
   sb_printf(b, ";\n    }\n");
   rows_sum(b, r, "sum", ct);
   if (n) sb_printf(b, "    %s mean = sum / (%s)%lld;\n", ct, ct, LL(n));
@@ -65,7 +67,7 @@ static void emit_stats(StrBuf *b, Rows *r, GpucDType dt, const char *ct, int64_t
   sb_printf(b, "    %s sq = 0;\n", ct);
   rows_for(b, r, "j", n);
   sb_printf(b, " {\n%s      %s d = ", off_decl, ct);
-  cg_load(b, ct, dt, "x", idx);
+  rows_load_x(b, ct, dt, dt2, idx);
   sb_printf(b, " - mean;\n      sq += d * d;\n    }\n");
   rows_sum(b, r, "sq", ct);
   if (n) sb_printf(b, "    %s var = sq / (%s)%lld;\n", ct, ct, LL(n));
@@ -165,7 +167,7 @@ int lower_InstanceNormalization(LowerCtx *c) {
             name, cg_ctype(dt), cg_ctype(c->in[1]->dt), cg_ctype(c->in[2]->dt), cg_ctype(y->dt));
   rows_open(b, &r, rows);
   sb_printf(b, "    i64 base = row * %lldLL, ch = row %% %lldLL;\n", LL(S), LL(C));
-  emit_stats(b, &r, dt, ct, S, "", "base + j");
+  emit_stats(b, &r, dt, GPUC_DT_UNDEF, ct, S, "", "base + j");
   cg_float_lit(e, sizeof e, eps, ct);
   sb_printf(b, "    %s a = ", ct);
   cg_load(b, ct, c->in[1]->dt, "scale", "ch");
@@ -207,21 +209,55 @@ static void param_index(StrBuf *b, const Tensor *p, int nr, const int64_t *nd, c
   snprintf(expr, n, "%s", var);
 }
 
+/* The inputs of a LayerNormalization (add false) or AddLayerNormalization
+ * (add true: X = A + B, A and B of one shape): X, or A and B, then Scale
+ * and the optional bias. */
+typedef struct {
+  const Tensor *x, *x2, *scale, *bias; /* x2 NULL: plain LayerNormalization */
+  uint32_t tx, tx2, tscale, tbias;
+} LnIn;
+
+static LnIn ln_inputs(const LowerCtx *c, bool add) {
+  int k = add ? 1 : 0;
+  LnIn in = {.x = c->in[0], .tx = c->tin[0], .scale = c->in[k + 1], .tscale = c->tin[k + 1]};
+  if (add) { in.x2 = c->in[1]; in.tx2 = c->tin[1]; }
+  if (c->nin > k + 2 && c->in[k + 2]) { in.bias = c->in[k + 2]; in.tbias = c->tin[k + 2]; }
+  return in;
+}
+
+static GpucDType x2_dt(const LnIn *in) { return in->x2 ? in->x2->dt : GPUC_DT_UNDEF; }
+
+/* "const T* __restrict__ x, [x2,] scale, [bias,]" and the matching args */
+static void ln_params(StrBuf *b, const LnIn *in) {
+  sb_printf(b, "const %s* __restrict__ x, ", cg_ctype(in->x->dt));
+  if (in->x2) sb_printf(b, "const %s* __restrict__ x2, ", cg_ctype(in->x2->dt));
+  sb_printf(b, "const %s* __restrict__ scale, ", cg_ctype(in->scale->dt));
+  if (in->bias) sb_printf(b, "const %s* __restrict__ bias, ", cg_ctype(in->bias->dt));
+}
+
+static int ln_args(const LnIn *in, uint32_t *args) {
+  int na = 0;
+  args[na++] = in->tx;
+  if (in->x2) args[na++] = in->tx2;
+  args[na++] = in->tscale;
+  if (in->bias) args[na++] = in->tbias;
+  return na;
+}
+
 /* LayerNorm over contiguous rows of 17..1024 elements in float (BERT's
- * 768): one warp per row held in registers; mean, then the variance about
- * it (two passes over registers, as the general kernel does over memory).
- * Scale and bias have the row's shape or one element. */
-static int layernorm_warp(LowerCtx *c, int64_t rows, int64_t n, double eps) {
-  const Tensor *x = c->in[0], *y = c->out[0], *scale = c->in[1];
-  const Tensor *bias = c->nin > 2 ? c->in[2] : NULL;
+ * 768): one warp per row held in registers (with x2, x + x2 summed as the
+ * row is loaded); mean, then the variance about it (two passes over
+ * registers, as the general kernel does over memory). Scale and bias have
+ * the row's shape or one element. */
+static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, double eps) {
+  const Tensor *y = c->out[0], *scale = in->scale, *bias = in->bias;
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
   char e[64];
-  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const %s* __restrict__ scale, ",
-            name, cg_ctype(x->dt), cg_ctype(scale->dt));
-  if (bias) sb_printf(b, "const %s* __restrict__ bias, ", cg_ctype(bias->dt));
+  sb_printf(b, "extern \"C\" __global__ void %s(", name);
+  ln_params(b, in);
   sb_printf(b, "%s* __restrict__ y) {\n", cg_ctype(y->dt));
-  warp_rows_open(b, rows, n, "float", x->dt, "0.0f");
+  warp_rows_open(b, rows, n, "float", in->x->dt, x2_dt(in), "0.0f");
   sb_printf(b, "    float sum = 0;\n");
   warp_rows_for(b, n);
   sb_printf(b, "      sum += v[k];\n    }\n");
@@ -242,21 +278,23 @@ static int layernorm_warp(LowerCtx *c, int64_t rows, int64_t n, double eps) {
   sb_printf(b, ";\n      ");
   cg_store(b, y->dt, "y", "base + j", "float", "o");
   sb_printf(b, "    }\n  }\n}\n");
-  uint32_t args[4] = {c->tin[0], c->tin[1]}, na = 2;
-  if (bias) args[na++] = c->tin[2];
+  uint32_t args[5];
+  int na = ln_args(in, args);
   args[na++] = c->tout[0];
-  return warp_rows_launch(c, name, rows, (int)na, args);
+  return warp_rows_launch(c, name, rows, na, args);
 }
 
 /* X as [outer, inner] with inner = prod(dims[axis:]); y = (x - mean) * inv
  * * Scale (+ B), inv = 1 / sqrt(var + eps); optional Mean and InvStdDev
- * outputs (stash dtype; stash_type double computes in double). */
-int lower_LayerNormalization(LowerCtx *c) {
-  const Tensor *x = c->in[0], *y = c->out[0], *scale = c->in[1];
-  const Tensor *bias = c->nin > 2 ? c->in[2] : NULL;
-  GpucDType dt = x->dt;
-  if (!is_flt(dt) || !is_flt(scale->dt) || (bias && !is_flt(bias->dt)))
+ * outputs (stash dtype; stash_type double computes in double). With add,
+ * X = A + B, formed wherever X is read (AddLayerNormalization has Y only). */
+static int layernorm(LowerCtx *c, bool add) {
+  LnIn in = ln_inputs(c, add);
+  const Tensor *x = in.x, *y = c->out[0], *scale = in.scale, *bias = in.bias;
+  GpucDType dt = x->dt, dt2 = x2_dt(&in);
+  if (!is_flt(dt) || (add && !is_flt(dt2)) || !is_flt(scale->dt) || (bias && !is_flt(bias->dt)))
     return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
+  if (add && gpuc_numel(in.x2) != gpuc_numel(x)) return lower_fail(c, "internal: A and B differ in shape");
   int axis;
   if (gpuc_norm_axis(LOWER_OPCTX(c), gpuc_attr_i(c->n, "axis", -1), x->rank, &axis)) return -1;
   double eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
@@ -268,21 +306,20 @@ int lower_LayerNormalization(LowerCtx *c) {
   bool row_params = (gpuc_numel(scale) == inner || gpuc_numel(scale) == 1) &&
                     (!bias || gpuc_numel(bias) == inner || gpuc_numel(bias) == 1);
   if (!mo && !io && !strcmp(ct, "float") && inner > 16 && inner <= WARP_ROW_MAX && row_params)
-    return layernorm_warp(c, outer, inner, eps);
+    return layernorm_warp(c, &in, outer, inner, eps);
   Rows r = rows_pick(outer, inner, true);
   StrBuf *b = cg_src(c);
   char name[128], e[64], sidx[32], bidx[32];
   snprintf(name, sizeof name, "%s", cg_kernel_name(c));
-  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const %s* __restrict__ scale, ",
-            name, cg_ctype(dt), cg_ctype(scale->dt));
-  if (bias) sb_printf(b, "const %s* __restrict__ bias, ", cg_ctype(bias->dt));
+  sb_printf(b, "extern \"C\" __global__ void %s(", name);
+  ln_params(b, &in);
   sb_printf(b, "%s* __restrict__ y", cg_ctype(y->dt));
   if (mo) sb_printf(b, ", %s* __restrict__ mout", cg_ctype(c->out[1]->dt));
   if (io) sb_printf(b, ", %s* __restrict__ iout", cg_ctype(c->out[2]->dt));
   sb_printf(b, ") {\n");
   rows_open(b, &r, outer);
   sb_printf(b, "    i64 base = row * %lldLL;\n", LL(inner));
-  emit_stats(b, &r, dt, ct, inner, "", "base + j");
+  emit_stats(b, &r, dt, dt2, ct, inner, "", "base + j");
   cg_float_lit(e, sizeof e, eps, ct);
   sb_printf(b, "    %s inv = (%s)1 / sqrt(var + %s);\n", ct, ct, e);
   rows_for(b, &r, "j", inner);
@@ -291,7 +328,7 @@ int lower_LayerNormalization(LowerCtx *c) {
   param_index(b, scale, nr, x->dims + axis, "si", sidx, sizeof sidx);
   if (bias) param_index(b, bias, nr, x->dims + axis, "bi", bidx, sizeof bidx);
   sb_printf(b, "      %s v = (", ct);
-  cg_load(b, ct, dt, "x", "base + j");
+  rows_load_x(b, ct, dt, dt2, "base + j");
   sb_printf(b, " - mean) * inv * ");
   cg_load(b, ct, scale->dt, "scale", sidx);
   if (bias) {
@@ -308,16 +345,20 @@ int lower_LayerNormalization(LowerCtx *c) {
     sb_printf(b, "    }\n");
   }
   sb_printf(b, "  }\n}\n");
-  uint32_t args[6];
-  int na = 0;
-  args[na++] = c->tin[0];
-  args[na++] = c->tin[1];
-  if (bias) args[na++] = c->tin[2];
+  uint32_t args[7];
+  int na = ln_args(&in, args);
   args[na++] = c->tout[0];
   if (mo) args[na++] = c->tout[1];
   if (io) args[na++] = c->tout[2];
   return rows_launch(c, &r, name, outer, na, args);
 }
+
+int lower_LayerNormalization(LowerCtx *c) { return layernorm(c, false); }
+
+/* LayerNormalization(A + B): the sum is formed as each element is loaded
+ * (once per element in the warp-per-row kernel, where the row stays in
+ * registers), never written. */
+int lower_AddLayerNormalization(LowerCtx *c) { return layernorm(c, true); }
 
 /* ---- LRN ------------------------------------------------------------------------- */
 
@@ -408,7 +449,7 @@ int lower_MeanVarianceNormalization(LowerCtx *c) {
   StrBuf off = {0};
   emit_offset(&off, "off", "j", nr, rdim, rstr);
   if (off.oom) return lower_fail(c, "out of memory");
-  emit_stats(b, &r, dt, ct, cnt, off.s, "base + off");
+  emit_stats(b, &r, dt, GPUC_DT_UNDEF, ct, cnt, off.s, "base + off");
   sb_printf(b, "    %s den = sqrt(var) + (%s)1e-9;\n", ct, ct);
   rows_for(b, &r, "j", cnt);
   sb_printf(b, " {\n%s      %s v = ", off.s, ct);

@@ -39,7 +39,17 @@ int rows_launch(LowerCtx *c, const Rows *r, const char *name, int64_t nrows, int
   return cg_launch_grid(c, name, grid, blk, 0, nargs, args);
 }
 
-void warp_rows_open(StrBuf *b, int64_t nrows, int64_t n, const char *ct, GpucDType dt, const char *pad) {
+void rows_load_x(StrBuf *b, const char *ct, GpucDType dt, GpucDType dt2, const char *idx) {
+  if (dt2 == GPUC_DT_UNDEF) { cg_load(b, ct, dt, "x", idx); return; }
+  sb_printf(b, "(");
+  cg_load(b, ct, dt, "x", idx);
+  sb_printf(b, " + ");
+  cg_load(b, ct, dt2, "x2", idx);
+  sb_printf(b, ")");
+}
+
+void warp_rows_open(StrBuf *b, int64_t nrows, int64_t n, const char *ct, GpucDType dt, GpucDType dt2,
+                    const char *pad) {
   int per = (int)((n + 31) / 32);
   sb_printf(b, "  const int lane = threadIdx.x & 31;\n"
                "  const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;\n"
@@ -51,7 +61,7 @@ void warp_rows_open(StrBuf *b, int64_t nrows, int64_t n, const char *ct, GpucDTy
                "      const int j = lane + 32 * k;\n"
                "      v[k] = j < %lld ? ",
             LL(nrows), LL(n), ct, per, per, LL(n));
-  cg_load(b, ct, dt, "x", "base + j");
+  rows_load_x(b, ct, dt, dt2, "base + j");
   sb_printf(b, " : %s;\n    }\n", pad);
 }
 

@@ -480,6 +480,26 @@ int infer_LayerNormalization(OpCtx *c) {
   return 0;
 }
 
+/* AddLayerNormalization(A, B, Scale, Bias?): LayerNormalization of A + B, A
+ * and B of one dtype and shape; Y only (no Mean/InvStdDev). */
+int infer_AddLayerNormalization(OpCtx *c) {
+  const Tensor *a = c->in[0], *b = c->in[1];
+  if (a->dt != b->dt)
+    return gpuc_op_fail(c, "A has dtype %s, B has %s; they must match", gpuc_dtype_name(a->dt),
+                        gpuc_dtype_name(b->dt));
+  if (a->rank != b->rank) return gpuc_op_fail(c, "A has rank %d, B %d; they must match", a->rank, b->rank);
+  for (int d = 0; d < a->rank; d++)
+    if (a->dims[d] >= 0 && b->dims[d] >= 0 && a->dims[d] != b->dims[d])
+      return gpuc_op_fail(c, "A dim %d is %lld, B's %lld; they must match", d, (long long)a->dims[d],
+                          (long long)b->dims[d]);
+  /* the LayerNormalization of X = A (A + B has A's shape) */
+  const Tensor *ins[3] = {a, c->in[2], gpuc_has_in(c, 3) ? c->in[3] : NULL};
+  OpCtx ln = *c;
+  ln.in = ins;
+  ln.nin = c->nin - 1;
+  return infer_LayerNormalization(&ln);
+}
+
 int infer_LRN(OpCtx *c) {
   const Tensor *x = c->in[0];
   if (need_float(c, 0, "X")) return -1;

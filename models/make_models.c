@@ -14,8 +14,9 @@
  *                   fusion passes: MatMul + bias Add, the Erf GELU chain,
  *                   MatMul + bias, residual Add, LayerNormalization, then a
  *                   broadcast gate; input "x" [batch,16,64]; a second
- *                   output scales the transposed residual, two more are
- *                   its Softmax and LogSoftmax
+ *                   output scales the transposed LayerNorm output, two
+ *                   more are its Softmax and LogSoftmax (the residual Add
+ *                   is read by the LayerNormalization only, as in BERT)
  *   small_bn_cnn.onnx  small_cnn with BatchNormalization after each Conv
  *                   (no Conv bias), as PyTorch exports a model in eval mode:
  *                   training_mode absent, running statistics as initializers;
@@ -46,6 +47,13 @@
  *                   with a constant [1,1,20,70] mask: query row 0 masked
  *                   out entirely (its output is 0), row 2 on keys 0..63
  *                   (a whole key tile -inf before finite scores)
+ *   add_layernorm.onnx  four residual Add + LayerNormalization pairs on
+ *                   fixed-shape inputs aN, bN, outputs yN, for the
+ *                   AddLayerNormalization kernels: rows of 768 with bias
+ *                   (BERT's; one warp per row), rows of 2048 (one block
+ *                   per row), rows of 16 without bias (one thread per
+ *                   row), axis 1 over [5,40] with a [5,1] scale (broadcast
+ *                   within the row: the general kernel)
  * usage: make_models OUTDIR */
 #include "onnx_builder.h"
 #include <math.h>
@@ -411,16 +419,18 @@ static int ffn_block(const char *dir) {
   const char *ci[] = {"q4", "zero", "cap", NULL}, *co[] = {"y", NULL};
   ob_node(b, "Clip", "gate/Clip", ci, co);
   ob_output(b, "y", 1, 3, in);
-  /* second output: the residual transposed and scaled (attention's q * s) */
-  const char *ti[] = {"r", NULL}, *to[] = {"rt", NULL};
+  /* second output: the LayerNorm output transposed and scaled (attention's
+   * q * s) */
+  const char *ti[] = {"n", NULL}, *to[] = {"rt", NULL};
   ob_node(b, "Transpose", "t/Transpose", ti, to);
   int64_t perm[3] = {1, 0, 2}, tdims[3] = {16, -1, 64}; /* innermost dim kept: fusable */
   ob_attr_ints(b, "perm", 3, perm);
   scalar(b, "scale", 0.125f);
   binary(b, "Mul", "t/Mul", "rt", "scale", "t");
   ob_output(b, "t", 1, 3, tdims);
-  /* third and fourth: softmax / log-softmax of the residual over its rows */
-  const char *si[] = {"r", NULL}, *so[] = {"s", NULL}, *lso[] = {"ls", NULL};
+  /* third and fourth: softmax / log-softmax of the LayerNorm output over
+   * its rows */
+  const char *si[] = {"n", NULL}, *so[] = {"s", NULL}, *lso[] = {"ls", NULL};
   ob_node(b, "Softmax", "softmax", si, so);
   ob_attr_i(b, "axis", -1);
   ob_output(b, "s", 1, 3, in);
@@ -647,9 +657,43 @@ static int resnet_block(const char *dir) {
   return ob_save(b, path);
 }
 
+static int add_layernorm(const char *dir) {
+  OnnxBuilder *b = ob_new("add_layernorm", 17);
+  static const struct { int64_t dims[3]; int axis; int64_t scale[2]; int nscale; bool bias; } c[4] = {
+    {{2, 4, 768}, -1, {768}, 1, true},
+    {{2, 8, 2048}, -1, {2048}, 1, true},
+    {{4, 12, 16}, -1, {16}, 1, false},
+    {{3, 5, 40}, 1, {5, 1}, 2, true},
+  };
+  for (int k = 0; k < 4; k++) {
+    char a[16], bb[16], s[16], y[16], add[16], ln[16], w[16], bias[16];
+    snprintf(a, sizeof a, "a%d", k); snprintf(bb, sizeof bb, "b%d", k);
+    snprintf(s, sizeof s, "s%d", k); snprintf(y, sizeof y, "y%d", k);
+    snprintf(add, sizeof add, "add%d", k); snprintf(ln, sizeof ln, "ln%d", k);
+    snprintf(w, sizeof w, "ln%d.weight", k); snprintf(bias, sizeof bias, "ln%d.bias", k);
+    ob_input(b, a, 1, 3, c[k].dims, NULL);
+    ob_input(b, bb, 1, 3, c[k].dims, NULL);
+    binary(b, "Add", add, a, bb, s);
+    int64_t n = c[k].scale[0] * (c[k].nscale > 1 ? c[k].scale[1] : 1);
+    float *v = malloc(sizeof *v * (size_t)n);
+    for (int64_t i = 0; i < n; i++) v[i] = 1.0f + 0.1f * (float)ob_rand(&seed);
+    ob_init_f32(b, w, c[k].nscale, c[k].scale, v);
+    free(v);
+    if (c[k].bias) constant_vec(b, bias, c[k].dims[2], 0.0f, 0.1f);
+    const char *li[] = {s, w, c[k].bias ? bias : NULL, NULL}, *lo[] = {y, NULL};
+    ob_node(b, "LayerNormalization", ln, li, lo);
+    ob_attr_i(b, "axis", c[k].axis);
+    ob_attr_f(b, "epsilon", 1e-5f);
+    ob_output(b, y, 1, 3, c[k].dims);
+  }
+  char path[4096];
+  snprintf(path, sizeof path, "%s/add_layernorm.onnx", dir);
+  return ob_save(b, path);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: make_models OUTDIR\n"); return 2; }
   return small_cnn(argv[1]) || mlp(argv[1]) || resnet18(argv[1]) || resnet50(argv[1]) || shape_chain(argv[1]) || mobile_block(argv[1]) ||
                  ffn_block(argv[1]) || small_bn_cnn(argv[1]) || resnet_block(argv[1]) || attention(argv[1]) ||
-                 attention_bert(argv[1]) || attention_shapes(argv[1]) ? 1 : 0;
+                 attention_bert(argv[1]) || attention_shapes(argv[1]) || add_layernorm(argv[1]) ? 1 : 0;
 }

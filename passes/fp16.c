@@ -7,7 +7,9 @@
  * inserted at the borders. Graph inputs and outputs stay fp32 (the user's
  * interface does not change). Kernels still compute in fp32 registers
  * (half is a storage format for them: softmax and LayerNorm statistics
- * accumulate in fp32), and GEMMs/convolutions accumulate in fp32. */
+ * accumulate in fp32), and GEMMs/convolutions accumulate in fp32.
+ * AddLayerNormalization is no island either, like LayerNormalization: its
+ * kernel forms A + B and the statistics in fp32 from half A and B. */
 #include "passes.h"
 #include <stdio.h>
 #include <stdlib.h>

@@ -33,6 +33,8 @@ int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_matmul_bias(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e);
+/* Residual Add + LayerNormalization -> AddLayerNormalization. */
+int pass_fuse_add_layernorm(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e);
 /* Runs the passes of o->level, verifying the graph after each. */
 int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e);

@@ -43,6 +43,9 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
   /* before fp16: it matches the fp32 pattern, and Attention then runs on
    * half storage with fp32 math like the nodes it replaces */
   if (o->level >= 2 && after(g, o, "fuse_attention", pass_fuse_attention(g, o, e), e) < 0) return -1;
+  /* before fp16 too: it then gets LayerNormalization's treatment (half
+   * storage, fp32 statistics in the kernel) */
+  if (o->level >= 2 && after(g, o, "fuse_add_layernorm", pass_fuse_add_layernorm(g, o, e), e) < 0) return -1;
   /* NHWC for half tensor cores; fp32 convs stay NCHW (FMA math, no TF32) */
   if (o->level >= 2 && o->fp16 && after(g, o, "layout_nhwc", pass_layout_nhwc(g, o, e), e) < 0) return -1;
   if (o->fp16 && after(g, o, "fp16", pass_fp16(g, o, e), e) < 0) return -1;

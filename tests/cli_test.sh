@@ -80,6 +80,10 @@ check "inspect an fp16 plan" 0 "$GPUC" inspect "$WORK/ffn.gpuc"
 expect_grep "inspect: a fused group covers its nodes" "$WORK/out" \
   "<- gelu/Div, gelu/Erf, gelu/Add, gelu/Mul, gelu/Mul_1"
 expect_grep "inspect: MatMul + bias is one GEMM" "$WORK/out" "cublasLt gemm 32x256x64 batch 1 .*<- fc1/Add"
+# the residual Add + LayerNormalization: one kernel listing both nodes; it
+# moves A, B, Y (2x16x64 half each), scale and bias (64 half each)
+expect_grep "inspect: Add + LayerNorm is one kernel" "$WORK/out" \
+  "kernel k[0-9]*_AddLayerNormalization .* bytes $((3 * 2*16*64*2 + 2 * 64*2)) flops $((9 * 2*16*64))  <- residual, ln"
 expect_grep "inspect: fp32 steps listed" "$WORK/out" "fp32 steps in this fp16 plan: 4"
 
 # test-onnx on one conformance folder, and a folder that is not a test

@@ -53,7 +53,8 @@ def main():
                                    "--shape", "mask=2x1x1x33"]),
                ("attention_bert.onnx", ["--shape", "q=2x12x128x64", "--shape", "k=2x12x128x64",
                                         "--shape", "v=2x12x128x64", "--shape", "mask=2x1x1x128"]),
-               ("attention_shapes.onnx", [])]
+               ("attention_shapes.onnx", []),
+               ("add_layernorm.onnx", [])]  # AddLayerNormalization: warp, block, thread rows
     for arch in archs:
         for m, extra in bundled:
             for fp16 in ([], ["--fp16"]):

@@ -1,6 +1,6 @@
 /* gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1|-O2] [--fp16]
  *              [--dump-after PASS]
- * -O1 runs the graph passes before printing (fold, identity, cse, fold_bn, dce, fuse_conv, fuse_matmul, fuse_attention, fp16, fuse_elementwise);
+ * -O1 runs the graph passes before printing (fold, identity, cse, fold_bn, dce, fuse_conv, fuse_matmul, fuse_attention, fuse_add_layernorm, fp16, fuse_elementwise);
  * --dump-after prints the graph after the named pass (implies -O1). */
 #include "cli.h"
 #include "passes.h"
@@ -21,7 +21,8 @@ int cmd_inspect(int argc, char **argv) {
              !strcmp(argv[i], "-O3")) level = argv[i][2] - '0';
     else if (!strcmp(argv[i], "--dump-after")) {
       static const char *passes =
-          "fold, identity, cse, fold_bn, dce, fuse_conv, fuse_matmul, fuse_attention, layout_nhwc, fp16, fuse_elementwise";
+          "fold, identity, cse, fold_bn, dce, fuse_conv, fuse_matmul, fuse_attention, fuse_add_layernorm, "
+          "layout_nhwc, fp16, fuse_elementwise";
       if (i + 1 >= argc) return usage_error("--dump-after needs a pass name (%s)", passes);
       dump_after = argv[++i];
       /* a whole name of the list: bounded by ", " or its ends */

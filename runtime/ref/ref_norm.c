@@ -170,6 +170,23 @@ int ref_LayerNormalization(OpCtx *c) {
   return 0;
 }
 
+/* AddLayerNormalization: A + B into a temporary of A's dtype (rounded as
+ * the unfused Add's output would be), then ref_LayerNormalization on it. */
+int ref_AddLayerNormalization(OpCtx *c) {
+  const Tensor *a = c->in[0], *b = c->in[1];
+  Tensor *s = gpuc_tensor_new(a->dt, a->rank, a->dims, c->err);
+  if (!s) return -1;
+  int64_t n = gpuc_numel(a);
+  for (int64_t i = 0; i < n; i++) st(s, i, ld(a, i) + ld(b, i));
+  const Tensor *ins[3] = {s, c->in[2], gpuc_has_in(c, 3) ? c->in[3] : NULL};
+  OpCtx ln = *c;
+  ln.in = ins;
+  ln.nin = c->nin - 1;
+  int rc = ref_LayerNormalization(&ln);
+  gpuc_tensor_free(s);
+  return rc;
+}
+
 /* ---- LRN ------------------------------------------------------------- */
 
 /* y = x / (bias + alpha / size * sum of x^2 over the channel window

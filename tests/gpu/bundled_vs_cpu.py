@@ -23,7 +23,10 @@ MODELS = [("mlp.onnx", ["image=16x784"]), ("small_cnn.onnx", []), ("mobile_block
           ("attention.onnx", ["x=2x33x64", "mem=2x20x64", "mask=2x1x1x33"]),
           ("attention_bert.onnx", ["q=2x12x128x64", "k=2x12x128x64", "v=2x12x128x64", "mask=2x1x1x128"]),
           # kernel edge cases (D 128, full and rank-1 masks, D 7, one key)
-          ("attention_shapes.onnx", [])]
+          ("attention_shapes.onnx", []),
+          # residual Add + LayerNormalization kernels: rows of 768 (one warp
+          # per row), 2048 (one block), 16 (one thread), a broadcast scale
+          ("add_layernorm.onnx", [])]
 TOL = {"fp32": 1e-5, "fp16": 1e-2}
 
 

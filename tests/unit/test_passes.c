@@ -853,6 +853,116 @@ static void test_attention_graphs(void) {
   }
 }
 
+/* ---- Add + LayerNormalization fusion on graphs built in memory ----------- */
+
+/* a [4,5,24] + b -> s -> LayerNormalization(s, scale, bias) -> y:
+ * 0: b [4,5,24], axis -1, scale and bias [24]: fused
+ * 1: as 0 without the bias, axis 1, scale [5,24]: fused
+ * 2: s also read by a Relu (a second graph output): not fused
+ * 3: b [24], broadcast by the Add: not fused
+ * 4: the LayerNormalization's Mean is a second graph output: not fused
+ * 5: s is a second graph output: not fused
+ * 6: as 0, the LayerNormalization's Mean and InvStdDev outputs unread: fused */
+static int aln_variant;
+
+static void build_aln(Graph *g) {
+  int64_t xd[3] = {4, 5, 24}, row[1] = {24}, rows[2] = {5, 24};
+  int a = graph_input(g, "a", 3, xd);
+  int b = aln_variant == 3 ? graph_input(g, "b", 1, row) : graph_input(g, "b", 3, xd);
+  int s = NODE1(g, GPUC_OP_ADD, a, b);
+  double sv[5 * 24], bv[24];
+  for (int i = 0; i < 5 * 24; i++) sv[i] = 1 + 0.5 * sin(i); /* the same in both builds */
+  for (int i = 0; i < 24; i++) bv[i] = cos(i);
+  int scale = aln_variant == 1 ? constant(g, GPUC_DT_F32, 2, rows, sv) : constant(g, GPUC_DT_F32, 1, row, sv);
+  int bias = constant(g, GPUC_DT_F32, 1, row, bv);
+  int ln = aln_variant == 1 ? node(g, GPUC_OP_LAYERNORMALIZATION, 2, (int[]){s, scale}, 1)
+         : node(g, GPUC_OP_LAYERNORMALIZATION, 3, (int[]){s, scale, bias}, aln_variant == 4 ? 2 : aln_variant == 6 ? 3 : 1);
+  attr_i(g, "axis", aln_variant == 1 ? 1 : -1);
+  attr_f(g, "epsilon", 1e-3f);
+  graph_output(g, g->nodes[ln].out[0]);
+  if (aln_variant == 4) graph_output(g, g->nodes[ln].out[1]);
+  if (aln_variant == 2) graph_output(g, NODE1(g, GPUC_OP_RELU, s));
+  if (aln_variant == 5) graph_output(g, s);
+}
+
+static void test_add_layernorm_graphs(void) {
+  for (aln_variant = 0; aln_variant < 7; aln_variant++) {
+    GpucErr e = {0};
+    Graph *g0 = graph_new(), *g1 = graph_new();
+    build_aln(g0);
+    build_aln(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "add+layernorm %d: bad test graph: %s",
+          aln_variant, e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    int want = aln_variant <= 1 || aln_variant == 6, before = g1->nnodes;
+    int got = pass_fuse_add_layernorm(g1, &o, &e);
+    CHECK(got == want && count_op(g1, GPUC_OP_ADDLAYERNORMALIZATION) == want,
+          "add+layernorm %d: %d fused, expected %d (%s)", aln_variant, got, want, e.msg);
+    CHECK(g1->nnodes == before - want, "add+layernorm %d: %d nodes, expected %d", aln_variant, g1->nnodes,
+          before - want);
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "add+layernorm %d: verify: %s",
+          aln_variant, e.msg);
+    if (want) {
+      const Node *n = &g1->nodes[g1->nnodes - 1];
+      CHECK(n->op == GPUC_OP_ADDLAYERNORMALIZATION && !strcmp(n->name, "n0, n1") && n->nout == 1 &&
+            n->nin == (aln_variant == 1 ? 3 : 4), "add+layernorm %d: fused node '%s' (%d in, %d out)",
+            aln_variant, n->name, n->nin, n->nout);
+    }
+    Tensor **ins = random_inputs(g0);
+    Tensor *o0[MAX_GRAPH_IO] = {0}, *o1[MAX_GRAPH_IO] = {0};
+    int r0 = gpuc_ref_run(g0, (const Tensor *const *)ins, o0, &e);
+    CHECK(r0 == 0, "add+layernorm %d: run: %s", aln_variant, e.msg);
+    int r1 = gpuc_ref_run(g1, (const Tensor *const *)ins, o1, &e);
+    CHECK(r1 == 0, "add+layernorm %d: run fused: %s", aln_variant, e.msg);
+    for (int k = 0; r0 == 0 && r1 == 0 && k < g0->noutputs; k++) {
+      int64_t n = gpuc_numel(o0[k]), bad = 0;
+      CHECK(n > 0 && n == gpuc_numel(o1[k]), "add+layernorm %d: output %d sizes differ", aln_variant, k);
+      for (int64_t i = 0; i < n && n == gpuc_numel(o1[k]); i++) {
+        double x = gpuc_get_f64(o1[k], i), w = gpuc_get_f64(o0[k], i);
+        bad += !(fabs(x - w) <= 1e-5 + 1e-5 * fabs(w));
+      }
+      CHECK(bad == 0, "add+layernorm %d: output %d: %lld of %lld differ", aln_variant, k, (long long)bad,
+            (long long)n);
+    }
+    for (int k = 0; k < MAX_GRAPH_IO; k++) { gpuc_tensor_free(o0[k]); gpuc_tensor_free(o1[k]); }
+    for (int k = 0; k < g0->ninputs; k++) gpuc_tensor_free(ins[k]);
+    free(ins);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
+/* -O2 of a model (fp16 or not): want AddLayerNormalization nodes, one named
+ * `name` (both ONNX names, for inspect), no LayerNormalization left (with
+ * want 0: some left); under
+ * fp16 its A, B and Y are half, as a LayerNormalization's would be. */
+static void check_add_layernorm(const char *path, const GpucShapeBind *b, int nb, bool fp16, int want,
+                                const char *name) {
+  GpucErr e = {0};
+  Graph *g = gpuc_onnx_load(path, b, nb, &e);
+  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  if (!g) return;
+  PassOptions o;
+  gpuc_pass_options_default(&o, 2);
+  o.fp16 = fp16;
+  CHECK(gpuc_passes_run(g, &o, &e) == 0, "passes on %s: %s", path, e.msg);
+  int found = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = &g->nodes[i];
+    if (n->op != GPUC_OP_ADDLAYERNORMALIZATION) continue;
+    found += !strcmp(n->name, name);
+    GpucDType want_dt = fp16 ? GPUC_DT_F16 : GPUC_DT_F32;
+    CHECK(g->values[n->in[0]].t.dt == want_dt && g->values[n->in[1]].t.dt == want_dt &&
+          g->values[n->out[0]].t.dt == want_dt && n->fuse_group == 0,
+          "%s%s: %s: dtypes or group", path, fp16 ? " (fp16)" : "", n->name);
+  }
+  CHECK(count_op(g, GPUC_OP_ADDLAYERNORMALIZATION) == want && (count_op(g, GPUC_OP_LAYERNORMALIZATION) == 0) == (want > 0) &&
+        found == (want > 0), "%s%s: %d AddLayerNormalization nodes (%d named '%s'), expected %d", path,
+        fp16 ? " (fp16)" : "", count_op(g, GPUC_OP_ADDLAYERNORMALIZATION), found, name, want);
+  gpuc_graph_free(g);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: test_passes MODELS_DIR\n"); return 2; }
   char p[4096];
@@ -879,16 +989,28 @@ int main(int argc, char **argv) {
   snprintf(p, sizeof p, "%s/small_cnn.onnx", argv[1]);
   compare_model(p, NULL, 0, -1);
   /* -O2 fusions of a transformer FFN block: two MatMul + bias pairs become
-   * MatMulBias (21 -> 19 nodes); the GELU chain (5 ops), the gate
-   * (Mul-Sigmoid-Mul, then Less-Where-Clip) and Transpose-Mul are groups */
+   * MatMulBias, the residual Add + LayerNormalization one
+   * AddLayerNormalization (21 -> 18 nodes); the GELU chain (5 ops), the
+   * gate (Mul-Sigmoid-Mul, then Less-Where-Clip) and Transpose-Mul are
+   * groups */
   GpucShapeBind fb = {.name = "x", .rank = 3, .dims = {3, 16, 64}};
   snprintf(p, sizeof p, "%s/ffn_block.onnx", argv[1]);
-  compare_model(p, &fb, 1, 19);
+  compare_model(p, &fb, 1, 18);
   compare_model_opts(p, &fb, 1, -1, true);
+  check_add_layernorm(p, &fb, 1, false, 1, "residual, ln");
+  check_add_layernorm(p, &fb, 1, true, 1, "residual, ln");
+  check_add_layernorm(p, NULL, 0, false, 0, ""); /* symbolic batch: shapes unknown, not fused */
   static const int ffn_groups[] = {5, 3, 3, 2, 0}, ffn16_groups[] = {5, 4, 3, 3, 0}, none[] = {0}, pair[] = {2, 0};
   check_fusion(p, &fb, 1, false, 2, ffn_groups);
   /* fp16: the Cast back to the f32 output joins the last group */
   check_fusion(p, &fb, 1, true, 2, ffn16_groups);
+  /* the four AddLayerNormalization kernel shapes (warp, block, thread rows,
+   * a broadcast scale): -O2 computes what -O0 does, fp32 and fp16 */
+  snprintf(p, sizeof p, "%s/add_layernorm.onnx", argv[1]);
+  check_add_layernorm(p, NULL, 0, false, 4, "add3, ln3");
+  check_add_layernorm(p, NULL, 0, true, 4, "add0, ln0");
+  compare_model(p, NULL, 0, 4);
+  compare_model_opts(p, NULL, 0, -1, true);
   /* mobile_block's depthwise Conv and Clip outputs are graph outputs: they
    * stay; the 1x1 Conv's bias moves into an Add fused with the residual */
   snprintf(p, sizeof p, "%s/mobile_block.onnx", argv[1]);
@@ -984,6 +1106,7 @@ int main(int argc, char **argv) {
   }
   test_cse();
   test_attention_graphs();
+  test_add_layernorm_graphs();
   test_nhwc_reference();
   return check_summary();
 }
