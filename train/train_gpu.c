@@ -222,8 +222,6 @@ int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucEr
     /* smaller micro-batches shrink the activations and the batches only */
     uint64_t fixed = need - tp->meta.arena_bytes - 2 * (sizeof(float) + sizeof(int64_t)) * (uint64_t)t->batch * (uint64_t)t->dim;
     bool hopeless = fixed >= (uint64_t)o->mem_limit;
-    gpuc_plan_free(tp);
-    gpuc_plan_free(ep);
     gpuc_err_set(e, "%s: a training step of batch %lld needs %llu bytes of device memory (training plan "
                  "%llu: arena %llu, weights %llu, workspace %llu; evaluation plan %llu; optimizer state, "
                  "masters and batches %llu), --mem-limit allows %lld", g->path, (long long)t->batch,
@@ -231,6 +229,8 @@ int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucEr
                  (unsigned long long)tp->meta.arena_bytes, (unsigned long long)tp->weights_size,
                  (unsigned long long)tp->meta.workspace_bytes, (unsigned long long)need_eval,
                  (unsigned long long)need_opt, (long long)o->mem_limit);
+    gpuc_plan_free(tp);
+    gpuc_plan_free(ep);
     if (!hopeless) return GPUC_TRAIN_TOO_BIG;
     char why[200];
     snprintf(why, sizeof why, "; without activations it still needs %llu bytes, so smaller micro-batches cannot fit",
