@@ -213,6 +213,17 @@ def main():
                 tin_r = tuple(t.half().float() if t.is_floating_point() else t for t in tin)
                 row["rel_l2_input_rounding"] = rel_l2(wrapped(*tin_r).float().cpu().numpy(), ref)
                 row["torch_fp16_ms"] = cuda_median_ms(lambda: half(*tin16), iters=20 if a.quick else 50)
+                # PyTorch eager fp16's peak: weights + the most activations live at once (the issue's
+                # memory target compares gpuc's plan against it)
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats()
+                base = torch.cuda.memory_allocated()  # also holds the fp32 model: counted out
+                half(*tin16)
+                torch.cuda.synchronize()
+                own = sum(t.numel() * t.element_size() for t in list(half.parameters()) + list(half.buffers()))
+                own += sum(t.numel() * t.element_size() for t in tin16)
+                row["torch_fp16_peak_bytes"] = torch.cuda.max_memory_allocated() - base + own
                 if a.compile:  # the issue's baseline: torch.compile(mode="reduce-overhead") fp16
                     try:
                         t0 = time.time()
@@ -244,7 +255,7 @@ def main():
                 if out16 is not None:
                     row["rel_l2_fp16"] = rel_l2(out16, ref)
                     row["rel_l2_fp16_vs_torch_fp16"] = rel_l2(out16, ref16)
-                    row["gpuc_fp16_ms"] = gpuc_bench(a.gpuc, plan16, 20 if a.quick else 100)[0]
+                    row["gpuc_fp16_ms"], row["gpuc_fp16_device_bytes"], _ = gpuc_bench(a.gpuc, plan16, 20 if a.quick else 100)
                 else:
                     row["fp16_error"] = err16[:300]
             else:
