@@ -35,6 +35,25 @@ static int64_t prod(const int64_t *v, int n) {
  * (AveragePool). A window with no value gives 0 (and index -1). MaxPool
  * keeps the first maximum in tap order (later NaNs never replace it, a
  * leading NaN stays), like the reference's "best < 0 || v > acc". */
+/* The taps of output window (o0, o1, ...) of w inside X: one loop per
+ * spatial dim (t<d>, input position p<d>, padding skipped), then
+ * "i64 off = sum p<d> * rs[d] * mul;" (mul: the channel count for NHWC,
+ * else 1). Returns the indentation of the innermost body; the caller closes
+ * the nsp loops. MaxPool, AveragePool and MaxPoolGrad's argmax share it. */
+int cg_window_taps(StrBuf *b, const struct NnWindow *w, const int64_t *rs, int64_t mul) {
+  for (int d = 0; d < w->nsp; d++) {
+    sb_printf(b, "%*s    for (i64 t%d = 0; t%d < %lldLL; t%d++) {\n", 2 * d, "", d, d, LL(w->k[d]), d);
+    sb_printf(b, "%*s      i64 p%d = o%d * %lldLL - %lldLL + t%d * %lldLL;\n", 2 * d, "", d, d,
+              LL(w->stride[d]), LL(w->pad_b[d]), d, LL(w->dil[d]));
+    sb_printf(b, "%*s      if (p%d < 0 || p%d >= %lldLL) continue;\n", 2 * d, "", d, d, LL(w->in[d]));
+  }
+  int ind = 2 * w->nsp + 6;
+  sb_printf(b, "%*si64 off = 0", ind, "");
+  for (int d = 0; d < w->nsp; d++) sb_printf(b, " + p%d * %lldLL", d, LL(rs[d] * mul));
+  sb_printf(b, ";\n");
+  return ind;
+}
+
 static int pool_lower(LowerCtx *c, bool is_max) {
   const Tensor *x = c->in[0], *y = c->out[0];
   GpucDType dt = x->dt;
@@ -84,16 +103,8 @@ static int pool_lower(LowerCtx *c, bool is_max) {
                 LL(w.k[d]), d, LL(w.stride[d]), LL(w.pad_b[d]), LL(w.dil[d]), LL(lo), LL(hi));
     }
   }
-  for (int d = 0; d < nsp; d++) {
-    sb_printf(b, "%*s    for (i64 t%d = 0; t%d < %lldLL; t%d++) {\n", 2 * d, "", d, d, LL(w.k[d]), d);
-    sb_printf(b, "%*s      i64 p%d = o%d * %lldLL - %lldLL + t%d * %lldLL;\n", 2 * d, "", d, d,
-              LL(w.stride[d]), LL(w.pad_b[d]), d, LL(w.dil[d]));
-    sb_printf(b, "%*s      if (p%d < 0 || p%d >= %lldLL) continue;\n", 2 * d, "", d, d, LL(w.in[d]));
-  }
-  int ind = 2 * nsp + 6;
-  sb_printf(b, "%*si64 off = 0", ind, "");
-  for (int d = 0; d < nsp; d++) sb_printf(b, " + p%d * %lldLL", d, LL(rs[d] * C));
-  sb_printf(b, ";\n%*s%s v = ", ind, "", ct);
+  int ind = cg_window_taps(b, &w, rs, C);
+  sb_printf(b, "%*s%s v = ", ind, "", ct);
   cg_load(b, ct, dt, "xp", "off");
   sb_printf(b, ";\n");
   if (is_max) {

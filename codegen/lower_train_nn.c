@@ -99,16 +99,8 @@ static int pool_grad(LowerCtx *c, bool is_max) {
       sb_printf(b, "    i64 o%d = r %% %lldLL; r /= %lldLL;\n", d, LL(w.out[d]), LL(w.out[d]));
     sb_printf(b, "    const %s* xp = x + r * %lldLL;\n    %s acc = 0;\n    i64 best = -1;\n",
               cg_ctype(x->dt), LL(HWin), ct);
-    for (int d = 0; d < nsp; d++) {
-      sb_printf(b, "%*s    for (i64 t%d = 0; t%d < %lldLL; t%d++) {\n", 2 * d, "", d, d, LL(w.k[d]), d);
-      sb_printf(b, "%*s      i64 p%d = o%d * %lldLL - %lldLL + t%d * %lldLL;\n", 2 * d, "", d, d,
-                LL(w.stride[d]), LL(w.pad_b[d]), d, LL(w.dil[d]));
-      sb_printf(b, "%*s      if (p%d < 0 || p%d >= %lldLL) continue;\n", 2 * d, "", d, d, LL(w.in[d]));
-    }
-    int ind = 2 * nsp + 6;
-    sb_printf(b, "%*si64 off = 0", ind, "");
-    for (int d = 0; d < nsp; d++) sb_printf(b, " + p%d * %lldLL", d, LL(rs[d]));
-    sb_printf(b, ";\n%*s%s v = ", ind, "", ct);
+    int ind = cg_window_taps(b, &w, rs, 1);
+    sb_printf(b, "%*s%s v = ", ind, "", ct);
     cg_load(b, ct, x->dt, "xp", "off");
     sb_printf(b, ";\n%*sif (best < 0 || v > acc) { acc = v; best = off; }\n", ind, "");
     close_windows(b, nsp);

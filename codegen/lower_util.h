@@ -40,4 +40,8 @@ void cg_float_lit(char *buf, size_t n, double v, const char *ct);
 /* BatchNormalization in training mode (codegen/lower_train_nn.c); its
  * inference mode stays in lower_norm.c, which dispatches here. */
 int lower_bn_training(LowerCtx *c);
+/* The taps of a pooling window inside X (codegen/lower_pool.c): loops,
+ * bounds and "i64 off"; returns the innermost indentation. */
+struct NnWindow;
+int cg_window_taps(StrBuf *b, const struct NnWindow *w, const int64_t *rs, int64_t mul);
 #endif
