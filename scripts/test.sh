@@ -3,6 +3,9 @@
 # and undefined-behaviour sanitizers and run the tests again there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the tests' python3 is Debian's, which has the numpy/onnx that deps.sh installs
+# (a pyenv or venv python3 earlier on PATH may not)
+export PATH=/usr/bin:$PATH
 scripts/deps.sh
 cmake -S . -B build -G Ninja -DGPUC_WERROR=ON >/dev/null
 ninja -C build
