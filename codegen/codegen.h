@@ -22,6 +22,7 @@ typedef struct CompileStats {
   int kernels, gemms, convs;
   uint64_t arena_bytes, naive_bytes, weight_bytes, workspace_bytes;
   uint64_t lower_bound_bytes;    /* most bytes live at any one step */
+  uint32_t inplace_tensors;      /* outputs placed over a dying input */
   double nvrtc_seconds, compile_seconds;
   int sm;
 } CompileStats;
@@ -80,6 +81,13 @@ int cg_conv(LowerCtx *c, const PlanConv *cv);
 uint32_t cg_scratch(LowerCtx *c, GpucDType dt, int rank, const int64_t *dims);
 /* out tensor o becomes a view of tensor `src` (same bytes): Reshape & co. */
 int cg_alias(LowerCtx *c, int o, uint32_t src);
+/* The step just made reads `in` and writes `out` element for element (each
+ * element of out from the same element of in, read before written): the
+ * planner may put out over in's bytes when in dies there. A hint, not a
+ * promise: kernels must be right either way. */
+void cg_in_place(LowerCtx *c, uint32_t in, uint32_t out);
+/* The tensor whose bytes t is a view of (t itself when not an alias). */
+uint32_t cg_base_tensor(PlanBuilder *pb, uint32_t t);
 /* Bytes and FLOPs of the steps made since the last call, counted for
  * node c->n (codegen/cost.c); the builder calls it after each lowering. */
 int cg_cost_steps(Plan *p, const LowerCtx *c);

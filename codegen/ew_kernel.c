@@ -67,6 +67,19 @@ static int ext_kind(const EwExt *x, const Tensor *y) {
   return same_dims(&x->view, y) ? EXT_SAME : EXT_BCAST;
 }
 
+/* Input k may share the output's bytes: read at the output's own index
+ * (same shape, not strided), elements of the output's size, and no other
+ * input reads the same bytes through another view (which would see
+ * elements already overwritten). */
+static bool in_place_candidate(LowerCtx *c, const EwProgram *p, int k, const int *kind) {
+  const EwExt *x = &p->ext[k];
+  if (kind[k] != EXT_SAME || gpuc_dtype_size(x->view.dt) != gpuc_dtype_size(p->y->dt)) return false;
+  uint32_t base = cg_base_tensor(c->pb, x->tensor);
+  for (int j = 0; j < p->next; j++)
+    if (j != k && cg_base_tensor(c->pb, p->ext[j].tensor) == base) return false;
+  return cg_base_tensor(c->pb, p->ty) != base;
+}
+
 int cg_ew_program(LowerCtx *c, const EwProgram *p) {
   const Tensor *y = p->y;
   int r = y->rank;
@@ -80,15 +93,18 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
     if (kind[k] == EXT_SAME && gpuc_dtype_size(p->ext[k].view.dt) > 4) vec = 1;
   }
   bool idx32 = n <= 0x7fffffffLL;
+  bool in_place[EW_MAX_EXT], any_in_place = false;
+  for (int k = 0; k < p->next; k++) any_in_place |= in_place[k] = in_place_candidate(c, p, k, kind);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
   uint32_t args[EW_MAX_EXT + 1];
   sb_printf(b, "extern \"C\" __global__ void %s(", name);
+  /* a pointer the output may share is not __restrict__, nor is the output */
   for (int k = 0; k < p->next; k++) {
-    sb_printf(b, "const %s* __restrict__ in%d, ", cg_ctype(p->ext[k].view.dt), k);
+    sb_printf(b, "const %s* %sin%d, ", cg_ctype(p->ext[k].view.dt), in_place[k] ? "" : "__restrict__ ", k);
     args[k] = p->ext[k].tensor;
   }
-  sb_printf(b, "%s* __restrict__ out0) {\n", cg_ctype(y->dt));
+  sb_printf(b, "%s* %sout0) {\n", cg_ctype(y->dt), any_in_place ? "" : "__restrict__ ");
   args[p->next] = p->ty;
   sb_printf(b, "  GRID_STRIDE(j, %lldLL) {\n", (long long)(n / vec));
   if (vec > 1) {
@@ -164,5 +180,8 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
     cg_store(b, y->dt, "out0", "i", p->term[p->nterms - 1].ct, last);
     sb_printf(b, "    }\n  }\n}\n");
   }
-  return cg_launch(c, name, (uint64_t)(n / vec), 256, 0, p->next + 1, args);
+  if (cg_launch(c, name, (uint64_t)(n / vec), 256, 0, p->next + 1, args)) return -1;
+  for (int k = 0; k < p->next; k++)
+    if (in_place[k]) cg_in_place(c, p->ext[k].tensor, p->ty);
+  return 0;
 }

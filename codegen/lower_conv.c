@@ -101,7 +101,11 @@ static int lower_conv(LowerCtx *c, bool fused) {
     cv.b = c->tin[2];
     cv.z = z ? c->tin[3] : UINT32_MAX;
     cv.act = GPUC_CONV_ACT_PACK(1, GPUC_CONV_LAYOUT(cv.act));
-    return cg_conv(c, &cv);
+    if (cg_conv(c, &cv)) return -1;
+    /* cuDNN reads each z element in the epilogue that writes the same y
+     * element, so y may take a dying residual's bytes */
+    if (z) cg_in_place(c, cv.z, cv.y);
+    return 0;
   }
   if (cg_conv(c, &cv)) return -1;
   if (!bias && !z) return 0;

@@ -162,6 +162,7 @@ int cmd_compile(int argc, char **argv) {
          (unsigned long long)st.arena_bytes, (unsigned long long)st.lower_bound_bytes,
          (unsigned long long)st.naive_bytes,
          (unsigned long long)st.weight_bytes, (unsigned long long)st.workspace_bytes);
+  if (st.inplace_tensors) printf("  in place: %u outputs share their input's bytes\n", st.inplace_tensors);
   printf("  compile time: %.2f s (NVRTC %.2f s)\n", st.compile_seconds, st.nvrtc_seconds);
   if (r.level >= 3) {
     if (!tune_cache_set) { /* $GPUC_TUNE_CACHE, else ~/.cache/gpuc/autotune.txt */
