@@ -34,9 +34,9 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
   grep -q "needs [0-9]* bytes of device memory .*--mem-limit allows 3145728.*smaller micro-batches cannot fit" "$o" &&
     ok || bad "--mem-limit too small: no account in the message: $(tail -1 "$o")"
   # between the batch-256 and batch-128 needs: the step is split, 128 x accum 2
-  "$gpuc" train "$cnn" --data "fashion-mnist:$data" --arch sm_90 --mem-limit 130M --batch 256 >"$o" 2>&1
+  "$gpuc" train "$cnn" --data "fashion-mnist:$data" --arch sm_90 --mem-limit 80M --batch 256 >"$o" 2>&1
   grep -q "trying micro-batches of 128 x accum 2" "$o" && ! grep -q "micro-batches of 64" "$o" && ok ||
-    bad "--mem-limit 130M did not split batch 256 into 128 x 2: $(head -5 "$o")"
+    bad "--mem-limit 80M did not split batch 256 into 128 x 2: $(head -5 "$o")"
   expect 2 train "$cnn" --data "fashion-mnist:$data" --mem-limit lots
 fi
 expect 2 train "$mlp" --cpu                                          # no --data

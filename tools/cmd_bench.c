@@ -62,6 +62,8 @@ int cmd_bench(int argc, char **argv) {
   printf("device memory: %llu bytes (arena %llu + workspace %llu + weights %llu)\n",
          (unsigned long long)b.peak_device_bytes, (unsigned long long)p->meta.arena_bytes,
          (unsigned long long)ws, (unsigned long long)p->weights_size);
+  if (b.gpu_used_bytes) /* what nvidia-smi would show for the GPU, this process included */
+    printf("GPU memory in use: %llu bytes (all processes, context included)\n", (unsigned long long)b.gpu_used_bytes);
   if (prof) {
     double total = 0;
     for (uint32_t i = 0; i < p->nsteps; i++) total += prof[i];

@@ -128,7 +128,7 @@ static int tune_conv(GpucSession *s, uint32_t i, Cache *cache, GpucTuneStats *ts
     CUDNN_TRY(e, cudnn.cudnnFindConvolutionForwardAlgorithm(s->dnn, st->x, st->w, st->conv, st->y,
                                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
     for (int k = 0; k < found && algo < 0; k++)
-      if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].memory <= ((size_t)1 << 30)) algo = perf[k].algo;
+      if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].memory <= s->workspace_budget) algo = perf[k].algo;
     if (algo < 0) return 0; /* nothing better known: the heuristic stays */
     cache_put(cache, key, algo);
   }
@@ -136,6 +136,7 @@ static int tune_conv(GpucSession *s, uint32_t i, Cache *cache, GpucTuneStats *ts
   if (cudnn.cudnnGetConvolutionForwardWorkspaceSize(s->dnn, st->x, st->w, st->conv, st->y,
                                                     (cudnnConvolutionFwdAlgo_t)algo, &need) != CUDNN_STATUS_SUCCESS)
     return 0;
+  if (need > s->workspace_budget) return 0; /* a cached choice from a larger budget */
   c->algo = (int32_t)algo;
   c->workspace = need;
   if (need > s->plan->meta.workspace_bytes) s->plan->meta.workspace_bytes = need;

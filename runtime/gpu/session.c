@@ -86,7 +86,7 @@ int gpuc_gemm_heuristics(GpucSession *s, GemmState *st, cublasLtMatmulHeuristicR
                          GpucErr *e) {
   cublasLtMatmulPreference_t pref;
   CUBLAS_TRY(e, cublaslt.cublasLtMatmulPreferenceCreate(&pref));
-  uint64_t ws = s->plan->meta.workspace_bytes;
+  uint64_t ws = s->workspace_budget;
   cublasStatus_t r = cublaslt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
   *found = 0;
   if (r == CUBLAS_STATUS_SUCCESS)
@@ -197,18 +197,26 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
   CUDNN_TRY(e, cudnn.cudnnGetConvolutionForwardAlgorithm_v7(s->dnn, st->x, st->w, st->conv, st->y, 8, &found, perf));
   st->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   bool identity_fused = c->b != UINT32_MAX && GPUC_CONV_ACT(c->act) == 0;
-  /* the heuristic's first choice, unless it wants over 1 GiB of scratch */
-  for (int i = 0; i < found; i++)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ((size_t)1 << 30)) {
-      st->algo = perf[i].algo;
-      break;
-    }
-  /* -O3's timed choice, where this GPU accepts it */
+  /* the heuristic's first choice that fits the plan's workspace budget;
+   * when none does, the one needing least (the workspace then grows) */
+  int fit = -1, least = -1;
+  size_t least_need = 0;
+  for (int i = 0; i < found && fit < 0; i++) {
+    size_t need_i = 0; /* the heuristic's perf.memory can be below the real need (NHWC, C=3) */
+    if (perf[i].status != CUDNN_STATUS_SUCCESS ||
+        cudnn.cudnnGetConvolutionForwardWorkspaceSize(s->dnn, st->x, st->w, st->conv, st->y, perf[i].algo,
+                                                      &need_i) != CUDNN_STATUS_SUCCESS)
+      continue;
+    if (need_i <= s->workspace_budget) fit = i;
+    if (least < 0 || need_i < least_need) { least = i; least_need = need_i; }
+  }
+  if (fit >= 0 || least >= 0) st->algo = perf[fit >= 0 ? fit : least].algo;
+  /* -O3's timed choice, where this GPU accepts it within the budget */
   size_t tuned_need = 0;
   if (c->algo >= 0 &&
       cudnn.cudnnGetConvolutionForwardWorkspaceSize(s->dnn, st->x, st->w, st->conv, st->y,
                                                     (cudnnConvolutionFwdAlgo_t)c->algo, &tuned_need) == CUDNN_STATUS_SUCCESS &&
-      tuned_need <= ((size_t)1 << 30))
+      tuned_need <= s->workspace_budget)
     st->algo = (cudnnConvolutionFwdAlgo_t)c->algo;
   /* the fused call with an identity activation runs only this algorithm */
   if (identity_fused) st->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
@@ -243,7 +251,9 @@ GpucSession *gpuc_session_create_plan(Plan *p, const char *plan_path, int device
   int sm = gpuc_gpu_sm(e);
   if (sm < 0) goto fail;
   s->sm = sm;
-  s->workspace_bytes = p->meta.workspace_bytes;
+  s->workspace_bytes = s->workspace_budget = p->meta.workspace_bytes;
+  const char *wl = getenv("GPUC_WORKSPACE_LIMIT"); /* a diagnostic: bytes */
+  if (wl && *wl) s->workspace_budget = (size_t)strtoull(wl, NULL, 10);
   if (sm < (int)p->hdr.sm) {
     gpuc_err_set(e, "%s: plan built for sm_%u, this GPU is sm_%d; rebuild with: gpuc MODEL.onnx --arch sm_%d -o %s",
                  plan_path, p->hdr.sm, sm, sm, plan_path);
@@ -564,6 +574,8 @@ int gpuc_session_bench(GpucSession *s, int warmup, int iters, GpucBench *b, doub
   b->min_ms = ms[0];
   free(ms);
   b->peak_device_bytes = s->plan->meta.arena_bytes + s->workspace_bytes + s->plan->weights_size;
+  size_t free_b = 0, total_b = 0;
+  b->gpu_used_bytes = cu.cuMemGetInfo(&free_b, &total_b) == CUDA_SUCCESS ? total_b - free_b : 0;
   if (prof_ms) { /* per-step times: eager issue with an event before each step */
     const Plan *p = s->plan;
     CUevent *marks = calloc(p->nsteps + 1, sizeof *marks);

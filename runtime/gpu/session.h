@@ -51,6 +51,9 @@ int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats 
 typedef struct GpucBench {
   double median_ms, p90_ms, min_ms;
   uint64_t peak_device_bytes;
+  uint64_t gpu_used_bytes;       /* total - free on the GPU after the runs (cuMemGetInfo):
+                                    this process's context, libraries and buffers, and
+                                    anything else on the GPU */
 } GpucBench;
 int gpuc_session_bench(GpucSession *s, int warmup, int iters, GpucBench *b, double *prof_ms,
                        GpucErr *e);
