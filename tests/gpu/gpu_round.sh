@@ -5,7 +5,9 @@
 #   3. ResNet-50 / MobileNetV2 / BERT-base from PyTorch vs gpuc (bench/)
 # Carry: build-gpu (gpuc, onnx_op_types) and .testdata (libonnx-testdata's
 # node, pytorch-converted, pytorch-operator, simple folders).
-# usage: tests/gpu/gpu_round.sh [conformance] [models] [quick] [compile] [O3]
+# usage: tests/gpu/gpu_round.sh [conformance] [models] [quick] [compile] [O3] [memory]
+# (memory, after models: the plans' speed under smaller workspace budgets,
+#  and device memory in use per process, gpuc vs PyTorch)
 set -u
 # Results go straight to $OUT as they are made (a run stopped at its time
 # limit still returns what it finished); big JSON files go to round.tgz.
@@ -43,6 +45,18 @@ if [[ "$what" == *models* ]]; then
   for p in /tmp/gpuc_models/*_b32*.gpuc /tmp/gpuc_models/*_b256*.gpuc; do
     [ -f "$p" ] && $GPUC bench "$p" --iters 20 --profile > "$BIG/profile_$(basename "$p" .gpuc).txt" 2>&1
   done
+fi
+if [[ "$what" == *memory* ]]; then
+  # the workspace budget against speed: each fp16 plan under a range of budgets
+  for p in /tmp/gpuc_models/*_fp16.gpuc; do
+    [ -f "$p" ] || continue
+    for lim in 1073741824 268435456 plan 67108864 33554432 8388608; do
+      if [ $lim = plan ]; then r=$($GPUC bench "$p" --iters 50 2>&1)
+      else r=$(GPUC_WORKSPACE_LIMIT=$lim $GPUC bench "$p" --iters 50 2>&1); fi
+      echo "$(basename "$p") limit=$lim $(echo "$r" | grep -o 'median [0-9.]* ms') $(echo "$r" | grep -o 'device memory: [0-9]* bytes (.*)')"
+    done
+  done 2>&1 | tee "$OUT/workspace_sweep.txt"
+  $PY bench/process_memory.py --gpuc "$GPUC" --work /tmp/gpuc_models --out "$OUT" 2>&1 | tee "$OUT/process_memory.txt" | tail -8
 fi
 if [[ "$what" == *conformance* ]]; then
   J=$(nproc)
