@@ -5,7 +5,7 @@
  * out here again from the steps, not taken from the planner. A plan broken
  * on purpose must be caught, so the check itself can fail. Also: in-place
  * reuse happens where it should (ResNet's residual convolutions, MobileNet's
- * elementwise adds) and the arena stays within 1.1x its lower bound.
+ * bias + residual kernel, a Relu) and the arena stays within 1.1x its lower bound.
  * usage: test_arena MODELS_DIR */
 #include "codegen.h"
 #include "frontend.h"
@@ -130,9 +130,12 @@ int main(int argc, char **argv) {
   check_model(dir, "resnet_block", NULL, 0, true, 1);
   /* 16 bottlenecks, each a residual convolution over its shortcut */
   check_model(dir, "resnet50", &r50, 1, true, 16);
-  /* the residual Add after a linear bottleneck, an elementwise kernel */
-  check_model(dir, "mobile_block", NULL, 0, true, 1);
+  /* the bias + residual kernel after a linear bottleneck's convolution */
+  check_model(dir, "mobile_block", NULL, 0, false, 1);
+  check_model(dir, "mobile_block", NULL, 0, true, 0);
+  /* a Relu over a dying Gemm output, in fp32 and fp16 */
   check_model(dir, "small_cnn", NULL, 0, false, 1);
+  check_model(dir, "small_cnn", NULL, 0, true, 1);
   check_model(dir, "mlp", &mlp, 1, false, 0);
   return check_summary();
 }
