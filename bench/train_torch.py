@@ -18,7 +18,7 @@
 Data: Fashion-MNIST (IDX gz files) padded to 32x32 and repeated to 3
 channels, written as npy files for `gpuc train --data npy:X,Y`.
 
-usage: train_torch.py --gpuc build/gpuc --fmnist DIR --work DIR --out DIR [--steps 200]
+usage: train_torch.py --gpuc build/gpuc --fmnist DIR --work DIR --out DIR [--steps 200] [--deterministic]
 Writes OUT/train_torch.json and OUT/train_torch.md.
 """
 import argparse, gzip, json, os, re, subprocess, sys, time
@@ -273,11 +273,19 @@ def main():
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--tsteps", type=int, default=60)
     ap.add_argument("--only", default="loss,throughput")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="PyTorch with deterministic cuDNN/cuBLAS (warn_only: ops without a deterministic "
+                         "kernel still run; the rerun spread shows what is left)")
     a = ap.parse_args()
+    if a.deterministic:  # before CUDA starts: cuBLAS reads this once
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+        torch.use_deterministic_algorithms(True, warn_only=True)
     os.makedirs(a.work, exist_ok=True)
     os.makedirs(a.out, exist_ok=True)
     res = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), torch=torch.__version__,
-               gpu=torch.cuda.get_device_name(0))
+               gpu=torch.cuda.get_device_name(0), torch_deterministic=a.deterministic)
     if "loss" in a.only:
         loss_curves(a, res)
     if "throughput" in a.only:

@@ -10,6 +10,8 @@
 #      ResNet-50 32x32 AMP throughput vs PyTorch eager
 # Carry: build-gpu (gpuc, models/, fmnist/ with the four IDX .gz files).
 # usage: tests/gpu/train_round.sh [check] [mlp] [cnn] [torch]
+# (TORCH_ONLY=loss|throughput narrows step 4; TORCH_DETERMINISTIC=1 runs
+#  PyTorch with deterministic algorithms)
 set -u
 OUT=${OUT:-/tmp/gpuc_out}
 mkdir -p "$OUT"
@@ -77,7 +79,7 @@ fi
 
 if [[ "$what" == *torch* ]]; then
   $PY bench/train_torch.py --gpuc "$G" --fmnist build-gpu/fmnist --work "$W/torch" --out "$OUT" \
-      ${TORCH_ONLY:+--only $TORCH_ONLY} 2>&1 | tee "$OUT/train_torch.txt" | tail -12
+      ${TORCH_ONLY:+--only $TORCH_ONLY} ${TORCH_DETERMINISTIC:+--deterministic} 2>&1 | tee "$OUT/train_torch.txt" | tail -12
 fi
 note "train_round: $fails failed"
 exit $((fails != 0))
