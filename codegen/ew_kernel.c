@@ -1,9 +1,9 @@
 /* The elementwise kernel emitter (see ew_kernel.h).
  *
  * Shape of the generated kernel, for output y of n elements:
- *   grid-stride over n / V chunks of V consecutive elements (V = 4 when
- *   n % 4 == 0 and every contiguous tensor's element is at most 4 bytes:
- *   16-byte vector loads/stores for f32, 8-byte for f16; else V = 1);
+ *   grid-stride over n / V chunks of V consecutive elements (V = 16 bytes
+ *   over the widest contiguous tensor's element, at most 8: 4 for f32, 8
+ *   for f16; halved until it divides n; 1 for 8-byte elements);
  *   inputs with y's shape are loaded as vectors, scalars once, broadcast
  *   inputs per element through baked strides (32-bit index math when n
  *   fits); each term is evaluated in its own compute type into a register;
@@ -86,12 +86,18 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
   int64_t n = gpuc_numel(y);
   int kind[EW_MAX_EXT];
   bool need_idx = false;
-  int vec = n % 4 == 0 && n > 0 && gpuc_dtype_size(y->dt) <= 4 ? 4 : 1;
+  /* V: 16-byte vectors for the widest contiguous tensor (f32: 4, f16: 8):
+   * a memory-bound kernel on the H200 needs that many bytes in flight per
+   * thread (8-byte f16 vectors reached 37% of DRAM bandwidth) */
+  size_t widest = gpuc_dtype_size(y->dt);
   for (int k = 0; k < p->next; k++) {
     kind[k] = ext_kind(&p->ext[k], y);
     if (kind[k] == EXT_BCAST) need_idx = true;
-    if (kind[k] == EXT_SAME && gpuc_dtype_size(p->ext[k].view.dt) > 4) vec = 1;
+    if (kind[k] == EXT_SAME && gpuc_dtype_size(p->ext[k].view.dt) > widest) widest = gpuc_dtype_size(p->ext[k].view.dt);
   }
+  int vec = widest <= 4 && widest > 0 ? (int)(16 / widest) : 1;
+  if (vec > 8) vec = 8;
+  while (vec > 1 && (n <= 0 || n % vec != 0)) vec /= 2;
   bool idx32 = n <= 0x7fffffffLL;
   bool in_place[EW_MAX_EXT], any_in_place = false;
   for (int k = 0; k < p->next; k++) any_in_place |= in_place[k] = in_place_candidate(c, p, k, kind);

@@ -257,18 +257,19 @@ static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, 
   sb_printf(b, "extern \"C\" __global__ void %s(", name);
   ln_params(b, in);
   sb_printf(b, "%s* __restrict__ y) {\n", cg_ctype(y->dt));
-  warp_rows_open(b, rows, n, "float", in->x->dt, x2_dt(in), "0.0f");
+  int vec = warp_rows_vec(n, in->x->dt, x2_dt(in), y->dt);
+  warp_rows_open(b, rows, n, vec, "float", in->x->dt, x2_dt(in), "0.0f");
   sb_printf(b, "    float sum = 0;\n");
-  warp_rows_for(b, n);
+  warp_rows_for(b, n, vec);
   sb_printf(b, "      sum += v[k];\n    }\n");
   warp_allreduce(b, "sum", "float", "a + b");
   sb_printf(b, "    const float mean = sum / (float)%lld;\n    float sq = 0;\n", LL(n));
-  warp_rows_for(b, n);
+  warp_rows_for(b, n, vec);
   sb_printf(b, "      const float d = v[k] - mean;\n      sq += d * d;\n    }\n");
   warp_allreduce(b, "sq", "float", "a + b");
   cg_float_lit(e, sizeof e, eps, "float");
   sb_printf(b, "    const float inv = 1.0f / sqrt(sq / (float)%lld + %s);\n", LL(n), e);
-  warp_rows_for(b, n);
+  warp_rows_store_begin(b, n, vec, y->dt);
   sb_printf(b, "      const float o = (v[k] - mean) * inv * ");
   cg_load(b, "float", scale->dt, "scale", gpuc_numel(scale) == 1 ? "0" : "j");
   if (bias) {
@@ -276,8 +277,9 @@ static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, 
     cg_load(b, "float", bias->dt, "bias", gpuc_numel(bias) == 1 ? "0" : "j");
   }
   sb_printf(b, ";\n      ");
-  cg_store(b, y->dt, "y", "base + j", "float", "o");
-  sb_printf(b, "    }\n  }\n}\n");
+  cg_store(b, y->dt, "r.v", "u", "float", "o");
+  warp_rows_store_end(b, vec, y->dt);
+  sb_printf(b, "  }\n}\n");
   uint32_t args[5];
   int na = ln_args(in, args);
   args[na++] = c->tout[0];

@@ -366,22 +366,24 @@ static int softmax_warp(LowerCtx *c, SmOp op, int64_t rows, int64_t n) {
   const char *name = cg_kernel_name(c);
   sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s* __restrict__ y) {\n",
             name, cg_ctype(dt), cg_ctype(dt));
-  warp_rows_open(b, rows, n, ct, dt, GPUC_DT_UNDEF, lit);
+  int vec = warp_rows_vec(n, dt, GPUC_DT_UNDEF, dt);
+  warp_rows_open(b, rows, n, vec, ct, dt, GPUC_DT_UNDEF, lit);
   sb_printf(b, "    %s mx = %s;\n", ct, lit);
   comb_expr(mx, sizeof mx, C_MAX, "mx", "v[k]");
-  warp_rows_for(b, n);
+  warp_rows_for(b, n, vec);
   sb_printf(b, "      mx = %s;\n    }\n", mx);
   comb_expr(mx, sizeof mx, C_MAX, "a", "b");
   warp_allreduce(b, "mx", ct, mx);
   sb_printf(b, "    %s s = 0;\n", ct);
-  warp_rows_for(b, n);
+  warp_rows_for(b, n, vec);
   sb_printf(b, "      s = s + exp(v[k] - mx);\n    }\n");
   warp_allreduce(b, "s", ct, "a + b");
   if (op == SM_LOGSOFTMAX) sb_printf(b, "    const %s ls = log(s);\n", ct);
-  warp_rows_for(b, n);
+  warp_rows_store_begin(b, n, vec, dt);
   sb_printf(b, "      ");
-  cg_store(b, dt, "y", "base + j", ct, op == SM_SOFTMAX ? "exp(v[k] - mx) / s" : "v[k] - mx - ls");
-  sb_printf(b, "    }\n  }\n}\n");
+  cg_store(b, dt, "r.v", "u", ct, op == SM_SOFTMAX ? "exp(v[k] - mx) / s" : "v[k] - mx - ls");
+  warp_rows_store_end(b, vec, dt);
+  sb_printf(b, "  }\n}\n");
   uint32_t args[2] = {c->tin[0], c->tout[0]};
   return warp_rows_launch(c, name, rows, 2, args);
 }

@@ -48,26 +48,72 @@ void rows_load_x(StrBuf *b, const char *ct, GpucDType dt, GpucDType dt2, const c
   sb_printf(b, ")");
 }
 
-void warp_rows_open(StrBuf *b, int64_t nrows, int64_t n, const char *ct, GpucDType dt, GpucDType dt2,
+int warp_rows_vec(int64_t n, GpucDType dt, GpucDType dt2, GpucDType ydt) {
+  size_t w = gpuc_dtype_size(dt);
+  if (dt2 != GPUC_DT_UNDEF && gpuc_dtype_size(dt2) > w) w = gpuc_dtype_size(dt2);
+  if (gpuc_dtype_size(ydt) > w) w = gpuc_dtype_size(ydt);
+  int v = w > 0 && w <= 4 ? (int)(16 / w) : 1;
+  if (v > 8) v = 8;
+  while (v > 1 && n % v != 0) v /= 2;
+  return v;
+}
+
+void warp_rows_open(StrBuf *b, int64_t nrows, int64_t n, int vec, const char *ct, GpucDType dt, GpucDType dt2,
                     const char *pad) {
-  int per = (int)((n + 31) / 32);
+  int groups = (int)((n + 32 * vec - 1) / (32 * vec));
   sb_printf(b, "  const int lane = threadIdx.x & 31;\n"
                "  const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;\n"
                "  for (i64 row = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < %lldLL; row += nwarps) {\n"
                "    const i64 base = row * %lldLL;\n"
                "    %s v[%d];\n"
                "#pragma unroll\n"
-               "    for (int k = 0; k < %d; k++) {\n"
-               "      const int j = lane + 32 * k;\n"
-               "      v[k] = j < %lld ? ",
-            LL(nrows), LL(n), ct, per, per, LL(n));
-  rows_load_x(b, ct, dt, dt2, "base + j");
-  sb_printf(b, " : %s;\n    }\n", pad);
+               "    for (int g = 0; g < %d; g++) {\n"
+               "      const int j0 = (lane + 32 * g) * %d;\n",
+            LL(nrows), LL(n), ct, groups * vec, groups, vec);
+  if (vec == 1) {
+    sb_printf(b, "      v[g] = j0 < %lld ? ", LL(n));
+    rows_load_x(b, ct, dt, dt2, "base + j0");
+    sb_printf(b, " : %s;\n    }\n", pad);
+    return;
+  }
+  /* one 16-byte vector per input per lane and group; the row's base is a
+   * multiple of vec elements (n % vec == 0), so the vectors are aligned */
+  sb_printf(b, "      if (j0 < %lld) {\n        const Vec<%s, %d> a = *(const Vec<%s, %d>*)(x + base + j0);\n",
+            LL(n), cg_ctype(dt), vec, cg_ctype(dt), vec);
+  if (dt2 != GPUC_DT_UNDEF)
+    sb_printf(b, "        const Vec<%s, %d> a2 = *(const Vec<%s, %d>*)(x2 + base + j0);\n", cg_ctype(dt2), vec,
+              cg_ctype(dt2), vec);
+  sb_printf(b, "#pragma unroll\n        for (int u = 0; u < %d; u++) v[g * %d + u] = ", vec, vec);
+  if (dt2 != GPUC_DT_UNDEF) sb_printf(b, "(");
+  cg_load(b, ct, dt, "a.v", "u");
+  if (dt2 != GPUC_DT_UNDEF) {
+    sb_printf(b, " + ");
+    cg_load(b, ct, dt2, "a2.v", "u");
+    sb_printf(b, ")");
+  }
+  sb_printf(b, ";\n      } else {\n#pragma unroll\n        for (int u = 0; u < %d; u++) v[g * %d + u] = %s;\n"
+               "      }\n    }\n", vec, vec, pad);
 }
 
-void warp_rows_for(StrBuf *b, int64_t n) {
-  sb_printf(b, "#pragma unroll\n    for (int k = 0; k < %d; k++) if (lane + 32 * k < %lld) {\n"
-               "      const int j = lane + 32 * k; (void)j;\n", (int)((n + 31) / 32), LL(n));
+void warp_rows_for(StrBuf *b, int64_t n, int vec) {
+  int groups = (int)((n + 32 * vec - 1) / (32 * vec));
+  sb_printf(b, "#pragma unroll\n    for (int g = 0; g < %d; g++)\n#pragma unroll\n"
+               "    for (int u = 0; u < %d; u++) if ((lane + 32 * g) * %d + u < %lld) {\n"
+               "      const int k = g * %d + u, j = (lane + 32 * g) * %d + u; (void)j;\n",
+            groups, vec, vec, LL(n), vec, vec);
+}
+
+void warp_rows_store_begin(StrBuf *b, int64_t n, int vec, GpucDType ydt) {
+  int groups = (int)((n + 32 * vec - 1) / (32 * vec));
+  sb_printf(b, "#pragma unroll\n    for (int g = 0; g < %d; g++) {\n"
+               "      const int j0 = (lane + 32 * g) * %d;\n      if (j0 >= %lld) continue;\n"
+               "      Vec<%s, %d> r;\n#pragma unroll\n      for (int u = 0; u < %d; u++) {\n"
+               "      const int k = g * %d + u, j = j0 + u; (void)j;\n",
+            groups, vec, LL(n), cg_ctype(ydt), vec, vec, vec);
+}
+
+void warp_rows_store_end(StrBuf *b, int vec, GpucDType ydt) {
+  sb_printf(b, "      }\n      *(Vec<%s, %d>*)(y + base + j0) = r;\n    }\n", cg_ctype(ydt), vec);
 }
 
 void warp_allreduce(StrBuf *b, const char *var, const char *ct, const char *comb) {

@@ -17,19 +17,30 @@ void rows_for(StrBuf *b, const Rows *r, const char *j, int64_t n);
 int rows_launch(LowerCtx *c, const Rows *r, const char *name, int64_t nrows, int nargs,
                 const uint32_t *args);
 /* Warp rows: contiguous rows of n <= WARP_ROW_MAX elements, one warp per
- * row, the row held in registers (v[k] = element lane + 32 k, k <
- * ceil(n/32); lanes past the end hold `pad`). warp_rows_open declares
- * lane, row, base and v[] (loaded from x as ct) inside a grid-stride loop
- * over rows; close it with "  }\n}\n" and launch with warp_rows_launch.
- * Every lane of a warp works on the same row, so shuffles are convergent. */
+ * row, the row held in registers. Lanes read vec consecutive elements at a
+ * time (16-byte vectors; vec = 1: single elements): v[k] is element
+ * j = (lane + 32 g) * vec + u for k = g * vec + u; entries past the row's
+ * end hold `pad`. warp_rows_open declares lane, row, base and v[] (loaded
+ * from x as ct) inside a grid-stride loop over rows; close it with
+ * "  }\n}\n" and launch with warp_rows_launch. Every lane of a warp works
+ * on the same row, so shuffles are convergent. */
 enum { WARP_ROW_MAX = 1024 };
+/* vec for rows of n elements of x (dt), x2 (dt2 or GPUC_DT_UNDEF) and y:
+ * 16 bytes of the widest, at most 8, dividing n; else 1. */
+int warp_rows_vec(int64_t n, GpucDType dt, GpucDType dt2, GpucDType ydt);
 /* The row's elements are x's (dtype dt), or x[i] + x2[i] when dt2 is not
  * GPUC_DT_UNDEF (AddLayerNormalization: the sum formed as each element is
  * loaded, in ct, never stored). */
-void warp_rows_open(StrBuf *b, int64_t nrows, int64_t n, const char *ct, GpucDType dt, GpucDType dt2,
+void warp_rows_open(StrBuf *b, int64_t nrows, int64_t n, int vec, const char *ct, GpucDType dt, GpucDType dt2,
                     const char *pad);
-/* for (k) over this lane's valid elements: "if (j < n)" with j declared */
-void warp_rows_for(StrBuf *b, int64_t n);
+/* for (k) over this lane's valid elements, with j (the element's index in
+ * the row) declared */
+void warp_rows_for(StrBuf *b, int64_t n, int vec);
+/* The row's output y (dtype ydt), written vec elements at a time: between
+ * begin and end, for each of this lane's elements (k, j declared), set
+ * r.v[u] (e.g. cg_store(b, ydt, "r.v", "u", ct, value)). */
+void warp_rows_store_begin(StrBuf *b, int64_t n, int vec, GpucDType ydt);
+void warp_rows_store_end(StrBuf *b, int vec, GpucDType ydt);
 /* var = op over the warp (all lanes get it); comb is an expression in a, b */
 void warp_allreduce(StrBuf *b, const char *var, const char *ct, const char *comb);
 int warp_rows_launch(LowerCtx *c, const char *name, int64_t nrows, int nargs, const uint32_t *args);
