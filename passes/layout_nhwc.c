@@ -173,67 +173,6 @@ static int nhwc_const(Rw *r, int v) {
   return r->cperm[v] = w;
 }
 
-/* Constant value holding `n` int64s. */
-static int int64_const(Rw *r, int like, const char *suffix, int n, const int64_t *v) {
-  int c = new_value(r, like, suffix);
-  if (c < 0) return -1;
-  Value *cv = &r->g->values[c];
-  int64_t dims[1] = {n};
-  gpuc_set_shape(&cv->t, GPUC_DT_I64, 1, dims);
-  if (gpuc_tensor_alloc(&cv->t, r->e)) return -1;
-  memcpy(cv->t.data, v, sizeof(int64_t) * (size_t)n);
-  cv->is_const = true;
-  return c;
-}
-
-/* An NHWC convolution over fewer than 8 input channels (an RGB stem: 3)
- * reads them zero-padded to 8, and its weights [K,R,S,C] get zero
- * channels to match: cuDNN's half NHWC kernels want C % 8 == 0, and for
- * ResNet-50's stem at batch 256 the only fast algorithm for C = 3 wanted
- * 514 MB of workspace (3.1 ms without it, 0.57 ms with it). One Pad node
- * per padded input value, shared by the convolutions reading it. */
-static int pad_channels(Rw *r, int i, int *padded_of) {
-  Graph *g = r->g;
-  Node *n = &g->nodes[i];
-  int x = n->in[0], w = n->in[1];
-  const Tensor *xt = &g->values[x].t, *wt = &g->values[w].t;
-  int64_t C = xt->dims[3];
-  if (C >= 8 || gpuc_attr_i(n, "group", 1) != 1 || wt->dims[3] != C || !wt->data) return 0;
-  if (padded_of[x] < 0) {
-    int64_t pads[8] = {0, 0, 0, 0, 0, 0, 0, 8 - C};
-    int pv = int64_const(r, x, "pads", 8, pads), y = new_value(r, x, "c8");
-    if (pv < 0 || y < 0) return -1;
-    char name[512];
-    snprintf(name, sizeof name, "%s.pad_c8", g->values[x].name);
-    int ni = gpuc_graph_add_node(g, GPUC_OP_PAD, name, 2, 1);
-    if (ni < 0) return oom(r);
-    n = &g->nodes[i];
-    g->nodes[ni].in[0] = x;
-    g->nodes[ni].in[1] = pv;
-    g->nodes[ni].out[0] = y;
-    g->values[y].t = g->values[x].t;
-    g->values[y].t.data = NULL;
-    g->values[y].t.dims[3] = 8;
-    g->values[y].producer = ni;
-    padded_of[x] = y;
-  }
-  int w8 = new_value(r, w, "c8");
-  if (w8 < 0) return -1;
-  Value *wv = &g->values[w8];
-  wt = &g->values[w].t;
-  int64_t dims[4] = {wt->dims[0], wt->dims[1], wt->dims[2], 8};
-  gpuc_set_shape(&wv->t, wt->dt, 4, dims);
-  if (gpuc_tensor_alloc(&wv->t, r->e)) return -1;
-  size_t es = gpuc_dtype_size(wt->dt), rows = (size_t)(dims[0] * dims[1] * dims[2]);
-  for (size_t k = 0; k < rows; k++) /* [K,R,S] rows of C channels, then zeros */
-    memcpy((char *)wv->t.data + k * 8 * es, (const char *)wt->data + k * (size_t)C * es, (size_t)C * es);
-  wv->is_const = true;
-  wv->is_param = g->values[w].is_param;
-  n->in[0] = padded_of[x];
-  n->in[1] = w8;
-  return 1;
-}
-
 /* Conv -> FusedConv(X, W, B?) activation 0; both (and MaxPool) get layout 1. */
 static int mark_layout(Rw *r, int i) {
   Graph *g = r->g;
@@ -323,14 +262,6 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
     if ((conv || pool[i]) && mark_layout(&r, i)) goto done;
     changed++;
   }
-  /* few input channels: padded to 8 (after the loop above, which made
-   * the inputs NHWC; values made here have no twins to look up) */
-  int *padded_of = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
-  if (!padded_of) { oom(&r); goto done; }
-  for (int v = 0; v < g->nvalues; v++) padded_of[v] = -1;
-  for (int i = 0; i < nn; i++)
-    if (region[i] && isconv[i] && pad_channels(&r, i, padded_of) < 0) { free(padded_of); goto done; }
-  free(padded_of);
   /* region values read outside (or graph outputs) leave through a Transpose
    * that writes the original value */
   bool *outside = calloc((size_t)nv + 1, 1);
