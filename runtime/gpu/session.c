@@ -86,7 +86,7 @@ int gpuc_gemm_heuristics(GpucSession *s, GemmState *st, cublasLtMatmulHeuristicR
                          GpucErr *e) {
   cublasLtMatmulPreference_t pref;
   CUBLAS_TRY(e, cublaslt.cublasLtMatmulPreferenceCreate(&pref));
-  uint64_t ws = s->workspace_budget;
+  uint64_t ws = s->plan->meta.workspace_bytes;
   cublasStatus_t r = cublaslt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
   *found = 0;
   if (r == CUBLAS_STATUS_SUCCESS)
@@ -197,8 +197,8 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
   CUDNN_TRY(e, cudnn.cudnnGetConvolutionForwardAlgorithm_v7(s->dnn, st->x, st->w, st->conv, st->y, 8, &found, perf));
   st->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   bool identity_fused = c->b != UINT32_MAX && GPUC_CONV_ACT(c->act) == 0;
-  /* the heuristic's first choice that fits the plan's workspace budget;
-   * when none does, the one needing least (the workspace then grows) */
+  /* the heuristic's first choice whose workspace fits the budget (1 GiB);
+   * when none does, the one needing least; the workspace grows to it */
   int fit = -1, least = -1;
   size_t least_need = 0;
   for (int i = 0; i < found && fit < 0; i++) {
@@ -251,7 +251,8 @@ GpucSession *gpuc_session_create_plan(Plan *p, const char *plan_path, int device
   int sm = gpuc_gpu_sm(e);
   if (sm < 0) goto fail;
   s->sm = sm;
-  s->workspace_bytes = s->workspace_budget = p->meta.workspace_bytes;
+  s->workspace_bytes = p->meta.workspace_bytes;
+  s->workspace_budget = (size_t)1 << 30; /* per cuDNN algorithm */
   const char *wl = getenv("GPUC_WORKSPACE_LIMIT"); /* a diagnostic: bytes */
   if (wl && *wl) s->workspace_budget = (size_t)strtoull(wl, NULL, 10);
   if (sm < (int)p->hdr.sm) {

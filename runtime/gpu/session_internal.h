@@ -39,8 +39,8 @@ struct GpucSession {
   CUgraphExec graph;
   bool graph_ready;
   size_t workspace_bytes;        /* >= the plan's: cuDNN may need more here */
-  size_t workspace_budget;       /* what forward algorithms may use: the plan's
-                                    workspace_bytes (GPUC_WORKSPACE_LIMIT overrides) */
+  size_t workspace_budget;       /* the most one cuDNN forward algorithm may use: 1 GiB
+                                    (GPUC_WORKSPACE_LIMIT, a diagnostic, overrides) */
   int sm;
   char devname[128];
 };
