@@ -487,6 +487,15 @@ static void log_step(const TrainOptions *o, int ep, int64_t s, int64_t spe, doub
   fflush(o->log);
 }
 
+static void log_resume(const TrainOptions *o, const TrainState *st) {
+  fprintf(o->log, "resumed from %s/checkpoint.bin at epoch %lld, step %lld", o->resume_dir, (long long)st->epoch,
+          (long long)st->step);
+  if (st->loss_scale > 0)
+    fprintf(o->log, ", loss scale %g after %lld clean steps, skipped %lld", st->loss_scale,
+            (long long)st->amp_clean, (long long)st->amp_skipped);
+  fprintf(o->log, "\n");
+}
+
 int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, const TrainOptions *o,
                      TrainResult *r, GpucErr *e) {
   memset(r, 0, sizeof *r);
@@ -498,9 +507,7 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
   if (o->max_steps > 0 && spe > o->max_steps) spe = o->max_steps;
   TrainState st = {.opt = o->opt, .rng = o->seed, .batch = B, .accum = K, .ntrain = train->n};
   if (o->resume_dir && gpuc_checkpoint_load(o->resume_dir, t, &st, e)) return -1;
-  if (o->resume_dir && o->log)
-    fprintf(o->log, "resumed from %s/checkpoint.bin at epoch %lld, step %lld\n", o->resume_dir,
-            (long long)st.epoch, (long long)st.step);
+  if (o->resume_dir && o->log) log_resume(o, &st);
   Loop l;
   int rc = -1;
   if (loop_init(t, train, o, &l, e)) goto done;
