@@ -516,7 +516,7 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
     gpuc_err_set(e, "%s: --augment needs image input [batch, C, H, W] and a crop padding within H and W", t->g->path);
     goto done;
   }
-  if (t->gpu && gpu_begin(t, o, st.step, st.loss_scale, e)) goto done;
+  if (t->gpu && gpu_begin(t, o, &st, e)) goto done;
   double t_start = now_s();
   for (int ep = (int)st.epoch + 1; ep <= o->epochs; ep++) {
     shuffle(l.perm, train->n, &st.rng);
@@ -543,7 +543,6 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
             goto done;
           }
           r->last_loss = mean = loss;
-          if (gpu_amp(t)) st.loss_scale = (float)scale; /* checkpoints carry it */
         }
       } else {
         loss_acc += loss;
@@ -559,7 +558,7 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
         loss_n = 0;
       }
     }
-    if (t->gpu && gpu_end_epoch(t, e)) goto done;
+    if (t->gpu && (gpu_end_epoch(t, e) || gpu_amp_state(t, &st, e))) goto done;
     st.epoch = ep;
     double t_train = now_s() - t_ep;
     if (test) {
@@ -580,6 +579,8 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
   if (test && st.epoch >= o->epochs && r->steps == 0 && gpuc_trainer_evaluate(t, test, &r->test_accuracy, e))
     goto done;
   r->seconds = now_s() - t_start;
+  r->loss_scale = st.loss_scale;
+  r->amp_skipped = st.amp_skipped;
   rc = 0;
 done:
   loop_free(t, &l);
