@@ -2,8 +2,10 @@
 # gpuc train --cpu features, one part per ctest:
 #   accum   --accum 4 --batch 64 gives the per-step losses of --batch 256
 #   resume  2 epochs straight == 1 epoch + --checkpoint + --resume, bitwise
-#           (parameters, optimizer state, losses), SGD and AdamW+cosine;
-#           corrupt checkpoints are refused with one line, exit 1
+#           (parameters, optimizer state, losses), SGD and AdamW+cosine, and
+#           from a version-1 checkpoint; --amp's loss-scale state passes
+#           through a --cpu resume into the next checkpoint; corrupt
+#           checkpoints are refused with one line, exit 1
 #   data    npy and cifar10 files made here (python3 + numpy), good and malformed
 # usage: train_features_test.sh PART GPUC MODELS_DIR FASHION_MNIST_DIR WORK_DIR
 set -u
@@ -81,10 +83,80 @@ straight_vs_resumed() {
   ls "$c/ck1" | grep -q tmp && bad "$n: temp file left" || ok
 }
 
+# ck_edit FILE EDIT...: rewrite a checkpoint and fix its checksum, so the
+# checks before the checksum's are reached. EDIT: name (the first
+# parameter's), shape (its dims swapped), v1 (back to format version 1:
+# no --amp counters), or FIELD=VALUE[,FIELD=VALUE] with FIELD one of
+# version scale step clean skipped
+ck_edit() {
+  python3 - "$@" <<'PY'
+import struct, sys
+fields = {'version': (8, '<I'), 'scale': (20, '<f'), 'step': (32, '<q'), 'clean': (80, '<q'),
+          'skipped': (88, '<q')}
+p = sys.argv[1]
+b = bytearray(open(p, 'rb').read())
+rec = 96  # the first parameter record
+for edit in sys.argv[2:]:
+    if edit == 'name': b[rec + 4] ^= 0x20
+    elif edit == 'shape':
+        d = rec + 4 + struct.unpack_from('<I', b, rec)[0] + 4
+        struct.pack_into('<qq', b, d, *reversed(struct.unpack_from('<qq', b, d)))
+    elif edit == 'v1':
+        del b[80:96]
+        struct.pack_into('<I', b, 8, 1)
+        struct.pack_into('<Q', b, 72, len(b))
+    else:
+        for kv in edit.split(','):
+            k, v = kv.split('=')
+            off, fmt = fields[k]
+            struct.pack_into(fmt, b, off, float.fromhex(v) if v.startswith('0x') else
+                             float(v) if fmt == '<f' else int(v))
+h = 0xcbf29ce484222325
+for c in b[:-8]: h = ((h ^ c) * 0x100000001b3) & (2**64 - 1)
+struct.pack_into('<Q', b, len(b) - 8, h)
+open(p, 'wb').write(b)
+PY
+}
+
 # corrupt OFFSET BYTES: a copy of the epoch-1 checkpoint with bytes written at OFFSET
 ck=$work/sgd/ck1.orig/checkpoint.bin
 bad_ck() { rm -rf "$work/bad"; mkdir -p "$work/bad"; cp "$ck" "$work/bad/checkpoint.bin"; }
 resume_bad() { expect 1 train "$mlp" --data "$fm" --cpu --limit 2048 --batch 64 --epochs 2 --resume "$work/bad" "$@"; }
+
+# A version-1 checkpoint (no --amp counters) is still read: the SGD run
+# resumed from one ends as the straight run does.
+resume_v1() {
+  local c=$work/v1
+  rm -rf "$c"; mkdir -p "$c/ck"
+  cp "$ck" "$c/ck/checkpoint.bin"
+  ck_edit "$c/ck/checkpoint.bin" v1
+  [ "$(stat -c %s "$c/ck/checkpoint.bin")" -eq $(($(stat -c %s "$ck") - 16)) ] && ok || bad "v1: not 16 bytes shorter"
+  run "$c/res" --data "$fm" --limit 2048 --batch 64 --log-every 1 --epochs 2 --resume "$c/ck" --checkpoint "$c/ck" \
+      --optimizer sgd --lr 0.05 --momentum 0.9 --weight-decay 1e-4
+  grep -q "resumed from .* at epoch 1, step 32$" "$c/res" && ok || bad "v1: resume line"
+  cmp -s "$work/sgd/ck2/checkpoint.bin" "$c/ck/checkpoint.bin" && ok || bad "v1: the final checkpoint differs"
+}
+
+# The --amp state of a checkpoint (as a GPU run writes it) goes through a
+# --cpu resume unchanged into the next checkpoint: scale, clean run, skips.
+amp_state_passes() {
+  local c=$work/amp
+  rm -rf "$c"; mkdir -p "$c/ck"
+  cp "$ck" "$c/ck/checkpoint.bin"
+  ck_edit "$c/ck/checkpoint.bin" scale=1024,clean=7,skipped=3
+  run "$c/res" --data "$fm" --limit 2048 --batch 64 --epochs 2 --resume "$c/ck" --checkpoint "$c/ck2" \
+      --optimizer sgd --lr 0.05 --momentum 0.9 --weight-decay 1e-4
+  grep -q "resumed from .* at epoch 1, step 32, loss scale 1024 after 7 clean steps, skipped 3$" "$c/res" && ok \
+    || bad "amp: resume line: $(grep resumed "$c/res")"
+  python3 - "$c/ck2/checkpoint.bin" <<'PY' && ok || bad "amp: the state did not reach the next checkpoint"
+import struct, sys
+b = open(sys.argv[1], 'rb').read()
+assert struct.unpack_from('<I', b, 8)[0] == 2, 'version'
+assert struct.unpack_from('<f', b, 20)[0] == 1024.0, 'scale'
+assert struct.unpack_from('<qqq', b, 32)[0] == 64, 'step'
+assert struct.unpack_from('<qq', b, 80) == (7, 3), 'counters'
+PY
+}
 
 part_resume() {
   straight_vs_resumed sgd --optimizer sgd --lr 0.05 --momentum 0.9 --weight-decay 1e-4
@@ -92,7 +164,8 @@ part_resume() {
   # (cosine depends on --epochs too, which a 1-epoch run cannot share with a 2-epoch one)
   straight_vs_resumed adamw --optimizer adamw --lr 0.002 --schedule step --step-size 1 --warmup 10
   bad_ck; printf 'XXXX' | dd of="$work/bad/checkpoint.bin" conv=notrunc status=none; resume_bad; says magic
-  bad_ck; printf '\x02' | dd of="$work/bad/checkpoint.bin" bs=1 seek=8 conv=notrunc status=none; resume_bad; says version
+  bad_ck; printf '\x03' | dd of="$work/bad/checkpoint.bin" bs=1 seek=8 conv=notrunc status=none; resume_bad; says version
+  bad_ck; ck_edit "$work/bad/checkpoint.bin" version=0; resume_bad; says "version 0"
   bad_ck; truncate -s -100 "$work/bad/checkpoint.bin"; resume_bad; says truncated
   bad_ck; truncate -s 40 "$work/bad/checkpoint.bin"; resume_bad; says truncated
   bad_ck; : >"$work/bad/checkpoint.bin"; resume_bad; says truncated
@@ -102,25 +175,13 @@ part_resume() {
   bad_ck; printf '\x00\x00\x00\x00\x00\x00\x00\x40' | dd of="$work/bad/checkpoint.bin" bs=1 seek=72 conv=notrunc status=none
   resume_bad; says "header says"
   # a renamed parameter and a transposed one, checksums fixed so the names/shapes checks are reached
-  for edit in name shape; do
-    bad_ck
-    python3 - "$work/bad/checkpoint.bin" "$edit" <<'PY'
-import struct, sys
-p, edit = sys.argv[1], sys.argv[2]
-b = bytearray(open(p, 'rb').read())
-off = 80 + 4  # the first record's name
-if edit == 'name': b[off] ^= 0x20
-else:
-    n = struct.unpack_from('<I', b, 80)[0]
-    d = off + n + 4
-    x, y = struct.unpack_from('<qq', b, d)
-    struct.pack_into('<qq', b, d, y, x)
-h = 0xcbf29ce484222325
-for c in b[:-8]: h = ((h ^ c) * 0x100000001b3) & (2**64 - 1)
-struct.pack_into('<Q', b, len(b) - 8, h)
-open(p, 'wb').write(b)
-PY
-    resume_bad; says "$edit"
+  for edit in name shape; do bad_ck; ck_edit "$work/bad/checkpoint.bin" $edit; resume_bad; says "$edit"; done
+  # --amp's loss-scale state (1 epoch = 32 steps): what the update kernel cannot leave
+  for edit in scale=-1:"loss scale" scale=nan:"loss scale" scale=inf:"loss scale" scale=0.5:"loss scale" \
+              scale=0x1p65:"loss scale" scale=65536,clean=2000:clean scale=65536,clean=-1:clean \
+              scale=65536,skipped=33:skipped scale=65536,skipped=-1:skipped \
+              scale=65536,clean=20,skipped=20:"do not fit" clean=5:"loss scale 0" skipped=1:"loss scale 0"; do
+    bad_ck; ck_edit "$work/bad/checkpoint.bin" ${edit%%:*}; resume_bad; says "${edit#*:}"
   done
   bad_ck; resume_bad --optimizer adamw; says optimizer
   bad_ck; resume_bad --batch 32; says batch
@@ -129,6 +190,8 @@ PY
   expect 1 train "$mlp" --data "$fm" --cpu --resume "$work/does-not-exist"
   rm -rf "$work/bad"; mkdir -p "$work/bad/checkpoint.bin"; resume_bad; says "regular"
   rm -rf "$work/bad"; mkdir -p "$work/bad"; mkfifo "$work/bad/checkpoint.bin"; resume_bad; says "regular"
+  resume_v1
+  amp_state_passes
   # resuming a finished run trains nothing and reports the accuracy
   run "$work/done" --data "$fm" --limit 2048 --batch 64 --epochs 1 --resume "$work/sgd/ck1.orig"
   grep -q "^final test accuracy" "$work/done" && ! grep -q "^epoch .* step" "$work/done" && ok || bad "finished resume"

@@ -322,6 +322,8 @@ int cmd_train(int argc, char **argv) {
   else
     printf("done after %d epoch%s, %.1f s (no test set given)\n", (int)a.epochs, a.epochs > 1 ? "s" : "",
            r.seconds);
+  if (a.amp) /* the skips count from the start of training, a resumed checkpoint's included */
+    printf("final loss scale %g, skipped %lld steps\n", r.loss_scale, (long long)r.amp_skipped);
   if (a.save) {
     if (save_model(a.model, a.save, t, &e)) { report(&e); goto done; }
     printf("saved %s\n", a.save);

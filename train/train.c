@@ -487,6 +487,15 @@ static void log_step(const TrainOptions *o, int ep, int64_t s, int64_t spe, doub
   fflush(o->log);
 }
 
+static void log_resume(const TrainOptions *o, const TrainState *st) {
+  fprintf(o->log, "resumed from %s/checkpoint.bin at epoch %lld, step %lld", o->resume_dir, (long long)st->epoch,
+          (long long)st->step);
+  if (st->loss_scale > 0)
+    fprintf(o->log, ", loss scale %g after %lld clean steps, skipped %lld", st->loss_scale,
+            (long long)st->amp_clean, (long long)st->amp_skipped);
+  fprintf(o->log, "\n");
+}
+
 int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, const TrainOptions *o,
                      TrainResult *r, GpucErr *e) {
   memset(r, 0, sizeof *r);
@@ -498,9 +507,7 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
   if (o->max_steps > 0 && spe > o->max_steps) spe = o->max_steps;
   TrainState st = {.opt = o->opt, .rng = o->seed, .batch = B, .accum = K, .ntrain = train->n};
   if (o->resume_dir && gpuc_checkpoint_load(o->resume_dir, t, &st, e)) return -1;
-  if (o->resume_dir && o->log)
-    fprintf(o->log, "resumed from %s/checkpoint.bin at epoch %lld, step %lld\n", o->resume_dir,
-            (long long)st.epoch, (long long)st.step);
+  if (o->resume_dir && o->log) log_resume(o, &st);
   Loop l;
   int rc = -1;
   if (loop_init(t, train, o, &l, e)) goto done;
@@ -509,7 +516,7 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
     gpuc_err_set(e, "%s: --augment needs image input [batch, C, H, W] and a crop padding within H and W", t->g->path);
     goto done;
   }
-  if (t->gpu && gpu_begin(t, o, st.step, st.loss_scale, e)) goto done;
+  if (t->gpu && gpu_begin(t, o, &st, e)) goto done;
   double t_start = now_s();
   for (int ep = (int)st.epoch + 1; ep <= o->epochs; ep++) {
     shuffle(l.perm, train->n, &st.rng);
@@ -536,7 +543,6 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
             goto done;
           }
           r->last_loss = mean = loss;
-          if (gpu_amp(t)) st.loss_scale = (float)scale; /* checkpoints carry it */
         }
       } else {
         loss_acc += loss;
@@ -552,7 +558,7 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
         loss_n = 0;
       }
     }
-    if (t->gpu && gpu_end_epoch(t, e)) goto done;
+    if (t->gpu && (gpu_end_epoch(t, e) || gpu_amp_state(t, &st, e))) goto done;
     st.epoch = ep;
     double t_train = now_s() - t_ep;
     if (test) {
@@ -573,6 +579,8 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
   if (test && st.epoch >= o->epochs && r->steps == 0 && gpuc_trainer_evaluate(t, test, &r->test_accuracy, e))
     goto done;
   r->seconds = now_s() - t_start;
+  r->loss_scale = st.loss_scale;
+  r->amp_skipped = st.amp_skipped;
   rc = 0;
 done:
   loop_free(t, &l);

@@ -71,7 +71,9 @@ enum { GPUC_AUG_FLIP = 1, GPUC_AUG_CROP = 2 };
 
 typedef struct TrainResult {
   double last_loss, test_accuracy, seconds;
-  int64_t steps;
+  int64_t steps;                /* this run's */
+  double loss_scale;            /* --amp at the end: the scale (0: no --amp) */
+  int64_t amp_skipped;          /*   and the steps skipped since training began */
 } TrainResult;
 
 /* A model prepared for training: the loss (SoftmaxCrossEntropyLoss over the
@@ -115,11 +117,21 @@ int gpuc_trainer_logits(Trainer *t, const float *x, int64_t n, Tensor **logits, 
 typedef struct TrainState {
   GpucOptimizer opt;
   int64_t epoch;                /* epochs completed */
-  int64_t step;                 /* optimizer steps completed (AdamW's t, the schedule's position) */
+  int64_t step;                 /* optimizer steps completed, --amp's skipped ones included (the
+                                   schedule's position; AdamW's t is step - amp_skipped) */
   uint64_t rng;                 /* shuffle generator state */
   int64_t batch, accum, ntrain; /* the data order depends on them: must match on resume */
-  float loss_scale;             /* --amp's dynamic loss scale; 0 without --amp */
+  /* --amp's dynamic loss scale: the scale (0: never trained with --amp),
+   * the clean steps in a row since it last changed (it doubles when they
+   * reach GPUC_AMP_GROWTH_STEPS) and the steps skipped for a non-finite
+   * gradient (counted in step, not in AdamW's t) */
+  float loss_scale;
+  int64_t amp_clean, amp_skipped;
 } TrainState;
+#define GPUC_AMP_GROWTH_STEPS 2000
+/* The scale stops doubling here, so a run whose gradients never overflow
+ * (all zero, say) keeps a finite scale its checkpoints can carry. */
+#define GPUC_AMP_MAX_SCALE 0x1p64f
 /* The checksum is FNV-1a 64 with the standard offset basis (the plan
  * file's gpuc_fnv1a64, seeded differently). */
 #define GPUC_CKPT_FNV_BASIS 0xcbf29ce484222325ull

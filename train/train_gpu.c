@@ -33,7 +33,6 @@
 #include <string.h>
 
 #define AMP_INITIAL_SCALE 65536.0f
-#define AMP_GROWTH_STEPS 2000.0f
 
 struct TrainGpu {
   GpucSession *s, *ev;
@@ -310,9 +309,33 @@ static int upload_param(const float *h, int64_t n, CUdeviceptr p, CUdeviceptr p1
   return 0;
 }
 
-bool gpu_amp(const Trainer *t) { return t->gpu && t->gpu->amp; }
+/* The device scalars at the start of a fit. A resumed --amp run goes on
+ * with its scale, its run of clean steps and its skip count (floats: exact
+ * to 2^24); AdamW's t counts the applied steps only, as on the device. */
+static int upload_scalars(TrainGpu *G, const TrainState *st, GpucErr *e) {
+  float sc[SC_COUNT] = {0};
+  sc[SC_SCALE] = !G->amp ? 1.0f : st->loss_scale > 0 ? st->loss_scale : AMP_INITIAL_SCALE;
+  sc[SC_CLEAN] = G->amp ? (float)st->amp_clean : 0.0f;
+  sc[SC_SKIPPED] = (float)st->amp_skipped;
+  sc[SC_T] = (float)(st->step - st->amp_skipped);
+  CU(cu.cuMemcpyHtoD(G->sc, sc, sizeof sc));
+  if (G->seed) CU(cu.cuMemcpyHtoD(G->seed, &sc[SC_SCALE], sizeof(float)));
+  return 0;
+}
 
-int gpu_begin(Trainer *t, const TrainOptions *o, int64_t step, float loss_scale, GpucErr *e) {
+int gpu_amp_state(Trainer *t, TrainState *st, GpucErr *e) {
+  TrainGpu *G = t->gpu;
+  if (!G->amp) return 0; /* st keeps what a resumed checkpoint had: this run does not change it */
+  float sc[SC_COUNT];
+  CU(cu.cuStreamSynchronize(G->main));
+  CU(cu.cuMemcpyDtoH(sc, G->sc, sizeof sc));
+  st->loss_scale = sc[SC_SCALE];
+  st->amp_clean = (int64_t)sc[SC_CLEAN];
+  st->amp_skipped = (int64_t)sc[SC_SKIPPED];
+  return 0;
+}
+
+int gpu_begin(Trainer *t, const TrainOptions *o, const TrainState *st, GpucErr *e) {
   TrainGpu *G = t->gpu;
   const Graph *g = t->g;
   CU(cu.cuStreamSynchronize(G->main));
@@ -374,11 +397,7 @@ int gpu_begin(Trainer *t, const TrainOptions *o, int64_t step, float loss_scale,
   free(co);
   if (rc) return -1;
   if (r != CUDA_SUCCESS) return gpuc_cu_fail(e, r, "cuMemcpyHtoD", __FILE__, __LINE__);
-  float sc[SC_COUNT] = {0};
-  sc[SC_SCALE] = !G->amp ? 1.0f : loss_scale > 0 ? loss_scale : AMP_INITIAL_SCALE;
-  sc[SC_T] = (float)step;
-  CU(cu.cuMemcpyHtoD(G->sc, sc, sizeof sc));
-  if (G->seed) CU(cu.cuMemcpyHtoD(G->seed, &sc[SC_SCALE], sizeof(float)));
+  if (upload_scalars(G, st, e)) return -1;
   G->eval_stale = true;
   return 0;
 }
@@ -448,8 +467,8 @@ int gpu_step(Trainer *t, const Dataset *d, const TrainOptions *o, const int64_t 
     if (launch(G, G->f_adamw, G->nchunks, T, a, e)) return -1;
   }
   int dynamic = G->amp;
-  float growth = AMP_GROWTH_STEPS;
-  void *a[] = {&G->sc, &dynamic, &growth};
+  float growth = GPUC_AMP_GROWTH_STEPS, max_scale = GPUC_AMP_MAX_SCALE;
+  void *a[] = {&G->sc, &dynamic, &growth, &max_scale};
   return launch(G, G->f_scale, 1, 1, a, e);
 }
 

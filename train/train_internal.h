@@ -28,21 +28,23 @@ void gpuc_batch_image(const Trainer *t, const Dataset *d, const TrainOptions *o,
 
 /* ---- the GPU executor (train_gpu.c) ----
  * gpu_begin: the parameters, running statistics and optimizer state of the
- * host copies onto the device (at the start of a fit, after a resume), the
- * loss scale of a resumed --amp run (0: the initial one).
+ * host copies onto the device (at the start of a fit, after a resume), and
+ * the step count and --amp loss-scale state of st (scale 0: the initial one).
  * gpu_step: one optimizer step over accum micro-batches (images
  * perm[mb0*B ...]) queued on the stream, no host wait.
  * gpu_loss: the mean loss of the micro-batches since the last call (waits),
  *   the loss scale and the steps skipped so far.
  * gpu_end_epoch: device state back into the host copies (before evaluation,
  * checkpoints and --save).
+ * gpu_amp_state: with --amp, the device's loss scale, clean-step run and
+ * skipped steps into st (waits; for checkpoints), else st unchanged.
  * gpu_logits: the eval plan on n images. */
-int gpu_begin(Trainer *t, const TrainOptions *o, int64_t step, float loss_scale, GpucErr *e);
+int gpu_begin(Trainer *t, const TrainOptions *o, const TrainState *st, GpucErr *e);
 int gpu_step(Trainer *t, const Dataset *d, const TrainOptions *o, const int64_t *perm, int64_t mb0,
              int64_t epoch, double lr, GpucErr *e);
 int gpu_loss(Trainer *t, double *mean_loss, double *loss_scale, int64_t *skipped, GpucErr *e);
-bool gpu_amp(const Trainer *t);
 int gpu_end_epoch(Trainer *t, GpucErr *e);
+int gpu_amp_state(Trainer *t, TrainState *st, GpucErr *e);
 int gpu_logits(Trainer *t, const float *x, int64_t n, Tensor **logits, GpucErr *e);
 void gpu_free(TrainGpu *g);
 #endif
