@@ -164,5 +164,5 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
     cg_store(b, y->dt, "out0", "i", p->term[p->nterms - 1].ct, last);
     sb_printf(b, "    }\n  }\n}\n");
   }
-  return cg_launch(c, name, (uint64_t)(n / vec), 256, 0, p->next + 1, args);
+  return cg_launch_items(c, name, (uint64_t)(n / vec), p->next + 1, args);
 }
