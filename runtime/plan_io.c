@@ -376,5 +376,12 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
             (unsigned long long)p->costs[i].bytes, (unsigned long long)p->costs[i].flops,
             gpuc_plan_str(p, s->nodes));
   }
+  uint32_t nk = 0, nfree = 0, ntuned = 0;
+  for (uint32_t i = 0; i < p->nsteps && i < p->ntune; i++) {
+    nk += p->steps[i].kind == PLAN_STEP_KERNEL;
+    nfree += (p->tune[i].flags & PLAN_TUNE_F_BLOCK_FREE) != 0;
+    ntuned += (p->tune[i].flags & PLAN_TUNE_F_BLOCK_TUNED) != 0;
+  }
+  fprintf(f, "block-size-free kernels: %u of %u, %u with a block -O3 chose\n", nfree, nk, ntuned);
   if (p->hdr.flags & GPUC_PLAN_F_FP16) print_fp32_steps(p, f);
 }

@@ -311,6 +311,16 @@ static void restore(GpucSession *s, const Saved *v, int group) {
   }
 }
 
+/* After a group's choices: time the whole plan; keep them if it got faster
+ * than *best, else go back to what was there before the group. */
+static int keep_if_faster(GpucSession *s, const Saved *v, int group, double *best, bool *reverted, GpucErr *e) {
+  double t;
+  if (plan_ms(s, &t, e)) return -1;
+  if (t < *best * 0.995) *best = t;
+  else { restore(s, v, group); *reverted = true; }
+  return 0;
+}
+
 int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats *ts, GpucErr *e) {
   memset(ts, 0, sizeof *ts);
   struct timespec t0, t1;
@@ -337,16 +347,12 @@ int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats 
   for (uint32_t i = 0; i < p->ngemms; i++) { v.gemm[i] = s->gemms[i].algo; v.pg[i] = p->gemms[i]; }
   for (uint32_t i = 0; i < p->nconvs; i++) { v.conv[i] = s->convs[i].algo; v.pc[i] = p->convs[i]; }
   if (plan_ms(s, &ts->ms_heuristic, e)) goto done_saved;
-  double best = ts->ms_heuristic, t;
+  double best = ts->ms_heuristic;
   /* GEMMs first: they run with the plan's workspace size, which a tuned
    * convolution may raise */
   for (uint32_t i = 0; i < p->ngemms; i++)
     if (tune_gemm(s, i, &cache, ev, ts, e)) goto done_saved;
-  if (ts->gemms) {
-    if (plan_ms(s, &t, e)) goto done_saved;
-    if (t < best * 0.995) best = t;
-    else { restore(s, &v, GROUP_GEMMS); ts->gemms_reverted = true; }
-  }
+  if (ts->gemms && keep_if_faster(s, &v, GROUP_GEMMS, &best, &ts->gemms_reverted, e)) goto done_saved;
   for (uint32_t i = 0; i < p->nconvs; i++)
     if (tune_conv(s, i, &cache, ts, e)) goto done_saved;
   if (p->meta.workspace_bytes > s->workspace_bytes) { /* the tuned algorithms' scratch */
@@ -359,19 +365,12 @@ int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats 
       goto done_saved;
     }
   }
-  if (ts->convs) {
-    if (plan_ms(s, &t, e)) goto done_saved;
-    if (t < best * 0.995) best = t;
-    else { restore(s, &v, GROUP_CONVS); ts->convs_reverted = true; }
-  }
+  if (ts->convs && keep_if_faster(s, &v, GROUP_CONVS, &best, &ts->convs_reverted, e)) goto done_saved;
   /* last: the blocks are timed beside the library calls' final choices */
   for (uint32_t i = 0; i < p->nsteps; i++)
     if (tune_block(s, i, &cache, ev, ts, e)) goto done_saved;
-  if (ts->blocks_changed) {
-    if (plan_ms(s, &t, e)) goto done_saved;
-    if (t < best * 0.995) best = t;
-    else { restore(s, &v, GROUP_BLOCKS); ts->blocks_reverted = true; }
-  }
+  if (ts->blocks_changed && keep_if_faster(s, &v, GROUP_BLOCKS, &best, &ts->blocks_reverted, e))
+    goto done_saved;
   ts->ms_tuned = best;
   s->graph_ready = false; /* a replay must see the final choices */
   if (s->graph) { cu.cuGraphExecDestroy(s->graph); s->graph = NULL; }

@@ -139,6 +139,16 @@ static void expect_refused(const char *path, const char *want, const char *what)
   gpuc_plan_free(p);
 }
 
+/* The plan image ba with section `id` patched (patch_section), written to
+ * bad and expected to be refused with `want`; c is scratch of n bytes. */
+static void refuse_patched(const unsigned char *ba, unsigned char *c, size_t n, const char *bad, uint32_t id,
+                           int64_t delta, uint32_t new_id, const char *want, const char *what) {
+  memcpy(c, ba, n);
+  patch_section(c, n, id, delta, new_id);
+  spit(bad, c, n);
+  expect_refused(bad, want, what);
+}
+
 /* Write q with one change, expect the reader to refuse it. */
 static void refuse_tune(Plan *q, const char *bad, const char *want, const char *what) {
   GpucErr e = {0};
@@ -345,33 +355,17 @@ int main(int argc, char **argv) {
         gpuc_plan_free(r);
       }
       h.format_version = GPUC_PLAN_FORMAT_VERSION;
-      /* the tune section must hold exactly one record per step */
-      memcpy(c, ba, na);
-      patch_section(c, na, PLAN_SEC_TUNE, -(int64_t)sizeof(PlanTune), 0);
-      spit(bad, c, na);
-      expect_refused(bad, "tune section has", "tune section one entry short");
-      memcpy(c, ba, na);
-      patch_section(c, na, PLAN_SEC_TUNE, 0, 99);
-      spit(bad, c, na);
-      expect_refused(bad, "missing", "no tune section");
-      /* the cost section must hold exactly one PlanCost per step; these
-       * carry a good checksum, so the section checks are what refuse them */
-      memcpy(c, ba, na);
-      patch_section(c, na, PLAN_SEC_COSTS, -(int64_t)sizeof(PlanCost), 0);
-      spit(bad, c, na);
-      expect_refused(bad, "cost section has", "cost section one entry short");
-      memcpy(c, ba, na);
-      patch_section(c, na, PLAN_SEC_COSTS, (int64_t)sizeof(PlanCost), 0); /* into the padding */
-      spit(bad, c, na);
-      expect_refused(bad, "cost section has", "cost section one entry over");
-      memcpy(c, ba, na);
-      patch_section(c, na, PLAN_SEC_COSTS, -8, 0);
-      spit(bad, c, na);
-      expect_refused(bad, "not a multiple of 16", "cost section of a partial entry");
-      memcpy(c, ba, na);
-      patch_section(c, na, PLAN_SEC_COSTS, 0, 99);
-      spit(bad, c, na);
-      expect_refused(bad, "missing", "no cost section");
+      /* the tune and cost sections must hold exactly one record per step;
+       * these carry a good checksum, so the section checks refuse them */
+      refuse_patched(ba, c, na, bad, PLAN_SEC_TUNE, -(int64_t)sizeof(PlanTune), 0, "tune section has",
+                     "tune section one entry short");
+      refuse_patched(ba, c, na, bad, PLAN_SEC_TUNE, 0, 99, "missing", "no tune section");
+      refuse_patched(ba, c, na, bad, PLAN_SEC_COSTS, -(int64_t)sizeof(PlanCost), 0, "cost section has",
+                     "cost section one entry short");
+      refuse_patched(ba, c, na, bad, PLAN_SEC_COSTS, (int64_t)sizeof(PlanCost), 0, /* into the padding */
+                     "cost section has", "cost section one entry over");
+      refuse_patched(ba, c, na, bad, PLAN_SEC_COSTS, -8, 0, "not a multiple of 16", "cost section of a partial entry");
+      refuse_patched(ba, c, na, bad, PLAN_SEC_COSTS, 0, 99, "missing", "no cost section");
       memcpy(c, ba, na);
       memcpy(c, "NOTAPLAN", 8);
       spit(bad, c, na);
