@@ -194,7 +194,7 @@ static int tune_gemm(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], Gp
 }
 
 /* ---- generated kernels' block sizes ---- */
-static const uint32_t block_candidates[] = {64, 128, 256, 512, 1024};
+static const uint32_t block_candidates[] = {64, 128, 256, 512, 1024}; /* GpucTuneStats.blocks_chosen */
 #define BLOCK_SAMPLES 5
 #define BLOCK_LAUNCHES 10
 
@@ -264,6 +264,7 @@ static int tune_block(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], G
     cache_put(cache, key, best);
   }
   ts->blocks++;
+  for (int c = 0; c < 5; c++) ts->blocks_chosen[c] += (uint32_t)best == block_candidates[c];
   if ((uint32_t)best == st->block[0]) return 0;
   st->block[0] = (uint32_t)best;
   st->grid[0] = gpuc_plan_items_grid(tn->items, (uint32_t)best);

@@ -44,6 +44,7 @@ typedef struct GpucTuneStats {
   int gemms, gemms_cached;
   int blocks, blocks_cached;     /* block-size-free kernels timed; of them from the cache */
   int blocks_changed;            /* of them given another block than codegen's */
+  int blocks_chosen[5];          /* of the timed kernels, how many chose 64, 128, 256, 512, 1024 */
   bool convs_reverted, gemms_reverted, blocks_reverted; /* the plan was not faster with them: heuristics kept */
   double ms_heuristic, ms_tuned; /* whole-plan replay, median */
   double seconds;
