@@ -205,7 +205,8 @@ int cg_launch_items(LowerCtx *c, const char *name, uint64_t items, int nargs, co
   PlanTune t = {0};
   const char *why = cg_items_kernel_check(c->pb->src.s, c->src_start, name, &t.src_hash);
   if (why)
-    return lower_fail(c, "internal: kernel %s, launched as block-size free, fails the items check: %s", name, why);
+    return lower_fail(c, "internal error: kernel %s, launched as block-size free, fails the items check: %s", name,
+                      why);
   if (items) { t.items = items; t.flags = PLAN_TUNE_F_BLOCK_FREE; } /* none: nothing to tune */
   unsigned grid[3] = {gpuc_plan_items_grid(items, GPUC_ITEMS_BLOCK), 1, 1}, blk[3] = {GPUC_ITEMS_BLOCK, 1, 1};
   return launch(c, name, grid, blk, 0, &t, nargs, args);
