@@ -18,7 +18,7 @@ typedef struct { uint32_t step, in, out; } InPlaceHint;
 
 struct PlanBuilder {
   Plan *p;
-  uint32_t cap_tensors, cap_kernels, cap_steps, cap_args, cap_gemms, cap_convs;
+  uint32_t cap_tensors, cap_kernels, cap_steps, cap_tune, cap_args, cap_gemms, cap_convs;
   StrBuf strings, src;
   uint32_t *value_tensor;        /* graph value -> plan tensor, UINT32_MAX none */
   uint64_t lower_bound;          /* most arena bytes live at one step */
@@ -168,9 +168,11 @@ const char *cg_kernel_name(LowerCtx *c) {
 
 static uint32_t node_label(LowerCtx *c) { return add_string(c->pb, c->label ? c->label : c->n->name); }
 
-static int add_step(LowerCtx *c, PlanStep *s, int nargs, const uint32_t *args) {
+/* tune: what -O3 may change in the step (NULL: nothing) */
+static int add_step(LowerCtx *c, PlanStep *s, const PlanTune *tune, int nargs, const uint32_t *args) {
   Plan *p = c->pb->p;
-  if (GROW(p->steps, p->nsteps, c->pb->cap_steps)) return gpuc_err_set(c->err, "out of memory");
+  if (GROW(p->steps, p->nsteps, c->pb->cap_steps) || GROW(p->tune, p->ntune, c->pb->cap_tune))
+    return gpuc_err_set(c->err, "out of memory");
   s->args = p->nargs;
   s->nargs = (uint32_t)nargs;
   for (int i = 0; i < nargs; i++) {
@@ -179,28 +181,43 @@ static int add_step(LowerCtx *c, PlanStep *s, int nargs, const uint32_t *args) {
   }
   s->nodes = node_label(c);
   p->steps[p->nsteps++] = *s;
+  p->tune[p->ntune++] = tune ? *tune : (PlanTune){0};
   return 0;
 }
 
-int cg_launch_grid(LowerCtx *c, const char *name, const unsigned grid[3], const unsigned block[3],
-                   unsigned shmem, int nargs, const uint32_t *args) {
+static int launch(LowerCtx *c, const char *name, const unsigned grid[3], const unsigned block[3],
+                  unsigned shmem, const PlanTune *tune, int nargs, const uint32_t *args) {
   if (capturing(c)) return 0;
   Plan *p = c->pb->p;
   if (GROW(p->kernels, p->nkernels, c->pb->cap_kernels)) return gpuc_err_set(c->err, "out of memory");
   p->kernels[p->nkernels] = (PlanKernel){.name = add_string(c->pb, name)};
   PlanStep s = {.kind = PLAN_STEP_KERNEL, .index = p->nkernels++, .shmem = shmem};
   for (int i = 0; i < 3; i++) { s.grid[i] = grid[i]; s.block[i] = block[i]; }
-  return add_step(c, &s, nargs, args);
+  return add_step(c, &s, tune, nargs, args);
+}
+
+int cg_launch_grid(LowerCtx *c, const char *name, const unsigned grid[3], const unsigned block[3],
+                   unsigned shmem, int nargs, const uint32_t *args) {
+  return launch(c, name, grid, block, shmem, NULL, nargs, args);
 }
 
 int cg_launch(LowerCtx *c, const char *name, uint64_t threads, unsigned block, unsigned shmem,
               int nargs, const uint32_t *args) {
-  uint64_t blocks = (threads + block - 1) / block;
-  if (blocks == 0) blocks = 1;
   /* kernels loop grid-stride, so the grid may be capped */
-  if (blocks > 65535u * 32) blocks = 65535u * 32;
-  unsigned grid[3] = {(unsigned)blocks, 1, 1}, blk[3] = {block, 1, 1};
-  return cg_launch_grid(c, name, grid, blk, shmem, nargs, args);
+  unsigned grid[3] = {gpuc_plan_items_grid(threads, block), 1, 1}, blk[3] = {block, 1, 1};
+  return launch(c, name, grid, blk, shmem, NULL, nargs, args);
+}
+
+int cg_launch_items(LowerCtx *c, const char *name, uint64_t items, int nargs, const uint32_t *args) {
+  if (capturing(c)) return 0;
+  PlanTune t = {0};
+  const char *why = cg_items_kernel_check(c->pb->src.s, c->src_start, name, &t.src_hash);
+  if (why)
+    return lower_fail(c, "internal error: kernel %s, launched as block-size free, fails the items check: %s", name,
+                      why);
+  if (items) { t.items = items; t.flags = PLAN_TUNE_F_BLOCK_FREE; } /* none: nothing to tune */
+  unsigned grid[3] = {gpuc_plan_items_grid(items, GPUC_ITEMS_BLOCK), 1, 1}, blk[3] = {GPUC_ITEMS_BLOCK, 1, 1};
+  return launch(c, name, grid, blk, 0, &t, nargs, args);
 }
 
 int cg_gemm(LowerCtx *c, const PlanGemm *g) {
@@ -210,7 +227,7 @@ int cg_gemm(LowerCtx *c, const PlanGemm *g) {
   p->gemms[p->ngemms] = *g;
   PlanStep s = {.kind = PLAN_STEP_GEMM, .index = p->ngemms++};
   uint32_t args[4] = {g->a, g->b, g->y, g->c};
-  return add_step(c, &s, g->c == UINT32_MAX ? 3 : 4, args);
+  return add_step(c, &s, NULL, g->c == UINT32_MAX ? 3 : 4, args);
 }
 
 int cg_conv(LowerCtx *c, const PlanConv *cv) {
@@ -223,7 +240,7 @@ int cg_conv(LowerCtx *c, const PlanConv *cv) {
   uint32_t args[5] = {cv->x, cv->w, cv->y}, n = 3;
   if (cv->b != UINT32_MAX) args[n++] = cv->b;
   if (cv->z != UINT32_MAX) args[n++] = cv->z;
-  return add_step(c, &s, (int)n, args);
+  return add_step(c, &s, NULL, (int)n, args);
 }
 
 void cg_in_place(LowerCtx *c, uint32_t in, uint32_t out) {
@@ -409,7 +426,7 @@ int cg_lower_node(PlanBuilder *pb, int i, struct EwCapture *cap, const char *lab
   uint32_t tin[GPUC_MAX_IO], tout[GPUC_MAX_IO];
   LowerCtx c = {.g = g, .n = n, .node_index = i, .nin = n->nin, .nout = n->nout, .in = ins,
                 .out = outs, .tin = tin, .tout = tout, .pb = pb, .opt = pb->opt, .err = pb->e,
-                .capture = cap, .label = label};
+                .capture = cap, .label = label, .src_start = pb->src.len};
   snprintf(c.kname, sizeof c.kname, "k%d_%s", i, gpuc_op_name(n));
   for (int k = 0; k < n->nin; k++) {
     int v = n->in[k];

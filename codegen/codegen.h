@@ -61,6 +61,7 @@ typedef struct LowerCtx {
    * emitting helper marks the node as not inlinable */
   struct EwCapture *capture;
   const char *label;             /* ONNX nodes the steps cover; NULL: n->name */
+  size_t src_start;              /* module source length when the lowering began: its kernels lie past it */
 } LowerCtx;
 
 /* The module source kernels are appended to. Kernels are
@@ -75,6 +76,22 @@ int cg_launch(LowerCtx *c, const char *name, uint64_t threads, unsigned block, u
               int nargs, const uint32_t *args);
 int cg_launch_grid(LowerCtx *c, const char *name, const unsigned grid[3], const unsigned block[3],
                    unsigned shmem, int nargs, const uint32_t *args);
+/* Schedule a kernel whose body is one GRID_STRIDE loop over `items`
+ * independent items: item i's iteration reads what it likes, writes only
+ * item i's outputs, and keeps nothing for the next iteration; no shared
+ * memory, no block or warp cooperation, no atomics. Then any block size
+ * computes the same bytes, and the step is marked block-size free
+ * (PlanTune) for -O3 to time other blocks. The kernel's source is checked
+ * for the shape (cg_items_kernel_check): a kernel that fails is an
+ * internal error, not a silent fallback. What the check cannot see (a
+ * store to a data-dependent index, a helper with side effects) is the
+ * caller's promise: scatters and anything racy use cg_launch. */
+int cg_launch_items(LowerCtx *c, const char *name, uint64_t items, int nargs, const uint32_t *args);
+/* NULL when kernel `name` (searched in src from offset `from`) is one
+ * GRID_STRIDE loop with only const declarations before it and no block/warp/shared/atomic
+ * construct in its text; else why not. *hash: FNV-1a 64 of its text with
+ * its name left out (codegen/items_check.c). */
+const char *cg_items_kernel_check(const char *src, size_t from, const char *name, uint64_t *hash);
 int cg_gemm(LowerCtx *c, const PlanGemm *g);
 int cg_conv(LowerCtx *c, const PlanConv *cv);
 /* A temporary arena tensor for this node (freed after its last use). */

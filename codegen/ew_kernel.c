@@ -186,7 +186,7 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
     cg_store(b, y->dt, "out0", "i", p->term[p->nterms - 1].ct, last);
     sb_printf(b, "    }\n  }\n}\n");
   }
-  if (cg_launch(c, name, (uint64_t)(n / vec), 256, 0, p->next + 1, args)) return -1;
+  if (cg_launch_items(c, name, (uint64_t)(n / vec), p->next + 1, args)) return -1;
   for (int k = 0; k < p->next; k++)
     if (in_place[k]) cg_in_place(c, p->ext[k].tensor, p->ty);
   return 0;

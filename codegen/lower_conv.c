@@ -84,7 +84,7 @@ static int lower_conv(LowerCtx *c, bool fused) {
     }
     sb_printf(b, "    y[i] = ok ? x[src] : (%s)0;\n  }\n}\n", t);
     uint32_t args[2] = {c->tin[0], padded};
-    if (cg_launch(c, name, (uint64_t)gpuc_numel(&pd), 256, 0, 2, args)) return -1;
+    if (cg_launch_items(c, name, (uint64_t)gpuc_numel(&pd), 2, args)) return -1;
     cv.x = padded;
     for (int i = 0; i < ns; i++) pb[i] = 0;
     /* the conv reads `padded`'s shape from its plan tensor */
@@ -164,7 +164,7 @@ static int pad_or_crop(LowerCtx *c, bool pad, GpucDType dt, int rank, const int6
   }
   sb_printf(b, "    y[i] = ok ? x[src] : (%s)0;\n  }\n}\n", t);
   uint32_t args[2] = {src, dst};
-  return cg_launch(c, name, (uint64_t)total, 256, 0, 2, args);
+  return cg_launch_items(c, name, (uint64_t)total, 2, args);
 }
 
 /* ConvGradInput(X, W, dY) -> dX: cuDNN backward data (mode 1); with

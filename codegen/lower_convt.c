@@ -99,7 +99,7 @@ int lower_ConvTranspose(LowerCtx *c) {
   args[na++] = c->tin[1];
   if (bias) args[na++] = c->tin[2];
   args[na++] = c->tout[0];
-  return cg_launch(c, name, (uint64_t)total, 256, 0, na, args);
+  return cg_launch_items(c, name, (uint64_t)total, na, args);
 }
 
 /* ---- MatMulInteger ------------------------------------------------------------ */
@@ -180,7 +180,7 @@ int lower_MatMulInteger(LowerCtx *c) {
   if (za) args[na++] = c->tin[2];
   if (zb) args[na++] = c->tin[3];
   args[na++] = c->tout[0];
-  return cg_launch(c, name, (uint64_t)total, 256, 0, na, args);
+  return cg_launch_items(c, name, (uint64_t)total, na, args);
 }
 
 /* ---- Einsum ---------------------------------------------------------------------- */
@@ -259,5 +259,5 @@ int lower_Einsum(LowerCtx *c) {
   uint32_t args[17];
   for (int k = 0; k < c->nin; k++) args[k] = c->tin[k];
   args[c->nin] = c->tout[0];
-  return cg_launch(c, name, (uint64_t)total, 256, 0, c->nin + 1, args);
+  return cg_launch_items(c, name, (uint64_t)total, c->nin + 1, args);
 }

@@ -70,7 +70,7 @@ int lower_Gather(LowerCtx *c) {
   emit_index(b, "    ", "v", "ind", "n", D, "ok");
   sb_printf(b, "    y[i] = ok ? x[(o * %lldLL + v) * %lldLL + j] : (%s)0;\n  }\n}\n", (ll)D, (ll)inner, t);
   uint32_t args[3] = {c->tin[0], c->tin[1], c->tout[0]};
-  return cg_launch(c, name, (uint64_t)total, 256, 0, 3, args);
+  return cg_launch_items(c, name, (uint64_t)total, 3, args);
 }
 
 /* y[i] = x[i with i[axis] replaced by indices[i]] (y has the indices' shape). */
@@ -96,7 +96,7 @@ int lower_GatherElements(LowerCtx *c) {
   emit_element_offset(b, r, axis, ind->dims, xs);
   sb_printf(b, "    y[i] = ok ? x[s] : (%s)0;\n  }\n}\n", t);
   uint32_t args[3] = {c->tin[0], c->tin[1], c->tout[0]};
-  return cg_launch(c, name, (uint64_t)N, 256, 0, 3, args);
+  return cg_launch_items(c, name, (uint64_t)N, 3, args);
 }
 
 /* GatherND: per batch (the first b dims), each m-tuple of indices picks the
@@ -133,7 +133,7 @@ int lower_GatherND(LowerCtx *c) {
   }
   sb_printf(b, "    (void)v;\n    y[i] = ok ? x[off + s] : (%s)0;\n  }\n}\n", t);
   uint32_t args[3] = {c->tin[0], c->tin[1], c->tout[0]};
-  return cg_launch(c, name, (uint64_t)total, 256, 0, 3, args);
+  return cg_launch_items(c, name, (uint64_t)total, 3, args);
 }
 
 /* ---- scatter ------------------------------------------------------------- */

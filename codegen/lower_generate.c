@@ -30,7 +30,7 @@ static int emit_fill(LowerCtx *c, unsigned long long bits) {
                "  GRID_STRIDE(i, %lldLL) y[i] = (%s)0x%llxULL;\n}\n",
             name, t, (ll)n, t, bits);
   uint32_t args[1] = {c->tout[0]};
-  return cg_launch(c, name, (uint64_t)n, 256, 0, 1, args);
+  return cg_launch_items(c, name, (uint64_t)n, 1, args);
 }
 
 /* ---- Constant, ConstantOfShape ----------------------------------------------- */
@@ -74,7 +74,7 @@ int lower_Constant(LowerCtx *c) {
   sb_printf(b, "};\nextern \"C\" __global__ void %s(%s* __restrict__ y) {\n"
                "  GRID_STRIDE(i, %lldLL) y[i] = %s_vals[i];\n}\n", name, t, (ll)cnt, name);
   uint32_t args[1] = {c->tout[0]};
-  return cg_launch(c, name, (uint64_t)cnt, 256, 0, 1, args);
+  return cg_launch_items(c, name, (uint64_t)cnt, 1, args);
 }
 
 /* Every element = the 'value' attribute's single element (f32 0 without). */
@@ -103,7 +103,7 @@ int lower_EyeLike(LowerCtx *c) {
                "    y[i] = col - row == %lldLL ? (%s)0x%llxULL : (%s)0; }\n}\n",
             name, t, (ll)n, (ll)cols, (ll)cols, (ll)k, t, value_bits(y->dt, 1.0), t);
   uint32_t args[1] = {c->tout[0]};
-  return cg_launch(c, name, (uint64_t)n, 256, 0, 1, args);
+  return cg_launch_items(c, name, (uint64_t)n, 1, args);
 }
 
 /* Output [outer, depth, inner] around the axis is values[0] (off) except
@@ -145,7 +145,7 @@ int lower_OneHot(LowerCtx *c) {
                "    y[i] = ok && v == d ? on : off;\n  }\n}\n",
             (ll)depth, (ll)depth, (ll)depth);
   uint32_t args[3] = {c->tin[0], c->tin[2], c->tout[0]};
-  return cg_launch(c, name, (uint64_t)n, 256, 0, 3, args);
+  return cg_launch_items(c, name, (uint64_t)n, 3, args);
 }
 
 /* y[i] = start + i * delta; the count is the output's length. Floats in
@@ -164,14 +164,14 @@ int lower_Range(LowerCtx *c) {
             name, cg_ctype(s->dt), cg_ctype(d->dt), T);
   if (gpuc_dtype_is_float(dt)) {
     bool h = dt == GPUC_DT_F16 || dt == GPUC_DT_BF16;
-    sb_printf(b, "  double sv = (double)%s(s[0]), dv = (double)%s(d[0]);\n", h ? "ldf" : "", h ? "ldf" : "");
+    sb_printf(b, "  const double sv = (double)%s(s[0]), dv = (double)%s(d[0]);\n", h ? "ldf" : "", h ? "ldf" : "");
     if (h) sb_printf(b, "  GRID_STRIDE(i, %lldLL) y[i] = stf<%s>((float)(sv + (double)i * dv));\n}\n", (ll)n, T);
     else sb_printf(b, "  GRID_STRIDE(i, %lldLL) y[i] = (%s)(sv + (double)i * dv);\n}\n", (ll)n, T);
   } else {
-    sb_printf(b, "  i64 sv = (i64)s[0], dv = (i64)d[0];\n"
+    sb_printf(b, "  const i64 sv = (i64)s[0], dv = (i64)d[0];\n"
                  "  GRID_STRIDE(i, %lldLL) y[i] = (%s)(i64)((unsigned long long)sv + (unsigned long long)i * (unsigned long long)dv);\n}\n",
               (ll)n, T);
   }
   uint32_t args[3] = {c->tin[0], c->tin[2], c->tout[0]};
-  return cg_launch(c, name, (uint64_t)n, 256, 0, 3, args);
+  return cg_launch_items(c, name, (uint64_t)n, 3, args);
 }

@@ -127,7 +127,7 @@ int lower_BatchNormalization(LowerCtx *c) {
   cg_load(b, "double", c->in[3]->dt, "mean", "p");
   sb_printf(b, " * a);\n  }\n}\n");
   uint32_t pargs[5] = {c->tin[1], c->tin[2], c->tin[3], c->tin[4], ab};
-  if (cg_launch(c, name, (uint64_t)P, 256, 0, 5, pargs)) return -1;
+  if (cg_launch_items(c, name, (uint64_t)P, 5, pargs)) return -1;
   snprintf(name, sizeof name, "%s", cg_kernel_name(c));
   sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const %s* __restrict__ ab, %s* __restrict__ y) {\n"
                "  GRID_STRIDE(i, %lldLL) {\n",
@@ -141,7 +141,7 @@ int lower_BatchNormalization(LowerCtx *c) {
   cg_store(b, y->dt, "y", "i", ct, e);
   sb_printf(b, "  }\n}\n");
   uint32_t args[3] = {c->tin[0], ab, c->tout[0]};
-  return cg_launch(c, name, (uint64_t)total, 256, 0, 3, args);
+  return cg_launch_items(c, name, (uint64_t)total, 3, args);
 }
 
 /* ---- InstanceNormalization --------------------------------------------------- */
@@ -405,7 +405,7 @@ int lower_LRN(LowerCtx *c) {
   cg_store(b, y->dt, "y", "i", ct, e);
   sb_printf(b, "  }\n}\n");
   uint32_t args[2] = {c->tin[0], c->tout[0]};
-  return cg_launch(c, name, (uint64_t)total, 256, 0, 2, args);
+  return cg_launch_items(c, name, (uint64_t)total, 2, args);
 }
 
 /* ---- MeanVarianceNormalization ---------------------------------------------- */

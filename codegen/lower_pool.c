@@ -131,7 +131,7 @@ static int pool_lower(LowerCtx *c, bool is_max) {
   }
   sb_printf(b, "  }\n}\n");
   uint32_t args[3] = {c->tin[0], c->tout[0], want_idx ? c->tout[1] : 0};
-  return cg_launch(c, name, (uint64_t)total, 256, 0, want_idx ? 3 : 2, args);
+  return cg_launch_items(c, name, (uint64_t)total, want_idx ? 3 : 2, args);
 }
 
 int lower_MaxPool(LowerCtx *c) { return pool_lower(c, true); }
@@ -197,7 +197,7 @@ static int global_pool(LowerCtx *c, bool is_max) {
     sb_printf(b, "  }\n}\n");
   }
   uint32_t args[2] = {c->tin[0], c->tout[0]};
-  if (!block) return cg_launch(c, name, (uint64_t)planes, 256, 0, 2, args);
+  if (!block) return cg_launch_items(c, name, (uint64_t)planes, 2, args);
   uint64_t g = (uint64_t)planes > MAX_GRID ? MAX_GRID : (uint64_t)planes;
   unsigned grid[3] = {(unsigned)g, 1, 1}, blk[3] = {threads, 1, 1};
   return cg_launch_grid(c, name, grid, blk, 0, 2, args);

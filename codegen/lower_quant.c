@@ -106,7 +106,7 @@ int lower_QuantizeLinear(LowerCtx *c) {
                "    y[i] = (%s)(i64)v;\n  }\n}\n",
             lo, lo, hi, hi, cg_ctype(y->dt));
   uint32_t args[4] = {c->tin[0], c->tin[1], z ? c->tin[2] : c->tout[0], c->tout[0]};
-  return cg_launch(c, name, (uint64_t)n, 256, 0, z ? 4 : 3, args);
+  return cg_launch_items(c, name, (uint64_t)n, z ? 4 : 3, args);
 }
 
 int lower_DequantizeLinear(LowerCtx *c) {
@@ -137,7 +137,7 @@ int lower_DequantizeLinear(LowerCtx *c) {
   st_double(b, y->dt, "y", "i", "v");
   sb_printf(b, "\n  }\n}\n");
   uint32_t args[4] = {c->tin[0], c->tin[1], z ? c->tin[2] : c->tout[0], c->tout[0]};
-  return cg_launch(c, name, (uint64_t)n, 256, 0, z ? 4 : 3, args);
+  return cg_launch_items(c, name, (uint64_t)n, z ? 4 : 3, args);
 }
 
 /* x (f32) -> y (u8), y_scale (f32 scalar), y_zero_point (u8 scalar). */
@@ -180,7 +180,7 @@ int lower_DynamicQuantizeLinear(LowerCtx *c) {
   /* 2: y = saturate(round(x / scale) + zero point) */
   name = cg_kernel_name(c);
   sb_printf(b, "extern \"C\" __global__ void %s(const float* __restrict__ x, const float* __restrict__ qp, unsigned char* __restrict__ y) {\n"
-               "  float scale = qp[0];\n  double z = (double)qp[1];\n"
+               "  const float scale = qp[0];\n  const double z = (double)qp[1];\n"
                "  GRID_STRIDE(i, %lldLL) {\n"
                "    float q = x[i] / scale;\n"
                "    double v = q != q ? z : rint((double)q) + z;\n"
@@ -188,7 +188,7 @@ int lower_DynamicQuantizeLinear(LowerCtx *c) {
                "    y[i] = (unsigned char)(int)v;\n  }\n}\n",
             name, (ll)n);
   uint32_t args2[3] = {c->tin[0], qp, c->tout[0]};
-  return cg_launch(c, name, (uint64_t)n, 256, 0, 3, args2);
+  return cg_launch_items(c, name, (uint64_t)n, 3, args2);
 }
 
 /* ---- losses ------------------------------------------------------------------ */

@@ -559,7 +559,7 @@ int lower_CumSum(LowerCtx *c) {
   cg_store(b, dt, "y", "at", at, "s");
   if (excl) sb_printf(b, "      s = s + v;\n");
   sb_printf(b, "    }\n  }\n}\n");
-  return cg_launch(c, name, (uint64_t)rows, 256, 0, 2, args);
+  return cg_launch_items(c, name, (uint64_t)rows, 2, args);
 }
 
 /* ---- TopK ----------------------------------------------------------------------- */

@@ -163,7 +163,7 @@ static int resize_lower(LowerCtx *c) {
   }
   {
     uint32_t args[2] = {c->tin[0], c->tout[0]};
-    rc = cg_launch(c, name, (uint64_t)total, 256, 0, 2, args);
+    rc = cg_launch_items(c, name, (uint64_t)total, 2, args);
   }
 done:
   for (int d = 0; d < r; d++) nn_free_taps(&taps[d]);
@@ -213,7 +213,7 @@ static int block_move(LowerCtx *c, bool to_space, bool crd) {
   }
   sb_printf(b, "  }\n}\n");
   uint32_t args[2] = {c->tin[0], c->tout[0]};
-  return cg_launch(c, name, (uint64_t)total, 256, 0, 2, args);
+  return cg_launch_items(c, name, (uint64_t)total, 2, args);
 }
 
 int lower_DepthToSpace(LowerCtx *c) {

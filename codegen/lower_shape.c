@@ -60,7 +60,7 @@ static int emit_const_values(LowerCtx *c, uint32_t dst, GpucDType dt, int64_t n,
   sb_printf(b, "};\nextern \"C\" __global__ void %s(%s* __restrict__ y) {\n"
                "  GRID_STRIDE(i, %lldLL) y[i] = %s_vals[i];\n}\n", name, t, (ll)n, name);
   uint32_t args[1] = {dst};
-  return cg_launch(c, name, (uint64_t)n, 256, 0, 1, args);
+  return cg_launch_items(c, name, (uint64_t)n, 1, args);
 }
 
 /* ---- strided views -------------------------------------------------------- */
@@ -223,7 +223,7 @@ static int emit_view(LowerCtx *c, int o, uint32_t src, int64_t src_numel, GpucDT
   emit_decompose(b, "i", "s", v.rank, v.dims, v.st, v.off, "    ");
   sb_printf(b, "    y[i] = x[s];\n  }\n}\n");
   uint32_t args[2] = {src, dst};
-  return cg_launch(c, name, (uint64_t)n, 256, 0, 2, args);
+  return cg_launch_items(c, name, (uint64_t)n, 2, args);
 }
 
 /* ---- Shape, Size ------------------------------------------------------------ */
@@ -298,7 +298,7 @@ int lower_Concat(LowerCtx *c) {
                  "  GRID_STRIDE(i, %lldLL) { i64 o = i / %lldLL, j = i - o * %lldLL; y[o * %lldLL + %lldLL + j] = x[i]; }\n}\n",
               name, t, t, (ll)(outer * Xc), (ll)Xc, (ll)Xc, (ll)Yc, (ll)off);
     uint32_t args[2] = {c->tin[k], c->tout[0]};
-    if (cg_launch(c, name, (uint64_t)(outer * Xc), 256, 0, 2, args)) return -1;
+    if (cg_launch_items(c, name, (uint64_t)(outer * Xc), 2, args)) return -1;
     off += Xc;
   }
   return 0;
@@ -344,7 +344,7 @@ int lower_Split(LowerCtx *c) {
                      "  GRID_STRIDE(i, %lldLL) { i64 o = i / %lldLL, j = i - o * %lldLL; y[i] = x[o * %lldLL + %lldLL + j]; }\n}\n",
                   name, t, t, (ll)(outer * Yc), (ll)Yc, (ll)Yc, (ll)Xc, (ll)off);
         uint32_t args[2] = {c->tin[0], c->tout[k]};
-        if (cg_launch(c, name, (uint64_t)(outer * Yc), 256, 0, 2, args)) { free(sizes); return -1; }
+        if (cg_launch_items(c, name, (uint64_t)(outer * Yc), 2, args)) { free(sizes); return -1; }
       }
     }
     off += Yc;
@@ -481,7 +481,7 @@ int lower_Pad(LowerCtx *c) {
   }
   sb_printf(b, "    y[i] = ok ? x[s] : v;\n  }\n}\n");
   uint32_t args[3] = {c->tin[0], value_ptr ? c->tin[2] : c->tout[0], c->tout[0]};
-  return cg_launch(c, name, (uint64_t)n_out, 256, 0, value_ptr ? 3 : 2, args);
+  return cg_launch_items(c, name, (uint64_t)n_out, value_ptr ? 3 : 2, args);
 }
 
 /* ---- Trilu ---------------------------------------------------------------- */

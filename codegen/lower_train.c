@@ -122,7 +122,7 @@ int lower_SoftmaxCrossEntropyLossGrad(LowerCtx *c) {
   if (w) args[na++] = c->tin[3];
   if (divide) args[na++] = wsum;
   args[na++] = c->tout[0];
-  return cg_launch(c, name, (uint64_t)total, 256, 0, na, args);
+  return cg_launch_items(c, name, (uint64_t)total, na, args);
 }
 
 /* GatherGrad(dy [outer, N, inner], indices [N..], shape) -> out = zeros of
@@ -154,7 +154,7 @@ int lower_GatherGrad(LowerCtx *c) {
   snprintf(name, sizeof name, "%s", cg_kernel_name(c));
   sb_printf(b, "extern \"C\" __global__ void %s(%s* __restrict__ acc) {\n"
                "  GRID_STRIDE(i, %lldLL) acc[i] = 0;\n}\n", name, act, LL(total));
-  if (cg_launch(c, name, (uint64_t)total, 256, 0, 1, &acc)) return -1;
+  if (cg_launch_items(c, name, (uint64_t)total, 1, &acc)) return -1;
   if (ndy > 0) {
     snprintf(name, sizeof name, "%s", cg_kernel_name(c));
     sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ dy, const %s* __restrict__ ind, %s* acc) {\n"
@@ -178,5 +178,5 @@ int lower_GatherGrad(LowerCtx *c) {
   cg_store(b, out->dt, "y", "i", "float", "acc[i]");
   sb_printf(b, "}\n");
   uint32_t args[2] = {acc, c->tout[0]};
-  return cg_launch(c, name, (uint64_t)total, 256, 0, 2, args);
+  return cg_launch_items(c, name, (uint64_t)total, 2, args);
 }

@@ -106,7 +106,7 @@ static int pool_grad(LowerCtx *c, bool is_max) {
     close_windows(b, nsp);
     sb_printf(b, "    am[i] = best;\n  }\n}\n");
     uint32_t args[2] = {c->tin[0], am};
-    if (cg_launch(c, name, (uint64_t)(planes * HWout), BLOCK, 0, 2, args)) return -1;
+    if (cg_launch_items(c, name, (uint64_t)(planes * HWout), 2, args)) return -1;
   }
   /* kernel 2 (or the only one): gather over the windows holding the element */
   snprintf(name, sizeof name, "%s", cg_kernel_name(c));
@@ -139,7 +139,7 @@ static int pool_grad(LowerCtx *c, bool is_max) {
   cg_store(b, dx->dt, "dx", "i", ct, "acc");
   sb_printf(b, "  }\n}\n");
   uint32_t args[3] = {c->tin[1], c->tout[0], am};
-  return cg_launch(c, name, (uint64_t)total, BLOCK, 0, am != UINT32_MAX ? 3 : 2, args);
+  return cg_launch_items(c, name, (uint64_t)total, am != UINT32_MAX ? 3 : 2, args);
 }
 
 int lower_MaxPoolGrad(LowerCtx *c) { return pool_grad(c, true); }
@@ -285,7 +285,7 @@ int lower_BatchNormGrad(LowerCtx *c) {
   }
   sb_printf(b, "  }\n}\n");
   uint32_t eargs[5] = {c->tin[0], c->tin[1], c->tin[2], stt, c->tout[0]};
-  return cg_launch(c, name, (uint64_t)total, BLOCK, 0, 5, eargs);
+  return cg_launch_items(c, name, (uint64_t)total, 5, eargs);
 }
 
 /* ---- BatchNormalization, training mode ----------------------------------- */
@@ -377,5 +377,5 @@ int lower_bn_training(LowerCtx *c) {
   cg_store(b, y->dt, "y", "i", pt, e);
   sb_printf(b, "  }\n}\n");
   uint32_t eargs[3] = {c->tin[0], ab, c->tout[0]};
-  return cg_launch(c, name, (uint64_t)total, BLOCK, 0, 3, eargs);
+  return cg_launch_items(c, name, (uint64_t)total, 3, eargs);
 }

@@ -85,12 +85,12 @@ int cg_copy(LowerCtx *c, uint32_t src, uint32_t dst, uint64_t bytes) {
     sb_printf(b, "extern \"C\" __global__ void %s(const uint4* __restrict__ src, uint4* __restrict__ dst) {\n"
                  "  GRID_STRIDE(i, %lluLL) dst[i] = src[i];\n}\n", name, (unsigned long long)(bytes / 16));
     uint32_t args[2] = {src, dst};
-    return cg_launch(c, name, bytes / 16, 256, 0, 2, args);
+    return cg_launch_items(c, name, bytes / 16, 2, args);
   }
   sb_printf(b, "extern \"C\" __global__ void %s(const unsigned char* __restrict__ src, unsigned char* __restrict__ dst) {\n"
                "  GRID_STRIDE(i, %lluLL) dst[i] = src[i];\n}\n", name, (unsigned long long)bytes);
   uint32_t args[2] = {src, dst};
-  return cg_launch(c, name, bytes, 256, 0, 2, args);
+  return cg_launch_items(c, name, bytes, 2, args);
 }
 
 const char *cg_bits_type(GpucDType dt) {

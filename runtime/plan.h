@@ -18,8 +18,11 @@
 #include "ir.h"
 
 #define GPUC_PLAN_MAGIC "GPUCPLAN"
-/* 2: the COSTS section (bytes and FLOPs per step) */
-#define GPUC_PLAN_FORMAT_VERSION 2u
+/* 2: the COSTS section (bytes and FLOPs per step)
+ * 3: the TUNE section (what -O3 may change per step); a format-2 plan is
+ *    still read, every step fixed as compiled */
+#define GPUC_PLAN_FORMAT_VERSION 3u
+#define GPUC_PLAN_FORMAT_OLDEST 2u
 #define GPUC_PLAN_ALIGN 256u
 
 typedef struct PlanHeader {
@@ -50,6 +53,7 @@ typedef enum PlanSectionId {
   PLAN_SEC_PTX,          /* NUL-terminated PTX of the module (JIT fallback) */
   PLAN_SEC_CUBIN,        /* CUBIN of the module for header.sm */
   PLAN_SEC_COSTS,        /* PlanCost[nsteps]: what each step moves and computes */
+  PLAN_SEC_TUNE,         /* PlanTune[nsteps]: what -O3 may change per step (format 3) */
   PLAN_SEC_COUNT_
 } PlanSectionId;
 
@@ -164,6 +168,32 @@ typedef struct PlanCost {
   uint64_t flops;
 } PlanCost;
 
+/* What -O3 (runtime/gpu/autotune.c) may change in a step without a
+ * recompile, as codegen proved it safe (codegen/builder.c,
+ * cg_launch_items). One record per step; library calls' records are zero.
+ *   PLAN_TUNE_F_BLOCK_FREE: the kernel is one grid-stride loop over
+ *     `items` independent items, so any block size computes the same bytes;
+ *     the step is 1-D, without shared memory, and its grid is always
+ *     gpuc_plan_items_grid(items, block[0]) (the reader checks it).
+ *   PLAN_TUNE_F_BLOCK_TUNED: -O3 timed the block sizes on a GPU and chose
+ *     block[0] (only with BLOCK_FREE).
+ * src_hash (FNV-1a 64 of the kernel's source, its name left out) names the
+ * kernel across models for the tune cache. Later choices that need a
+ * recompile (tile sizes) get a flag bit and use `choice`, 0 until then. */
+enum { PLAN_TUNE_F_BLOCK_FREE = 1u << 0, PLAN_TUNE_F_BLOCK_TUNED = 1u << 1 };
+#define PLAN_TUNE_F_KNOWN (PLAN_TUNE_F_BLOCK_FREE | PLAN_TUNE_F_BLOCK_TUNED)
+#define GPUC_ITEMS_BLOCK 256u              /* the block codegen launches items kernels with */
+#define GPUC_ITEMS_MAX_BLOCKS (65535u * 32u) /* grid cap: the kernels loop grid-stride past it */
+typedef struct PlanTune {
+  uint64_t items;                /* BLOCK_FREE: the loop's item count (>= 1); else 0 */
+  uint64_t src_hash;             /* kernel steps; 0 for library calls */
+  uint32_t flags;                /* PLAN_TUNE_F_* */
+  uint32_t choice;               /* reserved for recompiled variants: 0 */
+} PlanTune;
+
+/* The grid of an items kernel: ceil(items / block), capped. */
+uint32_t gpuc_plan_items_grid(uint64_t items, uint32_t block);
+
 /* In-memory plan: what the compiler builds and the loader validates. */
 typedef struct Plan {
   PlanHeader hdr;
@@ -176,6 +206,7 @@ typedef struct Plan {
   PlanGemm *gemms; uint32_t ngemms;
   PlanConv *convs; uint32_t nconvs;
   PlanCost *costs; uint32_t ncosts;    /* ncosts == nsteps in a valid plan */
+  PlanTune *tune; uint32_t ntune;      /* ntune == nsteps in a valid plan */
   uint8_t *weights; uint64_t weights_size;
   char *ptx; uint64_t ptx_size;        /* including the NUL */
   uint8_t *cubin; uint64_t cubin_size;

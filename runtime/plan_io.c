@@ -13,7 +13,14 @@ _Static_assert(sizeof(PlanSection) == 24, "plan section layout");
 _Static_assert(sizeof(PlanTensor) == 8 + 8 * GPUC_MAX_RANK + 16, "plan tensor layout");
 _Static_assert(sizeof(PlanStep) == 4 * 12, "plan step layout");
 _Static_assert(sizeof(PlanCost) == 16, "plan cost layout");
+_Static_assert(sizeof(PlanTune) == 24, "plan tune layout");
 _Static_assert(sizeof(PlanConv) == 88 && offsetof(PlanConv, mode) == 76, "plan conv layout");
+
+uint32_t gpuc_plan_items_grid(uint64_t items, uint32_t block) {
+  uint64_t blocks = block ? (items + block - 1) / block : 0;
+  if (blocks == 0) blocks = 1;
+  return blocks > GPUC_ITEMS_MAX_BLOCKS ? GPUC_ITEMS_MAX_BLOCKS : (uint32_t)blocks;
+}
 
 uint64_t gpuc_fnv1a64(const void *data, size_t n, uint64_t h) {
   const uint8_t *p = data;
@@ -39,10 +46,13 @@ int gpuc_plan_write(const Plan *p, const char *path, GpucErr *e) {
     {PLAN_SEC_PTX, p->ptx, p->ptx_size},
     {PLAN_SEC_CUBIN, p->cubin, p->cubin_size},
     {PLAN_SEC_COSTS, p->costs, (uint64_t)p->ncosts * sizeof(PlanCost)},
+    {PLAN_SEC_TUNE, p->tune, (uint64_t)p->ntune * sizeof(PlanTune)},
   };
   uint32_t ns = sizeof secs / sizeof *secs;
   if (p->ncosts != p->nsteps)
     return gpuc_err_set(e, "%s: internal: %u step costs for %u steps", path, p->ncosts, p->nsteps);
+  if (p->ntune != p->nsteps)
+    return gpuc_err_set(e, "%s: internal: %u step tune records for %u steps", path, p->ntune, p->nsteps);
   PlanHeader h = p->hdr;
   memcpy(h.magic, GPUC_PLAN_MAGIC, 8);
   h.format_version = GPUC_PLAN_FORMAT_VERSION;
@@ -84,7 +94,7 @@ void gpuc_plan_free(Plan *p) {
   if (!p) return;
   free(p->strings); free(p->tensors); free(p->kernels); free(p->steps); free(p->args);
   free(p->gemms); free(p->convs); free(p->weights); free(p->ptx); free(p->cubin);
-  free(p->costs);
+  free(p->costs); free(p->tune);
   free(p);
 }
 
@@ -135,6 +145,29 @@ static int check_tensor(const Plan *p, uint32_t i, const char *path, GpucErr *e)
   return 0;
 }
 
+/* Step i's tune record against the step (the step itself checked). */
+static int check_tune(const Plan *p, uint32_t i, const char *path, GpucErr *e) {
+  const PlanStep *s = &p->steps[i];
+  const PlanTune *t = &p->tune[i];
+  if ((t->flags & ~PLAN_TUNE_F_KNOWN) || t->choice != 0)
+    return gpuc_err_set(e, "%s: corrupt plan: step %u tune flags %#x choice %u", path, i, t->flags, t->choice);
+  if (s->kind != PLAN_STEP_KERNEL && (t->flags || t->items || t->src_hash))
+    return gpuc_err_set(e, "%s: corrupt plan: step %u is a library call with a tune record", path, i);
+  if (!(t->flags & PLAN_TUNE_F_BLOCK_FREE)) {
+    if (t->flags || t->items) return gpuc_err_set(e, "%s: corrupt plan: step %u tune flags %#x items %llu",
+                                                  path, i, t->flags, (unsigned long long)t->items);
+    return 0;
+  }
+  /* a free block size: a 1-D launch of 32..1024 threads a block (whole
+   * warps), no shared memory, the grid the one the items need */
+  if (t->items == 0 || t->items > ((uint64_t)1 << 48) || s->block[0] < 32 || s->block[0] % 32 ||
+      s->block[1] != 1 || s->block[2] != 1 || s->grid[1] != 1 || s->grid[2] != 1 || s->shmem != 0 ||
+      s->grid[0] != gpuc_plan_items_grid(t->items, s->block[0]))
+    return gpuc_err_set(e, "%s: corrupt plan: step %u block-free launch of %llu items as grid %u block %u", path,
+                        i, (unsigned long long)t->items, s->grid[0], s->block[0]);
+  return 0;
+}
+
 static bool tensor_ok(const Plan *p, uint32_t t, bool optional) {
   return t < p->ntensors || (optional && t == UINT32_MAX);
 }
@@ -155,9 +188,10 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
   PlanHeader h;
   memcpy(&h, buf, sizeof h);
   if (memcmp(h.magic, GPUC_PLAN_MAGIC, 8)) BAD("%s: not a gpuc plan (bad magic)", path);
-  if (h.format_version != GPUC_PLAN_FORMAT_VERSION || h.header_size != sizeof h)
-    BAD("%s: plan format version %u, this gpuc reads version %u; " REBUILD, path,
-        h.format_version, GPUC_PLAN_FORMAT_VERSION);
+  if (h.format_version < GPUC_PLAN_FORMAT_OLDEST || h.format_version > GPUC_PLAN_FORMAT_VERSION ||
+      h.header_size != sizeof h)
+    BAD("%s: plan format version %u, this gpuc reads versions %u to %u; " REBUILD, path,
+        h.format_version, GPUC_PLAN_FORMAT_OLDEST, GPUC_PLAN_FORMAT_VERSION);
   if (h.file_size != (uint64_t)st.st_size)
     BAD("%s: corrupt plan: file is %lld bytes, header says %llu (truncated?)", path,
         (long long)st.st_size, (unsigned long long)h.file_size);
@@ -193,6 +227,7 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
   TAKE(PLAN_SEC_GEMMS, gemms, ngemms, PlanGemm);
   TAKE(PLAN_SEC_CONVS, convs, nconvs, PlanConv);
   TAKE(PLAN_SEC_COSTS, costs, ncosts, PlanCost);
+  if (h.format_version >= 3) TAKE(PLAN_SEC_TUNE, tune, ntune, PlanTune);
 #undef TAKE
   if (take(buf, tab, h.nsections, PLAN_SEC_STRINGS, 1, (void **)&p->strings, &p->strings_size, path, e) ||
       take(buf, tab, h.nsections, PLAN_SEC_WEIGHTS, 1, (void **)&p->weights, &p->weights_size, path, e) ||
@@ -206,6 +241,15 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
   if (p->meta.weight_bytes != p->weights_size) BAD("%s: corrupt plan: weights size", path);
   if (p->ncosts != p->nsteps)
     BAD("%s: corrupt plan: cost section has %u entries for %u steps", path, p->ncosts, p->nsteps);
+  if (h.format_version < 3) { /* before the TUNE section: every step as compiled */
+    for (uint32_t i = 0; i < h.nsections; i++)
+      if (tab[i].id == PLAN_SEC_TUNE) BAD("%s: corrupt plan: a format %u plan with a tune section", path, h.format_version);
+    p->tune = calloc(p->nsteps + 1, sizeof *p->tune);
+    if (!p->tune) BAD("%s: out of memory", path);
+    p->ntune = p->nsteps;
+  }
+  if (p->ntune != p->nsteps)
+    BAD("%s: corrupt plan: tune section has %u entries for %u steps", path, p->ntune, p->nsteps);
   for (uint32_t i = 0; i < p->ntensors; i++)
     if (check_tensor(p, i, path, e)) goto fail;
   for (uint32_t i = 0; i < p->nkernels; i++)
@@ -246,6 +290,7 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
          s->block[1] == 0 || s->block[2] == 0 ||
          (uint64_t)s->block[0] * s->block[1] * s->block[2] > 1024 || s->shmem > 228 * 1024))
       BAD("%s: corrupt plan: step %u launch shape", path, i);
+    if (check_tune(p, i, path, e)) goto fail;
   }
   free(buf);
   fclose(f);
@@ -312,9 +357,12 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
     const PlanStep *s = &p->steps[i];
     char what[160];
     if (s->kind == PLAN_STEP_KERNEL)
-      snprintf(what, sizeof what, "kernel %-28s grid %u block %u",
+      snprintf(what, sizeof what, "kernel %-28s grid %u block %u%s",
                gpuc_plan_str(p, p->kernels[s->index].name), s->grid[0] * s->grid[1] * s->grid[2],
-               s->block[0] * s->block[1] * s->block[2]);
+               s->block[0] * s->block[1] * s->block[2],
+               i >= p->ntune                                 ? ""
+               : (p->tune[i].flags & PLAN_TUNE_F_BLOCK_TUNED) ? " (tuned)"
+               : (p->tune[i].flags & PLAN_TUNE_F_BLOCK_FREE)  ? " (free)" : "");
     else if (s->kind == PLAN_STEP_GEMM) {
       const PlanGemm *g = &p->gemms[s->index];
       snprintf(what, sizeof what, "cublasLt gemm %lldx%lldx%lld batch %lld", (long long)g->m,
@@ -328,5 +376,12 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
             (unsigned long long)p->costs[i].bytes, (unsigned long long)p->costs[i].flops,
             gpuc_plan_str(p, s->nodes));
   }
+  uint32_t nk = 0, nfree = 0, ntuned = 0;
+  for (uint32_t i = 0; i < p->nsteps && i < p->ntune; i++) {
+    nk += p->steps[i].kind == PLAN_STEP_KERNEL;
+    nfree += (p->tune[i].flags & PLAN_TUNE_F_BLOCK_FREE) != 0;
+    ntuned += (p->tune[i].flags & PLAN_TUNE_F_BLOCK_TUNED) != 0;
+  }
+  fprintf(f, "block-size-free kernels: %u of %u, %u with a block -O3 chose\n", nfree, nk, ntuned);
   if (p->hdr.flags & GPUC_PLAN_F_FP16) print_fp32_steps(p, f);
 }

@@ -63,6 +63,9 @@ expect_grep "inspect: GEMM bytes and flops" "$WORK/out" \
   "cublasLt gemm 4x256x784 batch 1  bytes $((4 * (4*784 + 256*784 + 256 + 4*256))) flops $((2*4*256*784))  <- fc1"
 expect_grep "inspect: elementwise bytes and flops" "$WORK/out" "bytes $((2 * 4*256*4)) flops 1024  <- relu1"
 expect_grep "inspect: schedule totals" "$WORK/out" "bytes moved, .* flops, counted from the IR"
+# relu1 is one grid-stride loop over its items: -O3 may relaunch it with another block
+expect_grep "inspect: a block-size-free kernel" "$WORK/out" "block 256 (free)  bytes $((2 * 4*256*4)) flops 1024  <- relu1"
+expect_grep "inspect: block-size-free count" "$WORK/out" "block-size-free kernels: [1-9][0-9]* of [1-9][0-9]*, 0 with a block -O3 chose"
 # -O2 fusion and the fp16 policy as inspect shows them: the GELU chain is one
 # kernel covering its five nodes; the four f32 model outputs come back
 # through fp32 steps (the last cast joins its group)

@@ -84,8 +84,8 @@ void default_plan_path(const char *model, char *out, size_t n) {
 }
 
 /* -O3: load the plan just written on the present GPU, time its library
- * calls' candidates (runtime/gpu/autotune.c) and write it again with the
- * fastest recorded. No GPU: the plan keeps -O2's heuristics, and says so. */
+ * calls' candidates and its free kernels' block sizes
+ * (runtime/gpu/autotune.c) and write it again with the fastest recorded. No GPU: the plan keeps -O2's heuristics, and says so. */
 static int autotune_plan(const char *path, const char *cache) {
   GpucErr e = {0};
   if (gpuc_gpu_sm(&e) < 0) {
@@ -101,11 +101,19 @@ static int autotune_plan(const char *path, const char *cache) {
   if (rc) unlink(tmp);
   gpuc_session_free(s);
   if (rc) { gpuc_err_prefix(&e, "-O3 autotuning"); return report(&e); }
-  printf("  autotuned on this GPU in %.1f s: %d convolutions (%d from the cache)%s, %d GEMMs (%d from the cache)%s; "
+  char chosen[160] = ""; /* "; 3 at 128, 1 at 512": how many kernels chose each block */
+  static const int sizes[5] = {64, 128, 256, 512, 1024}; /* GpucTuneStats.blocks_chosen */
+  for (int k = 0, n = 0; k < 5; k++)
+    if (ts.blocks_chosen[k])
+      n += snprintf(chosen + n, sizeof chosen - (size_t)n, "%s%d at %d", n ? ", " : "; ", ts.blocks_chosen[k],
+                    sizes[k]);
+  printf("  autotuned on this GPU in %.1f s: %d convolutions (%d from the cache)%s, %d GEMMs (%d from the cache)%s, "
+         "%d kernel block sizes (%d from the cache, %d changed%s)%s; "
          "plan %.4f ms with the heuristics, %.4f ms tuned%s%s\n", ts.seconds, ts.convs, ts.convs_cached,
          ts.convs_reverted ? " not kept: the plan was not faster" : "", ts.gemms, ts.gemms_cached,
-         ts.gemms_reverted ? " not kept: the plan was not faster" : "", ts.ms_heuristic, ts.ms_tuned,
-         cache ? "; cache " : "", cache ? cache : "");
+         ts.gemms_reverted ? " not kept: the plan was not faster" : "", ts.blocks, ts.blocks_cached,
+         ts.blocks_changed, chosen, ts.blocks_reverted ? " not kept: the plan was not faster" : "", ts.ms_heuristic,
+         ts.ms_tuned, cache ? "; cache " : "", cache ? cache : "");
   return EXIT_OK;
 }
 

@@ -8,15 +8,22 @@
  *   - GEMMs: up to GPUC_GEMM_TUNE_MAX of cuBLASLt's heuristic results, each
  *     run 3 times then timed over 10 with CUDA events; the plan stores the
  *     index of the fastest (PlanGemm.algo_index).
+ *   - generated kernels that codegen marked block-size free (PlanTune,
+ *     cg_launch_items): blocks of 64..1024 threads (within the kernel's
+ *     limit), each timed as the median of 5 runs of 10 launches; the
+ *     compiled block stays unless another is 3% faster. The plan records
+ *     the block and its grid (PLAN_TUNE_F_BLOCK_TUNED).
  *   - then the whole plan: its CUDA-graph replay time with the heuristics'
  *     choices, with the timed GEMM choices, then with the timed convolution
- *     choices; each group is kept only if the plan got faster (a call timed
- *     alone, its weights hot in L2, can lose inside the plan).
+ *     choices, then with the timed blocks; each group is kept only if the
+ *     plan got faster (a call timed alone, its weights hot in L2, can lose
+ *     inside the plan).
  * Results are remembered in a text cache keyed by device name, cuDNN
  * version and the call's shape, so a recompile of the same model (or
  * another model with the same layers) skips the timing. The cache is
  * untrusted input: a line that does not parse, or a value out of range, is
- * ignored. Generated kernels' launch shapes are not tuned. */
+ * ignored. Kernels are keyed by the hash of their source (name left out)
+ * and item count, so the same kernel in another model shares the entry. */
 #include "session_internal.h"
 #include <errno.h>
 #include <stdio.h>
@@ -187,6 +194,86 @@ static int tune_gemm(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], Gp
   return 0;
 }
 
+/* ---- generated kernels' block sizes ---- */
+static const uint32_t block_candidates[] = {64, 128, 256, 512, 1024}; /* GpucTuneStats.blocks_chosen */
+#define BLOCK_SAMPLES 5
+#define BLOCK_LAUNCHES 10
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median over BLOCK_SAMPLES of the mean time of BLOCK_LAUNCHES launches
+ * of kernel step i with `block` threads a block (and the grid its items
+ * need), after two warm-up launches. */
+static int time_block(GpucSession *s, uint32_t i, uint32_t block, CUevent ev[2], float *ms, GpucErr *e) {
+  uint32_t grid[3] = {gpuc_plan_items_grid(s->plan->tune[i].items, block), 1, 1}, blk[3] = {block, 1, 1};
+  float t[BLOCK_SAMPLES];
+  for (int r = 0; r < 2; r++)
+    if (gpuc_kernel_run(s, i, grid, blk, e)) return -1;
+  for (int k = 0; k < BLOCK_SAMPLES; k++) {
+    CU_TRY(e, cu.cuEventRecord(ev[0], s->stream));
+    for (int r = 0; r < BLOCK_LAUNCHES; r++)
+      if (gpuc_kernel_run(s, i, grid, blk, e)) return -1;
+    CU_TRY(e, cu.cuEventRecord(ev[1], s->stream));
+    CU_TRY(e, cu.cuEventSynchronize(ev[1]));
+    CU_TRY(e, cu.cuEventElapsedTime(&t[k], ev[0], ev[1]));
+  }
+  qsort(t, BLOCK_SAMPLES, sizeof *t, cmp_float);
+  *ms = t[BLOCK_SAMPLES / 2] / BLOCK_LAUNCHES;
+  return 0;
+}
+
+static bool block_ok(long b, int max_threads) {
+  for (size_t k = 0; k < sizeof block_candidates / sizeof *block_candidates; k++)
+    if (b == block_candidates[k]) return b <= max_threads;
+  return false;
+}
+
+static int tune_block(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], GpucTuneStats *ts, GpucErr *e) {
+  Plan *p = s->plan;
+  PlanStep *st = &p->steps[i];
+  PlanTune *tn = &p->tune[i];
+  if (st->kind != PLAN_STEP_KERNEL || !(tn->flags & PLAN_TUNE_F_BLOCK_FREE)) return 0;
+  int max_threads = 0;
+  CU_TRY(e, cu.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, s->funcs[st->index]));
+  char key[512];
+  int drv = 0;
+  cu.cuDriverGetVersion(&drv);
+  int k = snprintf(key, sizeof key, "%s|cuda %d|kernel %016llx items %llu", s->devname, drv,
+                   (unsigned long long)tn->src_hash, (unsigned long long)tn->items);
+  for (int q = 0; q < k && q < (int)sizeof key; q++) if (key[q] == '\t' || key[q] == '\n') key[q] = ' ';
+  long best = cache_get(cache, key, 1024);
+  if (best >= 0 && block_ok(best, max_threads)) ts->blocks_cached++;
+  else {
+    float cur_ms = -1, best_ms = 0;
+    best = -1;
+    for (size_t c = 0; c < sizeof block_candidates / sizeof *block_candidates; c++) {
+      uint32_t b = block_candidates[c];
+      float ms = 0;
+      if ((int)b > max_threads) continue;
+      GpucErr ignore = {0}; /* a block the kernel cannot run with is skipped, not fatal */
+      if (time_block(s, i, b, ev, &ms, &ignore)) continue;
+      if (b == st->block[0]) cur_ms = ms;
+      if (best < 0 || ms < best_ms) { best = b; best_ms = ms; }
+    }
+    if (best < 0) return 0;
+    /* the compiled block unless another is clearly faster: a few percent
+     * is noise on a kernel of microseconds */
+    if (cur_ms >= 0 && best_ms > cur_ms * 0.97f) best = st->block[0];
+    cache_put(cache, key, best);
+  }
+  ts->blocks++;
+  for (int c = 0; c < 5; c++) ts->blocks_chosen[c] += (uint32_t)best == block_candidates[c];
+  if ((uint32_t)best == st->block[0]) return 0;
+  st->block[0] = (uint32_t)best;
+  st->grid[0] = gpuc_plan_items_grid(tn->items, (uint32_t)best);
+  tn->flags |= PLAN_TUNE_F_BLOCK_TUNED;
+  ts->blocks_changed++;
+  return 0;
+}
+
 /* The whole plan's replay time (median of 30 CUDA-graph replays) with the
  * session's current choices. */
 static int plan_ms(GpucSession *s, double *ms, GpucErr *e) {
@@ -206,17 +293,34 @@ typedef struct Saved {
   cudnnConvolutionFwdAlgo_t *conv;
   PlanGemm *pg;
   PlanConv *pc;
+  PlanStep *steps;               /* launch shapes */
+  PlanTune *tune;
   uint64_t workspace_bytes;
 } Saved;
 
-static void restore(GpucSession *s, const Saved *v, bool gemms) {
+enum { GROUP_GEMMS, GROUP_CONVS, GROUP_BLOCKS };
+
+static void restore(GpucSession *s, const Saved *v, int group) {
   Plan *p = s->plan;
-  if (gemms)
+  if (group == GROUP_BLOCKS) {
+    memcpy(p->steps, v->steps, p->nsteps * sizeof *p->steps);
+    memcpy(p->tune, v->tune, p->nsteps * sizeof *p->tune);
+  } else if (group == GROUP_GEMMS)
     for (uint32_t i = 0; i < p->ngemms; i++) { s->gemms[i].algo = v->gemm[i]; p->gemms[i] = v->pg[i]; }
   else {
     for (uint32_t i = 0; i < p->nconvs; i++) { s->convs[i].algo = v->conv[i]; p->convs[i] = v->pc[i]; }
     p->meta.workspace_bytes = v->workspace_bytes;
   }
+}
+
+/* After a group's choices: time the whole plan; keep them if it got faster
+ * than *best, else go back to what was there before the group. */
+static int keep_if_faster(GpucSession *s, const Saved *v, int group, double *best, bool *reverted, GpucErr *e) {
+  double t;
+  if (plan_ms(s, &t, e)) return -1;
+  if (t < *best * 0.995) *best = t;
+  else { restore(s, v, group); *reverted = true; }
+  return 0;
 }
 
 int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats *ts, GpucErr *e) {
@@ -237,21 +341,20 @@ int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats 
   Plan *p = s->plan;
   Saved v = {.gemm = calloc(p->ngemms + 1, sizeof *v.gemm), .conv = calloc(p->nconvs + 1, sizeof *v.conv),
              .pg = calloc(p->ngemms + 1, sizeof *v.pg), .pc = calloc(p->nconvs + 1, sizeof *v.pc),
+             .steps = calloc(p->nsteps + 1, sizeof *v.steps), .tune = calloc(p->nsteps + 1, sizeof *v.tune),
              .workspace_bytes = p->meta.workspace_bytes};
-  if (!v.gemm || !v.conv || !v.pg || !v.pc) { gpuc_err_set(e, "out of memory"); goto done_saved; }
+  if (!v.gemm || !v.conv || !v.pg || !v.pc || !v.steps || !v.tune) { gpuc_err_set(e, "out of memory"); goto done_saved; }
+  memcpy(v.steps, p->steps, p->nsteps * sizeof *p->steps);
+  memcpy(v.tune, p->tune, p->nsteps * sizeof *p->tune);
   for (uint32_t i = 0; i < p->ngemms; i++) { v.gemm[i] = s->gemms[i].algo; v.pg[i] = p->gemms[i]; }
   for (uint32_t i = 0; i < p->nconvs; i++) { v.conv[i] = s->convs[i].algo; v.pc[i] = p->convs[i]; }
   if (plan_ms(s, &ts->ms_heuristic, e)) goto done_saved;
-  double best = ts->ms_heuristic, t;
+  double best = ts->ms_heuristic;
   /* GEMMs first: they run with the plan's workspace size, which a tuned
    * convolution may raise */
   for (uint32_t i = 0; i < p->ngemms; i++)
     if (tune_gemm(s, i, &cache, ev, ts, e)) goto done_saved;
-  if (ts->gemms) {
-    if (plan_ms(s, &t, e)) goto done_saved;
-    if (t < best * 0.995) best = t;
-    else { restore(s, &v, true); ts->gemms_reverted = true; }
-  }
+  if (ts->gemms && keep_if_faster(s, &v, GROUP_GEMMS, &best, &ts->gemms_reverted, e)) goto done_saved;
   for (uint32_t i = 0; i < p->nconvs; i++)
     if (tune_conv(s, i, &cache, ts, e)) goto done_saved;
   if (p->meta.workspace_bytes > s->workspace_bytes) { /* the tuned algorithms' scratch */
@@ -264,17 +367,18 @@ int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats 
       goto done_saved;
     }
   }
-  if (ts->convs) {
-    if (plan_ms(s, &t, e)) goto done_saved;
-    if (t < best * 0.995) best = t;
-    else { restore(s, &v, false); ts->convs_reverted = true; }
-  }
+  if (ts->convs && keep_if_faster(s, &v, GROUP_CONVS, &best, &ts->convs_reverted, e)) goto done_saved;
+  /* last: the blocks are timed beside the library calls' final choices */
+  for (uint32_t i = 0; i < p->nsteps; i++)
+    if (tune_block(s, i, &cache, ev, ts, e)) goto done_saved;
+  if (ts->blocks_changed && keep_if_faster(s, &v, GROUP_BLOCKS, &best, &ts->blocks_reverted, e))
+    goto done_saved;
   ts->ms_tuned = best;
   s->graph_ready = false; /* a replay must see the final choices */
   if (s->graph) { cu.cuGraphExecDestroy(s->graph); s->graph = NULL; }
   rc = 0;
 done_saved:
-  free(v.gemm); free(v.conv); free(v.pg); free(v.pc);
+  free(v.gemm); free(v.conv); free(v.pg); free(v.pc); free(v.steps); free(v.tune);
 done:
   for (int k = 0; k < 2; k++)
     if (ev[k]) cu.cuEventDestroy(ev[k]);

@@ -418,20 +418,26 @@ int gpuc_gemm_run(GpucSession *s, uint32_t i, const cublasLtMatmulAlgo_t *algo, 
   return 0;
 }
 
+int gpuc_kernel_run(GpucSession *s, uint32_t i, const uint32_t grid[3], const uint32_t block[3], GpucErr *e) {
+  const Plan *p = s->plan;
+  const PlanStep *st = &p->steps[i];
+  const uint32_t *a = &p->args[st->args];
+  CUdeviceptr ptrs[64];
+  void *params[64];
+  for (uint32_t k = 0; k < st->nargs; k++) { ptrs[k] = s->tptr[a[k]]; params[k] = &ptrs[k]; }
+  CU_TRY(e, cu.cuLaunchKernel(s->funcs[st->index], grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                              st->shmem, s->stream, params, NULL));
+  return 0;
+}
+
 /* Issue every step on the stream (also used while capturing a graph). */
 static int issue(GpucSession *s, GpucErr *e, CUevent *marks) {
   const Plan *p = s->plan;
   for (uint32_t i = 0; i < p->nsteps; i++) {
     const PlanStep *st = &p->steps[i];
-    const uint32_t *a = &p->args[st->args];
     if (marks) CU_TRY(e, cu.cuEventRecord(marks[i], s->stream));
     if (st->kind == PLAN_STEP_KERNEL) {
-      CUdeviceptr ptrs[64];
-      void *params[64];
-      for (uint32_t k = 0; k < st->nargs; k++) { ptrs[k] = s->tptr[a[k]]; params[k] = &ptrs[k]; }
-      CU_TRY(e, cu.cuLaunchKernel(s->funcs[st->index], st->grid[0], st->grid[1], st->grid[2],
-                                  st->block[0], st->block[1], st->block[2], st->shmem, s->stream,
-                                  params, NULL));
+      if (gpuc_kernel_run(s, i, st->grid, st->block, e)) return -1;
     } else if (st->kind == PLAN_STEP_GEMM) {
       if (gpuc_gemm_run(s, st->index, &s->gemms[st->index].algo, e)) return -1;
     } else {

@@ -33,15 +33,19 @@ int gpuc_session_tensor(const GpucSession *s, const char *name);
 uint64_t gpuc_session_tensor_ptr(const GpucSession *s, uint32_t i);
 void *gpuc_session_stream(const GpucSession *s);
 /* -O3 (runtime/gpu/autotune.c): time the candidate algorithms of every
- * cuDNN forward convolution and cuBLASLt GEMM of the loaded plan on this
- * GPU and record the fastest in the session's plan (write it out with
+ * cuDNN forward convolution and cuBLASLt GEMM of the loaded plan, and the
+ * block sizes of its block-size-free kernels, on this GPU and record the
+ * fastest in the session's plan (write it out with
  * gpuc_plan_write(gpuc_session_plan(s), ...)); results are remembered in the
  * text file cache_path (NULL: no cache), keyed by device, cuDNN version and
  * shape. */
 typedef struct GpucTuneStats {
   int convs, convs_cached;       /* tuned; of them from the cache */
   int gemms, gemms_cached;
-  bool convs_reverted, gemms_reverted; /* the plan was not faster with them: heuristics kept */
+  int blocks, blocks_cached;     /* block-size-free kernels timed; of them from the cache */
+  int blocks_changed;            /* of them given another block than codegen's */
+  int blocks_chosen[5];          /* of the timed kernels, how many chose 64, 128, 256, 512, 1024 */
+  bool convs_reverted, gemms_reverted, blocks_reverted; /* the plan was not faster with them: heuristics kept */
   double ms_heuristic, ms_tuned; /* whole-plan replay, median */
   double seconds;
 } GpucTuneStats;

@@ -1,6 +1,6 @@
 /* What the GPU runtime's files share about a session (runtime/gpu/:
- * session.c loads and runs a plan, autotune.c times its library calls for
- * -O3). Not for users of the runtime: they see session.h. */
+ * session.c loads and runs a plan, autotune.c times its library calls and
+ * generated kernels' block sizes for -O3). Not for users of the runtime: they see session.h. */
 #ifndef GPUC_SESSION_INTERNAL_H
 #define GPUC_SESSION_INTERNAL_H
 #include "session.h"
@@ -51,4 +51,6 @@ int gpuc_gemm_heuristics(GpucSession *s, GemmState *st, cublasLtMatmulHeuristicR
                          GpucErr *e);
 /* GEMM i of the plan with the given algorithm, on the session's stream. */
 int gpuc_gemm_run(GpucSession *s, uint32_t i, const cublasLtMatmulAlgo_t *algo, GpucErr *e);
+/* Kernel step i with the given launch shape, on the session's stream. */
+int gpuc_kernel_run(GpucSession *s, uint32_t i, const uint32_t grid[3], const uint32_t block[3], GpucErr *e);
 #endif

@@ -139,6 +139,73 @@ static void expect_refused(const char *path, const char *want, const char *what)
   gpuc_plan_free(p);
 }
 
+/* The plan image ba with section `id` patched (patch_section), written to
+ * bad and expected to be refused with `want`; c is scratch of n bytes. */
+static void refuse_patched(const unsigned char *ba, unsigned char *c, size_t n, const char *bad, uint32_t id,
+                           int64_t delta, uint32_t new_id, const char *want, const char *what) {
+  memcpy(c, ba, n);
+  patch_section(c, n, id, delta, new_id);
+  spit(bad, c, n);
+  expect_refused(bad, want, what);
+}
+
+/* Write q with one change, expect the reader to refuse it. */
+static void refuse_tune(Plan *q, const char *bad, const char *want, const char *what) {
+  GpucErr e = {0};
+  CHECK(gpuc_plan_write(q, bad, &e) == 0, "write: %s", e.msg);
+  expect_refused(bad, want, what);
+}
+
+/* The TUNE section: a block -O3 chose (with its grid) is read back; a
+ * record that does not fit its step is refused. q is restored. */
+static void check_tune_records(Plan *q, const char *bad) {
+  uint32_t f = UINT32_MAX, lib = UINT32_MAX;
+  for (uint32_t i = 0; i < q->nsteps; i++) {
+    if (f == UINT32_MAX && (q->tune[i].flags & PLAN_TUNE_F_BLOCK_FREE)) f = i;
+    if (lib == UINT32_MAX && q->steps[i].kind != PLAN_STEP_KERNEL) lib = i;
+  }
+  CHECK(f != UINT32_MAX && lib != UINT32_MAX, "mlp: a block-size-free kernel and a library call");
+  if (f == UINT32_MAX || lib == UINT32_MAX) return;
+  PlanStep st = q->steps[f], lst = q->steps[lib];
+  PlanTune tn = q->tune[f], ltn = q->tune[lib];
+  GpucErr e = {0};
+  q->steps[f].block[0] = 128;
+  q->steps[f].grid[0] = gpuc_plan_items_grid(tn.items, 128);
+  q->tune[f].flags |= PLAN_TUNE_F_BLOCK_TUNED;
+  CHECK(gpuc_plan_write(q, bad, &e) == 0, "write: %s", e.msg);
+  Plan *r = gpuc_plan_read(bad, &e);
+  CHECK(r && r->steps[f].block[0] == 128 && r->steps[f].grid[0] == q->steps[f].grid[0] &&
+            r->tune[f].flags == (PLAN_TUNE_F_BLOCK_FREE | PLAN_TUNE_F_BLOCK_TUNED),
+        "a tuned block survives the round trip: %s", e.msg);
+  gpuc_plan_free(r);
+  q->steps[f].grid[0] += 1;
+  refuse_tune(q, bad, "block-free launch", "a free step whose grid is not its items'");
+  q->steps[f].grid[0] -= 1;
+  q->steps[f].block[0] = 48;
+  q->steps[f].grid[0] = gpuc_plan_items_grid(tn.items, 48);
+  refuse_tune(q, bad, "block-free launch", "a free step's block of part of a warp");
+  q->steps[f] = st;
+  q->tune[f] = tn;
+  q->tune[f].items = 0;
+  refuse_tune(q, bad, "block-free launch", "a free step of no items");
+  q->tune[f] = tn;
+  q->steps[f].shmem = 1024;
+  refuse_tune(q, bad, "block-free launch", "a free step with shared memory");
+  q->steps[f] = st;
+  q->tune[f].flags |= 1u << 5;
+  refuse_tune(q, bad, "tune flags", "an unknown tune flag");
+  q->tune[f] = tn;
+  q->tune[f].choice = 1;
+  refuse_tune(q, bad, "tune flags", "a variant choice before there are variants");
+  q->tune[f] = (PlanTune){.flags = PLAN_TUNE_F_BLOCK_TUNED};
+  refuse_tune(q, bad, "tune flags", "tuned without being free");
+  q->tune[f] = tn;
+  q->tune[lib].flags = PLAN_TUNE_F_BLOCK_FREE;
+  refuse_tune(q, bad, "library call with a tune record", "a GEMM marked block-size free");
+  q->steps[lib] = lst;
+  q->tune[lib] = ltn;
+}
+
 /* resnet_block --fp16: NHWC convolutions (PlanConv.act's layout bits)
  * survive write -> read -> write byte-exact; a layout other than NCHW/NHWC,
  * stray bits, or NHWC on a 3-D convolution is refused. */
@@ -229,6 +296,9 @@ int main(int argc, char **argv) {
           "counts survive the round trip");
     CHECK(q->ncosts == p->ncosts && !memcmp(q->costs, p->costs, p->ncosts * sizeof(PlanCost)),
           "step costs survive the round trip");
+    CHECK(q->ntune == p->ntune && !memcmp(q->tune, p->tune, p->ntune * sizeof(PlanTune)),
+          "step tune records survive the round trip");
+    check_tune_records(q, bad);
     if (q->ngemms) { /* -O3's GEMM choice: an index past the tuned candidates is refused */
       char tuned[4200];
       snprintf(tuned, sizeof tuned, "%s.gemm", bad);
@@ -266,24 +336,36 @@ int main(int argc, char **argv) {
       memcpy(c, &h, sizeof h);
       spit(bad, c, na);
       expect_refused(bad, "rebuild", "format version 1");
-      /* the cost section must hold exactly one PlanCost per step; these
-       * carry a good checksum, so the section checks are what refuse them */
-      memcpy(c, ba, na);
-      patch_section(c, na, PLAN_SEC_COSTS, -(int64_t)sizeof(PlanCost), 0);
+      /* format 2 (before the TUNE section) still loads, every step fixed;
+       * a format-2 header on a file with a TUNE section is refused */
+      h.format_version = 2;
+      memcpy(c, &h, sizeof h);
+      patch_section(c, na, PLAN_SEC_TUNE, 0, 0); /* (only fixes the checksum) */
       spit(bad, c, na);
-      expect_refused(bad, "cost section has", "cost section one entry short");
-      memcpy(c, ba, na);
-      patch_section(c, na, PLAN_SEC_COSTS, (int64_t)sizeof(PlanCost), 0); /* into the padding */
+      expect_refused(bad, "format 2 plan with a tune section", "format 2 with a tune section");
+      patch_section(c, na, PLAN_SEC_TUNE, 0, 99);
       spit(bad, c, na);
-      expect_refused(bad, "cost section has", "cost section one entry over");
-      memcpy(c, ba, na);
-      patch_section(c, na, PLAN_SEC_COSTS, -8, 0);
-      spit(bad, c, na);
-      expect_refused(bad, "not a multiple of 16", "cost section of a partial entry");
-      memcpy(c, ba, na);
-      patch_section(c, na, PLAN_SEC_COSTS, 0, 99);
-      spit(bad, c, na);
-      expect_refused(bad, "missing", "no cost section");
+      {
+        GpucErr e2 = {0};
+        Plan *r = gpuc_plan_read(bad, &e2);
+        CHECK(r != NULL, "a format 2 plan is read: %s", e2.msg);
+        bool fixed = r && r->ntune == r->nsteps;
+        for (uint32_t i = 0; r && i < r->ntune; i++) fixed = fixed && r->tune[i].flags == 0 && r->tune[i].items == 0;
+        CHECK(fixed, "a format 2 plan's steps are all fixed");
+        gpuc_plan_free(r);
+      }
+      h.format_version = GPUC_PLAN_FORMAT_VERSION;
+      /* the tune and cost sections must hold exactly one record per step;
+       * these carry a good checksum, so the section checks refuse them */
+      refuse_patched(ba, c, na, bad, PLAN_SEC_TUNE, -(int64_t)sizeof(PlanTune), 0, "tune section has",
+                     "tune section one entry short");
+      refuse_patched(ba, c, na, bad, PLAN_SEC_TUNE, 0, 99, "missing", "no tune section");
+      refuse_patched(ba, c, na, bad, PLAN_SEC_COSTS, -(int64_t)sizeof(PlanCost), 0, "cost section has",
+                     "cost section one entry short");
+      refuse_patched(ba, c, na, bad, PLAN_SEC_COSTS, (int64_t)sizeof(PlanCost), 0, /* into the padding */
+                     "cost section has", "cost section one entry over");
+      refuse_patched(ba, c, na, bad, PLAN_SEC_COSTS, -8, 0, "not a multiple of 16", "cost section of a partial entry");
+      refuse_patched(ba, c, na, bad, PLAN_SEC_COSTS, 0, 99, "missing", "no cost section");
       memcpy(c, ba, na);
       memcpy(c, "NOTAPLAN", 8);
       spit(bad, c, na);
