@@ -17,6 +17,7 @@ fail=0
 sweep() { # name, then compile flags
   local m=$1; shift
   local tag=$m$(echo "$*" | tr -cd 'a-z0-9')
+  [ -f "$B/models/$m.onnx" ] || { echo "$m: not carried, skipped"; return; }
   "$GPUC" "$B/models/$m.onnx" -o "$W/$tag.gpuc" "$@" > "$W/$tag.log" 2>&1 || { echo "$m $*: compile failed"; cat "$W/$tag.log"; fail=1; return; }
   "$SWEEP" "$W/$tag.gpuc" || fail=1
 }
