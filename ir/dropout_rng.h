@@ -41,8 +41,8 @@
 /* The device copy, guarded so a module with several Dropout nodes defines
  * it once. */
 #define GPUC_DROPOUT_RNG_SRC                                                                           \
-  "#ifndef GPUC_DROPOUT_RNG_DEFINED\n#define GPUC_DROPOUT_RNG_DEFINED\n" GPUC_DROPOUT_TEXT(                            \
-      GPUC_DROPOUT_RNG(static __device__ __forceinline__)) "\n#endif\n"
+  "#ifndef GPUC_DROPOUT_RNG_DEFINED\n#define GPUC_DROPOUT_RNG_DEFINED\n"                                \
+  GPUC_DROPOUT_TEXT(GPUC_DROPOUT_RNG(static __device__ __forceinline__)) "\n#endif\n"
 
 GPUC_DROPOUT_RNG(static inline)
 

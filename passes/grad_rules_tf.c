@@ -2,8 +2,9 @@
  * elementwise math (Div, Neg, Sqrt, Exp, Log, Pow, Erf), Softmax/LogSoftmax,
  * ReduceMean, shape and data movement (Transpose, Concat, Slice, Gather,
  * Unsqueeze/Squeeze, Expand, Where), LayerNormalization, Dropout and the
- * trainer's DropoutTrain (training mode, the forward mask reused) and N-D MatMul (gpuc_grad_matmul_nd, called
- * by grad_MatMul for ranks other than 2-by-2).
+ * trainer's DropoutTrain (training mode, the forward mask reused) and N-D
+ * MatMul (gpuc_grad_matmul_nd, called by grad_MatMul for ranks other than
+ * 2-by-2).
  *
  * Everything is written with ordinary ops of the table except the scatter-add
  * of Gather's gradient: the internal op GatherGrad(dy, indices, shape). */
@@ -478,6 +479,7 @@ static int dropout_dx(GradCtx *c, double scale) {
 }
 
 int gpuc_dropout_mode(const Graph *g, const Node *n, bool *training, double *ratio, char *why, size_t nwhy) {
+  const char *bad = NULL;
   *training = false;
   *ratio = 0.5;
   if (g->opset < 12) {
@@ -486,18 +488,15 @@ int gpuc_dropout_mode(const Graph *g, const Node *n, bool *training, double *rat
   } else {
     const Tensor *tt = n->nin > 2 && n->in[2] >= 0 ? &g->values[n->in[2]].t : NULL;
     const Tensor *rt = n->nin > 1 && n->in[1] >= 0 ? &g->values[n->in[1]].t : NULL;
-    if (tt) {
-      if (!tt->data || gpuc_numel(tt) != 1)
-        return snprintf(why, nwhy, "training_mode must be a constant with one value"), -1;
-      *training = gpuc_get_i64(tt, 0) != 0;
-    }
+    if (tt && (!tt->data || gpuc_numel(tt) != 1)) bad = "training_mode must be a constant with one value";
+    else if (tt) *training = gpuc_get_i64(tt, 0) != 0;
     if (rt && rt->data && gpuc_numel(rt) == 1) *ratio = gpuc_get_f64(rt, 0);
-    else if (rt && *training)
-      return snprintf(why, nwhy, "ratio must be a constant with one value in training mode"), -1;
+    else if (rt && *training) bad = "ratio must be a constant with one value in training mode";
   }
-  if (*training && *ratio != 0 && g->opset < 10)
-    return snprintf(why, nwhy, "training-mode Dropout before opset 10 is not trained"), -1;
-  return 0;
+  if (!bad && *training && *ratio != 0 && g->opset < 10)
+    bad = "training-mode Dropout before opset 10 is not trained";
+  if (bad) snprintf(why, nwhy, "%s", bad);
+  return bad ? -1 : 0;
 }
 
 /* Inference mode (or ratio 0): identity. Training mode: dx = Where(mask,

@@ -34,7 +34,8 @@ static int mode_of(const Graph *g, const Node *n, bool *training, double *ratio,
 /* The counter input, named "gpuc.step" unless the model has such a value. */
 static int add_counter(Graph *g, GpucErr *e) {
   char name[64] = "gpuc.step";
-  for (int k = 1; gpuc_graph_find_value(g, name) >= 0 && k < 100; k++) snprintf(name, sizeof name, "gpuc.step.%d", k);
+  for (int k = 1; gpuc_graph_find_value(g, name) >= 0 && k < 100; k++)
+    snprintf(name, sizeof name, "gpuc.step.%d", k);
   int v = gpuc_graph_add_value(g, name);
   int *ins = gpuc_arena_alloc(&g->arena, sizeof(int) * ((size_t)g->ninputs + 1));
   if (v < 0 || !ins) return gpuc_err_set(e, "out of memory");

@@ -208,8 +208,8 @@ int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucEr
     bool ok = eg != NULL;
     if (ok) {
       eg->values[eg->inputs[0]].t.dims[0] = -1;
-      ok = !gpuc_dropout_eval_mode(eg, e) && !gpuc_graph_infer(eg, e) && !gpuc_graph_bind_shape(eg, b.name, b.rank, b.dims, e) &&
-           !gpuc_graph_infer(eg, e);
+      ok = !gpuc_dropout_eval_mode(eg, e) && !gpuc_graph_infer(eg, e) &&
+           !gpuc_graph_bind_shape(eg, b.name, b.rank, b.dims, e) && !gpuc_graph_infer(eg, e);
     }
     if (ok) ep = compile_plan(eg, sm, false, "evaluation", log, e);
     gpuc_graph_free(eg);
