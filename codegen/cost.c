@@ -94,6 +94,7 @@ static const struct { GpucOp op; uint8_t per; uint8_t flops; } kernel_cost[] = {
   {GPUC_OP_CASTLIKE, PER_OUT, 0},
   {GPUC_OP_IDENTITY, PER_OUT, 0},
   {GPUC_OP_DROPOUT, PER_OUT, 0},
+  {GPUC_OP_DROPOUTTRAIN, PER_OUT, 2},              /* the draw's compare, * scale */
 };
 
 static uint64_t kernel_flops(const LowerCtx *c) {

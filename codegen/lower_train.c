@@ -1,7 +1,7 @@
 /* GPU lowerings of the internal training ops of the loss and transformer
- * rules: SoftmaxCrossEntropyLossGrad and GatherGrad (semantics:
- * runtime/ref/ref_train.c, ref_train_tf.c). The CNN ones are in
- * lower_train_nn.c.
+ * rules: SoftmaxCrossEntropyLossGrad, GatherGrad and DropoutTrain
+ * (semantics: runtime/ref/ref_train.c, ref_train_tf.c). The CNN ones are
+ * in lower_train_nn.c.
  *
  * Labels and indices are runtime tensors (int32 or int64). The reference
  * fails on an out-of-range label or index; a kernel cannot report that
@@ -10,6 +10,7 @@
  * and a GatherGrad index outside [-D, D) is skipped (as lower_gather.c's
  * scatters do). */
 #include "lower_util.h"
+#include "dropout_rng.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,4 +180,54 @@ int lower_GatherGrad(LowerCtx *c) {
   sb_printf(b, "}\n");
   uint32_t args[2] = {acc, c->tout[0]};
   return cg_launch_items(c, name, (uint64_t)total, 2, args);
+}
+
+/* DropoutTrain(X [n], counter int64 [2] = (seed, step)) -> Y [n], mask?
+ * [n] bool: one thread per element. The draw is ir/dropout_rng.h's text
+ * (emitted once per module), the reference's own, so the masks are
+ * bit-identical. The counter is read from device memory, not baked: the
+ * trainer writes it before each replay of the captured graph. Threshold
+ * and 1 / (1 - ratio) (rounded to float, as the reference does, except
+ * for f64) are baked. Half X loads and Y stores through float (--amp). */
+int lower_DropoutTrain(LowerCtx *c) {
+  const Tensor *x = c->in[0], *k = c->in[1];
+  if (!is_flt(x->dt)) return lower_unsupported(c, "dtype %s", gpuc_dtype_name(x->dt));
+  if (k->dt != GPUC_DT_I64 || gpuc_numel(k) != 2) return lower_fail(c, "counter must be int64 [2]");
+  bool has_y = c->out[0] && c->tout[0] != UINT32_MAX;
+  bool has_m = c->nout > 1 && c->out[1] && c->tout[1] != UINT32_MAX;
+  int64_t n = gpuc_numel(x);
+  if (n == 0 || (!has_y && !has_m)) return 0;
+  double ratio = gpuc_attr_f(c->n, "ratio", 0.5f);
+  const char *ct = x->dt == GPUC_DT_F64 ? "double" : "float";
+  char scale[64];
+  cg_float_lit(scale, sizeof scale, gpuc_dropout_scale(ratio), ct);
+  StrBuf *b = cg_src(c);
+  char name[128];
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(b, "%s", GPUC_DROPOUT_RNG_SRC);
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const i64* __restrict__ ctr",
+            name, cg_ctype(x->dt));
+  if (has_y) sb_printf(b, ", %s* __restrict__ y", cg_ctype(x->dt));
+  if (has_m) sb_printf(b, ", unsigned char* __restrict__ mask");
+  sb_printf(b, ") {\n"
+               "  const unsigned long long key = gpuc_dropout_key((unsigned long long)ctr[0], "
+               "(unsigned long long)ctr[1], %lluull);\n"
+               "  GRID_STRIDE(i, %lldLL) {\n"
+               "    const bool keep = gpuc_dropout_bits(key, (unsigned long long)i) >= %uu;\n",
+            (unsigned long long)gpuc_attr_i(c->n, "salt", 0), LL(n), gpuc_dropout_threshold(ratio));
+  if (has_y) {
+    sb_printf(b, "    const %s v = keep ? ", ct);
+    cg_load(b, ct, x->dt, "x", "i");
+    sb_printf(b, " * %s : (%s)0;\n    ", scale, ct);
+    cg_store(b, x->dt, "y", "i", ct, "v");
+  }
+  if (has_m) sb_printf(b, "    mask[i] = keep ? 1 : 0;\n");
+  sb_printf(b, "  }\n}\n");
+  uint32_t args[4];
+  int na = 0;
+  args[na++] = c->tin[0];
+  args[na++] = c->tin[1];
+  if (has_y) args[na++] = c->tout[0];
+  if (has_m) args[na++] = c->tout[1];
+  return cg_launch(c, name, (uint64_t)n, 256, 0, na, args);
 }

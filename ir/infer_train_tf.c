@@ -40,3 +40,21 @@ int infer_GatherGrad(OpCtx *c) {
   gpuc_set_shape(c->out[0], dy->dt, r, dims);
   return 0;
 }
+
+/* DropoutTrain(X float, counter int64 [2]) -> Y like X, mask? bool of X's
+ * shape. The ratio attribute must be in [0, 1): 1 would scale by 1/0. */
+int infer_DropoutTrain(OpCtx *c) {
+  static const GpucDType ft[] = {GPUC_DT_F32, GPUC_DT_F16, GPUC_DT_BF16, GPUC_DT_F64,
+                                 GPUC_DT_UNDEF};
+  static const GpucDType it[] = {GPUC_DT_I64, GPUC_DT_UNDEF};
+  if (gpuc_check_dtype(c, 0, ft) || gpuc_check_dtype(c, 1, it)) return -1;
+  const Tensor *x = c->in[0], *k = c->in[1];
+  if (gpuc_shape_known(k) && gpuc_numel(k) != 2)
+    return gpuc_op_fail(c, "counter must hold 2 values (seed, step), it has %lld", (long long)gpuc_numel(k));
+  const Attr *r = gpuc_attr(c->n, "ratio");
+  if (!r || r->kind != GPUC_ATTR_FLOAT) return gpuc_op_fail(c, "needs a float attribute ratio");
+  if (!(r->f >= 0 && r->f < 1)) return gpuc_op_fail(c, "ratio %g is outside [0, 1)", (double)r->f);
+  if (c->out[0]) gpuc_set_shape(c->out[0], x->dt, x->rank, x->dims);
+  if (c->nout > 1 && c->out[1]) gpuc_set_shape(c->out[1], GPUC_DT_BOOL, x->rank, x->dims);
+  return 0;
+}

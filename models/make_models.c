@@ -5,6 +5,11 @@
  *                   Fashion-MNIST's 90%), input "image" [1,1,28,28], output
  *                   "logits" [1,10]
  *   mlp.onnx        784-256-10 MLP for Fashion-MNIST, batch symbolic
+ *   mlp_dropout.onnx  mlp with mlp's weights and a training-mode Dropout
+ *                   (ratio 0.3) after the hidden Relu, as PyTorch exports
+ *                   with TrainingMode.TRAINING: Dropout(h, ratio,
+ *                   training_mode = true), both initializers
+ *   mlp_dropout0.onnx  the same with ratio 0 (trains exactly as mlp)
  *   resnet18.onnx   ResNet-18 topology as PyTorch exports it (Conv without
  *                   bias + BatchNormalization + Relu, residual Add), input
  *                   "input" [batch,3,224,224] with a symbolic batch
@@ -160,17 +165,43 @@ static int small_cnn(const char *dir) {
   return ob_save(b, path);
 }
 
-static int mlp(const char *dir) {
-  OnnxBuilder *b = ob_new("mlp", 17);
+/* The MLP named `name`; with ratio >= 0, a training-mode Dropout after the
+ * hidden Relu. */
+static int mlp_model(const char *dir, const char *name, float ratio) {
+  OnnxBuilder *b = ob_new(name, 17);
   int64_t in[2] = {-1, 784}, out[2] = {-1, 10};
   ob_input(b, "image", 1, 2, in, "batch");
   gemm(b, "fc1", "image", "h", 784, 256);
   unary(b, "Relu", "relu1", "h", "hr");
-  gemm(b, "fc2", "hr", "logits", 256, 10);
+  const char *hidden = "hr";
+  if (ratio >= 0) {
+    static const uint8_t on = 1;
+    ob_init_f32(b, "dropout.ratio", 0, NULL, &ratio);
+    ob_init_bool(b, "dropout.training_mode", 0, NULL, &on);
+    const char *ins[] = {"hr", "dropout.ratio", "dropout.training_mode", NULL}, *outs[] = {"hd", NULL};
+    ob_node(b, "Dropout", "dropout1", ins, outs);
+    hidden = "hd";
+  }
+  gemm(b, "fc2", hidden, "logits", 256, 10);
   ob_output(b, "logits", 1, 2, out);
   char path[4096];
-  snprintf(path, sizeof path, "%s/mlp.onnx", dir);
+  snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
   return ob_save(b, path);
+}
+
+/* mlp, then the Dropout variants with the same weights (the generator
+ * rewound for them and left where mlp alone leaves it, so the models
+ * built after these do not change) */
+static int mlp(const char *dir) {
+  uint64_t start = seed;
+  if (mlp_model(dir, "mlp", -1)) return 1;
+  uint64_t after = seed;
+  seed = start;
+  if (mlp_model(dir, "mlp_dropout", 0.3f)) return 1;
+  seed = start;
+  if (mlp_model(dir, "mlp_dropout0", 0.0f)) return 1;
+  seed = after;
+  return 0;
 }
 
 /* One BasicBlock: conv3x3-bn-relu-conv3x3-bn (+ downsample) + x, relu */

@@ -117,6 +117,9 @@ void ob_init_i64(OnnxBuilder *b, const char *name, int rank, const int64_t *dims
   PUSH(b->graph.initializer, b->graph.n_initializer,
        tensor(name, 7, rank, dims, data, count(rank, dims) * 8));
 }
+void ob_init_bool(OnnxBuilder *b, const char *name, int rank, const int64_t *dims, const uint8_t *data) {
+  PUSH(b->graph.initializer, b->graph.n_initializer, tensor(name, 9, rank, dims, data, count(rank, dims)));
+}
 
 void ob_node(OnnxBuilder *b, const char *op, const char *name, const char *const *ins,
              const char *const *outs) {

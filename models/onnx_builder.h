@@ -18,6 +18,7 @@ void ob_output(OnnxBuilder *b, const char *name, int elem_type, int rank, const 
 /* f32 initializer; data copied. */
 void ob_init_f32(OnnxBuilder *b, const char *name, int rank, const int64_t *dims, const float *data);
 void ob_init_i64(OnnxBuilder *b, const char *name, int rank, const int64_t *dims, const int64_t *data);
+void ob_init_bool(OnnxBuilder *b, const char *name, int rank, const int64_t *dims, const uint8_t *data);
 /* Node with inputs/outputs given as NULL-terminated name lists. */
 void ob_node(OnnxBuilder *b, const char *op, const char *name, const char *const *ins,
              const char *const *outs);

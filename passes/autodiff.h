@@ -79,6 +79,12 @@ int gc_second_output(GradCtx *c, const char *suffix, GpucDType dt);
 int gc_unbroadcast(GradCtx *c, int dy, int like);
 /* ReduceSum over axes (keepdims), written for the graph's opset. */
 int gc_reduce_sum(GradCtx *c, int x, int naxes, const int64_t *axes, bool keepdims);
+/* Dropout node n's mode: training (opset 12+: the constant training_mode
+ * input; before opset 7: is_test unset) and ratio (0.5 when absent; not
+ * range-checked). Fails with the reason in why when training_mode, or in
+ * training mode the ratio, is not a one-value constant, or when a
+ * training-mode node is older than opset 10 (no bool mask). */
+int gpuc_dropout_mode(const Graph *g, const Node *n, bool *training, double *ratio, char *why, size_t nwhy);
 /* Fail: "<file>: node '<name>' (<Op>): gradient: <reason>" (unsupported). */
 int gc_fail(GradCtx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #endif

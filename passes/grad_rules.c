@@ -13,8 +13,9 @@
 bool gpuc_grad_trainable_slot(GpucOp op, int k) {
   switch (op) {
   case GPUC_OP_SOFTMAXCROSSENTROPYLOSS: case GPUC_OP_NEGATIVELOGLIKELIHOODLOSS:
-  case GPUC_OP_RESHAPE: case GPUC_OP_FLATTEN: case GPUC_OP_DROPOUT: case GPUC_OP_GATHER:
-  case GPUC_OP_SLICE: case GPUC_OP_REDUCESUM: case GPUC_OP_REDUCEMEAN: case GPUC_OP_TRANSPOSE:
+  case GPUC_OP_RESHAPE: case GPUC_OP_FLATTEN: case GPUC_OP_DROPOUT: case GPUC_OP_DROPOUTTRAIN:
+  case GPUC_OP_GATHER: case GPUC_OP_SLICE: case GPUC_OP_REDUCESUM: case GPUC_OP_REDUCEMEAN:
+  case GPUC_OP_TRANSPOSE:
     return k == 0;
   case GPUC_OP_BATCHNORMALIZATION:
     return k == 1 || k == 2;    /* scale and bias; not the running statistics */

@@ -1,13 +1,15 @@
 /* Gradient rules for the ops of transformers and MLPs (beyond grad_rules.c):
  * elementwise math (Div, Neg, Sqrt, Exp, Log, Pow, Erf), Softmax/LogSoftmax,
  * ReduceMean, shape and data movement (Transpose, Concat, Slice, Gather,
- * Unsqueeze/Squeeze, Expand, Where), LayerNormalization, Dropout (training
- * mode, the forward mask reused) and N-D MatMul (gpuc_grad_matmul_nd, called
- * by grad_MatMul for ranks other than 2-by-2).
+ * Unsqueeze/Squeeze, Expand, Where), LayerNormalization, Dropout and the
+ * trainer's DropoutTrain (training mode, the forward mask reused) and N-D
+ * MatMul (gpuc_grad_matmul_nd, called by grad_MatMul for ranks other than
+ * 2-by-2).
  *
  * Everything is written with ordinary ops of the table except the scatter-add
  * of Gather's gradient: the internal op GatherGrad(dy, indices, shape). */
 #include "autodiff.h"
+#include "dropout_rng.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -461,45 +463,60 @@ int grad_LayerNormalization(GradCtx *c) {
 
 /* ---- dropout ----------------------------------------------------------------- */
 
-/* Inference mode: identity. Training mode (opset 12+, constant ratio and
- * training_mode): dx = Where(mask, dy, 0) / (1 - ratio), with the forward
- * node's mask output (added when the node had none). */
-int grad_Dropout(GradCtx *c) {
-  Graph *g = c->g;
-  Node *n = &g->nodes[c->node];
-  bool training = false;
-  double ratio = 0.5;
-  if (g->opset >= 12) {
-    int r = gc_in(c, 1), t = gc_in(c, 2);
-    if (t >= 0) {
-      const Tensor *tt = gc_t(c, t);
-      if (!tt->data || gpuc_numel(tt) != 1) return gc_fail(c, "training_mode must be a constant");
-      training = gpuc_get_i64(tt, 0) != 0;
-    }
-    if (r >= 0) {
-      const Tensor *rt = gc_t(c, r);
-      if (!rt->data || gpuc_numel(rt) != 1) {
-        if (training) return gc_fail(c, "ratio must be a constant");
-      } else ratio = gpuc_get_f64(rt, 0);
-    }
-  } else {
-    ratio = gpuc_attr_f(n, "ratio", 0.5f);
-    training = g->opset < 7 && gpuc_attr_i(n, "is_test", 0) == 0;
-  }
-  if (!training || ratio == 0) { c->dx[0] = c->dy[0]; return 0; }
-  if (g->opset < 10) return gc_fail(c, "training-mode Dropout before opset 10");
-  if (!(ratio >= 0 && ratio <= 1)) return gc_fail(c, "ratio %g is outside [0, 1]", ratio);
-  n = &g->nodes[c->node];
+/* dx = Where(mask, dy, 0) * scale, with the forward node's mask output
+ * (added when the node had none). */
+static int dropout_dx(GradCtx *c, double scale) {
   int mask;
   TRY(mask = gc_second_output(c, "mask", GPUC_DT_BOOL));
   int dy = c->dy[0];
   GpucDType dt = dt_of(c, dy);
-  int zero = gc_scalar(c, dt, 0.0), s = gc_scalar(c, dt, ratio < 1 ? 1.0 / (1.0 - ratio) : 0.0);
+  int zero = gc_scalar(c, dt, 0.0), s = gc_scalar(c, dt, scale);
   TRY(zero); TRY(s);
   int t = gc_emit3(c, GPUC_OP_WHERE, mask, dy, zero);
   TRY(t);
   TRY(c->dx[0] = gc_emit2(c, GPUC_OP_MUL, t, s));
   return 0;
+}
+
+int gpuc_dropout_mode(const Graph *g, const Node *n, bool *training, double *ratio, char *why, size_t nwhy) {
+  const char *bad = NULL;
+  *training = false;
+  *ratio = 0.5;
+  if (g->opset < 12) {
+    *ratio = gpuc_attr_f(n, "ratio", 0.5f);
+    *training = g->opset < 7 && gpuc_attr_i(n, "is_test", 0) == 0;
+  } else {
+    const Tensor *tt = n->nin > 2 && n->in[2] >= 0 ? &g->values[n->in[2]].t : NULL;
+    const Tensor *rt = n->nin > 1 && n->in[1] >= 0 ? &g->values[n->in[1]].t : NULL;
+    if (tt && (!tt->data || gpuc_numel(tt) != 1)) bad = "training_mode must be a constant with one value";
+    else if (tt) *training = gpuc_get_i64(tt, 0) != 0;
+    if (rt && rt->data && gpuc_numel(rt) == 1) *ratio = gpuc_get_f64(rt, 0);
+    else if (rt && *training) bad = "ratio must be a constant with one value in training mode";
+  }
+  if (!bad && *training && *ratio != 0 && g->opset < 10)
+    bad = "training-mode Dropout before opset 10 is not trained";
+  if (bad) snprintf(why, nwhy, "%s", bad);
+  return bad ? -1 : 0;
+}
+
+/* Inference mode (or ratio 0): identity. Training mode: dx = Where(mask,
+ * dy, 0) / (1 - ratio). */
+int grad_Dropout(GradCtx *c) {
+  bool training;
+  double ratio;
+  char why[160];
+  if (gpuc_dropout_mode(c->g, gc_node(c), &training, &ratio, why, sizeof why)) return gc_fail(c, "%s", why);
+  if (!training || ratio == 0) { c->dx[0] = c->dy[0]; return 0; }
+  if (!(ratio >= 0 && ratio <= 1)) return gc_fail(c, "ratio %g is outside [0, 1]", ratio);
+  return dropout_dx(c, ratio < 1 ? 1.0 / (1.0 - ratio) : 0.0);
+}
+
+/* DropoutTrain (the trainer's Dropout, a fresh mask per step): the same
+ * rule on its own mask output, so the backward uses the forward's draw. */
+int grad_DropoutTrain(GradCtx *c) {
+  double ratio = gpuc_attr_f(gc_node(c), "ratio", 0.5f);
+  if (!(ratio >= 0 && ratio < 1)) return gc_fail(c, "ratio %g is outside [0, 1)", ratio);
+  return dropout_dx(c, gpuc_dropout_scale(ratio));
 }
 
 /* ---- N-D MatMul ------------------------------------------------------------------- */

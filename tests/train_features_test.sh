@@ -7,6 +7,10 @@
 #           through a --cpu resume into the next checkpoint; corrupt
 #           checkpoints are refused with one line, exit 1
 #   data    npy and cifar10 files made here (python3 + numpy), good and malformed
+#   dropout training-mode Dropout (mlp_dropout.onnx: mlp's weights + Dropout
+#           0.3): ratio 0 trains exactly as mlp, 0.3 differently and to a
+#           sane accuracy; resume repeats the masks bitwise; --save keeps
+#           the node; bad Dropout nodes are refused; the GPU plans compile
 # usage: train_features_test.sh PART GPUC MODELS_DIR FASHION_MNIST_DIR WORK_DIR
 set -u
 part=$1 gpuc=$2 models=$3 data=$4 work=$5
@@ -280,6 +284,82 @@ PY
   done
   run "$work/mnist" --data "mnist:$m" --max-steps 3
   grep -q "60000 images" "$work/mnist" && ok || bad "mnist: uncompressed files"
+}
+
+part_dropout() {
+  local a="--data $fm --limit 12800 --batch 64 --max-steps 200 --log-every 1 --seed 5" m
+  for m in mlp mlp_dropout0 mlp_dropout; do
+    mlp=$models/$m.onnx
+    run "$work/$m" $a --save "$work/$m.saved.onnx"
+    losses "$work/$m" >"$work/$m.l"
+  done
+  [ "$(wc -l <"$work/mlp_dropout.l")" -eq 200 ] && ok || bad "want 200 loss lines"
+  cmp -s "$work/mlp.l" "$work/mlp_dropout0.l" && ok || bad "ratio 0 does not train as mlp"
+  # the masks move every step's loss (not only the first's)
+  paste "$work/mlp.l" "$work/mlp_dropout.l" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4) n++ }
+    END { exit !(n >= 190) }' && ok || bad "ratio 0.3 losses are too close to mlp's"
+  acc=$(sed -n 's/^final test accuracy \([0-9.]*\)%.*/\1/p' "$work/mlp_dropout")
+  awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 75) }' && ok || bad "dropout test accuracy '${acc}' < 75%"
+  # the saved model keeps Dropout as the source had it (training_mode true)
+  python3 - "$work/mlp_dropout.saved.onnx" <<'PY' && ok || bad "--save changed the Dropout node"
+import sys, onnx, onnx.numpy_helper as nh
+m = onnx.load(sys.argv[1])
+d = [n for n in m.graph.node if n.op_type == 'Dropout']
+init = {t.name: nh.to_array(t) for t in m.graph.initializer}
+assert len(d) == 1 and len(d[0].input) == 3 and bool(init[d[0].input[2]]) and abs(init[d[0].input[1]] - 0.3) < 1e-6
+PY
+  # 1 epoch + resume == 2 epochs: the counter continues from the checkpoint's step
+  mlp=$models/mlp_dropout.onnx
+  straight_vs_resumed dropout --optimizer sgd --lr 0.05 --seed 9
+  # --lr 0 on one image (batch 1, a step per epoch): only the masks move the
+  # loss. Fresh masks: every step's differs; resumed: the same sequence
+  local one="--data $fm --limit 1 --batch 1 --lr 0 --log-every 1"
+  run "$work/one" $one --epochs 8
+  run "$work/half" $one --epochs 4 --checkpoint "$work/one_ck"
+  run "$work/rest" $one --epochs 8 --resume "$work/one_ck"
+  mlp=$models/mlp_dropout0.onnx; run "$work/one0" $one --epochs 8
+  [ "$(losses "$work/one0" | sort -u | wc -l)" -eq 1 ] && ok || bad "ratio 0: the loss moved with lr 0"
+  [ "$(losses "$work/one" | sort -u | wc -l)" -eq 8 ] && ok \
+    || bad "the mask is not fresh every step: $(losses "$work/one" | tr '\n' ' ')"
+  { losses "$work/half"; losses "$work/rest"; } | cmp -s - <(losses "$work/one") && ok \
+    || bad "resumed masks differ: $(losses "$work/rest" | tr '\n' ' ')"
+  # Dropout nodes the trainer refuses, one line naming the node
+  local d=$work/bad_models
+  rm -rf "$d"; mkdir -p "$d"
+  python3 - "$d" <<'PY' || bad "python3 could not write the test models"
+import sys, numpy as np, onnx, onnx.helper as oh, onnx.numpy_helper as nh
+d = sys.argv[1]
+def model(name, ratio, tm, rsrc='r', tsrc='t', pre=()):
+    inits = [nh.from_array((np.arange(7840, dtype=np.float32).reshape(784, 10) % 7 - 3) / 100, 'w'),
+             nh.from_array(np.array(ratio, np.float32), 'r'), nh.from_array(np.array(tm), 't'),
+             nh.from_array(np.array(False), 'f')]
+    nodes = list(pre) + [oh.make_node('MatMul', ['image', 'w'], ['h']),
+                         oh.make_node('Dropout', ['h', rsrc, tsrc], ['y'], name='drop7')]
+    g = oh.make_graph(nodes, name, [oh.make_tensor_value_info('image', 1, ['batch', 784])],
+                      [oh.make_tensor_value_info('y', 1, ['batch', 10])], inits)
+    onnx.save(oh.make_model(g, opset_imports=[oh.make_opsetid('', 13)]), f'{d}/{name}.onnx')
+model('ratio_one', 1.0, True)
+model('ratio_neg', -0.5, True)
+model('ratio_vec', [0.1, 0.2], True)
+model('ratio_computed', 0.3, True, rsrc='r2', pre=[oh.make_node('Identity', ['r'], ['r2'])])
+model('mode_computed', 0.3, True, tsrc='t2', pre=[oh.make_node('Not', ['f'], ['t2'])])
+model('good', 0.3, True)
+PY
+  local b
+  for b in ratio_one:"outside \[0, 1)" ratio_neg:"outside \[0, 1)" ratio_vec:"scalar" \
+           ratio_computed:"ratio must be a constant" mode_computed:"training_mode must be a constant"; do
+    expect 1 train "$d/${b%%:*}.onnx" --data "$fm" --cpu --max-steps 1
+    says "${b#*:}"
+    says "drop7"
+  done
+  mlp=$d/good.onnx; run "$work/good" --data "$fm" --limit 640 --max-steps 5
+  # the GPU training plans (fp32 and --amp) compile and are counted without a GPU
+  for amp in "" --amp; do
+    "$gpuc" train "$models/mlp_dropout.onnx" --data "$fm" --arch sm_90 --mem-limit 1G --max-steps 1 $amp \
+      >"$work/gpu" 2>&1
+    grep -q "^training.* plan: .* kernels" "$work/gpu" && grep -q "^device memory" "$work/gpu" && ok \
+      || bad "GPU plan ${amp:-fp32}: $(tail -2 "$work/gpu")"
+  done
 }
 
 "part_$part"

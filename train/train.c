@@ -174,7 +174,7 @@ Trainer *gpuc_trainer_new(const char *model_path, int64_t batch, GpucErr *e) {
   if (!(t->g = gpuc_onnx_load(model_path, NULL, 0, e))) goto fail;
   if (!(t->eval = gpuc_onnx_load(model_path, NULL, 0, e))) goto fail;
   Graph *g = t->g;
-  if (check_io(g, e) || bn_train_mode(g, e)) goto fail;
+  if (check_io(g, e) || bn_train_mode(g, e) || gpuc_dropout_eval_mode(t->eval, e)) goto fail;
   /* bind the batch */
   Value *xin = &g->values[g->inputs[0]];
   t->in_rank = xin->t.rank;
@@ -231,6 +231,9 @@ Trainer *gpuc_trainer_new(const char *model_path, int64_t batch, GpucErr *e) {
   g->values[logits].is_output = false;
   g->values[loss].is_output = true;
   g->outputs[0] = loss;
+  int drop = gpuc_dropout_train_mode(g, e); /* inputs[2]: the counter */
+  if (drop < 0) goto fail;
+  t->counter = drop == 1;
   if (gpuc_graph_infer(g, e) || gpuc_autodiff(g, loss, e) || gpuc_graph_infer(g, e)) goto fail;
   /* parameters, in the order of the gradient outputs */
   t->np = g->noutputs - 1;
@@ -382,6 +385,8 @@ typedef struct Loop {
   int64_t epoch;                /* for the augmentations' draw */
   const TrainOptions *o;
   Tensor x, y;
+  Tensor counter;               /* int64 [2]: training-mode Dropout's (seed, micro-batch) */
+  int64_t counter_data[2];
   Tensor **outs;
   bool *skip;                   /* frozen parameters */
 } Loop;
@@ -399,7 +404,7 @@ static int run_micro(Trainer *t, const Dataset *d, Loop *l, int64_t mb, double *
     gpuc_batch_image(t, d, l->o, k, l->epoch, mb * B + i, (float *)l->x.data + i * t->dim);
     ((int64_t *)l->y.data)[i] = d->y[k];
   }
-  const Tensor *in[2] = {&l->x, &l->y};
+  const Tensor *in[3] = {&l->x, &l->y, &l->counter};
   if (gpuc_ref_run(t->g, in, l->outs, e)) return -1;
   bn_update(t, l->outs);
   *loss = gpuc_get_f64(l->outs[0], 0);
@@ -415,6 +420,7 @@ static int train_step(Trainer *t, const Dataset *d, const TrainOptions *o, Loop 
   *loss = 0;
   for (int k = 0; k < K; k++) {
     double lk;
+    gpuc_dropout_counter(t, o, k, l->counter_data);
     if (run_micro(t, d, l, mb0 + k, &lk, e)) return -1;
     *loss += lk;
     if (K == 1) break; /* the gradients are used where they are */
@@ -453,6 +459,7 @@ static int loop_init(Trainer *t, const Dataset *d, const TrainOptions *o, Loop *
   memcpy(l->x.dims, t->in_dims, sizeof l->x.dims);
   l->x.dims[0] = B;
   l->y = (Tensor){.dt = GPUC_DT_I64, .rank = 1, .dims = {B}};
+  l->counter = (Tensor){.dt = GPUC_DT_I64, .rank = 1, .dims = {2}, .data = l->counter_data};
   l->perm = malloc(sizeof(int64_t) * (size_t)d->n);
   l->x.data = malloc(sizeof(float) * (size_t)(B * t->dim));
   l->y.data = malloc(sizeof(int64_t) * (size_t)B);
@@ -526,6 +533,7 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
     for (int64_t s = 0; s < spe; s++) {
       double lr = gpuc_lr_at(o->sched, o->lr, st.step, total, spe, o->warmup, o->step_size), loss = 0;
       bool log_now = o->log && o->log_every > 0 && (s + 1) % o->log_every == 0;
+      t->step = st.step;
       if (t->gpu ? gpu_step(t, train, o, l.perm, s * K, ep, lr, e)
                  : train_step(t, train, o, &l, s * K, st.step, lr, &loss, e)) {
         gpuc_err_prefix(e, "training");

@@ -99,9 +99,11 @@ typedef struct TrainGpuOptions {
 } TrainGpuOptions;
 #define GPUC_TRAIN_TOO_BIG (-2)
 int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucErr *e);
-/* The training graph: inputs (images, labels); outputs loss, one gradient
- * per parameter (in parameter order), then the new BatchNormalization
- * running statistics. The batch is bound. */
+/* The training graph: inputs (images, labels, and with training-mode
+ * Dropout the counter int64 [2] = (seed, micro-batch index) its masks
+ * depend on); outputs loss, one gradient per parameter (in parameter
+ * order), then the new BatchNormalization running statistics. The batch
+ * is bound. */
 const Graph *gpuc_trainer_graph(const Trainer *t);
 int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, const TrainOptions *o,
                      TrainResult *r, GpucErr *e);

@@ -12,6 +12,9 @@
  *     reads half copies and the fp32 master weights live beside it;
  *   - BatchNormalization running statistics: the plan outputs them; they
  *     are copied onto the initializers the next micro-batch reads;
+ *   - training-mode Dropout's counter (train/dropout.c): 16 bytes after
+ *     the labels in the pinned and staging buffers, moved into the plan's
+ *     counter input with them, so each replay draws that step's masks;
  *   - the loss scale (--amp): device scalars, written into the backward's
  *     seed (d loss / d loss) before each micro-batch; the non-finite check,
  *     the skip and the scale update are kernels, so no step waits for the
@@ -44,8 +47,8 @@ struct TrainGpu {
   void *hx[2], *hy[2];            /* pinned host batches */
   CUdeviceptr dx[2], dy[2];       /* device staging */
   int cur;
-  size_t xbytes, ybytes;
-  CUdeviceptr x, y, loss, seed;   /* plan tensors */
+  size_t xbytes, ybytes, cbytes;  /* cbytes: the Dropout counter after the labels, or 0 */
+  CUdeviceptr x, y, loss, seed, counter; /* plan tensors */
   /* updated tensors */
   int nt;
   OptTensor *tab;
@@ -204,8 +207,8 @@ int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucEr
     bool ok = eg != NULL;
     if (ok) {
       eg->values[eg->inputs[0]].t.dims[0] = -1;
-      ok = !gpuc_graph_infer(eg, e) && !gpuc_graph_bind_shape(eg, b.name, b.rank, b.dims, e) &&
-           !gpuc_graph_infer(eg, e);
+      ok = !gpuc_dropout_eval_mode(eg, e) && !gpuc_graph_infer(eg, e) &&
+           !gpuc_graph_bind_shape(eg, b.name, b.rank, b.dims, e) && !gpuc_graph_infer(eg, e);
     }
     if (ok) ep = compile_plan(eg, sm, false, "evaluation", log, e);
     gpuc_graph_free(eg);
@@ -248,14 +251,15 @@ int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucEr
   G->main = (CUstream)gpuc_session_stream(G->s);
   G->xbytes = sizeof(float) * (size_t)(t->batch * t->dim);
   G->ybytes = sizeof(int64_t) * (size_t)t->batch;
+  G->cbytes = t->counter ? 2 * sizeof(int64_t) : 0;
 #define TRYF(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { gpuc_cu_fail(e, r_, #call, __FILE__, __LINE__); goto fail; } } while (0)
   TRYF(cu.cuStreamCreate(&G->copy, CU_STREAM_NON_BLOCKING));
   for (int j = 0; j < 2; j++) {
     TRYF(cu.cuEventCreate(&G->copied[j], CU_EVENT_DISABLE_TIMING));
     TRYF(cu.cuEventCreate(&G->consumed[j], CU_EVENT_DISABLE_TIMING));
     TRYF(cu.cuMemHostAlloc(&G->hx[j], G->xbytes, 0));
-    TRYF(cu.cuMemHostAlloc(&G->hy[j], G->ybytes, 0));
-    if (dev_alloc(G, &G->dx[j], G->xbytes, e) || dev_alloc(G, &G->dy[j], G->ybytes, e)) goto fail;
+    TRYF(cu.cuMemHostAlloc(&G->hy[j], G->ybytes + G->cbytes, 0));
+    if (dev_alloc(G, &G->dx[j], G->xbytes, e) || dev_alloc(G, &G->dy[j], G->ybytes + G->cbytes, e)) goto fail;
   }
   if (dev_alloc(G, &G->sc, sizeof(float) * SC_COUNT, e)) goto fail;
 #undef TRYF
@@ -263,8 +267,10 @@ int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucEr
   G->y = tensor_ptr(G->s, g->values[g->inputs[1]].name, GPUC_DT_I64);
   G->loss = tensor_ptr(G->s, g->values[g->outputs[0]].name, GPUC_DT_F32);
   G->seed = tensor_ptr(G->s, seed, GPUC_DT_F32);
-  if (!G->x || !G->y || !G->loss || (amp && !G->seed)) {
-    gpuc_err_set(e, "%s: the training plan lacks its images, labels, loss or loss seed tensor", g->path);
+  if (t->counter) G->counter = tensor_ptr(G->s, g->values[g->inputs[2]].name, GPUC_DT_I64);
+  if (!G->x || !G->y || !G->loss || (amp && !G->seed) || (t->counter && !G->counter)) {
+    gpuc_err_set(e, "%s: the training plan lacks its images, labels, loss, loss seed or Dropout counter tensor",
+                 g->path);
     goto fail;
   }
   /* running statistics: output np+1+j -> initializer param[np+j] */
@@ -408,8 +414,9 @@ static int launch(TrainGpu *G, CUfunction f, unsigned grid, unsigned block, void
   return 0;
 }
 
-/* Micro-batch number mb of the epoch into the plan's inputs. */
-static int feed(Trainer *t, const Dataset *d, const TrainOptions *o, const int64_t *perm, int64_t mb,
+/* Micro-batch number mb of the epoch, number `micro` of its step, into
+ * the plan's inputs. */
+static int feed(Trainer *t, const Dataset *d, const TrainOptions *o, const int64_t *perm, int64_t mb, int micro,
                 int64_t epoch, GpucErr *e) {
   TrainGpu *G = t->gpu;
   int j = G->cur;
@@ -422,13 +429,15 @@ static int feed(Trainer *t, const Dataset *d, const TrainOptions *o, const int64
     gpuc_batch_image(t, d, o, k, epoch, mb * B + i, hx + i * t->dim);
     hy[i] = d->y[k];
   }
+  if (G->cbytes) gpuc_dropout_counter(t, o, micro, hy + B);
   CU(cu.cuStreamWaitEvent(G->copy, G->consumed[j], 0)); /* staging j is free */
   CU(cu.cuMemcpyHtoDAsync(G->dx[j], hx, G->xbytes, G->copy));
-  CU(cu.cuMemcpyHtoDAsync(G->dy[j], hy, G->ybytes, G->copy));
+  CU(cu.cuMemcpyHtoDAsync(G->dy[j], hy, G->ybytes + G->cbytes, G->copy));
   CU(cu.cuEventRecord(G->copied[j], G->copy));
   CU(cu.cuStreamWaitEvent(G->main, G->copied[j], 0));
   CU(cu.cuMemcpyDtoDAsync(G->x, G->dx[j], G->xbytes, G->main));
   CU(cu.cuMemcpyDtoDAsync(G->y, G->dy[j], G->ybytes, G->main));
+  if (G->cbytes) CU(cu.cuMemcpyDtoDAsync(G->counter, G->dy[j] + G->ybytes, G->cbytes, G->main));
   CU(cu.cuEventRecord(G->consumed[j], G->main));
   return 0;
 }
@@ -438,7 +447,7 @@ int gpu_step(Trainer *t, const Dataset *d, const TrainOptions *o, const int64_t 
   TrainGpu *G = t->gpu;
   unsigned T = GPUC_OPT_THREADS;
   for (int k = 0; k < o->accum; k++) {
-    if (feed(t, d, o, perm, mb0 + k, epoch, e)) return -1;
+    if (feed(t, d, o, perm, mb0 + k, k, epoch, e)) return -1;
     if (G->amp) {
       void *a[] = {&G->sc, &G->seed};
       if (launch(G, G->f_seed, 1, 1, a, e)) return -1;

@@ -19,7 +19,21 @@ struct Trainer {
   float **state[2];             /* optimizer state per parameter (gpuc_trainer_state) */
   float **gsum;                 /* gradient sums over the micro-batches of a step (--accum) */
   TrainGpu *gpu;                /* NULL: the CPU reference runs the steps */
+  bool counter;                 /* training-mode Dropout: g's input 2 is the counter (train/dropout.c) */
+  int64_t step;                 /* optimizer steps done before the running one */
 };
+
+/* ---- training-mode Dropout (train/dropout.c) ----
+ * gpuc_dropout_train_mode: each training-mode Dropout of g becomes
+ * DropoutTrain reading a new int64 [2] input appended to g's inputs; 1 when
+ * it added one, 0 when there was none, -1 on a node it refuses (ratio or
+ * training_mode not constant, ratio outside [0, 1)).
+ * gpuc_dropout_eval_mode: training-mode Dropout of g becomes inference.
+ * gpuc_dropout_counter: what the counter holds for micro-batch k of step
+ * t->step: (--seed, t->step * accum + k). */
+int gpuc_dropout_train_mode(Graph *g, GpucErr *e);
+int gpuc_dropout_eval_mode(Graph *g, GpucErr *e);
+void gpuc_dropout_counter(const Trainer *t, const TrainOptions *o, int k, int64_t counter[2]);
 
 /* Image k of d into dst (t->dim values) for position pos of the epoch's
  * order, with the augmentations of o (train/augment.c). */

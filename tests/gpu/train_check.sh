@@ -2,13 +2,14 @@
 # The training graphs on the GPU against the CPU reference: loss, every
 # gradient and the BatchNormalization running statistics, two batches each
 # (tests/tools/train_gpu_check.c states the tolerances), fp32 and fp16:
-#   mlp (batch 64), small_cnn (batch 32), small_bn_cnn (batch 32).
+#   mlp (batch 64), small_cnn (batch 32), small_bn_cnn (batch 32),
+#   mlp_dropout (batch 64: training-mode Dropout, masks compared exactly).
 # Then gpuc train --amp on small_cnn, SGD and AdamW: 2 epochs straight vs
 # 1 epoch + --checkpoint, then --resume for the second; every progress line
 # (loss, loss scale, skipped steps), the final loss-scale line and the final
 # checkpoints must be equal, bitwise.
 # Run on the GPU machine from the repo root, with the carried layout
-#   build-gpu/train_gpu_check   build-gpu/models/{mlp,small_cnn,small_bn_cnn}.onnx
+#   build-gpu/train_gpu_check   build-gpu/models/{mlp,small_cnn,small_bn_cnn,mlp_dropout}.onnx
 #   build-gpu/gpuc              build-gpu/fmnist/ (the four Fashion-MNIST IDX .gz files)
 # Output: $OUT/train_check.txt (default OUT=/tmp/gpuc_out). Exits nonzero
 # when any check fails or cannot run.
@@ -27,7 +28,7 @@ MODELS=$PWD/build-gpu/models
 if [ ! -x "$CHECK" ]; then echo "no $CHECK" | tee -a "$LOG"; exit 2; fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | tee -a "$LOG"
 fail=0
-for spec in mlp:64 small_cnn:32 small_bn_cnn:32; do
+for spec in mlp:64 small_cnn:32 small_bn_cnn:32 mlp_dropout:64; do
   m=${spec%%:*} b=${spec##*:}
   for prec in "" --fp16; do
     echo "== $m batch $b ${prec:-fp32}" | tee -a "$LOG"

@@ -3,20 +3,23 @@
  * usage: train_gpu_check MODEL.onnx BATCH [--fp16]
  *
  * Builds the training graph (gpuc_trainer_new + gpuc_trainer_graph: inputs
- * images and labels; outputs loss, one gradient per parameter, then the
- * BatchNormalization running statistics), compiles it for the present GPU
+ * images, labels and, with training-mode Dropout, the counter (seed,
+ * step); outputs loss, one gradient per parameter, then the
+ * BatchNormalization running statistics; the Dropout masks are made extra
+ * outputs here), compiles it for the present GPU
  * (after the fp16 pass with --fp16), writes the plan to a temporary file and
  * loads it with gpuc_session_create. Two runs with different seeds (uniform
- * 0..1 images, labels 0..classes-1) go to the GPU session and to
+ * 0..1 images, labels 0..classes-1, counter (seed, 1000 + run)) go to the GPU session and to
  * gpuc_ref_run on the same graph (with --fp16 the fp16 graph: both sides
  * store the same tensors in half, so a ReLU mask or a max-pool choice that
  * flips when the inputs round to half flips on both; against the fp32
  * graph such flips alone exceed 2e-2 on mlp's fc1 gradients). The
  * reference always starts from the same initializers (nothing is written
- * back), so run 2 also catches state leaking between GPU runs. Every
- * output is compared:
+ * back), so run 2 also catches state leaking between GPU runs (and a
+ * counter the plan would not read from its input). Every output is compared:
  *   fp32: max abs err <= 1e-3 * max(1, max|ref|) and rel L2 <= 1e-4
  *   fp16: rel L2 <= 2e-2
+ *   bool (Dropout masks, one generator on both sides): equal
  * rel L2 = ||gpu - ref||_2 / max(||ref||_2, 1e-6); a NaN or inf on either
  * side fails. One line per output: name, max abs err, rel L2, PASS/FAIL.
  * Exit status 0 when everything passes, 1 on any failure, 2 on an error. */
@@ -52,6 +55,26 @@ static int64_t classes(const Graph *g) {
   return -1;
 }
 
+/* The mask output of every DropoutTrain node becomes a graph output too,
+ * so the two generators are compared element by element. */
+static int expose_masks(Graph *g) {
+  int n = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    n += g->nodes[i].op == GPUC_OP_DROPOUTTRAIN && g->nodes[i].nout > 1 && g->nodes[i].out[1] >= 0;
+  if (!n) return 0;
+  int *outs = gpuc_arena_alloc(&g->arena, sizeof(int) * (size_t)(g->noutputs + n));
+  if (!outs) return -1;
+  memcpy(outs, g->outputs, sizeof(int) * (size_t)g->noutputs);
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *nd = &g->nodes[i];
+    if (nd->op != GPUC_OP_DROPOUTTRAIN || nd->nout < 2 || nd->out[1] < 0) continue;
+    outs[g->noutputs++] = nd->out[1];
+    g->values[nd->out[1]].is_output = true;
+  }
+  g->outputs = outs;
+  return 0;
+}
+
 /* Compare one output; prints its line and returns true when it passes. */
 static bool compare(const char *name, const Tensor *gpu, const Tensor *ref, bool fp16) {
   int64_t n = gpuc_numel(ref);
@@ -72,7 +95,8 @@ static bool compare(const char *name, const Tensor *gpu, const Tensor *ref, bool
     r2 += b * b;
   }
   double rel = sqrt(d2) / fmax(sqrt(r2), 1e-6);
-  bool ok = finite && (fp16 ? rel <= 2e-2 : maxerr <= 1e-3 * fmax(1.0, maxref) && rel <= 1e-4);
+  bool ok = finite && (ref->dt == GPUC_DT_BOOL ? maxerr == 0
+                       : fp16 ? rel <= 2e-2 : maxerr <= 1e-3 * fmax(1.0, maxref) && rel <= 1e-4);
   printf("  %-44s max abs err %.3e (max|ref| %.3e)  rel L2 %.3e  %s%s\n", name, maxerr, maxref, rel,
          ok ? "PASS" : "FAIL", finite ? "" : " (NaN/inf)");
   return ok;
@@ -94,6 +118,7 @@ int main(int argc, char **argv) {
   if (!tr) return die(model, &e);
   Graph *gc = (Graph *)gpuc_trainer_graph(tr);
   const Graph *gr = gc;
+  if (expose_masks(gc)) { fprintf(stderr, "train_gpu_check: out of memory\n"); return 2; }
   if (fp16) {
     PassOptions po;
     gpuc_pass_options_default(&po, 2);
@@ -122,8 +147,12 @@ int main(int argc, char **argv) {
   unlink(path);
   if (!s) return die("session", &e);
 
-  if (gr->ninputs != 2) { fprintf(stderr, "train_gpu_check: the training graph has %d inputs\n", gr->ninputs); return 2; }
+  if (gr->ninputs != 2 && gr->ninputs != 3) {
+    fprintf(stderr, "train_gpu_check: the training graph has %d inputs\n", gr->ninputs);
+    return 2;
+  }
   const Value *vx = &gr->values[gr->inputs[0]], *vy = &gr->values[gr->inputs[1]];
+  const Value *vc = gr->ninputs == 3 ? &gr->values[gr->inputs[2]] : NULL;
   int64_t C = classes(gr);
   if (C <= 0) { fprintf(stderr, "train_gpu_check: no SoftmaxCrossEntropyLoss in the graph\n"); return 2; }
   int failures = 0;
@@ -134,10 +163,13 @@ int main(int argc, char **argv) {
     if (!x || !y) return die("inputs", &e);
     for (int64_t i = 0; i < gpuc_numel(x); i++) gpuc_set_f64(x, i, rnd01());
     for (int64_t i = 0; i < gpuc_numel(y); i++) gpuc_set_i64(y, i, (int64_t)(rnd01() * (double)C) % C);
+    int64_t cv[2] = {(int64_t)rng, 1000 + run};
+    Tensor ct = {.dt = GPUC_DT_I64, .rank = 1, .dims = {2}, .data = cv};
     Tensor **ref = calloc((size_t)gr->noutputs + 1, sizeof *ref);
-    const Tensor *ins[2] = {x, y};
+    const Tensor *ins[3] = {x, y, &ct};
     if (!ref || gpuc_ref_run(gr, ins, ref, &e)) return die("reference run", &e);
-    if (gpuc_session_set_input(s, vx->name, x, &e) || gpuc_session_set_input(s, vy->name, y, &e))
+    if (gpuc_session_set_input(s, vx->name, x, &e) || gpuc_session_set_input(s, vy->name, y, &e) ||
+        (vc && gpuc_session_set_input(s, vc->name, &ct, &e)))
       return die("set input", &e);
     if (gpuc_session_run(s, &e)) return die("GPU run", &e);
     printf("run %d (seed %llu): %d outputs\n", run, (unsigned long long)(0x5eed0000ull + (uint64_t)run * 7919),

@@ -294,6 +294,40 @@ static void test_dropout(void) {
   }
 }
 
+/* The trainer's DropoutTrain with a fixed counter (seed 7, step 3): the
+ * mask is a function of the counter, so the finite differences see the
+ * forward's mask; the check also requires it to drop and keep some. */
+static void test_dropout_train(void) {
+  static const double ratios[] = {0.3, 0.0, 0.75};
+  for (int k = 0; k < 3; k++) {
+    char *nm = k == 0 ? "DropoutTrain ratio=0.3" : k == 1 ? "DropoutTrain ratio=0" : "DropoutTrain ratio=0.75";
+    begin(nm);
+    int64_t d[3] = {3, 4, 5}, two = 2;
+    int x = cval("X", F, 3, d);
+    int ctr = cval("counter", GPUC_DT_I64, 1, &two);
+    gpuc_set_i64(&G->values[ctr].t, 0, 7);
+    gpuc_set_i64(&G->values[ctr].t, 1, 3);
+    int ins[2] = {x, ctr};
+    int y = node(GPUC_OP_DROPOUTTRAIN, "drop", 2, ins);
+    attr_f("ratio", (float)ratios[k]);
+    attr_i("salt", 5);
+    /* the mask the forward draws: zeros of Y where X is not zero */
+    GpucErr e = {0};
+    Tensor *outs[1] = {0};
+    G->outputs = gpuc_arena_alloc(&G->arena, sizeof(int));
+    G->outputs[0] = y;
+    G->noutputs = 1;
+    CHECK(!gpuc_graph_infer(G, &e) && !gpuc_ref_run(G, NULL, outs, &e), "%s: run: %s", nm, e.msg);
+    int64_t kept = 0, n = gpuc_numel(&G->values[x].t);
+    for (int64_t i = 0; outs[0] && i < n; i++) kept += gpuc_get_f64(outs[0], i) != 0;
+    gpuc_tensor_free(outs[0]);
+    G->noutputs = 0;
+    if (k == 1) CHECK(kept == n, "%s: %lld of %lld kept", nm, (long long)kept, (long long)n);
+    else CHECK(kept > 0 && kept < n, "%s: %lld of %lld kept", nm, (long long)kept, (long long)n);
+    finish(y);
+  }
+}
+
 static void test_matmul_nd(void) {
   static const struct { const char *name; int ra; int64_t a[4]; int rb; int64_t b[4]; } cs[] = {
     {"MatMul [2,3,4]x[4,5]", 3, {2, 3, 4}, 2, {4, 5}},
@@ -362,6 +396,7 @@ int main(void) {
   test_where();
   test_layernorm();
   test_dropout();
+  test_dropout_train();
   test_matmul_nd();
   test_block();
   return check_summary();

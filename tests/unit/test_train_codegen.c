@@ -1,6 +1,8 @@
 /* The training graphs compile to GPU plans without a GPU: for mlp.onnx,
- * small_cnn.onnx and small_bn_cnn.onnx, gpuc_trainer_new + gpuc_trainer_graph
- * give forward + loss + backward (+ BatchNormalization in training mode);
+ * small_cnn.onnx, small_bn_cnn.onnx and mlp_dropout.onnx,
+ * gpuc_trainer_new + gpuc_trainer_graph give forward + loss + backward
+ * (+ BatchNormalization in training mode, DropoutTrain with its counter
+ * input "gpuc.step", an int64 [2] input tensor of the plan);
  * gpuc_codegen lowers every node and NVRTC compiles the module for sm_80,
  * sm_89, sm_90 and sm_120, in fp32 and after the fp16 pass. The CNN plans
  * hold cuDNN backward-data (mode 1) and backward-filter (mode 2) steps,
@@ -21,7 +23,7 @@ static bool training_op(GpucOp op) {
   switch (op) {
   case GPUC_OP_CONVGRADINPUT: case GPUC_OP_CONVGRADWEIGHT: case GPUC_OP_MAXPOOLGRAD:
   case GPUC_OP_AVERAGEPOOLGRAD: case GPUC_OP_BATCHNORMGRAD: case GPUC_OP_BATCHNORMALIZATION:
-  case GPUC_OP_SOFTMAXCROSSENTROPYLOSSGRAD: case GPUC_OP_GATHERGRAD:
+  case GPUC_OP_SOFTMAXCROSSENTROPYLOSSGRAD: case GPUC_OP_GATHERGRAD: case GPUC_OP_DROPOUTTRAIN:
     return true;
   default:
     return false;
@@ -71,6 +73,16 @@ static Plan *compile(const char *model, int64_t batch, int sm, bool fp16) {
   }
   gpuc_trainer_free(t);
   return p;
+}
+
+/* The Dropout counter is an input of the plan: the trainer writes it. */
+static bool has_counter(const Plan *p) {
+  for (uint32_t i = 0; i < p->ntensors; i++) {
+    const PlanTensor *t = &p->tensors[i];
+    if (!strcmp(gpuc_plan_str(p, t->name), "gpuc.step"))
+      return t->role == PLAN_ROLE_INPUT && t->dt == GPUC_DT_I64 && t->rank == 1 && t->dims[0] == 2;
+  }
+  return false;
 }
 
 static int count_mode(const Plan *p, uint32_t mode) {
@@ -133,24 +145,26 @@ static void round_trip(const Plan *p, const char *a, const char *b) {
 
 int main(int argc, char **argv) {
   if (argc != 3) { fprintf(stderr, "usage: test_train_codegen MODELS_DIR WORKDIR\n"); return 2; }
-  static const char *models[] = {"mlp", "small_cnn", "small_bn_cnn"};
+  static const char *models[] = {"mlp", "small_cnn", "small_bn_cnn", "mlp_dropout"};
   static const int archs[] = {80, 89, 90, 120};
   char path[4096], a[4096], b[4096], bad[4096];
   snprintf(a, sizeof a, "%s/train_a.gpuc", argv[2]);
   snprintf(b, sizeof b, "%s/train_b.gpuc", argv[2]);
   snprintf(bad, sizeof bad, "%s/train_bad.gpuc", argv[2]);
-  for (int m = 0; m < 3; m++) {
+  for (int m = 0; m < 4; m++) {
+    bool convs = m == 1 || m == 2, dropout = m == 3;
     snprintf(path, sizeof path, "%s/%s.onnx", argv[1], models[m]);
     for (int fp16 = 0; fp16 < 2; fp16++)
       for (int i = 0; i < 4; i++) {
         Plan *p = compile(path, 32, archs[i], fp16);
         if (!p) continue;
-        if (m > 0) {
+        if (dropout) CHECK(has_counter(p), "%s: no int64 [2] input 'gpuc.step'", models[m]);
+        if (convs) {
           CHECK(count_mode(p, 1) > 0, "%s: no backward-data conv", models[m]);
           CHECK(count_mode(p, 2) > 0, "%s: no backward-filter conv", models[m]);
         }
         if (archs[i] == 90) round_trip(p, a, b);
-        if (m > 0 && archs[i] == 90 && !fp16) check_mode3_refused(a, bad);
+        if (convs && archs[i] == 90 && !fp16) check_mode3_refused(a, bad);
         gpuc_plan_free(p);
       }
     printf("%s: compiled\n", models[m]);
