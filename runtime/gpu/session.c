@@ -1,6 +1,7 @@
 /* Plan execution on the GPU with the CUDA driver API, cuBLASLt and cuDNN. */
 #include "session_internal.h"
 #include <math.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,8 +254,17 @@ GpucSession *gpuc_session_create_plan(Plan *p, const char *plan_path, int device
   s->sm = sm;
   s->workspace_bytes = p->meta.workspace_bytes;
   s->workspace_budget = (size_t)1 << 30; /* per cuDNN algorithm */
-  const char *wl = getenv("GPUC_WORKSPACE_LIMIT"); /* a diagnostic: bytes */
-  if (wl && *wl) s->workspace_budget = (size_t)strtoull(wl, NULL, 10);
+  const char *wl = getenv("GPUC_WORKSPACE_LIMIT"); /* a user's cap, in bytes (README) */
+  if (wl && *wl) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(wl, &end, 10);
+    if (errno || *end || wl[0] == '-') {
+      gpuc_err_set(e, "GPUC_WORKSPACE_LIMIT='%.40s' is not a number of bytes", wl);
+      goto fail;
+    }
+    s->workspace_budget = (size_t)v;
+  }
   if (sm < (int)p->hdr.sm) {
     gpuc_err_set(e, "%s: plan built for sm_%u, this GPU is sm_%d; rebuild with: gpuc MODEL.onnx --arch sm_%d -o %s",
                  plan_path, p->hdr.sm, sm, sm, plan_path);
