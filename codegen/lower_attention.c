@@ -189,7 +189,8 @@ static const char *mma_body =
  *   - fragments by ldmatrix from row-major tiles (no transposing stores);
  *     Q's A fragments are loaded again each 64-key chunk instead of held,
  *     so __launch_bounds__(128, 4) caps the registers at 128 without
- *     spilling (4 blocks an SM: 4 x 47.6 KB of shared memory fits too);
+ *     spilling (4 blocks an SM, 4 x 47.6 KB of shared memory with the
+ *     1 KB an SM reserves per block: 528 of the 768 blocks at once);
  *   - scores in the log2 domain: x = s * scale*log2(e) + bias, p =
  *     exp2f(x - max) (exp(a) = 2^(a log2 e); one FMA per score, exp2f is
  *     the hardware's ex2);
@@ -428,6 +429,25 @@ static void emit_strides(StrBuf *b, const GpucAttnGeom *a) {
               LL(a->st[i][1]), nm[i], LL(a->st[i][2]));
 }
 
+/* "extern "C" __global__ void <bounds> name(q, k, v, mask?, y) {" */
+static void emit_signature(StrBuf *b, const char *bounds, const char *name, const char *T, const Tensor *mask) {
+  sb_printf(b, "extern \"C\" __global__ void %s %s(const %s* __restrict__ q, const %s* __restrict__ k, "
+               "const %s* __restrict__ v, ", bounds, name, T, T, T);
+  if (mask) sb_printf(b, "const %s* __restrict__ mask, ", cg_ctype(mask->dt));
+  sb_printf(b, "%s* __restrict__ y) {\n", T);
+}
+
+/* grid (B*H, ceil(Sq/rows)) of ATT_WARPS warps; arguments q, k, v, mask?, y */
+static int launch_attention(LowerCtx *c, const char *name, const GpucAttnGeom *a, int rows) {
+  unsigned grid[3] = {(unsigned)(a->B * a->H), (unsigned)((a->Sq + rows - 1) / rows), 1};
+  unsigned blk[3] = {ATT_WARPS * 32, 1, 1};
+  uint32_t args[5] = {c->tin[0], c->tin[1], c->tin[2]};
+  int nargs = 3;
+  if (c->nin > 3) args[nargs++] = c->tin[3];
+  args[nargs++] = c->tout[0];
+  return cg_launch_grid(c, name, grid, blk, 0, nargs, args);
+}
+
 static int attention_mma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]) {
   const Tensor *q = c->in[0];
   const Tensor *mask = c->nin > 3 ? c->in[3] : NULL;
@@ -445,10 +465,7 @@ static int attention_mma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]
   const char *name = cg_kernel_name(c);
   sb_printf(b, "/* attention (tensor cores): Q [%lld,%lld,%lld,%lld], K/V %lld keys, DV %lld */\n", LL(B), LL(H),
             LL(Sq), LL(D), LL(Sk), LL(DV));
-  sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(128) %s(const %s* __restrict__ q, "
-               "const %s* __restrict__ k, const %s* __restrict__ v, ", name, T, T, T);
-  if (mask) sb_printf(b, "const %s* __restrict__ mask, ", cg_ctype(mask->dt));
-  sb_printf(b, "%s* __restrict__ y) {\n", T);
+  emit_signature(b, "__launch_bounds__(128)", name, T, mask);
   sb_printf(b, "  typedef %s T;\n"
                "  constexpr int D = %lld, DV = %lld, SQ = %lld, SK = %lld, H = %lld;\n"
                "  constexpr int BK = 64, NT = BK / 8, KD = D / 16, NV = DV / 8, KP = D + 8, VP = BK + 8;\n"
@@ -458,12 +475,7 @@ static int attention_mma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]
   const char *keys[] = {"MASK_ADD", "NAN_TO_ZERO", "mma16816(", "pack2("};
   const char *vals[] = {madd, nan0, "mma16816<T>(", "pack2<T>("};
   emit_subst(b, mma_body, 4, keys, vals);
-  unsigned grid[3] = {(unsigned)(B * H), (unsigned)((Sq + 63) / 64), 1}, blk[3] = {128, 1, 1};
-  uint32_t args[5] = {c->tin[0], c->tin[1], c->tin[2]};
-  int nargs = 3;
-  if (mask) args[nargs++] = c->tin[3];
-  args[nargs++] = c->tout[0];
-  return cg_launch_grid(c, name, grid, blk, 0, nargs, args);
+  return launch_attention(c, name, a, 64);
 }
 
 /* Shared memory of attention_mma_kv in bytes (Q tile, K, V, bias row);
@@ -497,10 +509,7 @@ static int attention_mma_kv(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms
   sb_printf(b, "/* attention (tensor cores, K and V resident): Q [%lld,%lld,%lld,%lld], K/V %lld keys, DV %lld, "
                "%lld bytes of shared memory */\n",
             LL(B), LL(H), LL(Sq), LL(D), LL(Sk), LL(DV), LL(mma_kv_smem(a)));
-  sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(128, 4) %s(const %s* __restrict__ q, "
-               "const %s* __restrict__ k, const %s* __restrict__ v, ", name, T, T, T);
-  if (mask) sb_printf(b, "const %s* __restrict__ mask, ", cg_ctype(mask->dt));
-  sb_printf(b, "%s* __restrict__ y) {\n", T);
+  emit_signature(b, "__launch_bounds__(128, 4)", name, T, mask);
   sb_printf(b, "  typedef %s T;\n"
                "  constexpr int D = %lld, DV = %lld, SQ = %lld, SK = %lld, H = %lld;\n"
                "  constexpr int SKP = (SK + 63) / 64 * 64, NV = DV / 8, KP = D + 8, VP = DV + 8, QP = (D > DV ? D : DV) + 8;\n"
@@ -511,12 +520,7 @@ static int attention_mma_kv(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms
   const char *keys[] = {"BIAS_ROW", "MASK_ADD", "NAN_TO_ZERO", "mma16816(", "pack2("};
   const char *vals[] = {bias, madd, nan0, "mma16816<T>(", "pack2<T>("};
   emit_subst(b, mma_kv_body, 5, keys, vals);
-  unsigned grid[3] = {(unsigned)(B * H), (unsigned)((Sq + 63) / 64), 1}, blk[3] = {128, 1, 1};
-  uint32_t args[5] = {c->tin[0], c->tin[1], c->tin[2]};
-  int nargs = 3;
-  if (mask) args[nargs++] = c->tin[3];
-  args[nargs++] = c->tout[0];
-  return cg_launch_grid(c, name, grid, blk, 0, nargs, args);
+  return launch_attention(c, name, a, 64);
 }
 
 /* ---- any float dtype, any arch: fp32 FMA ---- */
@@ -537,10 +541,9 @@ static int attention_fma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]
   const char *name = cg_kernel_name(c);
   sb_printf(b, "/* attention: Q [%lld,%lld,%lld,%lld], K/V %lld keys, DV %lld */\n", LL(B), LL(H), LL(Sq), LL(D),
             LL(Sk), LL(DV));
-  sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) %s(const %s* __restrict__ q, "
-               "const %s* __restrict__ k, const %s* __restrict__ v, ", ATT_WARPS * 32, name, T, T, T);
-  if (mask) sb_printf(b, "const %s* __restrict__ mask, ", cg_ctype(mask->dt));
-  sb_printf(b, "%s* __restrict__ y) {\n", T);
+  char bounds[48];
+  snprintf(bounds, sizeof bounds, "__launch_bounds__(%d)", ATT_WARPS * 32);
+  emit_signature(b, bounds, name, T, mask);
   sb_printf(b, "  __shared__ __align__(16) float qs[%d][%lld];\n"
                "  __shared__ __align__(16) float ks[%d][%lld];\n"
                "  __shared__ __align__(16) float vs[%d][%lld];\n"
@@ -644,13 +647,7 @@ static int attention_fma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]
   sb_printf(b, "      ");
   cg_store(b, y->dt, "yr", "d", "float", "o");
   sb_printf(b, "    }\n  }\n}\n");
-  unsigned grid[3] = {(unsigned)(B * H), (unsigned)((Sq + ATT_BQ - 1) / ATT_BQ), 1};
-  unsigned blk[3] = {ATT_WARPS * 32, 1, 1};
-  uint32_t args[5] = {c->tin[0], c->tin[1], c->tin[2]};
-  int nargs = 3;
-  if (mask) args[nargs++] = c->tin[3];
-  args[nargs++] = c->tout[0];
-  return cg_launch_grid(c, name, grid, blk, 0, nargs, args);
+  return launch_attention(c, name, a, ATT_BQ);
 }
 
 static bool env_set(const char *name) {
