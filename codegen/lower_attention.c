@@ -6,9 +6,11 @@
  * bshd): rows are addressed by the strides of GpucAttnGeom, the last axis
  * contiguous. Limits: gpuc_attention_lowerable.
  *
- * Two kernels: f16/bf16 with D % 16 == 0 and DV % 8 == 0 on sm_80+ use
- * tensor cores (attention_mma, below); everything else the fp32-FMA
- * kernel (attention_fma), described here.
+ * Three kernels: f16/bf16 with D % 16 == 0 and DV % 8 == 0 on sm_80+ use
+ * tensor cores: attention_mma_kv when the block's Q tile and all of K and
+ * V fit in shared memory (BERT's S 128, D 64), else the tiled
+ * attention_mma (both below); everything else the fp32-FMA kernel
+ * (attention_fma), described here.
  *
  * Grid (B*H, ceil(Sq/BQ)); a block of ATT_WARPS warps owns BQ = ATT_WARPS *
  * ATT_ROWS query rows of one (b,h): each warp ATT_ROWS rows. The block
@@ -169,6 +171,203 @@ static const char *mma_body =
   "  }\n"
   "}\n";
 
+/* ---- f16/bf16 on sm_80+, whole K and V of one (b,h) in shared memory
+ *
+ * The tiled kernel above, on BERT-base b32 (B 32, H 12, S 128, D 64, fp16)
+ * on an H200, took 37 us for 1.6 GFLOP and ~26 MB: neither bound. ptxas
+ * gives it 168 registers (3 blocks of 4 warps an SM, 396 of the 768
+ * blocks at once: two waves); each 64-key tile is a synchronous load, two
+ * barriers, V transposed by 2-byte stores, the mask read from global
+ * memory per score, Q fragments by 4-byte loads. When Q's 64-row tile, all
+ * of K and all of V (keys rounded up to 64) and one float per key fit the
+ * 48 KB of static shared memory (D = Dv = 64: Sk <= 128, 46.6 KB), this
+ * kernel is used instead:
+ *   - one load of everything by cp.async (16 bytes a move, no registers
+ *     in between): group 0 = Q tile + K, group 1 = V, so the scores of the
+ *     first 64 keys are computed while V is still arriving; two barriers in
+ *     all;
+ *   - fragments by ldmatrix from row-major tiles (no transposing stores);
+ *     Q's A fragments are loaded again each 64-key chunk instead of held,
+ *     so __launch_bounds__(128, 4) caps the registers at 128 without
+ *     spilling (4 blocks an SM, 4 x 47.6 KB of shared memory with the
+ *     1 KB an SM reserves per block: 528 of the 768 blocks at once on
+ *     the H200's 132 SMs of 228 KB; an sm_80 SM holds 3, sm_89 and
+ *     sm_120 SMs 2);
+ *   - scores in the log2 domain: x = s * scale*log2(e) + bias, p =
+ *     exp2f(x - max) (exp(a) = 2^(a log2 e); one FMA per score, exp2f is
+ *     the hardware's ex2);
+ *   - bias[key] in shared memory, staged once per block: the mask row
+ *     times log2(e) when the mask does not vary along the query axis
+ *     (ms[2] == 0: BERT's [B,1,1,Sk], a rank-1 [Sk]), else 0; keys past Sk
+ *     are -inf there, so the chunk loop has no key guard; a mask that
+ *     varies by row is still read per score from global memory;
+ *   - the output tile goes through the warp's own Q rows in shared memory
+ *     (Q's row pitch is max(D, Dv) + 8 for that) and leaves in 16-byte
+ *     stores, whole rows at a time.
+ * Grid (B*H, ceil(Sq/64)), 4 warps, each 16 query rows; the keys are
+ * walked in chunks of 64 with the same online softmax as the tiled kernel
+ * (in base 2: alpha = 2^(m_old - m_new)).
+ *
+ * ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16 (PTX ISA): lane L gives
+ * the address of row L % 8 of 8x8 matrix L / 8 (8 contiguous halves, 16-
+ * byte aligned); register i of every lane receives from matrix i the pair
+ * (row g, cols 2t, 2t+1), or with .trans the pair (rows 2t, 2t+1, col g)
+ * of the matrix as stored, lower index in the low half. (.x2: lanes 0..15
+ * give the addresses, registers 0 and 1.) So, with the m16n8k16 layouts
+ * written above the tiled kernel, lm = L / 8 and lr = L % 8:
+ *   A of Q (rows w16.., cols 16kk..): matrix i = rows 8(i&1).., cols
+ *     8(i>>1)..: lane L points at qs[w16 + 8(lm&1) + lr][16kk + 8(lm>>1)];
+ *   B of K^T for n-tiles 2p, 2p+1 (keys 16p..16p+15), k-step kk: reg0 =
+ *     (k 2t,2t+1; n g) = K[16p + g][16kk + 2t..] = matrix (keys 16p..,
+ *     d 16kk..) without .trans; reg1 the same at d 16kk + 8; regs 2, 3
+ *     the same at keys 16p + 8: lane L points at ks[16p + 8(lm>>1) + lr]
+ *     [16kk + 8(lm&1)];
+ *   B of V for k-step kk (keys 16kk..), n-tiles 2p, 2p+1 (d 16p..): reg0
+ *     = (k 2t,2t+1; n g) = V[16kk + 2t..][16p + g] = the .trans pair of
+ *     matrix (keys 16kk.., d 16p..); reg1 at keys 16kk + 8; regs 2, 3 at
+ *     d 16p + 8: lane L points at vs[16kk + 8(lm&1) + lr][16p + 8(lm>>1)];
+ *     an odd Dv / 8 takes its last n-tile with .x2 (lanes 0..15: lm < 2).
+ * Row pitches are D + 8 (K), Dv + 8 (V), max(D, Dv) + 8 (Q) halves: 16-
+ * byte rows, and for D = Dv = 64 (36 words) the 8 rows of a matrix fall in
+ * 8 distinct 4-bank groups. */
+static const char *mma_kv_body =
+  "  __shared__ __align__(16) T qs[64 * QP];\n"
+  "  __shared__ __align__(16) T ks[SKP * KP];\n"
+  "  __shared__ __align__(16) T vs[SKP * VP];\n"
+  "  __shared__ __align__(16) float bias[SKP];\n"
+  "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;\n"
+  "  const int lm = lane >> 3, lr = lane & 7; /* ldmatrix: this lane addresses row lr of matrix lm */\n"
+  "  const i64 bh = blockIdx.x, b = bh / H, h = bh % H;\n"
+  "  const int q0 = blockIdx.y * 64, r0 = q0 + warp * 16 + g; /* this lane's rows: r0, r0 + 8 */\n"
+  "  const T* qb = q + b * QS0 + h * QS1;\n"
+  "  const T* kb = k + b * KS0 + h * KS1;\n"
+  "  const T* vb = v + b * VS0 + h * VS1;\n"
+  "  /* rows past SQ / SK are stored as zeros (0 * a finite V stays 0) */\n"
+  "  for (int i = tid; i < 64 * (D / 8); i += 128) {\n"
+  "    const int r = i / (D / 8), c = (i - r * (D / 8)) * 8;\n"
+  "    if (q0 + r < SQ) cp_async16(&qs[r * QP + c], qb + (i64)(q0 + r) * QS2 + c);\n"
+  "    else *(uint4*)&qs[r * QP + c] = make_uint4(0u, 0u, 0u, 0u);\n"
+  "  }\n"
+  "  for (int i = tid; i < SKP * (D / 8); i += 128) {\n"
+  "    const int r = i / (D / 8), c = (i - r * (D / 8)) * 8;\n"
+  "    if (r < SK) cp_async16(&ks[r * KP + c], kb + (i64)r * KS2 + c);\n"
+  "    else *(uint4*)&ks[r * KP + c] = make_uint4(0u, 0u, 0u, 0u);\n"
+  "  }\n"
+  "  cp_async_commit();\n"
+  "  for (int i = tid; i < SKP * (DV / 8); i += 128) {\n"
+  "    const int r = i / (DV / 8), c = (i - r * (DV / 8)) * 8;\n"
+  "    if (r < SK) cp_async16(&vs[r * VP + c], vb + (i64)r * VS2 + c);\n"
+  "    else *(uint4*)&vs[r * VP + c] = make_uint4(0u, 0u, 0u, 0u);\n"
+  "  }\n"
+  "  cp_async_commit();\n"
+  "  for (int j = tid; j < SKP; j += 128) bias[j] = j < SK ? BIAS_ROW : NEG_INF;\n"
+  "  cp_async_wait<1>(); /* this thread's Q and K moves are done */\n"
+  "  __syncthreads();\n"
+  "  const T* qa = qs + (warp * 16 + (lm & 1) * 8 + lr) * QP + (lm >> 1) * 8;\n"
+  "  const T* ka = ks + ((lm >> 1) * 8 + lr) * KP + (lm & 1) * 8;\n"
+  "  const T* va = vs + ((lm & 1) * 8 + lr) * VP + (lm >> 1) * 8;\n"
+  "  float o[NV][4], mrow[2] = {NEG_INF, NEG_INF}, lsum[2] = {0.f, 0.f};\n"
+  "#pragma unroll\n"
+  "  for (int nv = 0; nv < NV; nv++) o[nv][0] = o[nv][1] = o[nv][2] = o[nv][3] = 0.f;\n"
+  "  for (int kc = 0; kc < SKP; kc += 64) {\n"
+  "    float s[8][4]; /* keys kc + 8nt .. kc + 8nt + 7 */\n"
+  "#pragma unroll\n"
+  "    for (int nt = 0; nt < 8; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;\n"
+  "#pragma unroll\n"
+  "    for (int kk = 0; kk < D / 16; kk++) {\n"
+  "      unsigned a[4];\n"
+  "      ldsm_x4(a, qa + kk * 16);\n"
+  "#pragma unroll\n"
+  "      for (int p = 0; p < 4; p++) {\n"
+  "        unsigned bk[4];\n"
+  "        ldsm_x4(bk, ka + (kc + p * 16) * KP + kk * 16);\n"
+  "        mma16816(s[2 * p], a, bk[0], bk[1]);\n"
+  "        mma16816(s[2 * p + 1], a, bk[2], bk[3]);\n"
+  "      }\n"
+  "    }\n"
+  "#pragma unroll\n"
+  "    for (int hr = 0; hr < 2; hr++) {\n"
+  "      const int row = r0 + hr * 8;\n"
+  "      float mx = NEG_INF;\n"
+  "#pragma unroll\n"
+  "      for (int nt = 0; nt < 8; nt++) {\n"
+  "        const float2 bb = *(const float2*)&bias[kc + nt * 8 + 2 * t];\n"
+  "#pragma unroll\n"
+  "        for (int e = 0; e < 2; e++) {\n"
+  "          const int col = kc + nt * 8 + 2 * t + e;\n"
+  "          float x = fmaf(s[nt][hr * 2 + e], SCALE2, e ? bb.y : bb.x);\n"
+  "          MASK_ADD\n"
+  "          (void)col;\n"
+  "          s[nt][hr * 2 + e] = x;\n"
+  "          mx = fmaxf(mx, x);\n"
+  "        }\n"
+  "      }\n"
+  "      (void)row;\n"
+  "      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));\n"
+  "      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));\n"
+  "      const float mn = fmaxf(mrow[hr], mx), mu = mn == NEG_INF ? 0.f : mn;\n"
+  "      const float alpha = exp2f(mrow[hr] - mu);\n"
+  "      mrow[hr] = mn;\n"
+  "      float sum = 0.f;\n"
+  "#pragma unroll\n"
+  "      for (int nt = 0; nt < 8; nt++)\n"
+  "#pragma unroll\n"
+  "        for (int e = 0; e < 2; e++) {\n"
+  "          const float p = exp2f(s[nt][hr * 2 + e] - mu);\n"
+  "          s[nt][hr * 2 + e] = p;\n"
+  "          sum += p;\n"
+  "        }\n"
+  "      lsum[hr] = lsum[hr] * alpha + sum;\n"
+  "#pragma unroll\n"
+  "      for (int nv = 0; nv < NV; nv++) { o[nv][hr * 2] *= alpha; o[nv][hr * 2 + 1] *= alpha; }\n"
+  "    }\n"
+  "    if (kc == 0) {\n"
+  "      cp_async_wait<0>(); /* this thread's V moves are done */\n"
+  "      __syncthreads();\n"
+  "    }\n"
+  "#pragma unroll\n"
+  "    for (int kk = 0; kk < 4; kk++) {\n"
+  "      const unsigned a[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),\n"
+  "                             pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};\n"
+  "      const T* vk = va + (kc + kk * 16) * VP;\n"
+  "#pragma unroll\n"
+  "      for (int p = 0; p < NV / 2; p++) {\n"
+  "        unsigned bv[4];\n"
+  "        ldsm_x4_trans(bv, vk + p * 16);\n"
+  "        mma16816(o[2 * p], a, bv[0], bv[1]);\n"
+  "        mma16816(o[2 * p + 1], a, bv[2], bv[3]);\n"
+  "      }\n"
+  "      if (NV & 1) {\n"
+  "        unsigned bv[2];\n"
+  "        ldsm_x2_trans(bv, vk + (NV - 1) * 8);\n"
+  "        mma16816(o[NV - 1], a, bv[0], bv[1]);\n"
+  "      }\n"
+  "    }\n"
+  "  }\n"
+  "  /* y = o / l into this warp's Q rows (only this warp read them), then\n"
+  "   * 16-byte stores of whole rows */\n"
+  "  __syncwarp();\n"
+  "  T* ot = qs + warp * 16 * QP;\n"
+  "#pragma unroll\n"
+  "  for (int hr = 0; hr < 2; hr++) {\n"
+  "    float l = lsum[hr];\n"
+  "    l += __shfl_xor_sync(0xffffffffu, l, 1);\n"
+  "    l += __shfl_xor_sync(0xffffffffu, l, 2);\n"
+  "    const float inv = 1.f / l;\n"
+  "#pragma unroll\n"
+  "    for (int nv = 0; nv < NV; nv++) {\n"
+  "      float f0 = o[nv][hr * 2] * inv, f1 = o[nv][hr * 2 + 1] * inv;\n"
+  "      NAN_TO_ZERO\n"
+  "      *(unsigned*)&ot[(g + hr * 8) * QP + nv * 8 + 2 * t] = pack2(f0, f1);\n"
+  "    }\n"
+  "  }\n"
+  "  __syncwarp();\n"
+  "  for (int i = lane; i < 16 * (DV / 8); i += 32) {\n"
+  "    const int r = i / (DV / 8), c = (i - r * (DV / 8)) * 8, row = q0 + warp * 16 + r;\n"
+  "    if (row < SQ) *(uint4*)(y + b * YS0 + h * YS1 + (i64)row * YS2 + c) = *(const uint4*)&ot[r * QP + c];\n"
+  "  }\n"
+  "}\n";
+
 /* mma16816<T>(c, a, b0, b1): c += A B for one m16n8k16 tile; pack2<T>(lo,
  * hi): two floats rounded into one register. Emitted once per module (the
  * marker comment is looked for in the module source). */
@@ -190,6 +389,23 @@ static void mma_helpers(StrBuf *b) {
                  "template <> __device__ __forceinline__ unsigned pack2<%s>(float lo, float hi) {\n"
                  "  %s v = %s(lo, hi);\n  return *(unsigned*)&v;\n}\n",
               types[i][0], types[i][1], types[i][1], types[i][0], types[i][2], types[i][3]);
+  /* ldmatrix (sm_75+) and cp.async (sm_80+) for attention_mma_kv; the
+   * wait has a memory clobber so no shared load is moved above it */
+  sb_printf(b, "__device__ __forceinline__ void ldsm_x4(unsigned* r, const void* p) {\n"
+               "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%%0,%%1,%%2,%%3}, [%%4];\\n\"\n"
+               "               : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"((unsigned)__cvta_generic_to_shared(p)));\n}\n"
+               "__device__ __forceinline__ void ldsm_x4_trans(unsigned* r, const void* p) {\n"
+               "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%%0,%%1,%%2,%%3}, [%%4];\\n\"\n"
+               "               : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"((unsigned)__cvta_generic_to_shared(p)));\n}\n"
+               "__device__ __forceinline__ void ldsm_x2_trans(unsigned* r, const void* p) {\n"
+               "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%%0,%%1}, [%%2];\\n\"\n"
+               "               : \"=r\"(r[0]), \"=r\"(r[1]) : \"r\"((unsigned)__cvta_generic_to_shared(p)));\n}\n"
+               "__device__ __forceinline__ void cp_async16(void* dst, const void* src) {\n"
+               "  asm volatile(\"cp.async.cg.shared.global [%%0], [%%1], 16;\\n\"\n"
+               "               :: \"r\"((unsigned)__cvta_generic_to_shared(dst)), \"l\"(src));\n}\n"
+               "__device__ __forceinline__ void cp_async_commit() { asm volatile(\"cp.async.commit_group;\\n\" ::); }\n"
+               "template <int N> __device__ __forceinline__ void cp_async_wait() {\n"
+               "  asm volatile(\"cp.async.wait_group %%0;\\n\" :: \"n\"(N) : \"memory\");\n}\n");
 }
 
 /* body with each key replaced by its value */
@@ -215,6 +431,25 @@ static void emit_strides(StrBuf *b, const GpucAttnGeom *a) {
               LL(a->st[i][1]), nm[i], LL(a->st[i][2]));
 }
 
+/* "extern "C" __global__ void <bounds> name(q, k, v, mask?, y) {" */
+static void emit_signature(StrBuf *b, const char *bounds, const char *name, const char *T, const Tensor *mask) {
+  sb_printf(b, "extern \"C\" __global__ void %s %s(const %s* __restrict__ q, const %s* __restrict__ k, "
+               "const %s* __restrict__ v, ", bounds, name, T, T, T);
+  if (mask) sb_printf(b, "const %s* __restrict__ mask, ", cg_ctype(mask->dt));
+  sb_printf(b, "%s* __restrict__ y) {\n", T);
+}
+
+/* grid (B*H, ceil(Sq/rows)) of ATT_WARPS warps; arguments q, k, v, mask?, y */
+static int launch_attention(LowerCtx *c, const char *name, const GpucAttnGeom *a, int rows) {
+  unsigned grid[3] = {(unsigned)(a->B * a->H), (unsigned)((a->Sq + rows - 1) / rows), 1};
+  unsigned blk[3] = {ATT_WARPS * 32, 1, 1};
+  uint32_t args[5] = {c->tin[0], c->tin[1], c->tin[2]};
+  int nargs = 3;
+  if (c->nin > 3) args[nargs++] = c->tin[3];
+  args[nargs++] = c->tout[0];
+  return cg_launch_grid(c, name, grid, blk, 0, nargs, args);
+}
+
 static int attention_mma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]) {
   const Tensor *q = c->in[0];
   const Tensor *mask = c->nin > 3 ? c->in[3] : NULL;
@@ -232,10 +467,7 @@ static int attention_mma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]
   const char *name = cg_kernel_name(c);
   sb_printf(b, "/* attention (tensor cores): Q [%lld,%lld,%lld,%lld], K/V %lld keys, DV %lld */\n", LL(B), LL(H),
             LL(Sq), LL(D), LL(Sk), LL(DV));
-  sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(128) %s(const %s* __restrict__ q, "
-               "const %s* __restrict__ k, const %s* __restrict__ v, ", name, T, T, T);
-  if (mask) sb_printf(b, "const %s* __restrict__ mask, ", cg_ctype(mask->dt));
-  sb_printf(b, "%s* __restrict__ y) {\n", T);
+  emit_signature(b, "__launch_bounds__(128)", name, T, mask);
   sb_printf(b, "  typedef %s T;\n"
                "  constexpr int D = %lld, DV = %lld, SQ = %lld, SK = %lld, H = %lld;\n"
                "  constexpr int BK = 64, NT = BK / 8, KD = D / 16, NV = DV / 8, KP = D + 8, VP = BK + 8;\n"
@@ -245,12 +477,52 @@ static int attention_mma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]
   const char *keys[] = {"MASK_ADD", "NAN_TO_ZERO", "mma16816(", "pack2("};
   const char *vals[] = {madd, nan0, "mma16816<T>(", "pack2<T>("};
   emit_subst(b, mma_body, 4, keys, vals);
-  unsigned grid[3] = {(unsigned)(B * H), (unsigned)((Sq + 63) / 64), 1}, blk[3] = {128, 1, 1};
-  uint32_t args[5] = {c->tin[0], c->tin[1], c->tin[2]};
-  int nargs = 3;
-  if (mask) args[nargs++] = c->tin[3];
-  args[nargs++] = c->tout[0];
-  return cg_launch_grid(c, name, grid, blk, 0, nargs, args);
+  return launch_attention(c, name, a, 64);
+}
+
+/* Shared memory of attention_mma_kv in bytes (Q tile, K, V, bias row);
+ * it is used when this is within the 48 KB of static shared memory */
+static int64_t mma_kv_smem(const GpucAttnGeom *a) {
+  int64_t skp = (a->Sk + 63) / 64 * 64, qp = (a->D > a->Dv ? a->D : a->Dv) + 8;
+  return 2 * (64 * qp + skp * (a->D + 8) + skp * (a->Dv + 8)) + 4 * skp;
+}
+
+static int attention_mma_kv(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]) {
+  const Tensor *q = c->in[0];
+  const Tensor *mask = c->nin > 3 ? c->in[3] : NULL;
+  int64_t B = a->B, H = a->H, Sq = a->Sq, D = a->D, Sk = a->Sk, DV = a->Dv;
+  const char *T = cg_ctype(q->dt);
+  /* scores in base 2: scale * log2(e) folded into one constant */
+  char scale2[64], bias[256], madd[320];
+  cg_float_lit(scale2, sizeof scale2, (float)(gpuc_attr_f(c->n, "scale", 1.0f) * 1.4426950408889634), "float");
+  snprintf(bias, sizeof bias, "0.f");
+  madd[0] = 0;
+  if (mask && ms[2] == 0) /* the same row for every query: staged once */
+    snprintf(bias, sizeof bias, "ldf(mask[b * %lldLL + h * %lldLL + (i64)j * %lldLL]) * LOG2E", LL(ms[0]), LL(ms[1]),
+             LL(ms[3]));
+  else if (mask)
+    snprintf(madd, sizeof madd,
+             "if (col < SK && row < SQ) x = fmaf(ldf(mask[b * %lldLL + h * %lldLL + (i64)row * %lldLL + (i64)col * %lldLL]), LOG2E, x);",
+             LL(ms[0]), LL(ms[1]), LL(ms[2]), LL(ms[3]));
+  const char *nan0 = gpuc_attr_i(c->n, "nan_to_zero", 0) ? "if (!(l > 0.f)) f0 = f1 = 0.f; /* 0 or NaN */" : "";
+  StrBuf *b = cg_src(c);
+  mma_helpers(b);
+  const char *name = cg_kernel_name(c);
+  sb_printf(b, "/* attention (tensor cores, K and V resident): Q [%lld,%lld,%lld,%lld], K/V %lld keys, DV %lld, "
+               "%lld bytes of shared memory */\n",
+            LL(B), LL(H), LL(Sq), LL(D), LL(Sk), LL(DV), LL(mma_kv_smem(a)));
+  emit_signature(b, "__launch_bounds__(128, 4)", name, T, mask);
+  sb_printf(b, "  typedef %s T;\n"
+               "  constexpr int D = %lld, DV = %lld, SQ = %lld, SK = %lld, H = %lld;\n"
+               "  constexpr int SKP = (SK + 63) / 64 * 64, NV = DV / 8, KP = D + 8, VP = DV + 8, QP = (D > DV ? D : DV) + 8;\n"
+               "  const float SCALE2 = %s, LOG2E = 1.44269504f, NEG_INF = -__int_as_float(0x7f800000);\n"
+               "  (void)LOG2E;\n",
+            T, LL(D), LL(DV), LL(Sq), LL(Sk), LL(H), scale2);
+  emit_strides(b, a);
+  const char *keys[] = {"BIAS_ROW", "MASK_ADD", "NAN_TO_ZERO", "mma16816(", "pack2("};
+  const char *vals[] = {bias, madd, nan0, "mma16816<T>(", "pack2<T>("};
+  emit_subst(b, mma_kv_body, 5, keys, vals);
+  return launch_attention(c, name, a, 64);
 }
 
 /* ---- any float dtype, any arch: fp32 FMA ---- */
@@ -271,10 +543,9 @@ static int attention_fma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]
   const char *name = cg_kernel_name(c);
   sb_printf(b, "/* attention: Q [%lld,%lld,%lld,%lld], K/V %lld keys, DV %lld */\n", LL(B), LL(H), LL(Sq), LL(D),
             LL(Sk), LL(DV));
-  sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) %s(const %s* __restrict__ q, "
-               "const %s* __restrict__ k, const %s* __restrict__ v, ", ATT_WARPS * 32, name, T, T, T);
-  if (mask) sb_printf(b, "const %s* __restrict__ mask, ", cg_ctype(mask->dt));
-  sb_printf(b, "%s* __restrict__ y) {\n", T);
+  char bounds[48];
+  snprintf(bounds, sizeof bounds, "__launch_bounds__(%d)", ATT_WARPS * 32);
+  emit_signature(b, bounds, name, T, mask);
   sb_printf(b, "  __shared__ __align__(16) float qs[%d][%lld];\n"
                "  __shared__ __align__(16) float ks[%d][%lld];\n"
                "  __shared__ __align__(16) float vs[%d][%lld];\n"
@@ -378,13 +649,12 @@ static int attention_fma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]
   sb_printf(b, "      ");
   cg_store(b, y->dt, "yr", "d", "float", "o");
   sb_printf(b, "    }\n  }\n}\n");
-  unsigned grid[3] = {(unsigned)(B * H), (unsigned)((Sq + ATT_BQ - 1) / ATT_BQ), 1};
-  unsigned blk[3] = {ATT_WARPS * 32, 1, 1};
-  uint32_t args[5] = {c->tin[0], c->tin[1], c->tin[2]};
-  int nargs = 3;
-  if (mask) args[nargs++] = c->tin[3];
-  args[nargs++] = c->tout[0];
-  return cg_launch_grid(c, name, grid, blk, 0, nargs, args);
+  return launch_attention(c, name, a, ATT_BQ);
+}
+
+static bool env_set(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && strcmp(v, "0");
 }
 
 int lower_Attention(LowerCtx *c) {
@@ -395,10 +665,12 @@ int lower_Attention(LowerCtx *c) {
     return lower_fail(c, "internal: Attention outside the kernels' limits (the pass checks them)");
   int64_t ms[4] = {0, 0, 0, 0};
   if (mask) gpuc_attention_mask_strides(mask, ms);
-  /* GPUC_ATTENTION_FMA=1 forces the fp32 FMA kernel (to bisect a wrong
-   * result between the two kernels on a GPU) */
-  const char *force = getenv("GPUC_ATTENTION_FMA");
+  /* GPUC_ATTENTION_FMA=1 forces the fp32 FMA kernel, GPUC_ATTENTION_TILED=1
+   * the tiled tensor-core kernel over the K/V-resident one (to bisect a
+   * wrong result between the kernels on a GPU, or time them) */
   bool tc = (q->dt == GPUC_DT_F16 || q->dt == GPUC_DT_BF16) && c->opt->sm >= 80 && a.D % 16 == 0 &&
-            a.Dv % 8 == 0 && !(force && *force && strcmp(force, "0"));
-  return tc ? attention_mma(c, &a, ms) : attention_fma(c, &a, ms);
+            a.Dv % 8 == 0 && !env_set("GPUC_ATTENTION_FMA");
+  if (!tc) return attention_fma(c, &a, ms);
+  if (mma_kv_smem(&a) <= 48 * 1024 && !env_set("GPUC_ATTENTION_TILED")) return attention_mma_kv(c, &a, ms);
+  return attention_mma(c, &a, ms);
 }
