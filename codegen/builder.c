@@ -243,6 +243,12 @@ int cg_conv(LowerCtx *c, const PlanConv *cv) {
   return add_step(c, &s, NULL, (int)n, args);
 }
 
+void cg_mark_tensor_math(LowerCtx *c) {
+  Plan *p = c->pb->p;
+  if (c->capture || p->ntune == 0 || p->steps[p->ntune - 1].kind != PLAN_STEP_KERNEL) return;
+  p->tune[p->ntune - 1].flags |= PLAN_TUNE_F_TENSOR_MATH;
+}
+
 void cg_in_place(LowerCtx *c, uint32_t in, uint32_t out) {
   PlanBuilder *pb = c->pb;
   if (c->capture || pb->p->nsteps == 0 || in == UINT32_MAX || out == UINT32_MAX) return;

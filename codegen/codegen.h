@@ -103,6 +103,9 @@ int cg_alias(LowerCtx *c, int o, uint32_t src);
  * planner may put out over in's bytes when in dies there. A hint, not a
  * promise: kernels must be right either way. */
 void cg_in_place(LowerCtx *c, uint32_t in, uint32_t out);
+/* The kernel step just made computes on tensor cores (mma.sync): the
+ * profile measures it against the tensor peak. */
+void cg_mark_tensor_math(LowerCtx *c);
 /* The tensor whose bytes t is a view of (t itself when not an alias). */
 uint32_t cg_base_tensor(PlanBuilder *pb, uint32_t t);
 /* Bytes and FLOPs of the steps made since the last call, counted for

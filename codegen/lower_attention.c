@@ -440,14 +440,17 @@ static void emit_signature(StrBuf *b, const char *bounds, const char *name, cons
 }
 
 /* grid (B*H, ceil(Sq/rows)) of ATT_WARPS warps; arguments q, k, v, mask?, y */
-static int launch_attention(LowerCtx *c, const char *name, const GpucAttnGeom *a, int rows) {
+/* tensor: the kernel's math is mma.sync (reports use the tensor peak) */
+static int launch_attention(LowerCtx *c, const char *name, const GpucAttnGeom *a, int rows, bool tensor) {
   unsigned grid[3] = {(unsigned)(a->B * a->H), (unsigned)((a->Sq + rows - 1) / rows), 1};
   unsigned blk[3] = {ATT_WARPS * 32, 1, 1};
   uint32_t args[5] = {c->tin[0], c->tin[1], c->tin[2]};
   int nargs = 3;
   if (c->nin > 3) args[nargs++] = c->tin[3];
   args[nargs++] = c->tout[0];
-  return cg_launch_grid(c, name, grid, blk, 0, nargs, args);
+  if (cg_launch_grid(c, name, grid, blk, 0, nargs, args)) return -1;
+  if (tensor) cg_mark_tensor_math(c);
+  return 0;
 }
 
 static int attention_mma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]) {
@@ -477,7 +480,7 @@ static int attention_mma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]
   const char *keys[] = {"MASK_ADD", "NAN_TO_ZERO", "mma16816(", "pack2("};
   const char *vals[] = {madd, nan0, "mma16816<T>(", "pack2<T>("};
   emit_subst(b, mma_body, 4, keys, vals);
-  return launch_attention(c, name, a, 64);
+  return launch_attention(c, name, a, 64, true);
 }
 
 /* Shared memory of attention_mma_kv in bytes (Q tile, K, V, bias row);
@@ -522,7 +525,7 @@ static int attention_mma_kv(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms
   const char *keys[] = {"BIAS_ROW", "MASK_ADD", "NAN_TO_ZERO", "mma16816(", "pack2("};
   const char *vals[] = {bias, madd, nan0, "mma16816<T>(", "pack2<T>("};
   emit_subst(b, mma_kv_body, 5, keys, vals);
-  return launch_attention(c, name, a, 64);
+  return launch_attention(c, name, a, 64, true);
 }
 
 /* ---- any float dtype, any arch: fp32 FMA ---- */
@@ -649,7 +652,7 @@ static int attention_fma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]
   sb_printf(b, "      ");
   cg_store(b, y->dt, "yr", "d", "float", "o");
   sb_printf(b, "    }\n  }\n}\n");
-  return launch_attention(c, name, a, ATT_BQ);
+  return launch_attention(c, name, a, ATT_BQ, false);
 }
 
 static bool env_set(const char *name) {

@@ -180,8 +180,11 @@ typedef struct PlanCost {
  * src_hash (FNV-1a 64 of the kernel's source, its name left out) names the
  * kernel across models for the tune cache. Later choices that need a
  * recompile (tile sizes) get a flag bit and use `choice`, 0 until then. */
-enum { PLAN_TUNE_F_BLOCK_FREE = 1u << 0, PLAN_TUNE_F_BLOCK_TUNED = 1u << 1 };
-#define PLAN_TUNE_F_KNOWN (PLAN_TUNE_F_BLOCK_FREE | PLAN_TUNE_F_BLOCK_TUNED)
+/* PLAN_TUNE_F_TENSOR_MATH (any kernel step): the kernel's math runs on
+ * tensor cores (mma.sync on half/bf16): `gpuc bench --profile` compares its
+ * FLOPs with the FP16 tensor peak instead of the FP32 one. */
+enum { PLAN_TUNE_F_BLOCK_FREE = 1u << 0, PLAN_TUNE_F_BLOCK_TUNED = 1u << 1, PLAN_TUNE_F_TENSOR_MATH = 1u << 2 };
+#define PLAN_TUNE_F_KNOWN (PLAN_TUNE_F_BLOCK_FREE | PLAN_TUNE_F_BLOCK_TUNED | PLAN_TUNE_F_TENSOR_MATH)
 #define GPUC_ITEMS_BLOCK 256u              /* the block codegen launches items kernels with */
 #define GPUC_ITEMS_MAX_BLOCKS (65535u * 32u) /* grid cap: the kernels loop grid-stride past it */
 typedef struct PlanTune {

@@ -154,8 +154,9 @@ static int check_tune(const Plan *p, uint32_t i, const char *path, GpucErr *e) {
   if (s->kind != PLAN_STEP_KERNEL && (t->flags || t->items || t->src_hash))
     return gpuc_err_set(e, "%s: corrupt plan: step %u is a library call with a tune record", path, i);
   if (!(t->flags & PLAN_TUNE_F_BLOCK_FREE)) {
-    if (t->flags || t->items) return gpuc_err_set(e, "%s: corrupt plan: step %u tune flags %#x items %llu",
-                                                  path, i, t->flags, (unsigned long long)t->items);
+    if ((t->flags & ~PLAN_TUNE_F_TENSOR_MATH) || t->items)
+      return gpuc_err_set(e, "%s: corrupt plan: step %u tune flags %#x items %llu", path, i, t->flags,
+                          (unsigned long long)t->items);
     return 0;
   }
   /* a free block size: a 1-D launch of 32..1024 threads a block (whole
@@ -362,7 +363,8 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
                s->block[0] * s->block[1] * s->block[2],
                i >= p->ntune                                 ? ""
                : (p->tune[i].flags & PLAN_TUNE_F_BLOCK_TUNED) ? " (tuned)"
-               : (p->tune[i].flags & PLAN_TUNE_F_BLOCK_FREE)  ? " (free)" : "");
+               : (p->tune[i].flags & PLAN_TUNE_F_BLOCK_FREE)  ? " (free)"
+               : (p->tune[i].flags & PLAN_TUNE_F_TENSOR_MATH) ? " (tensor cores)" : "");
     else if (s->kind == PLAN_STEP_GEMM) {
       const PlanGemm *g = &p->gemms[s->index];
       snprintf(what, sizeof what, "cublasLt gemm %lldx%lldx%lld batch %lld", (long long)g->m,

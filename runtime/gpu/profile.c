@@ -47,10 +47,14 @@ void gpuc_peaks_from_device(const GpucDeviceInfo *d, GpucPeaks *pk) {
 
 /* The peak a step's math runs at: library calls by their dtype (FP16/BF16
  * on tensor cores; FP32 is FMA math, not TF32), generated kernels on the
- * FP32 cores (they compute in float). */
-static double step_peak(const Plan *p, const PlanStep *s, const GpucPeaks *pk) {
+ * FP32 cores (they compute in float) unless the plan marks their math as
+ * tensor-core (the half attention kernels). */
+static double step_peak(const Plan *p, uint32_t i, const GpucPeaks *pk) {
+  const PlanStep *s = &p->steps[i];
+  bool tensor = s->kind == PLAN_STEP_KERNEL && i < p->ntune && (p->tune[i].flags & PLAN_TUNE_F_TENSOR_MATH);
   uint32_t dt = s->kind == PLAN_STEP_GEMM ? p->gemms[s->index].dt
-              : s->kind == PLAN_STEP_CONV ? p->convs[s->index].dt : GPUC_DT_F32;
+              : s->kind == PLAN_STEP_CONV ? p->convs[s->index].dt
+              : tensor ? GPUC_DT_F16 : GPUC_DT_F32;
   if (dt == GPUC_DT_F16 || dt == GPUC_DT_BF16) return pk->fp16_tflops;
   if (dt == GPUC_DT_F64) return pk->fp64_tflops;
   return pk->fp32_tflops;
@@ -73,7 +77,7 @@ void gpuc_profile_row(const Plan *p, uint32_t i, const double *ms, const GpucPea
   r->gflop = flops / 1e9;
   r->gbs = sec > 0 ? bytes / sec / 1e9 : 0;
   r->tflops = sec > 0 ? flops / sec / 1e12 : 0;
-  r->peak_tflops = step_peak(p, &p->steps[i], pk);
+  r->peak_tflops = step_peak(p, i, pk);
   r->bw_frac = pk->dram_gbs > 0 && sec > 0 ? r->gbs / pk->dram_gbs : -1;
   r->flop_frac = r->peak_tflops > 0 && sec > 0 ? r->tflops / r->peak_tflops : -1;
   r->bound = bound_of(r->bw_frac, r->flop_frac);

@@ -128,6 +128,21 @@ static void check_attention_costs(const char *models) {
     n++;
   }
   CHECK(n == 2, "attention.onnx: %d Attention kernels, want 2", n);
+  /* fp32 attention is FMA math; the half kernels are tensor-core math */
+  for (int fp16 = 0; fp16 < 2; fp16++) {
+    Plan *q = fp16 ? compile_opts(path, b, 3, 90, true) : p;
+    int marked = 0, attn = 0;
+    for (uint32_t i = 0; q && i < q->nsteps; i++) {
+      bool is_attn = q->steps[i].kind == PLAN_STEP_KERNEL &&
+                     strstr(gpuc_plan_str(q, q->kernels[q->steps[i].index].name), "Attention");
+      attn += is_attn;
+      marked += (q->tune[i].flags & PLAN_TUNE_F_TENSOR_MATH) != 0;
+      if (!is_attn) CHECK(!(q->tune[i].flags & PLAN_TUNE_F_TENSOR_MATH), "step %u marked tensor-core math", i);
+    }
+    CHECK(attn == 2 && marked == (fp16 ? 2 : 0), "attention.onnx %s: %d of %d Attention steps tensor-core math",
+          fp16 ? "fp16" : "fp32", marked, attn);
+    if (fp16) gpuc_plan_free(q);
+  }
   gpuc_plan_free(p);
 }
 

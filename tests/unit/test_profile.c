@@ -110,6 +110,17 @@ static void test_table(void) {
         strstr(t, "  41.8%  C"), "total row: %.120s", t ? t : "(none)");
   free(text);
 
+  /* the same kernel marked tensor-core math (the half attention kernels):
+   * measured against the FP16 tensor peak, 0.1 of 200 TFLOP/s */
+  PlanTune tune[2] = {{.flags = PLAN_TUNE_F_TENSOR_MATH}, {0}};
+  p.tune = tune;
+  p.ntune = 2;
+  gpuc_profile_row(&p, 0, ms, &pk, &r);
+  CHECK(NEAR(r.peak_tflops, 200) && NEAR(r.flop_frac, 0.0005), "tensor-core kernel against the tensor peak: %.5f",
+        r.flop_frac);
+  p.tune = NULL;
+  p.ntune = 0;
+
   /* peaks unknown: fractions print n/a, no bound */
   GpucPeaks none = {0};
   gpuc_profile_row(&p, 0, ms, &none, &r);
