@@ -256,18 +256,8 @@ void cg_in_place(LowerCtx *c, uint32_t in, uint32_t out) {
   pb->inplace[pb->ninplace++] = (InPlaceHint){.step = pb->p->nsteps - 1, .in = in, .out = out};
 }
 
-uint32_t cg_base_tensor(PlanBuilder *pb, uint32_t t) {
-  while (pb->p->tensors[t].mem == PLAN_MEM_ALIAS) t = (uint32_t)pb->p->tensors[t].offset;
-  return t;
-}
-
 /* ---- memory planning ---- */
 typedef struct { uint32_t t; int64_t first, last; uint64_t bytes, off; } Live;
-
-static uint32_t base_of(const Plan *p, uint32_t t) {
-  while (p->tensors[t].mem == PLAN_MEM_ALIAS) t = (uint32_t)p->tensors[t].offset;
-  return t;
-}
 
 static int cmp_live(const void *a, const void *b) {
   const Live *x = a, *y = b;
@@ -311,7 +301,7 @@ static uint32_t share_in_place(PlanBuilder *pb, const int64_t *first, int64_t *c
   if (!taken) return 0;
   for (uint32_t h = 0; h < pb->ninplace; h++) {
     const InPlaceHint *hint = &pb->inplace[h];
-    uint32_t a = base_of(p, hint->in), b = base_of(p, hint->out);
+    uint32_t a = gpuc_plan_base_tensor(p, hint->in), b = gpuc_plan_base_tensor(p, hint->out);
     const PlanTensor *ta = &p->tensors[a], *tb = &p->tensors[b];
     if (a == b || taken[a] || owner[b] != b || ta->mem != PLAN_MEM_ARENA || tb->mem != PLAN_MEM_ARENA) continue;
     if (ta->bytes != tb->bytes || ta->role == PLAN_ROLE_INPUT || ta->role == PLAN_ROLE_INPUT_OUTPUT) continue;
@@ -319,7 +309,7 @@ static uint32_t share_in_place(PlanBuilder *pb, const int64_t *first, int64_t *c
     if (chain_last[root] != (int64_t)hint->step || first[b] != (int64_t)hint->step) continue;
     const PlanStep *st = &p->steps[hint->step];
     int reads = 0;
-    for (uint32_t k = 0; k < st->nargs; k++) reads += base_of(p, p->args[st->args + k]) == a;
+    for (uint32_t k = 0; k < st->nargs; k++) reads += gpuc_plan_base_tensor(p, p->args[st->args + k]) == a;
     if (reads != 1) continue;
     owner[b] = root;
     taken[a] = true;
@@ -344,13 +334,13 @@ static int plan_memory(PlanBuilder *pb) {
   int64_t end = p->nsteps;
   for (uint32_t s = 0; s < p->nsteps; s++)
     for (uint32_t a = 0; a < p->steps[s].nargs; a++) {
-      uint32_t t = base_of(p, p->args[p->steps[s].args + a]);
+      uint32_t t = gpuc_plan_base_tensor(p, p->args[p->steps[s].args + a]);
       if (first[t] > s) first[t] = s;
       if (last[t] < (int64_t)s) last[t] = s;
     }
   for (uint32_t t = 0; t < p->ntensors; t++) {
     const PlanTensor *pt = &p->tensors[t];
-    uint32_t b = base_of(p, t);
+    uint32_t b = gpuc_plan_base_tensor(p, t);
     if (pt->role == PLAN_ROLE_INPUT || pt->role == PLAN_ROLE_INPUT_OUTPUT) first[b] = -1;
     if (pt->role == PLAN_ROLE_OUTPUT || pt->role == PLAN_ROLE_INPUT_OUTPUT) last[b] = end;
     if (pt->role == PLAN_ROLE_INPUT && last[b] < 0) last[b] = 0;

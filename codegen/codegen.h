@@ -106,8 +106,6 @@ void cg_in_place(LowerCtx *c, uint32_t in, uint32_t out);
 /* The kernel step just made computes on tensor cores (mma.sync): the
  * profile measures it against the tensor peak. */
 void cg_mark_tensor_math(LowerCtx *c);
-/* The tensor whose bytes t is a view of (t itself when not an alias). */
-uint32_t cg_base_tensor(PlanBuilder *pb, uint32_t t);
 /* Bytes and FLOPs of the steps made since the last call, counted for
  * node c->n (codegen/cost.c); the builder calls it after each lowering. */
 int cg_cost_steps(Plan *p, const LowerCtx *c);

@@ -20,17 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t base_tensor(const Plan *p, uint32_t t) {
-  while (p->tensors[t].mem == PLAN_MEM_ALIAS) t = (uint32_t)p->tensors[t].offset;
-  return t;
-}
-
 static uint64_t step_bytes(const Plan *p, const PlanStep *s) {
   uint64_t bytes = 0;
   for (uint32_t a = 0; a < s->nargs; a++) {
-    uint32_t t = base_tensor(p, p->args[s->args + a]);
+    uint32_t t = gpuc_plan_base_tensor(p, p->args[s->args + a]);
     bool seen = false;
-    for (uint32_t b = 0; b < a && !seen; b++) seen = base_tensor(p, p->args[s->args + b]) == t;
+    for (uint32_t b = 0; b < a && !seen; b++) seen = gpuc_plan_base_tensor(p, p->args[s->args + b]) == t;
     if (!seen) bytes += p->tensors[t].bytes;
   }
   return bytes;

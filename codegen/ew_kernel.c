@@ -74,10 +74,11 @@ static int ext_kind(const EwExt *x, const Tensor *y) {
 static bool in_place_candidate(LowerCtx *c, const EwProgram *p, int k, const int *kind) {
   const EwExt *x = &p->ext[k];
   if (kind[k] != EXT_SAME || gpuc_dtype_size(x->view.dt) != gpuc_dtype_size(p->y->dt)) return false;
-  uint32_t base = cg_base_tensor(c->pb, x->tensor);
+  const Plan *plan = cg_builder_plan(c->pb);
+  uint32_t base = gpuc_plan_base_tensor(plan, x->tensor);
   for (int j = 0; j < p->next; j++)
-    if (j != k && cg_base_tensor(c->pb, p->ext[j].tensor) == base) return false;
-  return cg_base_tensor(c->pb, p->ty) != base;
+    if (j != k && gpuc_plan_base_tensor(plan, p->ext[j].tensor) == base) return false;
+  return gpuc_plan_base_tensor(plan, p->ty) != base;
 }
 
 int cg_ew_program(LowerCtx *c, const EwProgram *p) {

@@ -215,6 +215,10 @@ typedef struct Plan {
   uint8_t *cubin; uint64_t cubin_size;
 } Plan;
 
+/* The tensor whose bytes tensor t is a view of (t itself when not an
+ * alias); aliases point backwards, so the walk ends. */
+uint32_t gpuc_plan_base_tensor(const Plan *p, uint32_t t);
+
 /* Write atomically (temp file + rename). */
 int gpuc_plan_write(const Plan *p, const char *path, GpucErr *e);
 /* Read and validate everything; on failure nothing is returned. */

@@ -22,6 +22,11 @@ uint32_t gpuc_plan_items_grid(uint64_t items, uint32_t block) {
   return blocks > GPUC_ITEMS_MAX_BLOCKS ? GPUC_ITEMS_MAX_BLOCKS : (uint32_t)blocks;
 }
 
+uint32_t gpuc_plan_base_tensor(const Plan *p, uint32_t t) {
+  while (p->tensors[t].mem == PLAN_MEM_ALIAS) t = (uint32_t)p->tensors[t].offset;
+  return t;
+}
+
 uint64_t gpuc_fnv1a64(const void *data, size_t n, uint64_t h) {
   const uint8_t *p = data;
   for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 1099511628211ull; }

@@ -16,23 +16,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t base(const Plan *p, uint32_t t) {
-  while (p->tensors[t].mem == PLAN_MEM_ALIAS) t = (uint32_t)p->tensors[t].offset;
-  return t;
-}
-
 /* first/last step each base tensor is live at (-1: before the first step;
  * nsteps: after the last), worked out from the steps and roles */
 static void lifetimes(const Plan *p, int64_t *first, int64_t *last) {
   for (uint32_t t = 0; t < p->ntensors; t++) { first[t] = INT64_MAX; last[t] = -1; }
   for (uint32_t s = 0; s < p->nsteps; s++)
     for (uint32_t a = 0; a < p->steps[s].nargs; a++) {
-      uint32_t t = base(p, p->args[p->steps[s].args + a]);
+      uint32_t t = gpuc_plan_base_tensor(p, p->args[p->steps[s].args + a]);
       if (first[t] > (int64_t)s) first[t] = s;
       if (last[t] < (int64_t)s) last[t] = s;
     }
   for (uint32_t t = 0; t < p->ntensors; t++) { /* inputs from the start, outputs to the end */
-    uint32_t b = base(p, t);
+    uint32_t b = gpuc_plan_base_tensor(p, t);
     int role = p->tensors[t].role;
     if (role == PLAN_ROLE_INPUT || role == PLAN_ROLE_INPUT_OUTPUT) { first[b] = -1; if (last[b] < 0) last[b] = 0; }
     if (role == PLAN_ROLE_OUTPUT || role == PLAN_ROLE_INPUT_OUTPUT) last[b] = (int64_t)p->nsteps;
