@@ -265,7 +265,8 @@ static int tune_block(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], G
     cache_put(cache, key, best);
   }
   ts->blocks++;
-  for (int c = 0; c < 5; c++) ts->blocks_chosen[c] += (uint32_t)best == block_candidates[c];
+  for (size_t c = 0; c < sizeof block_candidates / sizeof *block_candidates; c++)
+    ts->blocks_chosen[c] += (uint32_t)best == block_candidates[c];
   if ((uint32_t)best == st->block[0]) return 0;
   st->block[0] = (uint32_t)best;
   st->grid[0] = gpuc_plan_items_grid(tn->items, (uint32_t)best);

@@ -12,6 +12,7 @@
 #include "passes.h"
 #include "plan.h"
 #include "check.h"
+#include "compile_model.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,29 +75,13 @@ done:
   return conflicts;
 }
 
-static Plan *compile(const char *path, const GpucShapeBind *b, int nb, bool fp16, CompileStats *st) {
-  GpucErr e = {0};
-  Graph *g = gpuc_onnx_load(path, b, nb, &e);
-  CHECK(g != NULL, "load %s: %s", path, e.msg);
-  if (!g) return NULL;
-  PassOptions po;
-  gpuc_pass_options_default(&po, 2);
-  po.fp16 = fp16;
-  Plan *p = NULL;
-  CodegenOptions co = {.sm = 90, .level = 2, .fp16 = fp16};
-  CHECK(gpuc_passes_run(g, &po, &e) == 0 && gpuc_codegen(g, &co, &p, st, &e) == 0 && p, "compile %s: %s",
-        path, e.msg);
-  gpuc_graph_free(g);
-  return p;
-}
-
 /* min_inplace: the in-place handovers the model must get at least */
 static void check_model(const char *dir, const char *name, const GpucShapeBind *b, int nb, bool fp16,
                         int min_inplace) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
   CompileStats st;
-  Plan *p = compile(path, b, nb, fp16, &st);
+  Plan *p = compile_model(path, b, nb, 90, fp16, &st);
   if (!p) return;
   int handovers = 0, conflicts = arena_conflicts(p, &handovers, false);
   CHECK(conflicts == 0, "%s%s: %d pairs of live tensors share arena bytes", name, fp16 ? " fp16" : "", conflicts);

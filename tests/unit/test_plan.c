@@ -11,31 +11,19 @@
 #include "passes.h"
 #include "plan.h"
 #include "check.h"
+#include "compile_model.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 
 static Plan *compile_opts(const char *model, const GpucShapeBind *b, int nb, int sm, bool fp16) {
-  GpucErr e = {0};
-  Graph *g = gpuc_onnx_load(model, b, nb, &e);
-  CHECK(g != NULL, "load %s: %s", model, e.msg);
-  if (!g) return NULL;
-  PassOptions po;
-  gpuc_pass_options_default(&po, 2);
-  po.fp16 = fp16;
-  CHECK(gpuc_passes_run(g, &po, &e) == 0, "passes: %s", e.msg);
-  CodegenOptions co = {.sm = sm, .level = 2, .fp16 = fp16};
-  Plan *p = NULL;
-  CompileStats st;
-  int rc = gpuc_codegen(g, &co, &p, &st, &e);
-  CHECK(rc == 0 && p, "codegen %s sm_%d: %s", model, sm, e.msg);
+  Plan *p = compile_model(model, b, nb, sm, fp16, NULL);
   if (p) {
     CHECK(p->cubin_size > 0 && p->ptx_size > 1, "%s sm_%d: PTX and CUBIN present", model, sm);
     CHECK(p->meta.arena_bytes <= p->meta.naive_bytes, "arena %llu <= naive %llu",
           (unsigned long long)p->meta.arena_bytes, (unsigned long long)p->meta.naive_bytes);
   }
-  gpuc_graph_free(g);
   return p;
 }
 

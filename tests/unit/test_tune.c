@@ -14,6 +14,7 @@
 #include "passes.h"
 #include "plan.h"
 #include "check.h"
+#include "compile_model.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,19 +137,8 @@ static void check_model(const char *dir, const Model *m) {
   snprintf(path, sizeof path, "%s/%s", dir, m->file);
   GpucShapeBind binds[4];
   int nb = 0;
-  GpucErr e = {0};
   for (; nb < 4 && m->shapes[nb]; nb++) parse_bind(m->shapes[nb], &binds[nb]);
-  Graph *g = gpuc_onnx_load(path, binds, nb, &e);
-  CHECK(g != NULL, "load %s: %s", path, e.msg);
-  if (!g) return;
-  PassOptions po;
-  gpuc_pass_options_default(&po, 2);
-  po.fp16 = m->fp16;
-  CHECK(gpuc_passes_run(g, &po, &e) == 0, "passes %s: %s", m->file, e.msg);
-  CodegenOptions co = {.sm = 90, .level = 2, .fp16 = m->fp16};
-  Plan *p = NULL;
-  CHECK(gpuc_codegen(g, &co, &p, NULL, &e) == 0 && p, "codegen %s: %s", m->file, e.msg);
-  gpuc_graph_free(g);
+  Plan *p = compile_model(path, binds, nb, 90, m->fp16, NULL);
   if (!p) return;
   int nfree = 0;
   CHECK(p->ntune == p->nsteps, "%s: %u tune records for %u steps", m->file, p->ntune, p->nsteps);
