@@ -225,6 +225,7 @@ int cg_gemm(LowerCtx *c, const PlanGemm *g) {
   Plan *p = c->pb->p;
   if (GROW(p->gemms, p->ngemms, c->pb->cap_gemms)) return gpuc_err_set(c->err, "out of memory");
   p->gemms[p->ngemms] = *g;
+  gpuc_plan_gemm_defaults(&p->gemms[p->ngemms]);
   PlanStep s = {.kind = PLAN_STEP_GEMM, .index = p->ngemms++};
   uint32_t args[4] = {g->a, g->b, g->y, g->c};
   return add_step(c, &s, NULL, g->c == UINT32_MAX ? 3 : 4, args);

@@ -55,6 +55,7 @@ static double step_peak(const Plan *p, uint32_t i, const GpucPeaks *pk) {
   uint32_t dt = s->kind == PLAN_STEP_GEMM ? p->gemms[s->index].dt
               : s->kind == PLAN_STEP_CONV ? p->convs[s->index].dt
               : tensor ? GPUC_DT_F16 : GPUC_DT_F32;
+  if (dt == GPUC_DT_I8) return 2 * pk->fp16_tflops; /* int8 GEMMs: dense IMMA runs at twice the FP16 rate */
   if (dt == GPUC_DT_F16 || dt == GPUC_DT_BF16) return pk->fp16_tflops;
   if (dt == GPUC_DT_F64) return pk->fp64_tflops;
   return pk->fp32_tflops;
