@@ -13,6 +13,8 @@ typedef struct PassOptions {
   bool training;                 /* a training graph: each parameter (Value.is_param) stays
                                     the one tensor the optimizer updates, never copied */
   int64_t fold_max_bytes;        /* largest tensor constant folding may create */
+  bool int8;                     /* --int8: Linear layers on int8 GEMMs (quantize_int8.c) */
+  const char *int8_skip;         /* comma-separated fnmatch globs of layer names kept in float */
   const char *dump_after;        /* pass name to dump the graph after, or NULL */
   FILE *dump_to;
 } PassOptions;
@@ -36,6 +38,12 @@ int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e);
 /* Residual Add + LayerNormalization -> AddLayerNormalization. */
 int pass_fuse_add_layernorm(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e);
+/* --int8 (o->int8): MatMul/Gemm/MatMulBias with constant weights ->
+ * QuantizeRows + MatMulInt8 + DequantizeRows; returns the layers changed. */
+int pass_quantize_int8(Graph *g, const PassOptions *o, GpucErr *e);
+/* The int8 layers of a graph after the passes, the Linear layers kept in
+ * float and why, or a note that nothing was quantized. */
+void gpuc_int8_report(const Graph *g, const PassOptions *o, FILE *f);
 /* Runs the passes of o->level, verifying the graph after each. */
 int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e);
 #endif

@@ -23,6 +23,8 @@ typedef struct CompileRequest {
   int nbinds;
   int level, sm;
   bool fp16;
+  bool int8;                     /* --int8 */
+  const char *int8_skip;         /* --int8-skip globs, comma-separated, or NULL */
   int64_t mem_limit;
   /* graph inputs compiled in as constants (test-onnx --gpu) */
   int nfreeze;
@@ -33,6 +35,10 @@ int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e);
 void default_plan_path(const char *model, char *out, size_t n);
 int parse_arch(const char *a, int *sm);
 int parse_size(const char *s, int64_t *out);
+/* --int8-skip PATTERN (may repeat; a PATTERN may list globs separated by
+ * commas): appends the globs to skip[n] (comma-separated). Returns 0, or
+ * prints a usage error and returns EXIT_USAGE. */
+int parse_int8_skip(const char *pattern, char *skip, size_t n);
 bool is_plan_file(const char *path);
 Tensor *load_tensor_file(const char *path, GpucErr *e);
 

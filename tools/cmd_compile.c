@@ -1,4 +1,4 @@
-/* gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16] [--arch A]
+/* gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16] [--int8 [--int8-skip GLOB[,GLOB]]...] [--arch A]
  *                 [--shape NAME=DIMS]... [--mem-limit SIZE] [--tune-cache FILE|none]
  * Import, run the passes of the level, generate code, write the plan. Works
  * without a GPU when --arch names the target. */
@@ -43,6 +43,21 @@ int parse_size(const char *s, int64_t *out) {
   return 0;
 }
 
+int parse_int8_skip(const char *pattern, char *skip, size_t n) {
+  if (!pattern || !*pattern) return usage_error("--int8-skip wants a layer-name glob, e.g. 'encoder.*.output.dense'");
+  for (const char *p = pattern;; p++) { /* no empty globs: "a,,b", ",a", "a," */
+    size_t l = strcspn(p, ",");
+    if (l == 0) return usage_error("--int8-skip '%s' holds an empty pattern", pattern);
+    if (l >= 511) return usage_error("--int8-skip: a pattern longer than 510 characters");
+    p += l;
+    if (!*p) break;
+  }
+  size_t have = strlen(skip);
+  if (have + 1 + strlen(pattern) + 1 > n) return usage_error("--int8-skip: too many patterns");
+  snprintf(skip + have, n - have, "%s%s", have ? "," : "", pattern);
+  return 0;
+}
+
 int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e) {
   double t0 = now_s();
   int sm = r->sm;
@@ -62,7 +77,10 @@ int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e) {
   PassOptions po;
   gpuc_pass_options_default(&po, r->level < 1 ? 1 : r->level); /* shapes must fold for codegen */
   po.fp16 = r->fp16;
+  po.int8 = r->int8;
+  po.int8_skip = r->int8_skip;
   if (gpuc_passes_run(g, &po, e)) { gpuc_graph_free(g); return -1; }
+  if (r->int8) gpuc_int8_report(g, &po, stdout);
   CodegenOptions co = {.sm = sm, .fp16 = r->fp16, .level = r->level, .mem_limit = r->mem_limit};
   Plan *p = NULL;
   int rc = gpuc_codegen(g, &co, &p, st, e);
@@ -121,6 +139,7 @@ int cmd_compile(int argc, char **argv) {
   CompileRequest r = {.level = 2, .sm = 0};
   static GpucShapeBind binds[64];
   char outbuf[4096], cachebuf[4096];
+  static char skip[8192];
   const char *out = NULL, *tune_cache = NULL;
   bool tune_cache_set = false;
   for (int i = 0; i < argc; i++) {
@@ -132,6 +151,11 @@ int cmd_compile(int argc, char **argv) {
       r.level = a[2] - '0';
     } else if (!strcmp(a, "--fp16")) {
       r.fp16 = true;
+    } else if (!strcmp(a, "--int8")) {
+      r.int8 = true;
+    } else if (!strcmp(a, "--int8-skip")) {
+      if (parse_int8_skip(i + 1 < argc ? argv[++i] : NULL, skip, sizeof skip)) return EXIT_USAGE;
+      r.int8_skip = skip;
     } else if (!strcmp(a, "--arch")) {
       if (i + 1 >= argc || parse_arch(argv[i + 1], &r.sm))
         return usage_error("--arch wants native or sm_80|sm_86|sm_89|sm_90|sm_120");
@@ -157,13 +181,15 @@ int cmd_compile(int argc, char **argv) {
     }
   }
   if (!r.model) return usage_error("no model given");
+  if (r.int8_skip && !r.int8) return usage_error("--int8-skip keeps layers of an --int8 compile in float; add --int8");
   if (!out) { default_plan_path(r.model, outbuf, sizeof outbuf); out = outbuf; }
   r.binds = binds;
   r.out = out;
   GpucErr e = {0};
   CompileStats st;
   if (compile_model(&r, &st, &e)) return report(&e);
-  printf("compiled %s -> %s (sm_%d, -O%d%s)\n", r.model, out, st.sm, r.level, r.fp16 ? ", fp16" : "");
+  printf("compiled %s -> %s (sm_%d, -O%d%s%s)\n", r.model, out, st.sm, r.level, r.fp16 ? ", fp16" : "",
+         r.int8 ? ", int8" : "");
   printf("  nodes: %d imported, %d after passes\n", st.nodes_in, st.nodes_after);
   printf("  kernels generated: %d; library calls: %d cuBLASLt, %d cuDNN\n", st.kernels, st.gemms, st.convs);
   printf("  arena: %llu bytes (lower bound %llu, naive sum %llu); weights: %llu bytes; workspace: %llu bytes\n",

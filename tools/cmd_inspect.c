@@ -1,6 +1,6 @@
 /* gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1|-O2] [--fp16]
- *              [--dump-after PASS]
- * -O1 runs the graph passes before printing (fold, identity, cse, fold_bn, dce, fuse_conv, fuse_matmul, fuse_attention, fuse_add_layernorm, fp16, fuse_elementwise);
+ *              [--int8 [--int8-skip GLOB]...] [--dump-after PASS]
+ * -O1 runs the graph passes before printing (fold, identity, cse, fold_bn, dce, fuse_conv, fuse_matmul, fuse_attention, fuse_add_layernorm, fp16, quantize_int8, fuse_elementwise);
  * --dump-after prints the graph after the named pass (implies -O1). */
 #include "cli.h"
 #include "passes.h"
@@ -10,7 +10,8 @@
 
 int cmd_inspect(int argc, char **argv) {
   const char *model = NULL;
-  bool dump = false, fp16 = false;
+  bool dump = false, fp16 = false, int8 = false;
+  static char skip[8192];
   int level = 0;
   const char *dump_after = NULL;
   GpucShapeBind binds[64];
@@ -22,7 +23,7 @@ int cmd_inspect(int argc, char **argv) {
     else if (!strcmp(argv[i], "--dump-after")) {
       static const char *passes =
           "fold, identity, cse, fold_bn, dce, fuse_conv, fuse_matmul, fuse_attention, fuse_add_layernorm, "
-          "layout_nhwc, fp16, fuse_elementwise";
+          "layout_nhwc, fp16, quantize_int8, fuse_elementwise";
       if (i + 1 >= argc) return usage_error("--dump-after needs a pass name (%s)", passes);
       dump_after = argv[++i];
       /* a whole name of the list: bounded by ", " or its ends */
@@ -33,6 +34,10 @@ int cmd_inspect(int argc, char **argv) {
       if (level == 0) level = 1;
     }
     else if (!strcmp(argv[i], "--fp16")) fp16 = true;
+    else if (!strcmp(argv[i], "--int8")) int8 = true;
+    else if (!strcmp(argv[i], "--int8-skip")) {
+      if (parse_int8_skip(i + 1 < argc ? argv[++i] : NULL, skip, sizeof skip)) return EXIT_USAGE;
+    }
     else if (!strcmp(argv[i], "--shape")) {
       if (i + 1 >= argc) return usage_error("--shape needs NAME=DIMS");
       if (nbinds == 64) return usage_error("too many --shape flags");
@@ -42,6 +47,8 @@ int cmd_inspect(int argc, char **argv) {
     else return usage_error("inspect: more than one model given");
   }
   if (!model) return usage_error("inspect: no model given");
+  if (*skip && !int8) return usage_error("--int8-skip keeps layers of --int8 in float; add --int8");
+  if (int8 && level == 0) level = 2; /* the int8 layers as a compile makes them */
   if (is_plan_file(model)) {
     GpucErr pe = {0};
     Plan *p = gpuc_plan_read(model, &pe);
@@ -57,8 +64,11 @@ int cmd_inspect(int argc, char **argv) {
   gpuc_pass_options_default(&o, level);
   o.dump_after = dump_after;
   o.fp16 = fp16;
+  o.int8 = int8;
+  o.int8_skip = *skip ? skip : NULL;
   if (gpuc_passes_run(g, &o, &e)) { gpuc_graph_free(g); return report(&e); }
   gpuc_graph_summary(g, stdout);
+  if (int8) gpuc_int8_report(g, &o, stdout);
   if (dump) gpuc_graph_dump(g, stdout);
   gpuc_graph_free(g);
   return EXIT_OK;

@@ -1,8 +1,9 @@
-/* gpuc run MODEL.onnx --cpu [--input NAME=FILE]... [--out DIR] [--shape ...]
+/* gpuc run MODEL.onnx --cpu [--fp16] [--int8 [--int8-skip GLOB]...] [--input NAME=FILE]... [--out DIR] [--shape ...]
  * Inputs not given are filled with seeded random values (a note says so),
  * which needs their shapes to be known. */
 #include "cli.h"
 #include "npy.h"
+#include "passes.h"
 #include "ref.h"
 #include "session.h"
 #include <errno.h>
@@ -130,14 +131,34 @@ done:
   return rc;
 }
 
+/* --fp16 / --int8 on the CPU: the -O2 passes with those flags, so the
+ * reference runs the graph a compile with the same flags makes (fusion
+ * groups are ignored here; fused ops have reference kernels). */
+static int transform(Graph *g, bool fp16, bool int8, const char *skip, GpucErr *e) {
+  PassOptions o;
+  gpuc_pass_options_default(&o, 2);
+  o.fp16 = fp16;
+  o.int8 = int8;
+  o.int8_skip = skip;
+  if (gpuc_passes_run(g, &o, e)) return -1;
+  if (int8) gpuc_int8_report(g, &o, stderr);
+  return 0;
+}
+
 int cmd_run(int argc, char **argv) {
   const char *model = NULL, *outdir = NULL;
-  bool cpu = false;
+  bool cpu = false, fp16 = false, int8 = false;
+  static char skip[8192];
   GpucShapeBind binds[64];
   int nbinds = 0, ninputs = 0;
   const char *in_names[256], *in_files[256];
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--cpu")) cpu = true;
+    else if (!strcmp(argv[i], "--fp16")) fp16 = true;
+    else if (!strcmp(argv[i], "--int8")) int8 = true;
+    else if (!strcmp(argv[i], "--int8-skip")) {
+      if (parse_int8_skip(i + 1 < argc ? argv[++i] : NULL, skip, sizeof skip)) return EXIT_USAGE;
+    }
     else if (!strcmp(argv[i], "--out")) {
       if (i + 1 >= argc) return usage_error("--out needs a folder");
       outdir = argv[++i];
@@ -158,15 +179,18 @@ int cmd_run(int argc, char **argv) {
     else return usage_error("run: more than one model given");
   }
   if (!model) return usage_error("run: no model given");
+  if (*skip && !int8) return usage_error("--int8-skip keeps layers of --int8 in float; add --int8");
   if (is_plan_file(model)) {
     if (cpu) return usage_error("run: a plan runs on the GPU; give the .onnx model for --cpu");
     if (nbinds) return usage_error("run: --shape applies when compiling, not to a plan");
+    if (fp16 || int8) return usage_error("run: --fp16 and --int8 apply when compiling; a plan has them built in");
     return run_plan(model, ninputs, in_names, in_files, outdir);
   }
   if (!cpu) return usage_error("run: MODEL.onnx runs with --cpu; for the GPU compile it first: gpuc %s -o PLAN.gpuc", model);
   GpucErr e = {0};
   Graph *g = gpuc_onnx_load(model, binds, nbinds, &e);
   if (!g) return report(&e);
+  if ((fp16 || int8) && transform(g, fp16, int8, *skip ? skip : NULL, &e)) { gpuc_graph_free(g); return report(&e); }
   int rc = EXIT_BAD_INPUT;
   Tensor **ins = calloc((size_t)g->ninputs + 1, sizeof *ins);
   Tensor **outs = calloc((size_t)g->noutputs + 1, sizeof *outs);

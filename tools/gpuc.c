@@ -12,10 +12,12 @@
 
 static const char *usage_text =
     "usage:\n"
-    "  gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1|-O2] [--fp16] [--dump-after PASS]\n"
-    "  gpuc run MODEL.onnx --cpu [--input NAME=FILE]... [--out DIR] [--shape NAME=DIMS]...\n"
+    "  gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1|-O2] [--fp16] [--int8] [--dump-after PASS]\n"
+    "  gpuc run MODEL.onnx --cpu [--fp16] [--int8 [--int8-skip GLOB]...] [--input NAME=FILE]... [--out DIR]\n"
+    "           [--shape NAME=DIMS]...\n"
     "  gpuc test-onnx DIR [--cpu | --gpu [-O0..-O3]]\n"
-    "  gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16] [--arch native|sm_XX]\n"
+    "  gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16] [--int8 [--int8-skip GLOB[,GLOB]]...]\n"
+    "                  [--arch native|sm_XX]\n"
     "                  [--shape NAME=DIMS]... [--mem-limit SIZE] [--tune-cache FILE|none]\n"
     "  gpuc run PLAN.gpuc [--input NAME=FILE]... [--out DIR]\n"
     "  gpuc inspect PLAN.gpuc\n"
