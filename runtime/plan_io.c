@@ -379,6 +379,19 @@ static void print_fp32_steps(const Plan *p, FILE *f) {
   }
 }
 
+/* --int8's layers: the int8 GEMM steps, by the ONNX nodes they cover. */
+static void print_int8_steps(const Plan *p, FILE *f) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < p->nsteps; i++)
+    n += p->steps[i].kind == PLAN_STEP_GEMM && p->gemms[p->steps[i].index].compute == PLAN_GEMM_COMPUTE_I32;
+  if (n == 0) return;
+  fprintf(f, "int8 GEMMs: %u", n);
+  for (uint32_t i = 0, k = 0; i < p->nsteps; i++)
+    if (p->steps[i].kind == PLAN_STEP_GEMM && p->gemms[p->steps[i].index].compute == PLAN_GEMM_COMPUTE_I32)
+      fprintf(f, "%s%s", k++ ? ", " : ": ", gpuc_plan_str(p, p->steps[i].nodes));
+  fprintf(f, "\n");
+}
+
 void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
   fprintf(f, "plan: %s\nformat %u, built by gpuc %.16s, target sm_%u%s\n", path,
           p->hdr.format_version, p->hdr.gpuc_version, p->hdr.sm,
@@ -435,5 +448,6 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
     ntuned += (p->tune[i].flags & PLAN_TUNE_F_BLOCK_TUNED) != 0;
   }
   fprintf(f, "block-size-free kernels: %u of %u, %u with a block -O3 chose\n", nfree, nk, ntuned);
+  print_int8_steps(p, f);
   if (p->hdr.flags & GPUC_PLAN_F_FP16) print_fp32_steps(p, f);
 }
