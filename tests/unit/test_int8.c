@@ -6,7 +6,7 @@
  *    DequantizeRows (f32 steps, half output);
  *  - pass_quantize_int8 against the fp32 graph on the CPU reference with
  *    seeded random inputs: relative L2 below 2e-2 per output (fp32, and
- *    with --fp16), on mlp.onnx, ffn_block.onnx and attention.onnx; which
+ *    with --fp16), on mlp, ffn_block, attention and linears.onnx; which
  *    layers it takes, which it keeps and why (--int8-skip, N % 4), one
  *    QuantizeRows per shared input, the note when nothing is quantized;
  *  - codegen: int8 plans build and their kernels compile with NVRTC for
@@ -335,12 +335,14 @@ int main(int argc, char **argv) {
   GpucShapeBind att[3] = {{.name = "x", .rank = 3, .dims = {2, 33, 64}},
                           {.name = "mem", .rank = 3, .dims = {2, 20, 64}},
                           {.name = "mask", .rank = 4, .dims = {2, 1, 1, 33}}};
+  GpucShapeBind lin[2] = {{.name = "x", .rank = 3, .dims = {3, 8, 64}}, {.name = "v", .rank = 2, .dims = {5, 64}}};
   /* mlp: fc2 (N 10) stays float; ffn_block: fc1 and fc2; attention: Q, K, V
    * of two blocks, Q/K/V reading one input share its QuantizeRows */
   for (int fp16 = 0; fp16 < 2; fp16++) {
     compare_int8(dir, "mlp.onnx", &mlp, 1, fp16, NULL, 1, 1);
     compare_int8(dir, "ffn_block.onnx", &ffn, 1, fp16, NULL, 2, 2);
     compare_int8(dir, "attention.onnx", att, 3, fp16, NULL, 6, 3);
+    compare_int8(dir, "linears.onnx", lin, 2, fp16, NULL, 3, 2);
   }
   compare_int8(dir, "ffn_block.onnx", &ffn, 1, false, "x,fc2*", 1, 1);
   compare_int8(dir, "ffn_block.onnx", &ffn, 1, false, "*", 0, 0);
