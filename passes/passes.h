@@ -41,6 +41,10 @@ int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e);
 /* --int8 (o->int8): MatMul/Gemm/MatMulBias with constant weights ->
  * QuantizeRows + MatMulInt8 + DequantizeRows; returns the layers changed. */
 int pass_quantize_int8(Graph *g, const PassOptions *o, GpucErr *e);
+/* MatMulInteger with u8 activations and constant int8 weights (ORT's
+ * quantize_dynamic) -> the int8 GEMM with an exact zero-point correction
+ * (matmulinteger_int8.c); -O2, with or without --int8. */
+int pass_matmulinteger_int8(Graph *g, const PassOptions *o, GpucErr *e);
 /* The int8 layers of a graph after the passes, the Linear layers kept in
  * float and why, or a note that nothing was quantized. */
 void gpuc_int8_report(const Graph *g, const PassOptions *o, FILE *f);

@@ -12,13 +12,16 @@
  *  - codegen: int8 plans build and their kernels compile with NVRTC for
  *    sm_80/89/90/120; the int8 GEMM descriptors (TN, dtypes, leading dims);
  *    an int8 plan round-trips byte-exact, and broken int8 GEMMs are refused.
- * usage: test_int8 MODELS_DIR WORK_DIR */
+ *  - onnxruntime's quantize_dynamic output rewritten onto the int8 GEMM
+ *    (passes/matmulinteger_int8.c) against onnxruntime's own outputs.
+ * usage: test_int8 MODELS_DIR WORK_DIR ORT_DATA_DIR */
 #include "check.h"
 #include "codegen.h"
 #include "frontend.h"
 #include "passes.h"
 #include "plan.h"
 #include "quant_int8.h"
+#include "npy.h"
 #include "ref.h"
 #include <math.h>
 #include <string.h>
@@ -326,8 +329,55 @@ static void check_plans(const char *dir, const char *work) {
   gpuc_plan_free(p);
 }
 
+/* onnxruntime's quantize_dynamic output (tests/data/ort_dynamic_ffn, made
+ * by tests/tools/make_ort_dynamic.py): at -O2 every MatMulInteger becomes
+ * the int8 GEMM with its zero-point correction; the integers are exact, so
+ * the outputs equal the unrewritten graph's (-O0) and onnxruntime's CPU
+ * outputs within 1e-2 relative L2 (seen: ~1e-7). */
+static void check_ort_dynamic(const char *data) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/model.onnx", data);
+  GpucShapeBind b = {.name = "x", .rank = 3, .dims = {2, 16, 64}};
+  GpucErr e = {0};
+  Graph *g0 = gpuc_onnx_load(path, &b, 1, &e), *g1 = gpuc_onnx_load(path, &b, 1, &e);
+  CHECK(g0 && g1, "load %s: %s", path, e.msg);
+  snprintf(path, sizeof path, "%s/in_x.npy", data);
+  Tensor *x = gpuc_npy_load(path, &e);
+  CHECK(x != NULL, "%s: %s", path, e.msg);
+  if (!g0 || !g1 || !x) { gpuc_graph_free(g0); gpuc_graph_free(g1); gpuc_tensor_free(x); return; }
+  PassOptions o;
+  gpuc_pass_options_default(&o, 2);
+  CHECK(gpuc_passes_run(g1, &o, &e) == 0, "passes on the ORT model: %s", e.msg);
+  CHECK(count_op(g0, GPUC_OP_MATMULINTEGER) == 2 && count_op(g1, GPUC_OP_MATMULINTEGER) == 0 &&
+            count_op(g1, GPUC_OP_MATMULINT8) == 2,
+        "ORT model: MatMulIntegers %d -> %d, int8 GEMMs %d (want 2 -> 0, 2)", count_op(g0, GPUC_OP_MATMULINTEGER),
+        count_op(g1, GPUC_OP_MATMULINTEGER), count_op(g1, GPUC_OP_MATMULINT8));
+  const Tensor *ins[1] = {x};
+  Tensor *o0[4] = {0}, *o1[4] = {0};
+  int r0 = gpuc_ref_run(g0, ins, o0, &e);
+  CHECK(r0 == 0, "ORT model -O0: %s", e.msg);
+  int r1 = gpuc_ref_run(g1, ins, o1, &e);
+  CHECK(r1 == 0, "ORT model -O2: %s", e.msg);
+  for (int k = 0; r0 == 0 && r1 == 0 && k < g0->noutputs && k < 4; k++) {
+    snprintf(path, sizeof path, "%s/%s.npy", data, g0->values[g0->outputs[k]].name);
+    Tensor *want = gpuc_npy_load(path, &e);
+    CHECK(want != NULL, "%s: %s", path, e.msg);
+    if (!want) continue;
+    double r_ort = rel_l2(o1[k], want), r_o0 = rel_l2(o1[k], o0[k]);
+    CHECK(r_ort < 1e-2 && r_o0 < 1e-6, "ORT model output %s: rel L2 %.3g against onnxruntime, %.3g against -O0",
+          g0->values[g0->outputs[k]].name, r_ort, r_o0);
+    printf("  ORT quantize_dynamic ffn_block output %s: relative L2 %.3g against onnxruntime, %.3g against -O0\n",
+           g0->values[g0->outputs[k]].name, r_ort, r_o0);
+    gpuc_tensor_free(want);
+  }
+  for (int k = 0; k < 4; k++) { gpuc_tensor_free(o0[k]); gpuc_tensor_free(o1[k]); }
+  gpuc_tensor_free(x);
+  gpuc_graph_free(g0);
+  gpuc_graph_free(g1);
+}
+
 int main(int argc, char **argv) {
-  if (argc < 3) { fprintf(stderr, "usage: test_int8 MODELS_DIR WORK_DIR\n"); return 2; }
+  if (argc < 4) { fprintf(stderr, "usage: test_int8 MODELS_DIR WORK_DIR ORT_DATA_DIR\n"); return 2; }
   const char *dir = argv[1];
   check_reference_kernels();
   GpucShapeBind mlp = {.name = "image", .rank = 2, .dims = {8, 784}};
@@ -352,5 +402,6 @@ int main(int argc, char **argv) {
   check_report(dir, "resnet_block.onnx", NULL, "nothing was quantized: the model has no Linear layer");
   check_report(dir, "ffn_block.onnx", "*", "nothing was quantized: no Linear layer the int8 GEMM takes");
   check_plans(dir, argv[2]);
+  check_ort_dynamic(argv[3]);
   return check_summary();
 }
