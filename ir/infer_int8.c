@@ -60,7 +60,8 @@ static bool row_of(const Tensor *t, int64_t n) {
   return t->dims[t->rank - 1] == n;
 }
 
-/* Acc int32 [..., N], XScale f32 [..., 1], WScale f32 [N], Bias? [N] -> Y [..., N]. */
+/* Acc int32 [..., N], XScale f32 [..., 1] (or one value), WScale f32 [N]
+ * (or one value), Bias? [N] -> Y [..., N]. */
 int infer_DequantizeRows(OpCtx *c) {
   static const GpucDType it[] = {GPUC_DT_I32, GPUC_DT_UNDEF}, f32[] = {GPUC_DT_F32, GPUC_DT_UNDEF},
                          ft[] = {GPUC_DT_F32, GPUC_DT_F16, GPUC_DT_BF16, GPUC_DT_UNDEF};
@@ -74,11 +75,13 @@ int infer_DequantizeRows(OpCtx *c) {
   if (r < 1) return gpuc_op_fail(c, "Acc is a scalar");
   /* dims may be unknown (-1) at import: check what is known */
   int64_t n = acc->dims[r - 1];
-  bool xs_ok = xs->rank < 0 || (xs->rank == r && xs->dims[r - 1] == 1);
-  for (int i = 0; xs_ok && xs->rank == r && i + 1 < r; i++)
+  bool xs_one = gpuc_shape_known(xs) && gpuc_numel(xs) == 1 && xs->rank <= r;
+  bool xs_ok = xs->rank < 0 || xs_one || (xs->rank == r && xs->dims[r - 1] == 1);
+  for (int i = 0; xs_ok && !xs_one && xs->rank == r && i + 1 < r; i++)
     xs_ok = xs->dims[i] < 0 || acc->dims[i] < 0 || xs->dims[i] == acc->dims[i];
-  if (!xs_ok) return gpuc_op_fail(c, "XScale must be Acc's shape with a last dim of 1");
-  if (n >= 0 && ((gpuc_shape_known(c->in[2]) && !row_of(c->in[2], n)) ||
+  if (!xs_ok) return gpuc_op_fail(c, "XScale must be Acc's shape with a last dim of 1, or one value");
+  bool ws_one = gpuc_shape_known(c->in[2]) && gpuc_numel(c->in[2]) == 1 && c->in[2]->rank <= r;
+  if (n >= 0 && ((gpuc_shape_known(c->in[2]) && !ws_one && !row_of(c->in[2], n)) ||
                  (gpuc_has_in(c, 3) && gpuc_shape_known(c->in[3]) && !row_of(c->in[3], n))))
     return gpuc_op_fail(c, "WScale and Bias must hold Acc's last dim (%lld) of values", (long long)n);
   gpuc_set_shape(c->out[0], dt, r, acc->dims);

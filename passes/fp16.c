@@ -42,6 +42,10 @@ static bool param_input(GpucOp op, int k) {
   return (op == GPUC_OP_RESIZE || op == GPUC_OP_UPSAMPLE) && k >= 1;
 }
 
+/* Inputs read as f32 whatever the node's precision: DequantizeRows'
+ * scales (its output follows the policy, its math is f32). */
+static bool f32_input(GpucOp op, int k) { return op == GPUC_OP_DEQUANTIZEROWS && (k == 1 || k == 2); }
+
 typedef struct {
   Graph *g;
   int *cast16, *cast32;          /* per value: its converted twin, or -1 */
@@ -110,16 +114,17 @@ int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e) {
       int v = g->nodes[i].in[k];
       if (v < 0 || !is_f(g->values[v].t.dt) || param_input(op, k)) continue;
       if (op == GPUC_OP_CAST) continue; /* Cast converts whatever it gets */
-      if (g->values[v].t.dt == want) continue;
+      GpucDType want_k = f32_input(op, k) ? GPUC_DT_F32 : want;
+      if (g->values[v].t.dt == want_k) continue;
       if (g->nvalues + 2 >= cap) { gpuc_err_set(e, "%s: fp16 pass: too many casts", g->path); goto done; }
-      int w = converted(&s, v, want);
+      int w = converted(&s, v, want_k);
       if (w < 0) goto done;
       g->nodes[i].in[k] = w;
       changes++;
     }
     /* outputs follow the node's precision */
     Node *n = &g->nodes[i];
-    if (op == GPUC_OP_CAST) {
+    if (op == GPUC_OP_CAST || (op == GPUC_OP_DEQUANTIZEROWS && want == GPUC_DT_F16)) {
       Attr *to = (Attr *)gpuc_attr(n, "to");
       if (to && to->kind == GPUC_ATTR_INT && to->i == ONNX_FLOAT) { to->i = ONNX_FLOAT16; changes++; }
     }

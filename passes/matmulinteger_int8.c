@@ -14,9 +14,11 @@
  *   acc = MatMulInt8(A', B'^T)               ([N,K] int8, made here)
  *   Y   = acc + (128 - Cast<int32>(za)) * colsum
  * all in int32 without overflow (checked from B's values), so Y holds the
- * integers MatMulInteger holds and the scale chain after it (Cast, Mul by
- * the activation's and the weight's scales) runs unchanged: the output
- * matches onnxruntime's where the reference did. za is a scalar (the
+ * integers MatMulInteger holds. The scale chain ORT writes after it,
+ * Mul(Cast<float>(Y), s), becomes DequantizeRows(Y, s, 1): the same f32
+ * product in one elementwise step, and under --fp16 (which runs later)
+ * the sums are scaled before they are stored as half. The output matches
+ * onnxruntime's where the reference did. za is a scalar (the
  * DynamicQuantizeLinear zero point, known at run time) or absent; zb a
  * constant scalar or per column, or absent. Other MatMulIntegers (A int8,
  * B computed, per-row za, K or N not multiples of 4) stay as they are. */
@@ -111,22 +113,81 @@ static bool takes(const Graph *g, const Node *nd) {
   return true;
 }
 
+/* The scale chain ORT writes after a MatMulInteger y: Cast(y, to=FLOAT)
+ * read only by Mul(., s), s f32 of one value or N values. Returns the
+ * Mul's index (and the Cast's in *cast, s in *scale), or -1. */
+static int scale_chain(const Graph *g, int y, const int *readers, const int *reader, int64_t n, int *cast,
+                       int *scale) {
+  if (readers[y] != 1 || g->values[y].is_output) return -1;
+  const Node *c = &g->nodes[reader[y]];
+  if (c->op != GPUC_OP_CAST || gpuc_attr_i(c, "to", 0) != 1 || c->out[0] < 0) return -1;
+  int cv = c->out[0];
+  if (readers[cv] != 1 || g->values[cv].is_output) return -1;
+  const Node *m = &g->nodes[reader[cv]];
+  if (m->op != GPUC_OP_MUL || m->in[0] == m->in[1]) return -1;
+  int s = m->in[0] == cv ? m->in[1] : m->in[0];
+  const Tensor *st = &g->values[s].t, *yt = &g->values[y].t;
+  if (st->dt != GPUC_DT_F32 || !gpuc_shape_known(st) || st->rank > yt->rank) return -1;
+  bool one = gpuc_numel(st) == 1, row = st->rank >= 1 && st->dims[st->rank - 1] == n && gpuc_numel(st) == n;
+  if (!one && !row) return -1;
+  if (m->out[0] < 0 || g->values[m->out[0]].t.rank != yt->rank) return -1; /* no broadcast past y */
+  *cast = reader[y];
+  *scale = s;
+  return reader[cv];
+}
+
+/* Mul(Cast(y), s) -> DequantizeRows(y, s, 1) or (y, 1, s): the same f32
+ * product, and under --fp16 the scaling happens before the half store
+ * (a Cast of the int32 sums to half would overflow). */
+static int absorb_scale(Graph *g, int mul, int y, int s, GpucErr *e) {
+  char name[512];
+  snprintf(name, sizeof name, "%s.one", g->nodes[mul].name);
+  int64_t one = 1;
+  int v = gpuc_graph_add_value(g, name);
+  if (v < 0) return gpuc_err_set(e, "%s: out of memory", g->path);
+  gpuc_set_shape(&g->values[v].t, GPUC_DT_F32, 1, &one);
+  if (gpuc_tensor_alloc(&g->values[v].t, e)) return -1;
+  *(float *)g->values[v].t.data = 1.0f;
+  g->values[v].is_const = true;
+  bool per_tensor = gpuc_numel(&g->values[s].t) == 1;
+  int *in = gpuc_arena_alloc(&g->arena, sizeof(int) * 3);
+  Attr *to = gpuc_arena_alloc(&g->arena, sizeof(Attr));
+  if (!in || !to) return gpuc_err_set(e, "%s: out of memory", g->path);
+  in[0] = y;
+  in[1] = per_tensor ? s : v;
+  in[2] = per_tensor ? v : s;
+  *to = (Attr){.name = "to", .kind = GPUC_ATTR_INT, .i = 1};
+  Node *m = &g->nodes[mul];
+  m->op = GPUC_OP_DEQUANTIZEROWS;
+  m->in = in;
+  m->nin = 3;
+  m->attrs = to;
+  m->nattr = 1;
+  return 0;
+}
+
 int pass_matmulinteger_int8(Graph *g, const PassOptions *o, GpucErr *e) {
   (void)o;
-  int nn = g->nnodes, changes = 0;
+  int nn = g->nnodes, changes = 0, rc = -1;
+  int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  int *reader = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  int *casts = malloc(sizeof(int) * ((size_t)nn + 1)), ncasts = 0; /* absorbed Casts, dropped at the end */
+  bool *drop = NULL;
+  if (!readers || !reader || !casts) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
+  gpuc_graph_count_readers(g, readers, reader);
   for (int i = 0; i < nn; i++) {
     if (!takes(g, &g->nodes[i])) continue;
     int wq = -1, colsum = -1;
-    int rc = weights(g, &g->nodes[i], &wq, &colsum, e);
-    if (rc < 0) return -1;
-    if (rc > 0) continue;
+    int w = weights(g, &g->nodes[i], &wq, &colsum, e);
+    if (w < 0) goto done;
+    if (w > 0) continue;
     char base[400], name[512];
     snprintf(base, sizeof base, "%s", g->nodes[i].name);
     int a = g->nodes[i].in[0], za = g->nodes[i].nin > 2 ? g->nodes[i].in[2] : -1;
     int64_t one = 1;
     snprintf(name, sizeof name, "%s.c128", base);
     int c128 = add_const_i32(g, name, 0, &one, e);
-    if (c128 < 0) return -1;
+    if (c128 < 0) goto done;
     *(int32_t *)g->values[c128].t.data = 128;
     /* A' = Cast<int8>(Cast<int32>(A) - 128) */
     snprintf(name, sizeof name, "%s.a32", base);
@@ -139,7 +200,7 @@ int pass_matmulinteger_int8(Graph *g, const PassOptions *o, GpucErr *e) {
     snprintf(name, sizeof name, "%s.acc", base);
     int acc = as8 < 0 ? -1 : gpuc_graph_add_value(g, name);
     int mi = acc < 0 ? -1 : gpuc_graph_add_node(g, GPUC_OP_MATMULINT8, base, 2, 1);
-    if (mi < 0) return gpuc_err_set(e, "%s: out of memory", g->path);
+    if (mi < 0) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
     g->nodes[mi].in[0] = as8;
     g->nodes[mi].in[1] = wq;
     g->nodes[mi].out[0] = acc;
@@ -151,16 +212,16 @@ int pass_matmulinteger_int8(Graph *g, const PassOptions *o, GpucErr *e) {
       int za32 = add_node(g, GPUC_OP_CAST, name, 1, &za, ONNX_INT32, e);
       snprintf(name, sizeof name, "%s.shift", base);
       shift = za32 < 0 ? -1 : add_node(g, GPUC_OP_SUB, name, 2, (int[]){c128, za32}, -1, e);
-      if (shift < 0) return -1;
+      if (shift < 0) goto done;
     }
     snprintf(name, sizeof name, "%s.corr", base);
     int corr = add_node(g, GPUC_OP_MUL, name, 2, (int[]){shift, colsum}, -1, e);
-    if (corr < 0) return -1;
+    if (corr < 0) goto done;
     /* the MatMulInteger becomes Y = acc + corr */
     int *in = gpuc_arena_alloc(&g->arena, sizeof(int) * 2);
     snprintf(name, sizeof name, "%s.sum", base);
     const char *nm = gpuc_arena_strdup(&g->arena, name, strlen(name));
-    if (!in || !nm) return gpuc_err_set(e, "%s: out of memory", g->path);
+    if (!in || !nm) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
     in[0] = acc;
     in[1] = corr;
     Node *n = &g->nodes[i];
@@ -171,7 +232,21 @@ int pass_matmulinteger_int8(Graph *g, const PassOptions *o, GpucErr *e) {
     n->nattr = 0;
     n->attrs = NULL;
     changes++;
+    int cast, scale, mul = scale_chain(g, n->out[0], readers, reader, g->values[wq].t.dims[0], &cast, &scale);
+    if (mul >= 0 && absorb_scale(g, mul, n->out[0], scale, e)) goto done;
+    if (mul >= 0) casts[ncasts++] = cast;
   }
-  if (changes && (gpuc_graph_toposort(g, e) || gpuc_graph_infer(g, e))) return -1;
-  return changes;
+  if (ncasts) { /* nodes were added: size the mask for all of them */
+    if (!(drop = calloc((size_t)g->nnodes + 1, 1))) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
+    for (int k = 0; k < ncasts; k++) drop[casts[k]] = true;
+    gpuc_graph_remove_nodes(g, drop);
+  }
+  if (changes && (gpuc_graph_toposort(g, e) || gpuc_graph_infer(g, e))) goto done;
+  rc = changes;
+done:
+  free(readers);
+  free(reader);
+  free(casts);
+  free(drop);
+  return rc;
 }

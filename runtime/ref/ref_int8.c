@@ -44,10 +44,11 @@ int ref_DequantizeRows(OpCtx *c) {
   const int32_t *a = acc->data;
   const float *xs = c->in[1]->data, *ws = c->in[2]->data;
   int64_t n = acc->dims[acc->rank - 1], total = gpuc_numel(acc);
+  bool xs1 = gpuc_numel(c->in[1]) == 1, ws1 = gpuc_numel(c->in[2]) == 1; /* one value for all */
   for (int64_t i = 0; i < total; i++) {
-    int64_t r = i / n, o = i % n;
+    int64_t r = xs1 ? 0 : i / n, o = i % n;
     volatile float t = (float)a[i] * xs[r];
-    t = t * ws[o];
+    t = t * ws[ws1 ? 0 : o];
     if (bias) t = t + (float)gpuc_get_f64(bias, o);
     gpuc_set_f64(c->out[0], i, (double)t);
   }
