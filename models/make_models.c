@@ -63,7 +63,8 @@
  *                   --int8 on the GPU (int8 GEMM results seen directly):
  *                   "x" [batch,8,64] -> fc_a (MatMul + Add, 96 out) -> "y";
  *                   x -> fc_b (32 out) -> Relu -> "r"; "v" [batch,64] ->
- *                   fc_c (Gemm, transB, 48 out) -> "z"
+ *                   fc_c (Gemm, transB, 48 out) -> "z"; "w" [batch,64] ->
+ *                   fc_d (Gemm, no transB, alpha 0.5, beta 2, C [1,16]) -> "g"
  * usage: make_models OUTDIR */
 #include "onnx_builder.h"
 #include <math.h>
@@ -736,9 +737,21 @@ static int linears(const char *dir) {
   linear(b, "fc_b", "x", "hb", 64, 32, true);
   unary(b, "Relu", "relu", "hb", "r");
   gemm(b, "fc_c", "v", "z", 64, 48);
+  /* Gemm without transB, alpha 0.5 and beta 2 on a [1,16] C */
+  int64_t wd[2] = {-1, 64}, gd[2] = {-1, 16}, cd[2] = {1, 16}, wdn[2] = {64, 16};
+  float c[16];
+  for (int i = 0; i < 16; i++) c[i] = 0.05f * (float)(i - 8);
+  ob_input(b, "w", 1, 2, wd, "batch");
+  weights(b, "fc_d.weight", 2, wdn, 64);
+  ob_init_f32(b, "fc_d.c", 2, cd, c);
+  const char *gi[] = {"w", "fc_d.weight", "fc_d.c", NULL}, *go[] = {"g", NULL};
+  ob_node(b, "Gemm", "fc_d", gi, go);
+  ob_attr_f(b, "alpha", 0.5f);
+  ob_attr_f(b, "beta", 2.0f);
   ob_output(b, "y", 1, 3, y);
   ob_output(b, "r", 1, 3, r);
   ob_output(b, "z", 1, 2, z);
+  ob_output(b, "g", 1, 2, gd);
   char path[4096];
   snprintf(path, sizeof path, "%s/linears.onnx", dir);
   return ob_save(b, path);
