@@ -4,6 +4,7 @@
 #ifndef GPUC_CLI_H
 #define GPUC_CLI_H
 #include "frontend.h"
+#include "pass_flags.h"
 
 enum { EXIT_OK = 0, EXIT_BAD_INPUT = 1, EXIT_USAGE = 2 };
 
@@ -22,7 +23,7 @@ typedef struct CompileRequest {
   const GpucShapeBind *binds;
   int nbinds;
   int level, sm;
-  bool fp16;
+  PassFlags flags;               /* --fp16, --bf16, ... (tools/pass_flags.h) */
   int64_t mem_limit;
   /* graph inputs compiled in as constants (test-onnx --gpu) */
   int nfreeze;
