@@ -14,6 +14,7 @@ int cmd_test_onnx(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 /* Compiling a model to a plan (shared by the compile command and
  * test-onnx --gpu). sm 0 = the present GPU. */
@@ -31,11 +32,20 @@ typedef struct CompileRequest {
   const Tensor **freeze_values;
 } CompileRequest;
 int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e);
+/* The same from a loaded graph (r->model and binds unused; the graph is
+ * rewritten, the caller frees it). */
+int compile_graph(Graph *g, const CompileRequest *r, CompileStats *st, GpucErr *e);
 void default_plan_path(const char *model, char *out, size_t n);
 int parse_arch(const char *a, int *sm);
 int parse_size(const char *s, int64_t *out);
 bool is_plan_file(const char *path);
 Tensor *load_tensor_file(const char *path, GpucErr *e);
+
+/* --data KIND:PATH (tools/data_arg.c): the spec's check (a usage error
+ * naming cmd, or 0) and its splits; tr NULL reads the test split only. */
+struct Dataset;
+int check_data_spec(const char *cmd, const char *spec);
+int load_data(const char *spec, struct Dataset *tr, struct Dataset *te, bool *has_test, GpucErr *e);
 
 /* "NAME=1x3x224x224" -> bind. Returns 0 or prints a usage error. */
 int parse_shape_arg(char *arg, GpucShapeBind *b);

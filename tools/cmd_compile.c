@@ -45,6 +45,16 @@ int parse_size(const char *s, int64_t *out) {
 
 int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e) {
   double t0 = now_s();
+  Graph *g = gpuc_onnx_load(r->model, r->binds, r->nbinds, e);
+  if (!g) return -1;
+  int rc = compile_graph(g, r, st, e);
+  st->compile_seconds = now_s() - t0; /* the import counts */
+  gpuc_graph_free(g);
+  return rc;
+}
+
+int compile_graph(Graph *g, const CompileRequest *r, CompileStats *st, GpucErr *e) {
+  double t0 = now_s();
   int sm = r->sm;
   if (sm == 0) {
     GpucErr ge = {0};
@@ -52,17 +62,15 @@ int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e) {
     if (sm < 0)
       return gpuc_err_set(e, "no GPU here (%s): name the target with --arch sm_80|sm_86|sm_89|sm_90|sm_120", ge.msg);
   }
-  Graph *g = gpuc_onnx_load(r->model, r->binds, r->nbinds, e);
-  if (!g) return -1;
   memset(st, 0, sizeof *st);
   st->nodes_in = g->nnodes;
   for (int i = 0; i < r->nfreeze; i++)
-    if (gpuc_graph_freeze_input(g, r->freeze_names[i], r->freeze_values[i], e)) { gpuc_graph_free(g); return -1; }
-  if (r->nfreeze && gpuc_graph_infer(g, e)) { gpuc_graph_free(g); return -1; }
+    if (gpuc_graph_freeze_input(g, r->freeze_names[i], r->freeze_values[i], e)) return -1;
+  if (r->nfreeze && gpuc_graph_infer(g, e)) return -1;
   PassOptions po;
   gpuc_pass_options_default(&po, r->level < 1 ? 1 : r->level); /* shapes must fold for codegen */
   pass_flags_apply(&r->flags, &po);
-  if (gpuc_passes_run(g, &po, e)) { gpuc_graph_free(g); return -1; }
+  if (gpuc_passes_run(g, &po, e)) return -1;
   CodegenOptions co = {.sm = sm, .fp16 = po.fp16, .bf16 = po.bf16, .level = r->level, .mem_limit = r->mem_limit};
   Plan *p = NULL;
   int rc = gpuc_codegen(g, &co, &p, st, e);
@@ -73,7 +81,6 @@ int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e) {
   st->compile_seconds = now_s() - t0;
   st->sm = sm;
   gpuc_plan_free(p);
-  gpuc_graph_free(g);
   return rc;
 }
 

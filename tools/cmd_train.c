@@ -101,43 +101,6 @@ done:
   return rc;
 }
 
-/* --data KIND:PATH. The test set is optional only for npy (two more files). */
-static int load_data(const char *spec, Dataset *tr, Dataset *te, bool *has_test, GpucErr *e) {
-  *has_test = true;
-  if (!strncmp(spec, "fashion-mnist:", 14) || !strncmp(spec, "mnist:", 6)) {
-    const char *dir = strchr(spec, ':') + 1;
-    return gpuc_dataset_fashion_mnist(dir, true, tr, e) || gpuc_dataset_fashion_mnist(dir, false, te, e) ? -1 : 0;
-  }
-  if (!strncmp(spec, "cifar10:", 8))
-    return gpuc_dataset_cifar10(spec + 8, true, tr, e) || gpuc_dataset_cifar10(spec + 8, false, te, e) ? -1 : 0;
-  /* npy:X,Y[,XTEST,YTEST] */
-  char buf[4096], *f[5] = {0};
-  snprintf(buf, sizeof buf, "%s", spec + 4);
-  int n = 0;
-  for (char *p = buf; p && n < 5; n++) {
-    f[n] = p;
-    if ((p = strchr(p, ','))) *p++ = 0;
-  }
-  *has_test = n == 4;
-  if (gpuc_dataset_npy(f[0], f[1], tr, e)) return -1;
-  return *has_test ? gpuc_dataset_npy(f[2], f[3], te, e) : 0;
-}
-
-static int check_data_spec(const char *d) {
-  static const char *kinds[] = {"fashion-mnist:", "mnist:", "cifar10:", "npy:"};
-  for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
-    size_t n = strlen(kinds[k]);
-    if (strncmp(d, kinds[k], n) || !d[n]) continue;
-    if (k < 3) return 0;
-    int commas = 0;
-    for (const char *p = d + n; *p; p++) commas += *p == ',';
-    if ((commas == 1 || commas == 3) && !strstr(d, ",,") && d[strlen(d) - 1] != ',') return 0;
-    return usage_error("train: --data npy:X.npy,Y.npy[,XTEST.npy,YTEST.npy], got '%s'", d);
-  }
-  return usage_error("train: --data wants fashion-mnist:DIR, mnist:DIR, cifar10:DIR or npy:X.npy,Y.npy, "
-                     "got '%s'", d);
-}
-
 static int parse_choice(const char *flag, const char *v, const char *const *names, int n, int *out) {
   for (int k = 0; k < n; k++)
     if (!strcmp(v, names[k])) { *out = k; return 0; }
@@ -254,7 +217,7 @@ static int parse_args(int argc, char **argv, TrainArgs *a) {
   }
   if (!a->model) return usage_error("train: no model given");
   if (!a->data) return usage_error("train: --data KIND:PATH is required");
-  int rc = check_data_spec(a->data);
+  int rc = check_data_spec("train", a->data);
   if (rc) return rc;
   if (a->cpu && (a->amp || a->mem_limit || a->sm))
     return usage_error("train: --amp, --mem-limit and --arch are for the GPU trainer; --cpu trains in fp32 on the host");

@@ -107,6 +107,13 @@ int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucEr
 const Graph *gpuc_trainer_graph(const Trainer *t);
 int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, const TrainOptions *o,
                      TrainResult *r, GpucErr *e);
+/* Scoring a classifier's output, shared by the trainer's test accuracy and
+ * gpuc eval: logits y [n, classes] (any float dtype) against labels (each
+ * in [0, classes): the caller checks); adds the argmax hits to *correct
+ * and, when loss_sum is not NULL, the summed softmax cross-entropy
+ * (computed in double) to *loss_sum. */
+void gpuc_score_logits(const Tensor *y, const int64_t *labels, int64_t n, int64_t classes, int64_t *correct,
+                       double *loss_sum);
 /* Accuracy (argmax of the model's output) on d with the current weights. */
 int gpuc_trainer_evaluate(Trainer *t, const Dataset *d, double *accuracy, GpucErr *e);
 /* The model's output [n, classes] on n images x (n * the per-image size)
