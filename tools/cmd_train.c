@@ -123,7 +123,7 @@ static int parse_betas(const char *v, double *b1, double *b2) {
 
 typedef struct TrainArgs {
   const char *model, *data, *save;
-  bool cpu, amp, lr_set, wd_set;
+  bool cpu, amp, amp_bf16, lr_set, wd_set; /* --amp [fp16] / --amp bf16 */
   int64_t mem_limit;
   int sm, level, augment;
   long long crop_pad;
@@ -206,7 +206,12 @@ static int parse_args(int argc, char **argv, TrainArgs *a) {
     const char *f = argv[i];
     if (!strcmp(f, "--cpu")) a->cpu = true;
     else if (!strcmp(f, "-O0") || !strcmp(f, "-O2")) a->level = f[2] - '0';
-    else if (!strcmp(f, "--amp")) a->amp = true;
+    else if (!strcmp(f, "--amp")) {
+      /* an optional word: fp16 (the default, loss-scaled) or bf16 */
+      a->amp = true;
+      if (i + 1 < argc && (!strcmp(argv[i + 1], "fp16") || !strcmp(argv[i + 1], "bf16")))
+        a->amp_bf16 = !strcmp(argv[++i], "bf16");
+    }
     else if (f[0] == '-' && f[1] == '-') {
       if (i + 1 >= argc) return usage_error("%s needs a value", f);
       int rc = parse_flag(a, f, argv[++i]);
@@ -244,7 +249,7 @@ int cmd_train(int argc, char **argv) {
   for (;;) {
     if (!(t = gpuc_trainer_new(a.model, a.batch, &e))) { report(&e); goto done; }
     if (a.cpu) break;
-    TrainGpuOptions go = {.amp = a.amp, .sm = a.sm, .level = a.level, .mem_limit = a.mem_limit,
+    TrainGpuOptions go = {.amp = a.amp, .bf16 = a.amp_bf16, .sm = a.sm, .level = a.level, .mem_limit = a.mem_limit,
                           .adamw = a.opt == GPUC_OPT_ADAMW, .accum = (int)a.accum};
     int grc = gpuc_trainer_use_gpu(t, &go, stdout, &e);
     if (!grc) break;
@@ -267,7 +272,7 @@ int cmd_train(int argc, char **argv) {
   static const char *opt_names[] = {"sgd", "adamw"}, *sched_names[] = {"constant", "step", "cosine"};
   printf("training %s on the %s: %lld images, %d parameter tensors, batch %lld x accum %lld, %s lr %g "
          "(%s, warmup %lld), momentum %g, weight decay %g, seed %lld\n", a.model,
-         a.cpu ? "CPU" : a.amp ? "GPU (amp)" : "GPU", (long long)tr.n,
+         a.cpu ? "CPU" : a.amp_bf16 ? "GPU (amp bf16)" : a.amp ? "GPU (amp)" : "GPU", (long long)tr.n,
          gpuc_trainer_nparams(t), a.batch, a.accum, opt_names[a.opt], a.lr, sched_names[a.sched], a.warmup,
          a.momentum, a.wd, a.seed);
   TrainOptions o = {.epochs = (int)a.epochs, .batch = a.batch, .accum = (int)a.accum,
@@ -285,7 +290,7 @@ int cmd_train(int argc, char **argv) {
   else
     printf("done after %d epoch%s, %.1f s (no test set given)\n", (int)a.epochs, a.epochs > 1 ? "s" : "",
            r.seconds);
-  if (a.amp) /* the skips count from the start of training, a resumed checkpoint's included */
+  if (a.amp && !a.amp_bf16) /* the skips count from the start of training, a resumed checkpoint's included */
     printf("final loss scale %g, skipped %lld steps\n", r.loss_scale, (long long)r.amp_skipped);
   if (a.save) {
     if (save_model(a.model, a.save, t, &e)) { report(&e); goto done; }

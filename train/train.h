@@ -84,13 +84,15 @@ Trainer *gpuc_trainer_new(const char *model_path, int64_t batch, GpucErr *e);
 void gpuc_trainer_free(Trainer *t);
 /* Train on the GPU from here on (train/train_gpu.c): the training graph
  * compiled for sm_<sm> (0: the present GPU), with amp as half storage and
- * compute with fp32 master weights and a dynamic loss scale. The device
+ * compute with fp32 master weights and a dynamic loss scale (with bf16:
+ * bfloat16 storage, no loss scale). The device
  * bytes a step needs (both plans, optimizer state for the optimizer and
  * accum given, masters, batches) are counted before anything is allocated:
  * above mem_limit (> 0) it returns GPUC_TRAIN_TOO_BIG with the account in
  * the message. Compile and count need no GPU; the rest does. */
 typedef struct TrainGpuOptions {
   bool amp;
+  bool bf16;                    /* with amp: bf16 half copies and no loss scale (--amp bf16) */
   int sm;
   int level;                    /* >= 2: elementwise fusion of the training graph */
   int64_t mem_limit;
