@@ -50,7 +50,8 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
   /* NHWC for half tensor cores; fp32 convs stay NCHW (FMA math, no TF32) */
   bool half = o->fp16 || o->bf16;
   if (o->level >= 2 && half && after(g, o, "layout_nhwc", pass_layout_nhwc(g, o, e), e) < 0) return -1;
-  if (half && after(g, o, o->bf16 ? "bf16" : "fp16", pass_fp16(g, o, e), e) < 0) return -1;
+  /* the pass is "fp16" for --dump-after with either half type */
+  if (half && after(g, o, "fp16", pass_fp16(g, o, e), e) < 0) return -1;
   /* last: groups are over the final nodes, Casts from the fp16 pass too */
   if (o->level >= 2 && after(g, o, "fuse_elementwise", pass_fuse_elementwise(g, o, e), e) < 0) return -1;
   return 0;

@@ -12,7 +12,7 @@
 
 static const char *usage_text =
     "usage:\n"
-    "  gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1|-O2] [--fp16] [--dump-after PASS]\n"
+    "  gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1|-O2] [--fp16|--bf16] [--dump-after PASS]\n"
     "  gpuc run MODEL.onnx --cpu [--fp16|--bf16] [--input NAME=FILE]... [--out DIR] [--shape NAME=DIMS]...\n"
     "  gpuc test-onnx DIR [--cpu | --gpu [-O0..-O3]]\n"
     "  gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16|--bf16] [--arch native|sm_XX]\n"
