@@ -50,7 +50,16 @@ grep -q "^test accuracy [0-9.]*% (300 images)$" "$work/eval_lim.txt" && ok || ba
 grep -q "batch 100" "$work/eval_cnn.txt" && grep -q "^test accuracy [0-9.]*% (200 images)$" "$work/eval_cnn.txt" &&
   ok || bad "small_cnn --bf16 eval: $(tail -1 "$work/eval_cnn.txt")"
 
+# --normalize as train had it: the same accuracy again
+out=$("$gpuc" train "$mlp" --data "fashion-mnist:$data" --cpu --max-steps 100 --batch 64 --seed 3 \
+      --normalize 0.286,0.353 --save "$work/mlp_norm.onnx" 2>&1)
+wn=$(echo "$out" | sed -n 's/^final test accuracy \([0-9.]*\)%.*/\1/p')
+"$gpuc" eval "$work/mlp_norm.onnx" --data "fashion-mnist:$data" --cpu --normalize 0.286,0.353 >"$work/eval_norm.txt" 2>&1
+[ -n "$wn" ] && [ "$(acc_of "$work/eval_norm.txt")" = "$wn" ] && ok ||
+  bad "--normalize: eval printed '$(acc_of "$work/eval_norm.txt")'%, train '$wn'%"
+
 # usage errors (exit 2)
+expect 2 eval "$trained" --data "fashion-mnist:$data" --cpu --normalize 0.5
 expect 2 eval "$trained" --cpu                                         # no --data
 expect 2 eval --data "fashion-mnist:$data" --cpu                       # no model
 expect 2 eval "$trained" --data "svhn:$data" --cpu

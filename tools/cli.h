@@ -46,6 +46,10 @@ Tensor *load_tensor_file(const char *path, GpucErr *e);
 struct Dataset;
 int check_data_spec(const char *cmd, const char *spec);
 int load_data(const char *spec, struct Dataset *tr, struct Dataset *te, bool *has_test, GpucErr *e);
+/* --normalize MEAN,STD (a usage error or 0), and (x - mean) / std on every
+ * pixel of a set: train and eval must see the same pixels. */
+int parse_normalize(const char *v, double *mean, double *std);
+void normalize_data(struct Dataset *d, double mean, double std);
 
 /* "NAME=1x3x224x224" -> bind. Returns 0 or prints a usage error. */
 int parse_shape_arg(char *arg, GpucShapeBind *b);

@@ -1,5 +1,5 @@
 /* gpuc eval MODEL.onnx|PLAN.gpuc --data KIND:PATH [--cpu] [--fp16|--bf16]
- *           [--batch B] [--limit N] [--arch sm_XX] [-O0|-O2]
+ *           [--batch B] [--limit N] [--normalize MEAN,STD] [--arch sm_XX] [-O0|-O2]
  * The test split of a labelled data set through a classifier: the mean
  * softmax cross-entropy and the argmax accuracy, scored by the trainer's
  * gpuc_score_logits, so what a compression costs on real data reads the
@@ -26,6 +26,7 @@ typedef struct EvalArgs {
   PassFlags flags;
   bool any_flag;
   long long batch, limit;       /* 0: 500 (a plan: its own) / all */
+  double norm_mean, norm_std;   /* --normalize as given to train; std 0: none */
   int sm, level;
 } EvalArgs;
 
@@ -57,12 +58,14 @@ static int parse_args(int argc, char **argv, EvalArgs *a) {
     else if ((pf = pass_flags_parse(&a->flags, argc, argv, &i)) != 0) {
       if (pf < 0) return EXIT_USAGE;
       a->any_flag = true;
-    } else if (!strcmp(f, "--data") || !strcmp(f, "--batch") || !strcmp(f, "--limit") || !strcmp(f, "--arch")) {
+    } else if (!strcmp(f, "--data") || !strcmp(f, "--batch") || !strcmp(f, "--limit") || !strcmp(f, "--arch") ||
+               !strcmp(f, "--normalize")) {
       if (i + 1 >= argc) return usage_error("eval: %s needs a value", f);
       const char *v = argv[++i];
       if (!strcmp(f, "--data")) a->data = v;
       else if (!strcmp(f, "--batch") && parse_count(f, v, 65536, &a->batch)) return EXIT_USAGE;
       else if (!strcmp(f, "--limit") && parse_count(f, v, INT64_MAX, &a->limit)) return EXIT_USAGE;
+      else if (!strcmp(f, "--normalize") && parse_normalize(v, &a->norm_mean, &a->norm_std)) return EXIT_USAGE;
       else if (!strcmp(f, "--arch") && (parse_arch(v, &a->sm) || a->sm == 0))
         return usage_error("eval: --arch wants sm_80, sm_86, sm_87, sm_89, sm_90, sm_100 or sm_120, got '%s'", v);
     } else if (f[0] == '-') return usage_error("eval: unknown option '%s'", f);
@@ -247,6 +250,7 @@ int cmd_eval(int argc, char **argv) {
   int rc = EXIT_BAD_INPUT;
   if (load_data(a.data, NULL, &te, &has_test, &e)) goto fail;
   gpuc_dataset_limit(&te, a.limit);
+  if (a.norm_std > 0) normalize_data(&te, a.norm_mean, a.norm_std);
   if (te.n < 1) { gpuc_err_set(&e, "%s: the test split has no images", a.data); goto fail; }
   if (a.cpu ? open_cpu(&a, &ev, B, &e) : open_gpu(&a, &ev, &B, tmp, sizeof tmp, &e)) {
     if (!a.cpu && !ev.s && !is_plan_file(a.model)) gpuc_err_prefix(&e, "eval on the GPU (--cpu runs the reference)");

@@ -165,19 +165,7 @@ static int parse_flag(TrainArgs *a, const char *f, const char *v) {
     }
     if (!a->augment || strlen(v) >= sizeof buf) return usage_error("--augment wants flip, crop or flip,crop, got '%s'", v);
   }
-  else if (!strcmp(f, "--normalize")) {
-    char *end;
-    errno = 0;
-    a->norm_mean = strtod(v, &end);
-    bool ok = end != v && *end == ',' && !errno;
-    if (ok) {
-      const char *s2 = end + 1;
-      a->norm_std = strtod(s2, &end);
-      ok = end != s2 && !*end && !errno;
-    }
-    if (!ok || !isfinite(a->norm_mean) || !isfinite(a->norm_std) || a->norm_std <= 0 || fabs(a->norm_mean) > 1e6 || a->norm_std > 1e6)
-      return usage_error("--normalize wants MEAN,STD with STD > 0, got '%s'", v);
-  }
+  else if (!strcmp(f, "--normalize")) return parse_normalize(v, &a->norm_mean, &a->norm_std);
   else if (!strcmp(f, "--crop-pad")) return parse_int(f, v, 0, 64, &a->crop_pad);
   else if (!strcmp(f, "--epochs")) return parse_int(f, v, 1, 1000, &a->epochs);
   else if (!strcmp(f, "--batch")) return parse_int(f, v, 1, 65536, &a->batch);
@@ -243,9 +231,10 @@ int cmd_train(int argc, char **argv) {
   int rc = EXIT_BAD_INPUT;
   if (load_data(a.data, &tr, &te, &has_test, &e)) { report(&e); goto done; }
   gpuc_dataset_limit(&tr, a.limit);
-  if (a.norm_std > 0) /* (x - mean) / std on every pixel of both sets, before anything sees them */
-    for (Dataset *d = &tr; d; d = d == &tr && has_test ? &te : NULL)
-      for (int64_t i = 0; i < d->n * d->dim; i++) d->x[i] = (float)((d->x[i] - a.norm_mean) / a.norm_std);
+  if (a.norm_std > 0) { /* on every pixel of both sets, before anything sees them */
+    normalize_data(&tr, a.norm_mean, a.norm_std);
+    if (has_test) normalize_data(&te, a.norm_mean, a.norm_std);
+  }
   for (;;) {
     if (!(t = gpuc_trainer_new(a.model, a.batch, &e))) { report(&e); goto done; }
     if (a.cpu) break;

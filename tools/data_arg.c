@@ -3,8 +3,30 @@
  * files are untrusted). */
 #include "cli.h"
 #include "train.h"
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+int parse_normalize(const char *v, double *mean, double *std) {
+  char *end;
+  errno = 0;
+  *mean = strtod(v, &end);
+  bool ok = end != v && *end == ',' && !errno;
+  if (ok) {
+    const char *s2 = end + 1;
+    *std = strtod(s2, &end);
+    ok = end != s2 && !*end && !errno;
+  }
+  if (!ok || !isfinite(*mean) || !isfinite(*std) || *std <= 0 || fabs(*mean) > 1e6 || *std > 1e6)
+    return usage_error("--normalize wants MEAN,STD with STD > 0, got '%s'", v);
+  return 0;
+}
+
+void normalize_data(Dataset *d, double mean, double std) {
+  for (int64_t i = 0; i < d->n * d->dim; i++) d->x[i] = (float)((d->x[i] - mean) / std);
+}
 
 int check_data_spec(const char *cmd, const char *d) {
   static const char *kinds[] = {"fashion-mnist:", "mnist:", "cifar10:", "npy:"};

@@ -31,7 +31,8 @@ static const char *usage_text =
     "             KIND:PATH is fashion-mnist:DIR, mnist:DIR, cifar10:DIR or\n"
     "             npy:X.npy,Y.npy[,XTEST.npy,YTEST.npy]\n"
     "  gpuc eval MODEL.onnx|PLAN.gpuc --data KIND:PATH [--cpu] [--fp16|--bf16] [--batch B] [--limit N]\n"
-    "             [--arch sm_XX] [-O0|-O2]: test loss and accuracy of a classifier on the test split\n"
+    "             [--normalize MEAN,STD] [--arch sm_XX] [-O0|-O2]: test loss and accuracy of a classifier\n"
+    "             on the test split\n"
     "inputs are .npy files or ONNX TensorProto .pb files; DIMS is like 1x3x224x224.\n"
     "exit status: 0 ok, 1 bad or unsupported model/input, 2 usage error\n";
 
