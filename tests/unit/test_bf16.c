@@ -6,7 +6,8 @@
  *     result;
  *   - a graph whose activations pass fp16's 65504 (T5-style): --fp16 gives
  *     inf/NaN, --bf16 stays within BF16_TOL of fp32;
- *   - --fp16 with --bf16 is refused;
+ *   - --fp16 with --bf16 is refused; --bf16 -O2 puts convolutions in NHWC
+ *     as --fp16 does (resnet_block: all 5);
  *   - bf16 plans (NVRTC, no GPU): marked GPUC_PLAN_F_BF16, GEMMs and
  *     convolutions in bf16, bf16 convolutions without cuDNN's fused
  *     bias-activation call, the attention kernel on bf16 tensor cores.
@@ -207,6 +208,30 @@ static void test_exclusive(const char *dir) {
   gpuc_graph_free(g);
 }
 
+/* -O2 --bf16: every convolution of the model NHWC (FusedConv layout 1). */
+static void check_nhwc(const char *dir, const char *file, int want) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  GpucErr e = {0};
+  Graph *g = gpuc_onnx_load(path, NULL, 0, &e);
+  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  if (!g) return;
+  PassOptions o;
+  gpuc_pass_options_default(&o, 2);
+  o.bf16 = true;
+  int nhwc = 0, convs = 0;
+  if (gpuc_passes_run(g, &o, &e) == 0)
+    for (int i = 0; i < g->nnodes; i++) {
+      const Node *n = &g->nodes[i];
+      if (n->op != GPUC_OP_CONV && n->op != GPUC_OP_FUSEDCONV) continue;
+      convs++;
+      nhwc += n->op == GPUC_OP_FUSEDCONV && gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) == GPUC_LAYOUT_NHWC &&
+              g->values[n->in[0]].t.dt == GPUC_DT_BF16;
+    }
+  CHECK(convs == want && nhwc == want, "%s --bf16: %d of %d convolutions NHWC bf16, want %d", file, nhwc, convs, want);
+  gpuc_graph_free(g);
+}
+
 /* A bf16 plan of a bundled model for sm_90. */
 static Plan *bf16_plan(const char *dir, const char *file, const GpucShapeBind *b, int nb) {
   char path[4096];
@@ -269,6 +294,8 @@ int main(int argc, char **argv) {
   check_model(dir, "resnet18.onnx", &r18, 1);
   test_overflow();
   test_exclusive(dir);
+  check_nhwc(dir, "resnet_block.onnx", 5);
+  check_nhwc(dir, "small_cnn.onnx", 2);
   test_plans(dir);
   return check_summary();
 }
