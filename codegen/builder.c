@@ -526,7 +526,7 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
   p->meta.nnodes_lowered = (uint32_t)g->nnodes;
   p->meta.batch = g->ninputs && g->values[g->inputs[0]].t.rank > 0 ? g->values[g->inputs[0]].t.dims[0] : 1;
   p->hdr.sm = (uint32_t)o->sm;
-  p->hdr.flags = o->fp16 ? GPUC_PLAN_F_FP16 : 0;
+  p->hdr.flags = (o->fp16 ? GPUC_PLAN_F_FP16 : 0) | (o->bf16 ? GPUC_PLAN_F_BF16 : 0);
   if (o->mem_limit > 0 && p->meta.arena_bytes + p->meta.workspace_bytes + p->weights_size > (uint64_t)o->mem_limit) {
     gpuc_err_set(e, "%s: the plan needs %llu bytes of device memory (arena %llu + workspace %llu + "
                  "weights %llu), over --mem-limit %lld", g->path,

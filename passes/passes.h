@@ -10,6 +10,7 @@
 typedef struct PassOptions {
   int level;                     /* -O0..-O3 */
   bool fp16;                     /* half storage with fp32 islands */
+  bool bf16;                     /* the same policy with bfloat16 storage (not with fp16) */
   bool training;                 /* a training graph: each parameter (Value.is_param) stays
                                     the one tensor the optimizer updates, never copied */
   int64_t fold_max_bytes;        /* largest tensor constant folding may create */
@@ -29,9 +30,11 @@ int pass_identity(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_cse(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fold_batchnorm(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e);
+/* fp16 storage, or bf16 with o->bf16; fp32 islands (passes/fp16.c). */
 int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e);
 /* 2-D convolutions and the elementwise ops between them in NHWC, with
- * Transposes only where values enter or leave such a region (--fp16). */
+ * Transposes only where values enter or leave such a region (--fp16,
+ * --bf16). */
 int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_matmul_bias(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e);

@@ -25,6 +25,7 @@ static int after(Graph *g, const PassOptions *o, const char *name, int rc, GpucE
 }
 
 int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
+  if (o->fp16 && o->bf16) return gpuc_err_set(e, "%s: --fp16 and --bf16 exclude each other", g->path);
   if (o->level < 1) return 0;
   /* Folding makes values known, inference then knows more shapes, which
    * lets more nodes fold (shape chains): iterate to a fixed point. */
@@ -49,8 +50,10 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
    * storage, fp32 statistics in the kernel) */
   if (o->level >= 2 && after(g, o, "fuse_add_layernorm", pass_fuse_add_layernorm(g, o, e), e) < 0) return -1;
   /* NHWC for half tensor cores; fp32 convs stay NCHW (FMA math, no TF32) */
-  if (o->level >= 2 && o->fp16 && after(g, o, "layout_nhwc", pass_layout_nhwc(g, o, e), e) < 0) return -1;
-  if (o->fp16 && after(g, o, "fp16", pass_fp16(g, o, e), e) < 0) return -1;
+  bool half = o->fp16 || o->bf16;
+  if (o->level >= 2 && half && after(g, o, "layout_nhwc", pass_layout_nhwc(g, o, e), e) < 0) return -1;
+  /* the pass is "fp16" for --dump-after with either half type */
+  if (half && after(g, o, "fp16", pass_fp16(g, o, e), e) < 0) return -1;
   /* after fuse_matmul (MatMulBias's bias goes to the dequantize step) and
    * after fp16 (the precision of everything else is decided; Y keeps it) */
   if (o->int8 && after(g, o, "quantize_int8", pass_quantize_int8(g, o, e), e) < 0) return -1;

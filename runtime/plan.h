@@ -41,7 +41,9 @@ typedef struct PlanHeader {
   uint32_t reserved;
 } PlanHeader;
 
-enum { GPUC_PLAN_F_FP16 = 1u << 0 };
+/* how the plan was compiled (informational: a reader ignores bits it does
+ * not know) */
+enum { GPUC_PLAN_F_FP16 = 1u << 0, GPUC_PLAN_F_BF16 = 1u << 1 };
 
 typedef enum PlanSectionId {
   PLAN_SEC_META = 1,     /* PlanMeta */

@@ -363,8 +363,9 @@ static const char *role_name(int r) {
  * model's f32 outputs back count too. */
 static void print_fp32_steps(const Plan *p, FILE *f) {
   uint32_t n = 0;
+  const char *half = (p->hdr.flags & GPUC_PLAN_F_BF16) ? "bf16" : "fp16";
   for (int pass = 0; pass < 2; pass++) {
-    if (pass == 1) fprintf(f, "fp32 steps in this fp16 plan: %u\n", n);
+    if (pass == 1) fprintf(f, "fp32 steps in this %s plan: %u\n", half, n);
     for (uint32_t i = 0; i < p->nsteps; i++) {
       const PlanStep *s = &p->steps[i];
       uint32_t dt;
@@ -395,7 +396,7 @@ static void print_int8_steps(const Plan *p, FILE *f) {
 void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
   fprintf(f, "plan: %s\nformat %u, built by gpuc %.16s, target sm_%u%s\n", path,
           p->hdr.format_version, p->hdr.gpuc_version, p->hdr.sm,
-          (p->hdr.flags & GPUC_PLAN_F_FP16) ? ", fp16" : "");
+          (p->hdr.flags & GPUC_PLAN_F_FP16) ? ", fp16" : (p->hdr.flags & GPUC_PLAN_F_BF16) ? ", bf16" : "");
   fprintf(f, "arena: %llu bytes (naive sum %llu), workspace %llu bytes, weights %llu bytes\n",
           (unsigned long long)p->meta.arena_bytes, (unsigned long long)p->meta.naive_bytes,
           (unsigned long long)p->meta.workspace_bytes, (unsigned long long)p->meta.weight_bytes);
@@ -449,5 +450,5 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
   }
   fprintf(f, "block-size-free kernels: %u of %u, %u with a block -O3 chose\n", nfree, nk, ntuned);
   print_int8_steps(p, f);
-  if (p->hdr.flags & GPUC_PLAN_F_FP16) print_fp32_steps(p, f);
+  if (p->hdr.flags & (GPUC_PLAN_F_FP16 | GPUC_PLAN_F_BF16)) print_fp32_steps(p, f);
 }

@@ -181,7 +181,10 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
     xs[nd - 1] = ys[nd - 1] = 1;
     for (int i = nd - 2; i >= 0; i--) { xs[i] = xs[i + 1] * xd[i + 1]; ys[i] = ys[i + 1] * yd[i + 1]; }
   }
-  cudnnDataType_t t = c->dt == GPUC_DT_F16 ? CUDNN_DATA_HALF : c->dt == GPUC_DT_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  cudnnDataType_t t = c->dt == GPUC_DT_F16    ? CUDNN_DATA_HALF
+                      : c->dt == GPUC_DT_BF16 ? CUDNN_DATA_BFLOAT16
+                      : c->dt == GPUC_DT_F64  ? CUDNN_DATA_DOUBLE
+                                              : CUDNN_DATA_FLOAT;
   CUDNN_TRY(e, cudnn.cudnnCreateTensorDescriptor(&st->x));
   CUDNN_TRY(e, cudnn.cudnnCreateTensorDescriptor(&st->y));
   CUDNN_TRY(e, cudnn.cudnnCreateFilterDescriptor(&st->w));
@@ -195,8 +198,10 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
   CUDNN_TRY(e, cudnn.cudnnSetConvolutionNdDescriptor(st->conv, (int)c->nspatial, pads, strides, dil,
                                                      CUDNN_CROSS_CORRELATION, acc));
   CUDNN_TRY(e, cudnn.cudnnSetConvolutionGroupCount(st->conv, (int)c->groups));
-  /* fp32 stays fp32 (no TF32) so results match the reference to 1e-4 */
-  CUDNN_TRY(e, cudnn.cudnnSetConvolutionMathType(st->conv, c->dt == GPUC_DT_F16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  /* fp32 stays fp32 (no TF32) so results match the reference to 1e-4;
+   * fp16 and bf16 run on tensor cores, accumulating in fp32 */
+  bool half = c->dt == GPUC_DT_F16 || c->dt == GPUC_DT_BF16;
+  CUDNN_TRY(e, cudnn.cudnnSetConvolutionMathType(st->conv, half ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   if (c->mode != PLAN_CONV_FWD) return setup_conv_backward(s, c, st, e);
   /* the heuristic sees the NHWC descriptors: half NHWC is where its
    * tensor-core implicit-GEMM kernels run without internal transposes */
