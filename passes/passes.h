@@ -31,6 +31,9 @@ int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e);
 /* 2-D convolutions and the elementwise ops between them in NHWC, with
  * Transposes only where values enter or leave such a region (--fp16). */
 int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e);
+/* Transposes composed, identities dropped, Transposes sunk through
+ * elementwise ops, Softmax and LayerNormalization until pairs cancel. */
+int pass_simplify_transpose(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_matmul_bias(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e);
 /* Residual Add + LayerNormalization -> AddLayerNormalization. */

@@ -48,6 +48,9 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->level >= 2 && after(g, o, "fuse_add_layernorm", pass_fuse_add_layernorm(g, o, e), e) < 0) return -1;
   /* NHWC for half tensor cores; fp32 convs stay NCHW (FMA math, no TF32) */
   if (o->level >= 2 && o->fp16 && after(g, o, "layout_nhwc", pass_layout_nhwc(g, o, e), e) < 0) return -1;
+  /* after layout_nhwc: its edge Transposes meet the model's own permutes
+   * (ConvNeXt's around each LayerNorm) and cancel */
+  if (o->level >= 2 && after(g, o, "simplify_transpose", pass_simplify_transpose(g, o, e), e) < 0) return -1;
   if (o->fp16 && after(g, o, "fp16", pass_fp16(g, o, e), e) < 0) return -1;
   /* last: groups are over the final nodes, Casts from the fp16 pass too */
   if (o->level >= 2 && after(g, o, "fuse_elementwise", pass_fuse_elementwise(g, o, e), e) < 0) return -1;
