@@ -8,8 +8,9 @@
  * Rules (each alone in tests/unit/test_simplify_transpose.c):
  *   compose   Transpose(Transpose(x, p1), p2) -> Transpose(x, p1[p2[i]])
  *             (the inner one stays while others read it)
- *   identity  Transpose(x, [0,1,..]) -> x for every reader (not when its
- *             output is a graph output: outputs keep their names)
+ *   identity  Transpose(x, [0,1,..]) -> x for every reader; when it writes
+ *             a graph output (whose name stays), x's producer writes that
+ *             output instead if the Transpose is x's only reader
  *   sink      op(Transpose(x, p), ..) -> Transpose(op'(x, ..), p) where
  *             the Transpose's output has that one reader, and where it
  *             pays: the op's output reaches another Transpose through a
@@ -202,6 +203,17 @@ static bool reaches_transpose(const Ctx *c, int z, const Perm *p) {
   return false;
 }
 
+/* Node i, read by nobody now, made an Identity of nothing so reader
+ * counts no longer see it; dead code removes it. */
+static void husk(Graph *g, int i) {
+  Node *n = &g->nodes[i];
+  if (n->out[0] >= 0 && g->values[n->out[0]].producer == i) g->values[n->out[0]].producer = -1;
+  n->op = GPUC_OP_IDENTITY;
+  n->in[0] = -1;
+  n->out[0] = -1;
+  n->nattr = 0;
+}
+
 /* op(Transpose(x, p) at slot k, ..) -> Transpose(op'(x, ..), p) */
 static int sink(Ctx *c, int t, int ni, int k, const Perm *p) {
   Graph *g = c->g;
@@ -214,11 +226,13 @@ static int sink(Ctx *c, int t, int ni, int k, const Perm *p) {
   zt.data = NULL;
   for (int i = 0; i < p->r; i++) zt.dims[p->p[i]] = g->values[z].t.dims[i];
   g->values[z0].t = zt;
+  bool ew = gpuc_ops[g->nodes[ni].op].flags & GPUC_OPF_ELEMWISE;
   for (int j = 0; j < g->nodes[ni].nin; j++) {
     int v = g->nodes[ni].in[j];
     Perm q;
     if (v < 0) continue;
     if (j == k || v == y) { g->nodes[ni].in[j] = x; continue; }
+    if (!ew) continue; /* LayerNorm's Scale and B: over axes p leaves alone */
     const Value *o = &g->values[v];
     if (o->is_const && o->t.data) {
       int w = relaid_const(g, v, p, c->e);
@@ -253,6 +267,7 @@ static int sink(Ctx *c, int t, int ni, int k, const Perm *p) {
   g->nodes[ni].out[0] = z0;
   g->values[z0].producer = ni;
   g->values[z].producer = nt;
+  husk(g, t);
   return 1;
 }
 
@@ -267,9 +282,19 @@ static int rewrite_at(Ctx *c, int t) {
     Perm pq = {.r = p.r};
     for (int i = 0; i < p.r; i++) pq.p[i] = q.p[p.p[i]];
     g->nodes[t].in[0] = g->nodes[inner].in[0];
+    if (sole_reader(c, x) == t) husk(g, inner);
     return set_perm(g, &g->nodes[t], &pq, c->e) ? -1 : 1;
   }
   if (identity(&p)) {
+    int px = g->values[x].producer;
+    if (g->values[y].is_output && px >= 0 && sole_reader(c, x) == t) { /* x's producer writes y */
+      Node *pn = &g->nodes[px];
+      for (int k = 0; k < pn->nout; k++)
+        if (pn->out[k] == x) pn->out[k] = y;
+      g->values[y].producer = px;
+      husk(g, t);
+      return 1;
+    }
     if (g->values[y].is_output || c->readers[y] == 0) return 0;
     for (int i = 0; i < g->nnodes; i++)
       for (int k = 0; k < g->nodes[i].nin; k++)

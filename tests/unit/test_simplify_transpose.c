@@ -1,0 +1,368 @@
+/* passes/simplify_transpose.c, one rule at a time on graphs built here:
+ * how many Transposes are left (and where), and that the rewritten graph
+ * computes what the original did on the reference with seeded random
+ * inputs (f32: |a-b| <= 1e-6 + 1e-6|b|; the rules only move data, so the
+ * arithmetic is the same). Then a ConvNeXt block (depthwise 7x7 conv,
+ * permute to channels last, LayerNorm, two Linear layers with the erf GELU
+ * between, permute back, layer scale, residual) through layout_nhwc and
+ * the simplifier: no Transpose is left between the convolution and the
+ * residual Add, and the result matches the unrewritten graph. */
+#include "passes.h"
+#include "ref.h"
+#include "check.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_IO 8
+#define MAX_ATTRS 8
+
+static uint64_t rng = 7;
+static double urand(void) {
+  uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0 * 2 - 1;
+}
+
+static Graph *graph_new(int64_t opset) {
+  Graph *g = gpuc_graph_new("simplify-test");
+  g->opset = opset;
+  g->inputs = gpuc_arena_alloc(&g->arena, sizeof(int) * MAX_IO);
+  g->outputs = gpuc_arena_alloc(&g->arena, sizeof(int) * MAX_IO);
+  return g;
+}
+
+static int input(Graph *g, const char *name, int rank, const int64_t *dims) {
+  int v = gpuc_graph_add_value(g, name);
+  gpuc_set_shape(&g->values[v].t, GPUC_DT_F32, rank, dims);
+  g->values[v].is_input = true;
+  g->inputs[g->ninputs++] = v;
+  return v;
+}
+
+static void output(Graph *g, int v) {
+  g->outputs[g->noutputs++] = v;
+  g->values[v].is_output = true;
+}
+
+/* a constant of random values (seeded: both builds get the same) */
+static int constant(Graph *g, int rank, const int64_t *dims, uint64_t seed, double lo, double hi) {
+  char name[32];
+  snprintf(name, sizeof name, "c%d", g->nvalues);
+  int v = gpuc_graph_add_value(g, name);
+  GpucErr e;
+  Tensor *t = gpuc_tensor_new(GPUC_DT_F32, rank, dims, &e);
+  GPUC_ASSERT(t);
+  uint64_t keep = rng;
+  rng = seed;
+  for (int64_t i = 0; i < gpuc_numel(t); i++) gpuc_set_f64(t, i, lo + (hi - lo) * (urand() + 1) / 2);
+  rng = keep;
+  g->values[v].t = *t;
+  free(t);
+  g->values[v].is_const = true;
+  return v;
+}
+
+/* a one-output node; attributes added next (attr_*) go to it */
+static int node(Graph *g, GpucOp op, int nin, const int *ins) {
+  char name[32];
+  snprintf(name, sizeof name, "n%d", g->nnodes);
+  int ni = gpuc_graph_add_node(g, op, name, nin, 1);
+  GPUC_ASSERT(ni >= 0);
+  memcpy(g->nodes[ni].in, ins, sizeof(int) * (size_t)nin);
+  snprintf(name, sizeof name, "v%d", g->nvalues);
+  int v = gpuc_graph_add_value(g, name);
+  g->nodes[ni].out[0] = v;
+  g->values[v].producer = ni;
+  g->nodes[ni].attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr) * MAX_ATTRS);
+  return v;
+}
+#define NODE(g, op, ...) node(g, op, sizeof((int[]){__VA_ARGS__}) / sizeof(int), (int[]){__VA_ARGS__})
+
+static Attr *new_attr(Graph *g, const char *name, GpucAttrKind kind) {
+  Node *n = &g->nodes[g->nnodes - 1];
+  Attr *a = &n->attrs[n->nattr++];
+  a->name = name;
+  a->kind = kind;
+  return a;
+}
+static void attr_i(Graph *g, const char *name, int64_t v) { new_attr(g, name, GPUC_ATTR_INT)->i = v; }
+static void attr_f(Graph *g, const char *name, float v) { new_attr(g, name, GPUC_ATTR_FLOAT)->f = v; }
+static void attr_ints(Graph *g, const char *name, int n, const int64_t *v) {
+  Attr *a = new_attr(g, name, GPUC_ATTR_INTS);
+  a->n = n;
+  a->ints = gpuc_arena_alloc(&g->arena, sizeof(int64_t) * (size_t)n);
+  memcpy(a->ints, v, sizeof(int64_t) * (size_t)n);
+}
+
+static int transpose(Graph *g, int x, int r, const int64_t *perm) {
+  int y = NODE(g, GPUC_OP_TRANSPOSE, x);
+  attr_ints(g, "perm", r, perm);
+  return y;
+}
+
+static int count_op(const Graph *g, GpucOp op) {
+  int c = 0;
+  for (int i = 0; i < g->nnodes; i++) c += g->nodes[i].op == op;
+  return c;
+}
+
+/* ---- the rule cases ------------------------------------------------------ */
+
+static const int64_t NCHW_TO_NHWC[4] = {0, 2, 3, 1}, NHWC_TO_NCHW[4] = {0, 3, 1, 2};
+static const int64_t X4[4] = {2, 6, 3, 5}; /* N C H W */
+
+typedef struct {
+  const char *what;
+  int64_t opset;
+  void (*build)(Graph *);
+  int want_transposes; /* after the pass */
+  bool want_change;
+} Case;
+
+/* compose to identity: T(T(x, to NHWC), to NCHW) -> Relu: none left */
+static void b_compose_cancel(Graph *g) {
+  int x = input(g, "x", 4, X4);
+  int t = transpose(g, transpose(g, x, 4, NCHW_TO_NHWC), 4, NHWC_TO_NCHW);
+  output(g, NODE(g, GPUC_OP_RELU, t));
+}
+/* compose to one: T(T(x, [1,0,2]), [0,2,1]) = T(x, [1,2,0]) */
+static void b_compose_one(Graph *g) {
+  int64_t d[3] = {3, 4, 5}, p1[3] = {1, 0, 2}, p2[3] = {0, 2, 1};
+  int x = input(g, "x", 3, d);
+  output(g, NODE(g, GPUC_OP_RELU, transpose(g, transpose(g, x, 3, p1), 3, p2)));
+}
+/* the inner Transpose has a second reader: it stays, the outer composes */
+static void b_compose_shared(Graph *g) {
+  int x = input(g, "x", 4, X4);
+  int a = transpose(g, x, 4, NCHW_TO_NHWC);
+  output(g, NODE(g, GPUC_OP_RELU, transpose(g, a, 4, NHWC_TO_NCHW)));
+  output(g, NODE(g, GPUC_OP_SIGMOID, a));
+}
+static void b_identity(Graph *g) {
+  int64_t p[4] = {0, 1, 2, 3};
+  int x = input(g, "x", 4, X4);
+  output(g, NODE(g, GPUC_OP_EXP, transpose(g, x, 4, p)));
+}
+/* an identity Transpose that writes a graph output: Exp writes it */
+static void b_identity_output(Graph *g) {
+  int64_t p[4] = {0, 1, 2, 3};
+  int x = input(g, "x", 4, X4);
+  output(g, transpose(g, NODE(g, GPUC_OP_EXP, x), 4, p));
+}
+/* graph input to graph output: nothing can take the Transpose's place */
+static void b_identity_io(Graph *g) {
+  int64_t p[4] = {0, 1, 2, 3};
+  output(g, transpose(g, input(g, "x", 4, X4), 4, p));
+}
+/* T -> Relu -> Neg -> T back: sinks twice, then cancels */
+static void b_sink_unary(Graph *g) {
+  int x = input(g, "x", 4, X4);
+  int y = NODE(g, GPUC_OP_NEG, NODE(g, GPUC_OP_RELU, transpose(g, x, 4, NCHW_TO_NHWC)));
+  output(g, transpose(g, y, 4, NHWC_TO_NCHW));
+}
+/* T -> Relu with no Transpose after: sinking would not pay, left alone */
+static void b_sink_no_pay(Graph *g) {
+  int x = input(g, "x", 4, X4);
+  output(g, NODE(g, GPUC_OP_RELU, transpose(g, x, 4, NCHW_TO_NHWC)));
+}
+/* constants of rank 1 ([C], the last NHWC dim), rank 3 ([H,W,C]) and a
+ * scalar, re-laid-out as the Transposes sink */
+static void b_sink_consts(Graph *g) {
+  int64_t c1[1] = {6}, c3[3] = {3, 5, 6}, one[1] = {1};
+  int x = input(g, "x", 4, X4);
+  int t = transpose(g, x, 4, NCHW_TO_NHWC);
+  int a = NODE(g, GPUC_OP_MUL, t, constant(g, 1, c1, 11, 0.5, 1.5));
+  int b = NODE(g, GPUC_OP_ADD, constant(g, 3, c3, 12, -1, 1), a);
+  int c = NODE(g, GPUC_OP_SUB, b, constant(g, 1, one, 13, -1, 1));
+  output(g, transpose(g, c, 4, NHWC_TO_NCHW));
+}
+/* Add(T(a, p), T(b, p)) -> T(Add(a, b), p): two become one */
+static void b_sink_merge(Graph *g) {
+  int a = input(g, "a", 4, X4), b = input(g, "b", 4, X4);
+  output(g, NODE(g, GPUC_OP_ADD, transpose(g, a, 4, NCHW_TO_NHWC), transpose(g, b, 4, NCHW_TO_NHWC)));
+}
+/* a computed operand of another layout (not a Transpose): not sunk */
+static void b_sink_blocked(Graph *g) {
+  int64_t d[4] = {2, 3, 5, 6};
+  int a = input(g, "a", 4, X4), b = input(g, "b", 4, d);
+  int s = NODE(g, GPUC_OP_ADD, transpose(g, a, 4, NCHW_TO_NHWC), b);
+  output(g, transpose(g, s, 4, NHWC_TO_NCHW));
+}
+/* Softmax over the last axis of the NHWC view = over axis 1 of x */
+static void b_softmax(Graph *g) {
+  int x = input(g, "x", 4, X4);
+  int s = NODE(g, GPUC_OP_SOFTMAX, transpose(g, x, 4, NCHW_TO_NHWC));
+  attr_i(g, "axis", -1);
+  output(g, transpose(g, s, 4, NHWC_TO_NCHW));
+}
+/* LayerNorm over the last axis, the Transpose swapping the first two:
+ * the normalized axis stays in place */
+static void b_layernorm(Graph *g) {
+  int64_t p[4] = {1, 0, 2, 3}, w[1] = {5};
+  int x = input(g, "x", 4, X4);
+  int ln = NODE(g, GPUC_OP_LAYERNORMALIZATION, transpose(g, x, 4, p), constant(g, 1, w, 21, 0.5, 1.5),
+                constant(g, 1, w, 22, -1, 1));
+  attr_i(g, "axis", -1);
+  attr_f(g, "epsilon", 1e-5f);
+  output(g, transpose(g, ln, 4, p));
+}
+/* LayerNorm over the channels of an NHWC view: the Transpose moves the
+ * normalized axis, so it may not sink */
+static void b_layernorm_moved(Graph *g) {
+  int64_t w[1] = {6};
+  int x = input(g, "x", 4, X4);
+  int ln = NODE(g, GPUC_OP_LAYERNORMALIZATION, transpose(g, x, 4, NCHW_TO_NHWC), constant(g, 1, w, 23, 0.5, 1.5));
+  attr_i(g, "axis", -1);
+  attr_f(g, "epsilon", 1e-5f);
+  output(g, transpose(g, ln, 4, NHWC_TO_NCHW));
+}
+
+static const Case cases[] = {
+    {"compose to identity", 17, b_compose_cancel, 0, true},
+    {"compose to one", 17, b_compose_one, 1, true},
+    {"compose, inner shared", 17, b_compose_shared, 1, true},
+    {"identity", 17, b_identity, 0, true},
+    {"identity writing an output", 17, b_identity_output, 0, true},
+    {"sink through unary", 17, b_sink_unary, 0, true},
+    {"identity reading an input, writing an output", 17, b_identity_io, 1, false},
+    {"sink that does not pay", 17, b_sink_no_pay, 1, false},
+    {"sink through constants", 17, b_sink_consts, 0, true},
+    {"sink merging two", 17, b_sink_merge, 1, true},
+    {"sink blocked by a computed operand", 17, b_sink_blocked, 2, false},
+    {"softmax axis", 13, b_softmax, 0, true},
+    {"softmax before opset 13", 11, b_softmax, 2, false},
+    {"layernorm axes kept", 17, b_layernorm, 0, true},
+    {"layernorm axis moved", 17, b_layernorm_moved, 2, false},
+};
+
+/* Both graphs on the same random inputs: outputs equal within f32 tolerance. */
+static void compare(const char *what, Graph *g0, Graph *g1, double tol) {
+  GpucErr e = {0};
+  Tensor *ins[MAX_IO] = {0}, *o0[MAX_IO] = {0}, *o1[MAX_IO] = {0};
+  for (int k = 0; k < g0->ninputs; k++) {
+    const Tensor *d = &g0->values[g0->inputs[k]].t;
+    ins[k] = gpuc_tensor_new(d->dt, d->rank, d->dims, &e);
+    for (int64_t i = 0; i < gpuc_numel(d); i++) gpuc_set_f64(ins[k], i, urand());
+  }
+  int r0 = gpuc_ref_run(g0, (const Tensor *const *)ins, o0, &e);
+  CHECK(r0 == 0, "%s: run: %s", what, e.msg);
+  int r1 = r0 == 0 ? gpuc_ref_run(g1, (const Tensor *const *)ins, o1, &e) : -1;
+  CHECK(r1 == 0, "%s: run rewritten: %s", what, e.msg);
+  for (int k = 0; r0 == 0 && r1 == 0 && k < g0->noutputs; k++) {
+    int64_t n = gpuc_numel(o0[k]), bad = 0;
+    CHECK(n > 0 && n == gpuc_numel(o1[k]) && o0[k]->rank == o1[k]->rank &&
+              !memcmp(o0[k]->dims, o1[k]->dims, sizeof(int64_t) * (size_t)o0[k]->rank),
+          "%s: output %d shapes differ", what, k);
+    for (int64_t i = 0; i < n && n == gpuc_numel(o1[k]); i++) {
+      double a = gpuc_get_f64(o1[k], i), w = gpuc_get_f64(o0[k], i);
+      bad += !(fabs(a - w) <= tol + tol * fabs(w));
+    }
+    CHECK(bad == 0, "%s: output %d: %lld of %lld differ", what, k, (long long)bad, (long long)n);
+  }
+  for (int k = 0; k < MAX_IO; k++) { gpuc_tensor_free(ins[k]); gpuc_tensor_free(o0[k]); gpuc_tensor_free(o1[k]); }
+}
+
+static void test_rules(void) {
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const Case *c = &cases[i];
+    GpucErr e = {0};
+    Graph *g0 = graph_new(c->opset), *g1 = graph_new(c->opset);
+    c->build(g0);
+    c->build(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "%s: bad test graph: %s", c->what, e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    int got = pass_simplify_transpose(g1, &o, &e);
+    CHECK(got >= 0, "%s: pass failed: %s", c->what, e.msg);
+    CHECK((got > 0) == c->want_change, "%s: %d changes, expected %s", c->what, got, c->want_change ? "some" : "none");
+    CHECK(count_op(g1, GPUC_OP_TRANSPOSE) == c->want_transposes, "%s: %d Transposes left, expected %d", c->what,
+          count_op(g1, GPUC_OP_TRANSPOSE), c->want_transposes);
+    CHECK(gpuc_graph_verify(g1, &e) == 0, "%s: verify: %s", c->what, e.msg);
+    compare(c->what, g0, g1, 1e-6);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
+/* The composed perm of "compose to one" is [1,2,0]. */
+static void test_composed_perm(void) {
+  GpucErr e = {0};
+  Graph *g = graph_new(17);
+  b_compose_one(g);
+  PassOptions o;
+  gpuc_pass_options_default(&o, 2);
+  CHECK(gpuc_graph_infer(g, &e) == 0 && pass_simplify_transpose(g, &o, &e) > 0, "compose: %s", e.msg);
+  const int64_t *p = NULL;
+  for (int i = 0; i < g->nnodes; i++)
+    if (g->nodes[i].op == GPUC_OP_TRANSPOSE) CHECK(gpuc_attr_ints(&g->nodes[i], "perm", &p) == 3, "perm rank");
+  CHECK(p && p[0] == 1 && p[1] == 2 && p[2] == 0, "composed perm [%lld,%lld,%lld], expected [1,2,0]",
+        p ? (long long)p[0] : -1, p ? (long long)p[1] : -1, p ? (long long)p[2] : -1);
+  gpuc_graph_free(g);
+}
+
+/* ---- a ConvNeXt block through layout_nhwc and the simplifier ------------- */
+
+/* x [2,8,6,6] -> depthwise 7x7 conv (pad 3, bias) -> T to NHWC -> LayerNorm
+ * (C) -> MatMul [8,32] + b -> x*0.5*(1+erf(x/sqrt2)) -> MatMul [32,8] + b
+ * -> T to NCHW -> Mul gamma [8,1,1] -> Add x */
+static void b_convnext(Graph *g) {
+  int64_t xd[4] = {2, 8, 6, 6}, wd[4] = {8, 1, 7, 7}, c[1] = {8}, c4[1] = {32}, w1[2] = {8, 32}, w2[2] = {32, 8};
+  int64_t gd[3] = {8, 1, 1}, one[1] = {1}, ks[2] = {7, 7}, pads[4] = {3, 3, 3, 3};
+  int x = input(g, "x", 4, xd);
+  int conv = NODE(g, GPUC_OP_CONV, x, constant(g, 4, wd, 31, -0.3, 0.3), constant(g, 1, c, 32, -0.5, 0.5));
+  attr_ints(g, "kernel_shape", 2, ks);
+  attr_ints(g, "pads", 4, pads);
+  attr_i(g, "group", 8);
+  int t = transpose(g, conv, 4, NCHW_TO_NHWC);
+  int ln = NODE(g, GPUC_OP_LAYERNORMALIZATION, t, constant(g, 1, c, 33, 0.5, 1.5), constant(g, 1, c, 34, -1, 1));
+  attr_i(g, "axis", -1);
+  attr_f(g, "epsilon", 1e-6f);
+  int h = NODE(g, GPUC_OP_ADD, NODE(g, GPUC_OP_MATMUL, ln, constant(g, 2, w1, 35, -0.4, 0.4)),
+               constant(g, 1, c4, 36, -0.2, 0.2));
+  int d = NODE(g, GPUC_OP_DIV, h, constant(g, 1, one, 0, 1.4142135623730951, 1.4142135623730951));
+  int er = NODE(g, GPUC_OP_ADD, NODE(g, GPUC_OP_ERF, d), constant(g, 1, one, 0, 1, 1));
+  int ge = NODE(g, GPUC_OP_MUL, NODE(g, GPUC_OP_MUL, h, er), constant(g, 1, one, 0, 0.5, 0.5));
+  int o = NODE(g, GPUC_OP_ADD, NODE(g, GPUC_OP_MATMUL, ge, constant(g, 2, w2, 37, -0.2, 0.2)),
+               constant(g, 1, c, 38, -0.2, 0.2));
+  int back = transpose(g, o, 4, NHWC_TO_NCHW);
+  int sc = NODE(g, GPUC_OP_MUL, back, constant(g, 3, gd, 39, 0.5, 1.0));
+  output(g, NODE(g, GPUC_OP_ADD, sc, x));
+}
+
+static void test_convnext_block(void) {
+  GpucErr e = {0};
+  Graph *g0 = graph_new(17), *g1 = graph_new(17);
+  b_convnext(g0);
+  b_convnext(g1);
+  CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "convnext: bad test graph: %s", e.msg);
+  PassOptions o;
+  gpuc_pass_options_default(&o, 2);
+  /* layout_nhwc takes f32 convolutions as well; the pipeline runs it for --fp16 */
+  CHECK(pass_layout_nhwc(g1, &o, &e) > 0, "convnext: layout_nhwc: %s", e.msg);
+  int before = count_op(g1, GPUC_OP_TRANSPOSE);
+  CHECK(pass_simplify_transpose(g1, &o, &e) > 0, "convnext: simplify: %s", e.msg);
+  /* left: x into NHWC (conv and the residual Add read it), the output back */
+  CHECK(count_op(g1, GPUC_OP_TRANSPOSE) == 2, "convnext: %d Transposes (%d before), expected 2",
+        count_op(g1, GPUC_OP_TRANSPOSE), before);
+  for (int i = 0; i < g1->nnodes; i++) {
+    const Node *n = &g1->nodes[i];
+    if (n->op != GPUC_OP_LAYERNORMALIZATION) continue;
+    int p = g1->values[n->in[0]].producer;
+    CHECK(p >= 0 && g1->nodes[p].op == GPUC_OP_FUSEDCONV, "convnext: the LayerNorm reads %s, not the conv",
+          p >= 0 ? gpuc_op_name(&g1->nodes[p]) : "an input");
+  }
+  CHECK(gpuc_graph_verify(g1, &e) == 0, "convnext: verify: %s", e.msg);
+  compare("convnext block", g0, g1, 1e-5);
+  gpuc_graph_free(g0);
+  gpuc_graph_free(g1);
+}
+
+int main(void) {
+  test_rules();
+  test_composed_perm();
+  test_convnext_block();
+  return check_summary();
+}
