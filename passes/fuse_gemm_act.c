@@ -124,6 +124,14 @@ int pass_fuse_matmul_act(Graph *g, const PassOptions *o, GpucErr *e) {
     for (int k = 0; k < nabs; k++) taken |= drop[nodes[k]];
     if (taken) continue;
     if (set_activation(g, &g->nodes[i], act, e)) goto done;
+    /* the name lists the nodes it covers, for inspect and profiles */
+    size_t len = strlen(g->nodes[i].name) + 1;
+    for (int k = 0; k < nabs; k++) len += strlen(g->nodes[nodes[k]].name) + 2;
+    char *name = gpuc_arena_alloc(&g->arena, len);
+    if (!name) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
+    strcpy(name, g->nodes[i].name);
+    for (int k = 0; k < nabs; k++) { strcat(name, ", "); strcat(name, g->nodes[nodes[k]].name); }
+    g->nodes[i].name = name;
     for (int k = 0; k < nabs; k++) drop[nodes[k]] = true;
     g->nodes[i].out[0] = out; /* producers are recomputed as the absorbed nodes go */
     changes++;

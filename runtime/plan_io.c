@@ -376,8 +376,7 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
       uint32_t epi = GPUC_GEMM_EPI(g->trans_a);
       snprintf(what, sizeof what, "cublasLt gemm %lldx%lldx%lld batch %lld%s", (long long)g->m,
                (long long)g->n, (long long)g->k, (long long)g->batch,
-               epi == GPUC_GEMM_EPI_RELU ? " +bias+relu" : epi == GPUC_GEMM_EPI_GELU ? " +bias+gelu"
-               : g->c != UINT32_MAX && g->ldc == 0 ? " +bias" : "");
+               epi == GPUC_GEMM_EPI_RELU ? " +bias+relu" : epi == GPUC_GEMM_EPI_GELU ? " +bias+gelu" : "");
     } else
       snprintf(what, sizeof what, "cudnn conv%s%s", p->convs[s->index].nspatial == 3 ? "3d" : "2d",
                p->convs[s->index].mode == PLAN_CONV_BWD_DATA     ? " backward data"
