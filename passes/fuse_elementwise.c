@@ -12,10 +12,13 @@
  *     intermediate never needs to exist in memory),
  *   - p's output has n's output shape (broadcasting happens on the group's
  *     external inputs, read with strides; never on an intermediate).
- * Groups merge through n (union-find), up to MAX_MEMBERS members.
+ * Groups merge through n (union-find), up to MAX_MEMBERS members. Then a
+ * producer whose output only members of one group read, several of them
+ * (SiLU: x * Sigmoid(x)), joins that group too.
  *
  * First, a Conv with a constant bias whose output goes straight into such
- * an op (MobileNetV2's Conv -> Clip, a projection Conv -> residual Add)
+ * ops only (MobileNetV2's Conv -> Clip, a projection Conv -> residual Add,
+ * EfficientNet's Conv -> SiLU)
  * becomes Conv without bias + Add(bias viewed [C,1,..]): the bias then
  * rides in the group's kernel instead of a kernel of its own. So does a
  * FusedConv without activation or residual (an NHWC Conv, from
@@ -79,8 +82,26 @@ static bool same_dims(const Tensor *a, const Tensor *b) {
   return a->rank == b->rank && !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
 }
 
-/* Conv(x, W, B) -> Conv(x, W) then Add(., B as [C,1,..] / NHWC [C]) where the Conv's
- * sole reader is a fusable op of its output's shape. Returns splits or -1. */
+/* Every node reading v is a fusable op (no Transpose) with an output of
+ * v's shape, and one does: then an Add producing v can join their group
+ * (SiLU's x * Sigmoid(x) reads x twice). */
+static bool readers_fusable(const Graph *g, int v) {
+  int n = 0;
+  for (int j = 0; j < g->nnodes; j++) {
+    const Node *r = &g->nodes[j];
+    bool reads = false;
+    for (int k = 0; k < r->nin; k++) reads |= r->in[k] == v;
+    if (!reads) continue;
+    if (!candidate(g, r) || r->op == GPUC_OP_TRANSPOSE || !same_dims(&g->values[r->out[0]].t, &g->values[v].t))
+      return false;
+    n++;
+  }
+  return n > 0;
+}
+
+/* Conv(x, W, B) -> Conv(x, W) then Add(., B as [C,1,..] / NHWC [C]) where every
+ * reader of the Conv's output is a fusable op of its shape (readers_fusable).
+ * Returns splits or -1. */
 static int split_conv_bias(Graph *g, bool training, GpucErr *e) {
   int nn = g->nnodes, splits = 0;
   int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *reader = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
@@ -97,12 +118,10 @@ static int split_conv_bias(Graph *g, bool training, GpucErr *e) {
     const Tensor *yt = &g->values[y].t, *bt = &g->values[bias].t;
     /* a parameter being trained must stay the one tensor the optimizer
      * updates: no reshaped copy of it */
-    if (!g->values[bias].is_const || (training && g->values[bias].is_param) || readers[y] != 1 || g->values[y].is_output ||
+    if (!g->values[bias].is_const || (training && g->values[bias].is_param) || readers[y] < 1 || g->values[y].is_output ||
         !gpuc_shape_known(yt) || yt->rank < 3 || bt->rank != 1 || bt->dims[0] != yt->dims[nhwc ? yt->rank - 1 : 1])
       continue;
-    const Node *next = &g->nodes[reader[y]];
-    if (!candidate(g, next) || next->op == GPUC_OP_TRANSPOSE || !same_dims(&g->values[next->out[0]].t, yt))
-      continue;
+    if (!readers_fusable(g, y)) continue;
     const Tensor ycopy = *yt; /* adding values may move the array */
     char name[512];
     snprintf(name, sizeof name, "%s.nobias", g->values[y].name);
@@ -226,6 +245,33 @@ int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
       if (a == b || size[a] + size[b] > MAX_MEMBERS) continue;
       parent[b] = a;
       size[a] += size[b];
+    }
+  }
+  /* then producers whose output several members of one group read (SiLU's
+   * x, read by Sigmoid and Mul): the value stays in registers */
+  for (bool more = true; more;) {
+    more = false;
+    for (int p = nn - 1; p >= 0; p--) {
+      const Node *pn = &g->nodes[p];
+      if (!candidate(g, pn) || find(parent, p) != p || size[p] > 1) continue; /* ungrouped producers */
+      int v = pn->out[0], root = -1;
+      if (g->values[v].is_output || sole_reader[v] != -2) continue;
+      if (pn->op == GPUC_OP_TRANSPOSE && !transpose_leads_well(pn, &g->values[v].t)) continue;
+      bool ok = true;
+      for (int i = p + 1; i < nn && ok; i++) {
+        const Node *n = &g->nodes[i];
+        bool reads = false;
+        for (int k = 0; k < n->nin; k++) reads |= n->in[k] == v;
+        if (!reads) continue;
+        int r = find(parent, i);
+        ok = candidate(g, n) && n->op != GPUC_OP_TRANSPOSE && size[r] > 1 && (root < 0 || r == root) &&
+             same_dims(&g->values[v].t, &g->values[n->out[0]].t);
+        root = r;
+      }
+      if (!ok || root < 0 || size[root] + 1 > MAX_MEMBERS) continue;
+      parent[p] = root;
+      size[root]++;
+      more = true;
     }
   }
   /* number the groups of two or more members 1, 2, ... */

@@ -97,6 +97,7 @@ static int set_activation(Graph *g, Node *n, int act, GpucErr *e) {
 }
 
 int pass_fuse_matmul_act(Graph *g, const PassOptions *o, GpucErr *e) {
+  if (o->training) return 0; /* a backward reads the forward's activations by name */
   int nn = g->nnodes, changes = 0, rc = -1;
   Uses u = {malloc(sizeof(int) * ((size_t)g->nvalues + 1)), malloc(sizeof(int) * ((size_t)g->nvalues + 1))};
   bool *drop = calloc((size_t)nn + 1, 1);

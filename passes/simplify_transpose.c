@@ -124,6 +124,7 @@ typedef struct {
   Graph *g;
   int *readers; /* per value: node input slots reading it */
   int *reader;  /* per value: the last node reading it */
+  bool training;
   GpucErr *e;
 } Ctx;
 
@@ -152,7 +153,7 @@ static int transpose_of(const Graph *g, int v, Perm *p) {
 /* Can node n, reading y = Transpose(x, p) at slot k, run on x with its
  * output transposed by p instead? *merges: it reads a second Transpose by
  * p that the rewrite reads through. */
-static bool sinkable(const Graph *g, const Node *n, int k, const Perm *p, bool *merges) {
+static bool sinkable(const Graph *g, const Node *n, int k, const Perm *p, bool training, bool *merges) {
   int y = n->in[k], r = p->r;
   const Tensor *yt = &g->values[y].t;
   *merges = false;
@@ -177,7 +178,8 @@ static bool sinkable(const Graph *g, const Node *n, int k, const Perm *p, bool *
     if (j == k || v < 0) continue;
     const Value *o = &g->values[v];
     Perm q;
-    if (o->is_const && o->t.data && o->t.rank <= r) continue;
+    /* a parameter being trained stays the one tensor the optimizer updates */
+    if (o->is_const && o->t.data && o->t.rank <= r && !(training && o->is_param)) continue;
     if (gpuc_numel(&o->t) == 1 && o->t.rank <= r) continue;
     if (v == y) continue; /* the same Transpose twice (x * x) */
     if (transpose_of(g, v, &q) >= 0 && same_perm(&q, p) && same_dims(&o->t, yt)) { *merges = true; continue; }
@@ -196,7 +198,7 @@ static bool reaches_transpose(const Ctx *c, int z, const Perm *p) {
     int k = 0;
     while (k < n->nin && n->in[k] != z) k++;
     bool merges;
-    if (k == n->nin || !sinkable(c->g, n, k, p, &merges)) return false;
+    if (k == n->nin || !sinkable(c->g, n, k, p, c->training, &merges)) return false;
     if (merges) return true;
     z = n->out[0];
   }
@@ -307,13 +309,13 @@ static int rewrite_at(Ctx *c, int t) {
   int k = 0;
   while (k < n->nin && n->in[k] != y) k++;
   bool merges;
-  if (k == n->nin || !sinkable(g, n, k, &p, &merges)) return 0;
+  if (k == n->nin || !sinkable(g, n, k, &p, c->training, &merges)) return 0;
   if (!merges && !reaches_transpose(c, n->out[0], &p)) return 0;
   return sink(c, t, ni, k, &p);
 }
 
 int pass_simplify_transpose(Graph *g, const PassOptions *o, GpucErr *e) {
-  Ctx c = {.g = g, .e = e};
+  Ctx c = {.g = g, .training = o->training, .e = e};
   int changes = 0;
   for (int round = 0; round < 1000; round++) {
     int changed = 0;
