@@ -24,6 +24,9 @@
  * FusedConv without activation or residual (an NHWC Conv, from
  * passes/layout_nhwc.c; its bias is then [C], the last dim).
  *
+ * An NHWC conv's bias read by a LayerNorm over the channels goes into that
+ * LayerNorm instead (conv_bias_into_layernorm).
+ *
  * And a Cast whose output only a Transpose reads swaps places with it
  * (see swap_cast_transpose): the Transpose then heads the Cast's group. */
 #include "passes.h"
@@ -97,6 +100,55 @@ static bool readers_fusable(const Graph *g, int v) {
     n++;
   }
   return n > 0;
+}
+
+/* NHWC FusedConv(x, W, B) (activation 0, no residual) read only by a
+ * LayerNormalization over its channels (the last axis; ConvNeXt's depthwise
+ * conv once passes/simplify_transpose.c cancelled the permutes between) ->
+ * FusedConv(x, W) and AddLayerNormalization(y, B, Scale, Bias): the bias
+ * is added as the LayerNorm loads each row, not by a kernel of its own
+ * that reads and writes the whole output. Returns the number moved, or -1. */
+static int conv_bias_into_layernorm(Graph *g, bool training, GpucErr *e) {
+  int moved = 0;
+  int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *reader = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  if (!readers || !reader) { free(readers); free(reader); return gpuc_err_set(e, "%s: out of memory", g->path); }
+  gpuc_graph_count_readers(g, readers, reader);
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *conv = &g->nodes[i];
+    if (conv->op != GPUC_OP_FUSEDCONV || gpuc_attr_i(conv, "activation", 0) != 0 ||
+        gpuc_attr_i(conv, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NHWC || (conv->nin > 3 && conv->in[3] >= 0) ||
+        conv->nin < 3 || conv->in[2] < 0 || conv->out[0] < 0)
+      continue;
+    int y = conv->out[0], bias = conv->in[2];
+    const Tensor *yt = &g->values[y].t, *bt = &g->values[bias].t;
+    if (!g->values[bias].is_const || (training && g->values[bias].is_param) || readers[y] != 1 ||
+        g->values[y].is_output || yt->rank != 4 || bt->rank != 1 || bt->dims[0] != yt->dims[3] || bt->dt != yt->dt)
+      continue;
+    Node *ln = &g->nodes[reader[y]];
+    int64_t axis = ln->op == GPUC_OP_LAYERNORMALIZATION ? gpuc_attr_i(ln, "axis", -1) : 0;
+    if (ln->op != GPUC_OP_LAYERNORMALIZATION || ln->in[0] != y || (axis != -1 && axis != 3)) continue;
+    bool stats = false;
+    for (int k = 1; k < ln->nout; k++) stats |= ln->out[k] >= 0;
+    if (stats) continue;
+    int *in = gpuc_arena_alloc(&g->arena, sizeof(int) * 4);
+    size_t len = strlen(conv->name) + strlen(ln->name) + 8;
+    char *name = gpuc_arena_alloc(&g->arena, len);
+    if (!in || !name) { free(readers); free(reader); return gpuc_err_set(e, "%s: out of memory", g->path); }
+    snprintf(name, len, "%s.bias, %s", conv->name, ln->name);
+    in[0] = y;
+    in[1] = bias;
+    in[2] = ln->in[1];
+    in[3] = ln->nin > 2 ? ln->in[2] : -1;
+    ln->op = GPUC_OP_ADDLAYERNORMALIZATION;
+    ln->in = in;
+    ln->nin = 4;
+    ln->nout = 1;
+    ln->name = name;
+    conv->in[2] = -1; /* FusedConv keeps its slots; B absent */
+    moved++;
+  }
+  free(readers); free(reader);
+  return moved;
 }
 
 /* Conv(x, W, B) -> Conv(x, W) then Add(., B as [C,1,..] / NHWC [C]) where every
@@ -207,6 +259,7 @@ static int swap_cast_transpose(Graph *g, GpucErr *e) {
 
 int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
   (void)o;
+  if (conv_bias_into_layernorm(g, o->training, e) < 0) return -1;
   if (split_conv_bias(g, o->training, e) < 0) return -1;
   if (swap_cast_transpose(g, e) < 0) return -1;
   int nn = g->nnodes;

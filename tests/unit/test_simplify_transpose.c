@@ -6,7 +6,9 @@
  * permute to channels last, LayerNorm, two Linear layers with the erf GELU
  * between, permute back, layer scale, residual) through layout_nhwc and
  * the simplifier: no Transpose is left between the convolution and the
- * residual Add, and the result matches the unrewritten graph. */
+ * residual Add, and the result matches the unrewritten graph; then
+ * fuse_elementwise moves the conv's bias into the LayerNorm
+ * (AddLayerNormalization with a one-row B), again checked on the reference. */
 #include "passes.h"
 #include "ref.h"
 #include "check.h"
@@ -236,6 +238,22 @@ static void test_convnext_block(void) {
   }
   CHECK(gpuc_graph_verify(g1, &e) == 0, "convnext: verify: %s", e.msg);
   compare("convnext block", g0, g1, 1e-5);
+  /* then the conv's bias goes into the LayerNorm: AddLayerNormalization
+   * (conv output, bias [C] as one row, scale, B), the conv without bias */
+  CHECK(pass_fuse_elementwise(g1, &o, &e) >= 0, "convnext: fuse_elementwise: %s", e.msg);
+  int aln = -1;
+  for (int i = 0; i < g1->nnodes; i++)
+    if (g1->nodes[i].op == GPUC_OP_ADDLAYERNORMALIZATION) aln = i;
+  CHECK(aln >= 0 && count_op(g1, GPUC_OP_LAYERNORMALIZATION) == 0, "convnext: no AddLayerNormalization");
+  if (aln >= 0) {
+    const Node *n = &g1->nodes[aln];
+    int p = g1->values[n->in[0]].producer;
+    CHECK(p >= 0 && g1->nodes[p].op == GPUC_OP_FUSEDCONV && g1->nodes[p].in[2] < 0 &&
+              g1->values[n->in[1]].t.rank == 1 && g1->values[n->in[1]].t.dims[0] == 8,
+          "convnext: the AddLayerNormalization does not read the bias-free conv and the [8] bias");
+  }
+  CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "convnext: verify: %s", e.msg);
+  compare("convnext block, bias in the LayerNorm", g0, g1, 1e-5);
   gpuc_graph_free(g0);
   gpuc_graph_free(g1);
 }
