@@ -190,8 +190,9 @@ static void test_composed_perm(void) {
 /* x [2,8,6,6] -> depthwise 7x7 conv (pad 3, bias) -> T to NHWC -> LayerNorm
  * (C) -> MatMul [8,32] + b -> x*0.5*(1+erf(x/sqrt2)) -> MatMul [32,8] + b
  * -> T to NCHW -> Mul gamma [8,1,1] -> Add x */
+static int64_t convnext_batch = 2;
 static void b_convnext(Graph *g) {
-  int64_t xd[4] = {2, 8, 6, 6}, wd[4] = {8, 1, 7, 7}, c[1] = {8}, c4[1] = {32}, w1[2] = {8, 32}, w2[2] = {32, 8};
+  int64_t xd[4] = {convnext_batch, 8, 6, 6}, wd[4] = {8, 1, 7, 7}, c[1] = {8}, c4[1] = {32}, w1[2] = {8, 32}, w2[2] = {32, 8};
   int64_t gd[3] = {8, 1, 1}, one[1] = {1}, ks[2] = {7, 7}, pads[4] = {3, 3, 3, 3};
   int x = input(g, "x", 4, xd);
   int conv = NODE(g, GPUC_OP_CONV, x, constant(g, 4, wd, 31, -0.3, 0.3), constant(g, 1, c, 32, -0.5, 0.5));
@@ -214,7 +215,10 @@ static void b_convnext(Graph *g) {
   output(g, NODE(g, GPUC_OP_ADD, sc, x));
 }
 
-static void test_convnext_block(void) {
+/* batch 2, and batch 1: layout_nhwc keeps a batch-1 depthwise conv NCHW
+ * unless the model permutes its output to channels-last, as here */
+static void test_convnext_block(int64_t batch) {
+  convnext_batch = batch;
   GpucErr e = {0};
   Graph *g0 = graph_new(17), *g1 = graph_new(17);
   b_convnext(g0);
@@ -261,6 +265,7 @@ static void test_convnext_block(void) {
 int main(void) {
   test_rules();
   test_composed_perm();
-  test_convnext_block();
+  test_convnext_block(2);
+  test_convnext_block(1);
   return check_summary();
 }
