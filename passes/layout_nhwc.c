@@ -230,8 +230,23 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
   /* depthwise convolutions at batch 1 ran slower in NHWC than in NCHW on
    * the H200 (MobileNetV2 fp16 b1 0.268 -> 0.371 ms; b256 was 36% faster
    * in NHWC): such a region keeps NCHW */
+  /* ...unless the model permutes the region's values to channels-last
+   * itself (ConvNeXt's Transpose [0,2,3,1] before each LayerNorm): NCHW
+   * there costs that Transpose plus one back, NHWC lets both cancel
+   * (passes/simplify_transpose.c) */
+  bool *wants_nhwc = calloc((size_t)nn + 1, 1);
+  if (!wants_nhwc) { oom(&r); goto done; }
+  for (int j = 0; j < nn; j++) {
+    const Node *t = &g->nodes[j];
+    const int64_t *pv;
+    if (t->op != GPUC_OP_TRANSPOSE || t->in[0] < 0 || gpuc_attr_ints(t, "perm", &pv) != 4) continue;
+    int p = g->values[t->in[0]].producer;
+    bool to_cl = pv[0] == 0 && pv[1] == 2 && pv[2] == 3 && pv[3] == 1;
+    if (to_cl && p >= 0 && p < nn && elig[p]) wants_nhwc[find(parent, p)] = true;
+  }
   for (int i = 0; i < nn; i++)
-    if (isconv[i] && depthwise_batch1(g, &g->nodes[i])) has_conv[find(parent, i)] = false;
+    if (isconv[i] && depthwise_batch1(g, &g->nodes[i]) && !wants_nhwc[find(parent, i)]) has_conv[find(parent, i)] = false;
+  free(wants_nhwc);
   for (int i = 0; i < nn; i++) region[i] = elig[i] && has_conv[find(parent, i)];
   /* every region output gets an NHWC twin the node writes instead */
   for (int i = 0; i < nn; i++) {

@@ -36,7 +36,13 @@ int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e);
  * Transposes only where values enter or leave such a region (--fp16,
  * --bf16). */
 int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e);
+/* Transposes composed, identities dropped, Transposes sunk through
+ * elementwise ops, Softmax and LayerNormalization until pairs cancel. */
+int pass_simplify_transpose(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_matmul_bias(Graph *g, const PassOptions *o, GpucErr *e);
+/* MatMulBias + Relu / Gelu (erf GELU only with fp16) -> MatMulBias with
+ * attribute activation, cuBLASLt's epilogue. */
+int pass_fuse_matmul_act(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e);
 /* Residual Add + LayerNormalization -> AddLayerNormalization. */
 int pass_fuse_add_layernorm(Graph *g, const PassOptions *o, GpucErr *e);

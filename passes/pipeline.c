@@ -43,6 +43,7 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->level >= 2 && after(g, o, "fuse_matmul", pass_fuse_matmul_bias(g, o, e), e) < 0) return -1;
   /* an exact rewrite of integer math: quantized models from other tools */
   if (o->level >= 2 && after(g, o, "matmulinteger_int8", pass_matmulinteger_int8(g, o, e), e) < 0) return -1;
+  if (o->level >= 2 && after(g, o, "fuse_matmul_act", pass_fuse_matmul_act(g, o, e), e) < 0) return -1;
   /* before fp16: it matches the fp32 pattern, and Attention then runs on
    * half storage with fp32 math like the nodes it replaces */
   if (o->level >= 2 && after(g, o, "fuse_attention", pass_fuse_attention(g, o, e), e) < 0) return -1;
@@ -52,6 +53,9 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
   /* NHWC for half tensor cores; fp32 convs stay NCHW (FMA math, no TF32) */
   bool half = o->fp16 || o->bf16;
   if (o->level >= 2 && half && after(g, o, "layout_nhwc", pass_layout_nhwc(g, o, e), e) < 0) return -1;
+  /* after layout_nhwc: its edge Transposes meet the model's own permutes
+   * (ConvNeXt's around each LayerNorm) and cancel */
+  if (o->level >= 2 && after(g, o, "simplify_transpose", pass_simplify_transpose(g, o, e), e) < 0) return -1;
   /* the pass is "fp16" for --dump-after with either half type */
   if (half && after(g, o, "fp16", pass_fp16(g, o, e), e) < 0) return -1;
   /* after fuse_matmul (MatMulBias's bias goes to the dequantize step) and

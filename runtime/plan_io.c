@@ -310,7 +310,10 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
     const PlanGemm *g = &p->gemms[i];
     if (!tensor_ok(p, g->a, false) || !tensor_ok(p, g->b, false) || !tensor_ok(p, g->c, true) ||
         !tensor_ok(p, g->y, false) || g->m <= 0 || g->n <= 0 || g->k <= 0 || g->batch <= 0 ||
-        g->algo_index >= GPUC_GEMM_TUNE_MAX || !gemm_types_ok(p, g))
+        g->algo_index >= GPUC_GEMM_TUNE_MAX || !gemm_types_ok(p, g) || (g->trans_a & ~0xff01u) ||
+        GPUC_GEMM_EPI(g->trans_a) > GPUC_GEMM_EPI_GELU ||
+        (GPUC_GEMM_EPI(g->trans_a) && (g->c == UINT32_MAX || g->ldc != 0 || p->hdr.format_version < 4 ||
+                                       g->compute != PLAN_GEMM_COMPUTE_FLOAT)))
       BAD("%s: corrupt plan: gemm %u", path, i);
   }
   for (uint32_t i = 0; i < p->nconvs; i++) {
@@ -430,9 +433,11 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
                : (p->tune[i].flags & PLAN_TUNE_F_TENSOR_MATH) ? " (tensor cores)" : "");
     else if (s->kind == PLAN_STEP_GEMM) {
       const PlanGemm *g = &p->gemms[s->index];
-      snprintf(what, sizeof what, "cublasLt gemm%s %lldx%lldx%lld batch %lld",
+      uint32_t epi = GPUC_GEMM_EPI(g->trans_a);
+      snprintf(what, sizeof what, "cublasLt gemm%s %lldx%lldx%lld batch %lld%s",
                g->compute == PLAN_GEMM_COMPUTE_I32 ? " int8" : "", (long long)g->m, (long long)g->n,
-               (long long)g->k, (long long)g->batch);
+               (long long)g->k, (long long)g->batch,
+               epi == GPUC_GEMM_EPI_RELU ? " +bias+relu" : epi == GPUC_GEMM_EPI_GELU ? " +bias+gelu" : "");
     } else
       snprintf(what, sizeof what, "cudnn conv%s%s", p->convs[s->index].nspatial == 3 ? "3d" : "2d",
                p->convs[s->index].mode == PLAN_CONV_BWD_DATA     ? " backward data"

@@ -47,11 +47,12 @@ static int setup_gemm(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr 
   /* Row-major Y = op(A) op(B) is column-major Y^T = op(B)^T op(A)^T: cuBLASLt's
    * "A" is our B and its "B" is our A. */
   cublasOperation_t opa = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opb = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opb = GPUC_GEMM_TRANS_A(g->trans_a) ? CUBLAS_OP_T : CUBLAS_OP_N;
   CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
   CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
   uint64_t ar = g->trans_b ? (uint64_t)g->k : (uint64_t)g->n, ac = g->trans_b ? (uint64_t)g->n : (uint64_t)g->k;
-  uint64_t br = g->trans_a ? (uint64_t)g->m : (uint64_t)g->k, bc = g->trans_a ? (uint64_t)g->k : (uint64_t)g->m;
+  bool trans_a = GPUC_GEMM_TRANS_A(g->trans_a);
+  uint64_t br = trans_a ? (uint64_t)g->m : (uint64_t)g->k, bc = trans_a ? (uint64_t)g->k : (uint64_t)g->m;
   CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->la, tb, ar, ac, g->ldb));
   CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->lb, ta, br, bc, g->lda));
   CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->ld, ty, (uint64_t)g->n, (uint64_t)g->m, g->ldy));
@@ -72,7 +73,10 @@ static int setup_gemm(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr 
     }
   }
   if (st->bias_epilogue) {
-    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+    uint32_t act = GPUC_GEMM_EPI(g->trans_a);
+    cublasLtEpilogue_t ep = act == GPUC_GEMM_EPI_RELU   ? CUBLASLT_EPILOGUE_RELU_BIAS
+                            : act == GPUC_GEMM_EPI_GELU ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                        : CUBLASLT_EPILOGUE_BIAS;
     void *bias = (void *)(uintptr_t)s->tptr[g->c];
     cudaDataType_t bt = t;
     CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
