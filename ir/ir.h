@@ -232,6 +232,10 @@ void gpuc_graph_count_readers(const Graph *g, int *count, int *last);
 int gpuc_graph_toposort(Graph *g, GpucErr *e);
 /* Run shape/dtype inference over the graph; fails on inconsistent shapes. */
 int gpuc_graph_infer(Graph *g, GpucErr *e);
+/* The same for node i alone, from its inputs as they are now (constant
+ * folding re-infers each node as it goes, so a whole shape chain folds in
+ * one sweep). */
+int gpuc_node_infer(Graph *g, int i, GpucErr *e);
 /* Structural checks: indices in range, single producers, acyclic order. */
 int gpuc_graph_verify(const Graph *g, GpucErr *e);
 /* Turn graph input NAME into a constant holding a copy of value (checked
