@@ -118,20 +118,22 @@ void gpuc_explain_unknown_shape(const Graph *g, int v, char *buf, size_t n) {
   }
   const Value *start = &g->values[cur];
   const Node *sp = producer(g, cur);
-  if (hops) {
-    put(&o, ": it follows from '%s' ", start->name);
-    put_shape(&o, &start->t);
-    if (sp) put(&o, " of node '%s' (%s)", sp->name, gpuc_op_name(sp));
-  }
   if (!sp) {
     if (start->is_input) {
-      put(&o, hops ? ", a graph input with dims " : ": a graph input with dims ");
+      if (hops) put(&o, ": it follows from graph input '%s' with dims ", start->name);
+      else put(&o, ": a graph input with dims ");
       put_shape(&o, &start->t);
       put(&o, "; bind them with --shape %s=DIMS", start->name);
     } else {
-      put(&o, hops ? ", which has no producer" : ": it has no producer");
+      if (hops) put(&o, ": it follows from '%s', which has no producer", start->name);
+      else put(&o, ": it has no producer");
     }
     return;
+  }
+  if (hops) {
+    put(&o, ": it follows from '%s' ", start->name);
+    put_shape(&o, &start->t);
+    put(&o, " of node '%s' (%s)", sp->name, gpuc_op_name(sp));
   }
   int k = unknown_data_input(g, sp);
   if (k < 0) {

@@ -300,6 +300,19 @@ static void test_message(void) {
   expect_compile_error(path, NULL, 0,
                        NAMES("value 'r' of node 'Reshape_13' (Reshape) has no static shape",
                              "its input 1 comes from 'Where_12' (Where) <- 'Equal_11' (Equal) <- graph input 'shape'"));
+  /* asked about a value further down, the message walks up to Reshape */
+  GpucErr e = {0};
+  Graph *g = gpuc_onnx_load(path, NULL, 0, &e);
+  CHECK(g != NULL, "%s: load: %s", path, e.msg);
+  if (g) {
+    char why[900];
+    gpuc_explain_unknown_shape(g, gpuc_graph_find_value(g, "y"), why, sizeof why);
+    CHECK(strstr(why, "value 'y' of node 'Relu_14' (Relu) has no static shape: it follows from 'r' ?x? of node "
+                      "'Reshape_13' (Reshape), whose input 1 comes from 'Where_12' (Where) <- 'Equal_11' (Equal) "
+                      "<- graph input 'shape' (data known only at run time)") == why,
+          "explain y: %s", why);
+    gpuc_graph_free(g);
+  }
   /* an unbound dim: the message names the input and the flag */
   char deep[512];
   path_of(deep, sizeof deep, "shapes_deep_chain");
