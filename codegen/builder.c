@@ -454,15 +454,19 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
   for (int v = 0; v < g->nvalues; v++) pb.value_tensor[v] = UINT32_MAX;
   add_string(&pb, "");
   sb_printf(&pb.src, "%s", prelude);
+  /* every shape static: name the first value (in node order) that is not */
+  int unknown = -1;
   for (int v = 0; v < g->nvalues; v++) {
     const Value *val = &g->values[v];
     bool used = val->is_input || val->is_output || val->producer >= 0;
-    if (!used) continue;
-    if (!gpuc_shape_known(&val->t) || val->t.dt == GPUC_DT_UNDEF) {
-      gpuc_err_set(e, "%s: value '%s' has no static shape; bind the symbolic dims of the inputs "
-                   "with --shape NAME=DIMS", g->path, val->name);
-      goto done;
-    }
+    if (!used || (gpuc_shape_known(&val->t) && val->t.dt != GPUC_DT_UNDEF)) continue;
+    if (unknown < 0 || val->producer < g->values[unknown].producer) unknown = v;
+  }
+  if (unknown >= 0) {
+    char why[900];
+    gpuc_explain_unknown_shape(g, unknown, why, sizeof why);
+    gpuc_err_set(e, "%s: %s", g->path, why);
+    goto done;
   }
   /* inputs and outputs first, in order, so the runtime finds them by role */
   for (int k = 0; k < g->ninputs; k++) value_tensor(&pb, g->inputs[k]);
