@@ -47,8 +47,10 @@ def rel_l2(a, b):
     b = np.asarray(b, dtype=np.float64).ravel()
     if a.shape != b.shape:
         return float("inf")
-    d = np.linalg.norm(a - b)
-    return float(d / max(np.linalg.norm(b), 1e-30)) if np.isfinite(d) else float("inf")
+    d, n = np.linalg.norm(a - b), np.linalg.norm(b)
+    if not np.isfinite(d) or n == 0:  # an all-zero reference checks nothing
+        return float("inf")
+    return float(d / n)
 
 
 def first_error(text):
@@ -345,19 +347,29 @@ def cell_check(c, cpu_only):
     return ("%.1e" % c["rel_l2"]) + ("" if c.get("pass") else " FAIL")
 
 
-def reasons(r, a_keys):
+def strip_path(msg):
+    """'gpuc: /tmp/.../m.onnx: node ...' -> 'node ...' (the row names the model)."""
+    return re.sub(r"^gpuc: [^ ]+\.(onnx|gpuc): ", "", msg)
+
+
+def reasons(r, a_keys, seen=None):
+    """Why a row is not all good, each distinct message once."""
+    seen = set() if seen is None else seen
     out = []
+
+    def add(prefix, msg):
+        msg = strip_path(msg)
+        if msg and msg not in seen:
+            seen.add(msg)
+            out.append(prefix + msg)
     for k in ("export_error", "torch_error", "cpu_ref_error", "compile_error", "note", "skipped"):
         if r.get(k):
-            out.append(("torch.compile: " if k == "compile_error" else "") + r[k])
-    seen = set()
+            add("torch.compile: " if k == "compile_error" else "", r[k])
     for k in a_keys:
         c = r.get(k) or {}
         for f in ("error", "run_error", "bench_error"):
-            msg = c.get(f)
-            if msg and msg not in seen:
-                seen.add(msg)
-                out.append("%s: %s" % (k.replace("_", " "), msg))
+            if c.get(f):
+                add("%s: " % k.replace("_", " "), c[f])
         if c.get("pass") is False:
             out.append("%s: rel L2 %.2e over the limit %.2e" % (k.replace("_", " "), c["rel_l2"], c["limit"]))
     return "; ".join(out).replace("|", "/")
@@ -389,15 +401,27 @@ def write_table(rows, out_dir, header):
     keys = plan_cols(rows)
     sk = speed_key(keys)
     L = [header, ""]
-    if cpu_only:
-        L += ["| model | family | exporter | batch | " + " | ".join(k.replace("_", " ") + " compiles" for k in keys)
-              + " | CPU reference rel L2 vs PyTorch | reasons |",
-              "|" + " --- |" * (6 + len(keys))]
+    if cpu_only:  # one line per (model, exporter): every batch's plans side by side
+        batches = sorted({r["batch"] for r in rows})
+        cols = ["b%d %s" % (b, k.replace("_", " ")) for b in batches for k in keys]
+        L += ["| model | family | exporter | " + " | ".join(cols) + " | CPU reference rel L2 vs PyTorch | reasons |",
+              "|" + " --- |" * (5 + len(cols))]
+        groups = {}
         for r in rows:
-            L.append("| %s | %s | %s | %s | %s | %s | %s |" % (
-                r["model"], r["family"], r["exporter"], r["batch"],
-                " | ".join(cell_check(r.get(k), True) for k in keys),
-                fmt(r.get("cpu_ref_rel_l2"), "%.1e"), reasons(r, keys)))
+            groups.setdefault((r["model"], r["exporter"]), {})[r["batch"]] = r
+        for (model, ex), by_b in groups.items():
+            any_r = next(iter(by_b.values()))
+            cells = [cell_check(by_b[b].get(k), True) if b in by_b else "-" for b in batches for k in keys]
+            errs = [("%.1e" % r["cpu_ref_rel_l2"]) + ("" if r["cpu_ref_rel_l2"] <= FP32_LIMIT else " FAIL")
+                    for r in by_b.values() if r.get("cpu_ref_rel_l2") is not None]
+            why, seen = [], set()
+            for b in batches:
+                if b in by_b:
+                    msg = reasons(by_b[b], keys, seen)
+                    if msg:
+                        why.append("b%d: %s" % (b, msg))
+            L.append("| %s | %s | %s | %s | %s | %s |" % (model, any_r.get("family", ""), ex, " | ".join(cells),
+                                                    ", ".join(errs) or "-", "; ".join(why)))
     else:
         L += ["| model | exporter | batch | " + " | ".join("%s rel L2" % k.replace("_", " ") for k in keys)
               + " | PyTorch fp16 rel L2 | " + " | ".join("gpuc %s ms" % k.replace("_", " ") for k in keys)

@@ -173,9 +173,21 @@ def calibrate_batchnorm(m, spec, dev, batches=2, batch=8):
     return m.eval()
 
 
+def fill_zero_weights(m):
+    """Some architectures start a layer at zero (torchvision's ViT head): the
+    output is then all zeros and any comparison passes. Such weights get
+    small random values, as training would give them."""
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.dim() >= 2 and not p.any():
+                p.copy_(torch.randn(p.shape, generator=g) * 0.02)
+    return m
+
+
 def build(model, dev):
     torch.manual_seed(0)
-    m = model.build().eval().to(dev)
+    m = fill_zero_weights(model.build().eval()).to(dev)
     return calibrate_batchnorm(m, model.spec, dev)
 
 

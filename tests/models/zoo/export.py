@@ -102,6 +102,18 @@ def inputs_for(spec, rng):
     return out
 
 
+def fill_zero_weights(m):
+    """Some architectures start a layer at zero (torchvision's ViT head): the
+    output is then all zeros and any comparison passes. Such weights get
+    small random values, as training would give them."""
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.dim() >= 2 and not p.any():
+                p.copy_(torch.randn(p.shape, generator=g) * 0.02)
+    return m
+
+
 def settle_batchnorm(m, spec):
     """BatchNorm statistics from a few random batches, as training would set
     them (the defaults, mean 0 var 1, let random-weight activations vanish)."""
@@ -120,7 +132,7 @@ def settle_batchnorm(m, spec):
 
 def export(name, build, spec, out_dir):
     torch.manual_seed(0)
-    m = build().eval()
+    m = fill_zero_weights(build().eval())
     settle_batchnorm(m, spec)
     names = list(spec)
     text = spec is TEXT
