@@ -237,6 +237,9 @@ def run_model(a, torch, zm, model, emit):
         try:
             note = zm.export(m, model, ex, path)
             names, outs = onnx_io(path)
+            if len(names) != len(model.spec) or len(outs) != 1:
+                raise RuntimeError("the exported model has inputs %s and %d outputs; expected %d inputs "
+                                   "(%s) and 1 output" % (names, len(outs), len(model.spec), list(model.spec)))
             exported[ex] = (path, names, note)
             log("  export %s: %.1fs %s" % (ex, time.time() - t0, note))
         except ModelTimeout:
