@@ -20,6 +20,7 @@ typedef struct CodegenOptions {
 typedef struct CompileStats {
   int nodes_in, nodes_after;
   int kernels, gemms, convs;
+  int gemms_24;                  /* GEMMs whose constant B is 2:4 sparse along K (PLAN_GEMM_F_SPARSE24) */
   uint64_t arena_bytes, naive_bytes, weight_bytes, workspace_bytes;
   uint64_t lower_bound_bytes;    /* most bytes live at any one step */
   uint32_t inplace_tensors;      /* outputs placed over a dying input */

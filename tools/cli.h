@@ -24,6 +24,9 @@ typedef struct CompileRequest {
   int level, sm;
   bool fp16;
   int64_t mem_limit;
+  int prune_kind;                /* GPUC_PRUNE_* (passes.h), --prune */
+  double prune_fraction;
+  FILE *prune_report;            /* per-layer sparsity lines go here, or NULL */
   /* graph inputs compiled in as constants (test-onnx --gpu) */
   int nfreeze;
   const char **freeze_names;

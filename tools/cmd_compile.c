@@ -1,5 +1,6 @@
 /* gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16] [--arch A]
  *                 [--shape NAME=DIMS]... [--mem-limit SIZE] [--tune-cache FILE|none]
+ *                 [--prune l1:FRACTION|2:4]
  * Import, run the passes of the level, generate code, write the plan. Works
  * without a GPU when --arch names the target. */
 #include "cli.h"
@@ -62,6 +63,9 @@ int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e) {
   PassOptions po;
   gpuc_pass_options_default(&po, r->level < 1 ? 1 : r->level); /* shapes must fold for codegen */
   po.fp16 = r->fp16;
+  po.prune_kind = r->prune_kind;
+  po.prune_fraction = r->prune_fraction;
+  po.prune_report = r->prune_report;
   if (gpuc_passes_run(g, &po, e)) { gpuc_graph_free(g); return -1; }
   CodegenOptions co = {.sm = sm, .fp16 = r->fp16, .level = r->level, .mem_limit = r->mem_limit};
   Plan *p = NULL;
@@ -144,6 +148,10 @@ int cmd_compile(int argc, char **argv) {
       if (i + 1 >= argc || !*argv[i + 1]) return usage_error("--tune-cache wants a file, or none");
       tune_cache = strcmp(argv[++i], "none") ? argv[i] : NULL;
       tune_cache_set = true;
+    } else if (!strcmp(a, "--prune")) {
+      if (i + 1 >= argc || gpuc_prune_parse(argv[i + 1], &r.prune_kind, &r.prune_fraction))
+        return usage_error(GPUC_PRUNE_USAGE "; got '%s'", i + 1 < argc ? argv[i + 1] : "");
+      i++;
     } else if (!strcmp(a, "--mem-limit")) {
       if (i + 1 >= argc || parse_size(argv[i + 1], &r.mem_limit))
         return usage_error("--mem-limit wants a size like 8G or 512M");
@@ -162,7 +170,15 @@ int cmd_compile(int argc, char **argv) {
   r.out = out;
   GpucErr e = {0};
   CompileStats st;
-  if (compile_model(&r, &st, &e)) return report(&e);
+  char *prune_lines = NULL; /* the pass's per-layer lines, printed with the summary */
+  size_t prune_len = 0;
+  if (r.prune_kind && !(r.prune_report = open_memstream(&prune_lines, &prune_len))) {
+    gpuc_err_set(&e, "out of memory");
+    return report(&e);
+  }
+  int crc = compile_model(&r, &st, &e);
+  if (r.prune_report) fclose(r.prune_report);
+  if (crc) { free(prune_lines); return report(&e); }
   printf("compiled %s -> %s (sm_%d, -O%d%s)\n", r.model, out, st.sm, r.level, r.fp16 ? ", fp16" : "");
   printf("  nodes: %d imported, %d after passes\n", st.nodes_in, st.nodes_after);
   printf("  kernels generated: %d; library calls: %d cuBLASLt, %d cuDNN\n", st.kernels, st.gemms, st.convs);
@@ -171,6 +187,13 @@ int cmd_compile(int argc, char **argv) {
          (unsigned long long)st.naive_bytes,
          (unsigned long long)st.weight_bytes, (unsigned long long)st.workspace_bytes);
   if (st.inplace_tensors) printf("  in place: %u outputs share their input's bytes\n", st.inplace_tensors);
+  if (prune_lines) {
+    fputs(prune_lines, stdout);
+    free(prune_lines);
+    if (r.prune_kind == GPUC_PRUNE_24)
+      printf("  2:4 GEMMs: %d of %d run on sparse tensor cores where the GPU and cuSPARSELt allow (half, "
+             "sm_80+), else dense\n", st.gemms_24, st.gemms);
+  }
   printf("  compile time: %.2f s (NVRTC %.2f s)\n", st.compile_seconds, st.nvrtc_seconds);
   if (r.level >= 3) {
     if (!tune_cache_set) { /* $GPUC_TUNE_CACHE, else ~/.cache/gpuc/autotune.txt */

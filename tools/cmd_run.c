@@ -1,8 +1,10 @@
 /* gpuc run MODEL.onnx --cpu [--input NAME=FILE]... [--out DIR] [--shape ...]
+ *                          [--prune l1:F|2:4] (the graph the compiler makes with it) 
  * Inputs not given are filled with seeded random values (a note says so),
  * which needs their shapes to be known. */
 #include "cli.h"
 #include "npy.h"
+#include "passes.h"
 #include "ref.h"
 #include "session.h"
 #include <errno.h>
@@ -136,8 +138,15 @@ int cmd_run(int argc, char **argv) {
   GpucShapeBind binds[64];
   int nbinds = 0, ninputs = 0;
   const char *in_names[256], *in_files[256];
+  PassOptions po; /* the model-changing passes only (gpuc_passes_reference) */
+  gpuc_pass_options_default(&po, 1);
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--cpu")) cpu = true;
+    else if (!strcmp(argv[i], "--prune")) {
+      if (i + 1 >= argc || gpuc_prune_parse(argv[i + 1], &po.prune_kind, &po.prune_fraction))
+        return usage_error(GPUC_PRUNE_USAGE "; got '%s'", i + 1 < argc ? argv[i + 1] : "");
+      i++;
+    }
     else if (!strcmp(argv[i], "--out")) {
       if (i + 1 >= argc) return usage_error("--out needs a folder");
       outdir = argv[++i];
@@ -161,12 +170,15 @@ int cmd_run(int argc, char **argv) {
   if (is_plan_file(model)) {
     if (cpu) return usage_error("run: a plan runs on the GPU; give the .onnx model for --cpu");
     if (nbinds) return usage_error("run: --shape applies when compiling, not to a plan");
+    if (po.prune_kind) return usage_error("run: --prune applies when compiling, not to a plan");
     return run_plan(model, ninputs, in_names, in_files, outdir);
   }
   if (!cpu) return usage_error("run: MODEL.onnx runs with --cpu; for the GPU compile it first: gpuc %s -o PLAN.gpuc", model);
   GpucErr e = {0};
   Graph *g = gpuc_onnx_load(model, binds, nbinds, &e);
   if (!g) return report(&e);
+  po.prune_report = stderr;
+  if (gpuc_passes_reference(g, &po, &e)) { gpuc_graph_free(g); return report(&e); }
   int rc = EXIT_BAD_INPUT;
   Tensor **ins = calloc((size_t)g->ninputs + 1, sizeof *ins);
   Tensor **outs = calloc((size_t)g->noutputs + 1, sizeof *outs);
