@@ -94,6 +94,8 @@ int cg_launch_items(LowerCtx *c, const char *name, uint64_t items, int nargs, co
  * its name left out (codegen/items_check.c). */
 const char *cg_items_kernel_check(const char *src, size_t from, const char *name, uint64_t *hash);
 int cg_gemm(LowerCtx *c, const PlanGemm *g);
+/* cg_gemm with PLAN_GEMM_F_* flags (plan.h): the GEMM_FLAGS word. */
+int cg_gemm_flagged(LowerCtx *c, const PlanGemm *g, uint32_t flags);
 int cg_conv(LowerCtx *c, const PlanConv *cv);
 /* A temporary arena tensor for this node (freed after its last use). */
 uint32_t cg_scratch(LowerCtx *c, GpucDType dt, int rank, const int64_t *dims);

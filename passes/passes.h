@@ -52,8 +52,6 @@ int gpuc_prune_target(const Graph *g, const Node *n, int kind, int *kaxis);
 /* Prune one weight; returns its zeros after, -1 on error, -2 when 2:4
  * cannot apply (not 2-D, K not a multiple of 4). */
 int64_t gpuc_prune_weight(Tensor *w, int kind, double fraction, int kaxis, GpucErr *e);
-/* At most 2 nonzeros in every group of 4 along axis kaxis of a 2-D w. */
-bool gpuc_is_24_sparse(const Tensor *w, int kaxis);
 /* The passes that change what a model computes (--prune), as `gpuc run
  * --cpu` applies them to the imported graph: constant folding to a fixed
  * point first, as the pipeline runs it before them, so both find the same

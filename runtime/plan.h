@@ -20,8 +20,10 @@
 #define GPUC_PLAN_MAGIC "GPUCPLAN"
 /* 2: the COSTS section (bytes and FLOPs per step)
  * 3: the TUNE section (what -O3 may change per step); a format-2 plan is
- *    still read, every step fixed as compiled */
-#define GPUC_PLAN_FORMAT_VERSION 3u
+ *    still read, every step fixed as compiled
+ * 4: the GEMM_FLAGS section (PLAN_GEMM_F_* per GEMM: 2:4 sparse weights);
+ *    an older plan reads as all flags 0 */
+#define GPUC_PLAN_FORMAT_VERSION 4u
 #define GPUC_PLAN_FORMAT_OLDEST 2u
 #define GPUC_PLAN_ALIGN 256u
 
@@ -54,6 +56,7 @@ typedef enum PlanSectionId {
   PLAN_SEC_CUBIN,        /* CUBIN of the module for header.sm */
   PLAN_SEC_COSTS,        /* PlanCost[nsteps]: what each step moves and computes */
   PLAN_SEC_TUNE,         /* PlanTune[nsteps]: what -O3 may change per step (format 3) */
+  PLAN_SEC_GEMM_FLAGS,   /* uint32_t[ngemms]: PLAN_GEMM_F_* per GEMM (format 4) */
   PLAN_SEC_COUNT_
 } PlanSectionId;
 
@@ -125,6 +128,18 @@ typedef struct PlanGemm {
                                     load falls back to 0 when the list is shorter there) */
 } PlanGemm;
 #define GPUC_GEMM_TUNE_MAX 8     /* heuristic results -O3 times per GEMM */
+
+/* Per GEMM, beside PlanGemm (section GEMM_FLAGS):
+ *   PLAN_GEMM_F_SPARSE24: B is a constant weight (PLAN_MEM_WEIGHTS, 2-D,
+ *     [K,N], or [N,K] with trans_b) with at most 2 nonzeros in every group
+ *     of 4 along K (--prune 2:4); half, batch 1, no C other than a bias
+ *     row, m, n and k multiples of 16. A session runs it on sparse tensor
+ *     cores through cuSPARSELt where the library and the GPU (sm_80+) have
+ *     them, compressing B at load (the compressed layout belongs to the
+ *     library version); else cuBLASLt runs it dense, zeros and all. The
+ *     reader checks the weight's pattern. */
+enum { PLAN_GEMM_F_SPARSE24 = 1u << 0 };
+#define PLAN_GEMM_F_KNOWN PLAN_GEMM_F_SPARSE24
 
 /* cuDNN convolution, NCHW, 1-3 spatial dims (1-D is run as 2-D), or NHWC
  * (2-D forward only). x, w, y always name the forward convolution's
@@ -207,6 +222,7 @@ typedef struct Plan {
   PlanStep *steps; uint32_t nsteps;
   uint32_t *args; uint32_t nargs;
   PlanGemm *gemms; uint32_t ngemms;
+  uint32_t *gemm_flags; uint32_t ngemm_flags; /* ngemm_flags == ngemms in a valid plan */
   PlanConv *convs; uint32_t nconvs;
   PlanCost *costs; uint32_t ncosts;    /* ncosts == nsteps in a valid plan */
   PlanTune *tune; uint32_t ntune;      /* ntune == nsteps in a valid plan */

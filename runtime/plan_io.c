@@ -52,12 +52,15 @@ int gpuc_plan_write(const Plan *p, const char *path, GpucErr *e) {
     {PLAN_SEC_CUBIN, p->cubin, p->cubin_size},
     {PLAN_SEC_COSTS, p->costs, (uint64_t)p->ncosts * sizeof(PlanCost)},
     {PLAN_SEC_TUNE, p->tune, (uint64_t)p->ntune * sizeof(PlanTune)},
+    {PLAN_SEC_GEMM_FLAGS, p->gemm_flags, (uint64_t)p->ngemm_flags * sizeof(uint32_t)},
   };
   uint32_t ns = sizeof secs / sizeof *secs;
   if (p->ncosts != p->nsteps)
     return gpuc_err_set(e, "%s: internal: %u step costs for %u steps", path, p->ncosts, p->nsteps);
   if (p->ntune != p->nsteps)
     return gpuc_err_set(e, "%s: internal: %u step tune records for %u steps", path, p->ntune, p->nsteps);
+  if (p->ngemm_flags != p->ngemms)
+    return gpuc_err_set(e, "%s: internal: %u GEMM flag words for %u GEMMs", path, p->ngemm_flags, p->ngemms);
   PlanHeader h = p->hdr;
   memcpy(h.magic, GPUC_PLAN_MAGIC, 8);
   h.format_version = GPUC_PLAN_FORMAT_VERSION;
@@ -99,7 +102,7 @@ void gpuc_plan_free(Plan *p) {
   if (!p) return;
   free(p->strings); free(p->tensors); free(p->kernels); free(p->steps); free(p->args);
   free(p->gemms); free(p->convs); free(p->weights); free(p->ptx); free(p->cubin);
-  free(p->costs); free(p->tune);
+  free(p->costs); free(p->tune); free(p->gemm_flags);
   free(p);
 }
 
@@ -178,6 +181,29 @@ static bool tensor_ok(const Plan *p, uint32_t t, bool optional) {
   return t < p->ntensors || (optional && t == UINT32_MAX);
 }
 
+/* GEMM i's flag word against the GEMM (its tensor indices checked): a 2:4
+ * GEMM's B must be what PLAN_GEMM_F_SPARSE24 promises, pattern included,
+ * since a sparse-tensor-core run of a weight that is not 2:4 would be
+ * silently wrong. */
+static int check_gemm_flags(const Plan *p, uint32_t i, const char *path, GpucErr *e) {
+  const PlanGemm *g = &p->gemms[i];
+  uint32_t fl = p->gemm_flags[i];
+  if (fl & ~PLAN_GEMM_F_KNOWN) return gpuc_err_set(e, "%s: corrupt plan: gemm %u flags %#x", path, i, fl);
+  if (!(fl & PLAN_GEMM_F_SPARSE24)) return 0;
+  const PlanTensor *b = &p->tensors[g->b];
+  int64_t rows = g->trans_b ? g->n : g->k, cols = g->trans_b ? g->k : g->n;
+  if (g->dt != GPUC_DT_F16 || b->dt != GPUC_DT_F16 || b->mem != PLAN_MEM_WEIGHTS || b->rank != 2 ||
+      b->dims[0] != rows || b->dims[1] != cols || g->ldb != cols || g->batch != 1 || g->trans_a ||
+      g->m % 16 || g->n % 16 || g->k % 16 || (g->c != UINT32_MAX && g->ldc != 0))
+    return gpuc_err_set(e, "%s: corrupt plan: gemm %u is marked 2:4 but is not a half GEMM of a constant "
+                        "[K,N] weight with m, n, k multiples of 16", path, i);
+  Tensor w = {.dt = GPUC_DT_F16, .rank = 2, .dims = {rows, cols}, .data = p->weights + b->offset};
+  if (!gpuc_tensor_is_24_sparse(&w, g->trans_b ? 1 : 0))
+    return gpuc_err_set(e, "%s: corrupt plan: gemm %u is marked 2:4 but its weight has more than 2 "
+                        "nonzeros in a group of 4 along K", path, i);
+  return 0;
+}
+
 Plan *gpuc_plan_read(const char *path, GpucErr *e) {
   FILE *f = fopen(path, "rb");
   if (!f) { gpuc_err_set(e, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
@@ -234,6 +260,7 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
   TAKE(PLAN_SEC_CONVS, convs, nconvs, PlanConv);
   TAKE(PLAN_SEC_COSTS, costs, ncosts, PlanCost);
   if (h.format_version >= 3) TAKE(PLAN_SEC_TUNE, tune, ntune, PlanTune);
+  if (h.format_version >= 4) TAKE(PLAN_SEC_GEMM_FLAGS, gemm_flags, ngemm_flags, uint32_t);
 #undef TAKE
   if (take(buf, tab, h.nsections, PLAN_SEC_STRINGS, 1, (void **)&p->strings, &p->strings_size, path, e) ||
       take(buf, tab, h.nsections, PLAN_SEC_WEIGHTS, 1, (void **)&p->weights, &p->weights_size, path, e) ||
@@ -256,6 +283,15 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
   }
   if (p->ntune != p->nsteps)
     BAD("%s: corrupt plan: tune section has %u entries for %u steps", path, p->ntune, p->nsteps);
+  if (h.format_version < 4) { /* before GEMM flags: every GEMM dense */
+    for (uint32_t i = 0; i < h.nsections; i++)
+      if (tab[i].id == PLAN_SEC_GEMM_FLAGS) BAD("%s: corrupt plan: a format %u plan with GEMM flags", path, h.format_version);
+    p->gemm_flags = calloc(p->ngemms + 1, sizeof *p->gemm_flags);
+    if (!p->gemm_flags) BAD("%s: out of memory", path);
+    p->ngemm_flags = p->ngemms;
+  }
+  if (p->ngemm_flags != p->ngemms)
+    BAD("%s: corrupt plan: %u GEMM flag words for %u GEMMs", path, p->ngemm_flags, p->ngemms);
   for (uint32_t i = 0; i < p->ntensors; i++)
     if (check_tensor(p, i, path, e)) goto fail;
   for (uint32_t i = 0; i < p->nkernels; i++)
@@ -268,6 +304,7 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
         !tensor_ok(p, g->y, false) || g->m <= 0 || g->n <= 0 || g->k <= 0 || g->batch <= 0 ||
         g->algo_index >= GPUC_GEMM_TUNE_MAX)
       BAD("%s: corrupt plan: gemm %u", path, i);
+    if (check_gemm_flags(p, i, path, e)) goto fail;
   }
   for (uint32_t i = 0; i < p->nconvs; i++) {
     const PlanConv *c = &p->convs[i];
@@ -372,8 +409,9 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
                : (p->tune[i].flags & PLAN_TUNE_F_TENSOR_MATH) ? " (tensor cores)" : "");
     else if (s->kind == PLAN_STEP_GEMM) {
       const PlanGemm *g = &p->gemms[s->index];
-      snprintf(what, sizeof what, "cublasLt gemm %lldx%lldx%lld batch %lld", (long long)g->m,
-               (long long)g->n, (long long)g->k, (long long)g->batch);
+      bool sp = s->index < p->ngemm_flags && (p->gemm_flags[s->index] & PLAN_GEMM_F_SPARSE24);
+      snprintf(what, sizeof what, "%s gemm %lldx%lldx%lld batch %lld", sp ? "2:4 sparse" : "cublasLt",
+               (long long)g->m, (long long)g->n, (long long)g->k, (long long)g->batch);
     } else
       snprintf(what, sizeof what, "cudnn conv%s%s", p->convs[s->index].nspatial == 3 ? "3d" : "2d",
                p->convs[s->index].mode == PLAN_CONV_BWD_DATA     ? " backward data"

@@ -64,13 +64,13 @@ def prune24_ref(w, kaxis):
 
 
 rng = np.random.default_rng(7)
-B, K, N, C = 4, 16, 24, 3
+B, K, N, C = 16, 32, 48, 3  # multiples of 16: 2:4 GEMMs need them
 W1 = rng.standard_normal((K, N)).astype(np.float32)          # MatMul B [K,N]
 b1 = rng.standard_normal((N,)).astype(np.float32)
-W2 = rng.standard_normal((16, N)).astype(np.float32)         # Gemm transB=1: B [N2=16, K=N]
-b2 = rng.standard_normal((16,)).astype(np.float32)
+W2 = rng.standard_normal((32, N)).astype(np.float32)         # Gemm transB=1: B [N2=32, K=N]
+b2 = rng.standard_normal((32,)).astype(np.float32)
 W2[0, :4] = [0.5, -0.5, 0.5, 0.25]                           # ties inside a 2:4 group
-W3t = rng.standard_normal((8, 16)).astype(np.float32)        # behind a Transpose: MatMul B = W3t^T [16,8]
+W3t = rng.standard_normal((16, 32)).astype(np.float32)       # behind a Transpose: MatMul B = W3t^T [32,16]
 Wc = rng.standard_normal((4, C, 3, 3)).astype(np.float32)    # Conv
 Wc[0, 0, 0, :] = [0.1, -0.1, 0.1]                            # ties for l1
 
@@ -90,7 +90,7 @@ def build(path, w1, w2, w3t, wc):
     g = helper.make_graph(nodes, "prune_test",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [B, K]),
                            helper.make_tensor_value_info("img", TensorProto.FLOAT, [2, C, 6, 6])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [B, 8]),
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [B, 16]),
                            helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 4, 6, 6])],
                           inits)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
@@ -117,7 +117,7 @@ np.save(imgin, rng.standard_normal((2, C, 6, 6)).astype(np.float32))
 
 cases = {
     "l1:0.3": (l1_ref(W1, 0.3), l1_ref(W2, 0.3), l1_ref(W3t, 0.3), l1_ref(Wc, 0.3)),
-    # 2:4: Linear layers only; W3t [8,16] is W3^T, W3 [16,8] has K on axis 0,
+    # 2:4: Linear layers only; W3t [16,32] is W3^T, W3 [32,16] has K on axis 0,
     # so W3t's groups run along its rows (axis 1)
     "2:4": (prune24_ref(W1, 0), prune24_ref(W2, 1), prune24_ref(W3t, 1), Wc),
 }

@@ -272,6 +272,85 @@ static void check_nhwc_plan(const char *model, const char *a, const char *b, con
   gpuc_plan_free(p);
 }
 
+/* mlp.onnx at batch 16 with --prune 2:4 --fp16: fc1 (Gemm, W1 [256,784]
+ * with transB, m 16 n 256 k 784) is a 2:4 GEMM, fc2 (n 10) is not. The
+ * flag survives write -> read -> write byte-exact and inspect names it; a
+ * format-3 header reads every GEMM dense; a flag on a GEMM that cannot be
+ * 2:4, an unknown flag bit, and a 2:4 weight with a third nonzero in a
+ * group are refused. */
+static void check_sparse24_plan(const char *mlp, const char *a, const char *b, const char *bad) {
+  GpucShapeBind bind = {.name = "image", .rank = 2, .dims = {16, 784}};
+  GpucErr e = {0};
+  Graph *g = gpuc_onnx_load(mlp, &bind, 1, &e);
+  CHECK(g != NULL, "load %s: %s", mlp, e.msg);
+  if (!g) return;
+  PassOptions po;
+  gpuc_pass_options_default(&po, 2);
+  po.fp16 = true;
+  po.prune_kind = GPUC_PRUNE_24;
+  Plan *p = NULL;
+  CodegenOptions co = {.sm = 90, .level = 2, .fp16 = true};
+  CompileStats st;
+  CHECK(gpuc_passes_run(g, &po, &e) == 0 && gpuc_codegen(g, &co, &p, &st, &e) == 0 && p, "2:4 compile: %s", e.msg);
+  gpuc_graph_free(g);
+  if (!p) return;
+  uint32_t sp = UINT32_MAX, dense = UINT32_MAX;
+  for (uint32_t i = 0; i < p->ngemms; i++) {
+    if (p->gemm_flags[i] & PLAN_GEMM_F_SPARSE24) sp = i;
+    else dense = i;
+  }
+  CHECK(st.gemms_24 == 1 && sp != UINT32_MAX && dense != UINT32_MAX && p->gemms[sp].n == 256 &&
+            p->gemms[sp].k == 784 && p->gemms[sp].trans_b,
+        "mlp b16 2:4: fc1 sparse (%d sparse GEMMs)", st.gemms_24);
+  if (sp == UINT32_MAX || dense == UINT32_MAX) { gpuc_plan_free(p); return; }
+  CHECK(gpuc_plan_write(p, a, &e) == 0, "write: %s", e.msg);
+  Plan *q = gpuc_plan_read(a, &e);
+  CHECK(q && q->ngemm_flags == p->ngemms && !memcmp(q->gemm_flags, p->gemm_flags, p->ngemms * 4),
+        "GEMM flags survive the round trip: %s", e.msg);
+  if (q) {
+    CHECK(gpuc_plan_write(q, b, &e) == 0, "rewrite: %s", e.msg);
+    size_t na, nb;
+    unsigned char *ba = slurp(a, &na), *bb = slurp(b, &nb);
+    CHECK(ba && bb && na == nb && !memcmp(ba, bb, na), "2:4 plan: write -> read -> write is byte-exact");
+    char *txt = NULL;
+    size_t ntxt = 0;
+    FILE *f = open_memstream(&txt, &ntxt);
+    gpuc_plan_print(q, a, f);
+    fclose(f);
+    CHECK(txt && strstr(txt, "2:4 sparse gemm 16x256x784"), "inspect marks the 2:4 GEMM:\n%s", txt ? txt : "");
+    free(txt);
+    if (ba && na > 4096) { /* a format-3 reader's view: no GEMM_FLAGS, every GEMM dense */
+      unsigned char *c = malloc(na);
+      memcpy(c, ba, na);
+      PlanHeader h;
+      memcpy(&h, c, sizeof h);
+      h.format_version = 3;
+      memcpy(c, &h, sizeof h);
+      patch_section(c, na, PLAN_SEC_GEMM_FLAGS, 0, 98);
+      spit(bad, c, na);
+      Plan *r = gpuc_plan_read(bad, &e);
+      CHECK(r && r->ngemm_flags == r->ngemms && r->gemm_flags[sp] == 0, "a format 3 plan reads dense: %s", e.msg);
+      gpuc_plan_free(r);
+      refuse_patched(ba, c, na, bad, PLAN_SEC_GEMM_FLAGS, -4, 0, "GEMM flag words", "GEMM flags one short");
+      free(c);
+    }
+    free(ba);
+    free(bb);
+    q->gemm_flags[dense] = PLAN_GEMM_F_SPARSE24;
+    refuse_tune(q, bad, "marked 2:4 but is not a half GEMM", "2:4 flag on fc2 (n 10)");
+    q->gemm_flags[dense] = 1u << 7;
+    refuse_tune(q, bad, "flags", "an unknown GEMM flag");
+    q->gemm_flags[dense] = 0;
+    /* a third nonzero in the first group of fc1's weight [256,784] (K along rows) */
+    const PlanTensor *w = &q->tensors[q->gemms[sp].b];
+    uint16_t *wd = (uint16_t *)(q->weights + w->offset);
+    for (int j = 0; j < 4; j++) wd[j] = 0x3c00; /* 1.0 */
+    refuse_tune(q, bad, "more than 2 nonzeros", "a 2:4 GEMM whose weight is not 2:4");
+    gpuc_plan_free(q);
+  }
+  gpuc_plan_free(p);
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) { fprintf(stderr, "usage: test_plan MODELS_DIR WORKDIR\n"); return 2; }
   char mlp[4096], cnn[4096], a[4096], b[4096], bad[4096];
@@ -347,6 +426,7 @@ int main(int argc, char **argv) {
       spit(bad, c, na);
       expect_refused(bad, "format 2 plan with a tune section", "format 2 with a tune section");
       patch_section(c, na, PLAN_SEC_TUNE, 0, 99);
+      patch_section(c, na, PLAN_SEC_GEMM_FLAGS, 0, 98); /* format 4's section goes too */
       spit(bad, c, na);
       {
         GpucErr e2 = {0};
@@ -400,6 +480,7 @@ int main(int argc, char **argv) {
   char rb[4096];
   snprintf(rb, sizeof rb, "%s/resnet_block.onnx", argv[1]);
   check_nhwc_plan(rb, a, b, bad);
+  check_sparse24_plan(mlp, a, b, bad);
 out:
   return check_summary();
 }
