@@ -115,7 +115,10 @@ void gpuc_profile_print(FILE *f, const Plan *p, const double *ms, const GpucPeak
     GpucProfileRow r;
     gpuc_profile_row(p, i, ms, pk, &r);
     fprintf(f, "  %-5u %-10s %9.4f %5.1f%% %9.3f %9.4f %8.1f %8.3f",
-            i, st->kind == PLAN_STEP_KERNEL ? "kernel" : st->kind == PLAN_STEP_GEMM ? "cublasLt" : "cudnn",
+            i, st->kind == PLAN_STEP_KERNEL ? "kernel"
+               : st->kind != PLAN_STEP_GEMM ? "cudnn"
+               : st->index < p->ngemm_flags && (p->gemm_flags[st->index] & PLAN_GEMM_F_SPARSE24) ? "2:4 gemm"
+               : "cublasLt",
             r.ms, 100 * r.share, r.mb, r.gflop, r.gbs, r.tflops);
     pct(f, 7, r.bw_frac);
     pct(f, 8, r.flop_frac);

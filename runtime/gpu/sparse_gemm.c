@@ -1,0 +1,241 @@
+/* 2:4 sparse GEMMs through cuSPARSELt (see sparse_gemm.h).
+ *
+ * The plan's GEMM is row-major Y[M,N] = A[M,K] B + bias, B the weight
+ * ([K,N], or [N,K] with trans_b) with at most 2 nonzeros in each group of 4
+ * along K. As with cuBLASLt (session.c) the row-major product is computed
+ * column-major as Y^T = B^T A^T, so the structured operand is cuSPARSELt's
+ * matrix A, N x K after its op, 2:4 along K:
+ *   structured A: trans_b 0: the bytes of B [K,N] are column-major N x K,
+ *                 ld N, op N; trans_b 1: the bytes of B [N,K] are
+ *                 column-major K x N, ld K, op T
+ *   dense B:      the bytes of A [M,K] are column-major K x M, ld K, op N
+ *   C, D:         the bytes of Y [M,N] are column-major N x M, ld N
+ *   bias:         N values, one per row of D (cuSPARSELt's bias vector),
+ *                 half like C and D
+ * Half in and out, fp32 accumulation (CUSPARSE_COMPUTE_32F), as the dense
+ * GEMMs. The weight is compressed at load, on the device, by the library
+ * that runs it (the compressed layout is the library's own), after a prune
+ * check of the dense weight: a pattern cuSPARSELt does not see as 2:4 runs
+ * dense rather than wrong. */
+#include "sparse_gemm.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef GPUC_HAVE_CUSPARSELT
+
+int gpuc_sparse_gemm_setup(const PlanGemm *g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias, CUdeviceptr y,
+                           CUstream stream, SparseGemm **out, size_t *workspace, char *why, size_t nwhy,
+                           GpucErr *e) {
+  *out = NULL;
+  *workspace = 0;
+  snprintf(why, nwhy, "%s", gpuc_sparse_gemm_library());
+  return 1;
+}
+int gpuc_sparse_gemm_run(SparseGemm *s, CUdeviceptr workspace, CUstream stream, GpucErr *e) {
+  return gpuc_err_set(e, "internal: a sparse GEMM in a build without cuSPARSELt");
+}
+void gpuc_sparse_gemm_free(SparseGemm *s) { (void)s; }
+const char *gpuc_sparse_gemm_library(void) {
+  return "built without cuSPARSELt headers (scripts/deps.sh fetches them; then rebuild)";
+}
+
+#else
+#include "cuda_api.h"
+#define DISABLE_CUSPARSE_DEPRECATED /* cusparse.h (the status and enum types) marks its legacy API */
+#include <cusparseLt.h>
+#include <dlfcn.h>
+
+#define GPUC_CUSPARSELT_FUNCS(X)                                                     \
+  X(cusparseLtInit) X(cusparseLtGetVersion) X(cusparseLtDenseDescriptorInit)         \
+  X(cusparseLtStructuredDescriptorInit) X(cusparseLtMatDescriptorDestroy)            \
+  X(cusparseLtMatmulDescriptorInit) X(cusparseLtMatmulDescSetAttribute)              \
+  X(cusparseLtMatmulAlgSelectionInit) X(cusparseLtMatmulPlanInit)                    \
+  X(cusparseLtMatmulPlanDestroy) X(cusparseLtMatmulGetWorkspace) X(cusparseLtMatmul) \
+  X(cusparseLtSpMMAPruneCheck) X(cusparseLtSpMMACompressedSize) X(cusparseLtSpMMACompress) \
+  X(cusparseLtGetErrorString)
+
+#define FN_PTR(name) __typeof__(name) *name;
+static struct { GPUC_CUSPARSELT_FUNCS(FN_PTR) } lt;
+#undef FN_PTR
+
+static cusparseLtHandle_t handle;
+static int state;                /* 0 not tried, 1 ready, -1 unavailable (why in `status`) */
+static char status[1536];
+
+/* libcusparseLt.so.0 on the loader's path, else where pip wheels put it:
+ * PyTorch's venv on the GPU machine (nvidia/cusparselt/lib for CUDA 12
+ * wheels, nvidia/cu13/lib for CUDA 13 ones), $GPUC_CUSPARSELT first. */
+static void *open_library(char *tried, size_t n) {
+  static const char *const fixed[] = {
+      "libcusparseLt.so.0",
+      "/usr/local/cuda/lib64/libcusparseLt.so.0",
+      "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cusparselt/lib/libcusparseLt.so.0",
+      "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcusparseLt.so.0",
+      "/usr/local/lib/python3.12/dist-packages/nvidia/cusparselt/lib/libcusparseLt.so.0",
+      "/usr/local/lib/python3.12/dist-packages/nvidia/cu13/lib/libcusparseLt.so.0",
+      NULL};
+  size_t len = 0;
+  tried[0] = 0;
+  const char *env = getenv("GPUC_CUSPARSELT");
+  if (env && *env) {
+    void *h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+    if (h) return h;
+    len += (size_t)snprintf(tried, n, "%s (GPUC_CUSPARSELT)", env);
+  }
+  for (int i = 0; fixed[i]; i++) {
+    void *h = dlopen(fixed[i], RTLD_NOW | RTLD_LOCAL);
+    if (h) return h;
+    len += (size_t)snprintf(tried + len, len < n ? n - len : 0, "%s%s", len ? ", " : "", fixed[i]);
+  }
+  return NULL;
+}
+
+/* Opens the library and makes the one handle (a CUDA context is current). */
+static int ready(void) {
+  if (state) return state;
+  char tried[1024];
+  void *h = open_library(tried, sizeof tried);
+  state = -1;
+  if (!h) {
+    snprintf(status, sizeof status, "cuSPARSELt not found (tried %s; GPUC_CUSPARSELT=PATH names it)", tried);
+    return state;
+  }
+#define LOAD(name)                                                                           \
+  if (!(lt.name = (__typeof__(lt.name))dlsym(h, #name))) {                                   \
+    snprintf(status, sizeof status, "cuSPARSELt: symbol %s not found (older than 0.8?)", #name); \
+    return state;                                                                            \
+  }
+  GPUC_CUSPARSELT_FUNCS(LOAD)
+#undef LOAD
+  cusparseStatus_t r = lt.cusparseLtInit(&handle);
+  if (r != CUSPARSE_STATUS_SUCCESS) {
+    snprintf(status, sizeof status, "cusparseLtInit failed: %s", lt.cusparseLtGetErrorString(r));
+    return state;
+  }
+  int v = 0;
+  lt.cusparseLtGetVersion(&handle, &v);
+  snprintf(status, sizeof status, "cuSPARSELt %d.%d.%d", v / 1000000, v / 100 % 10000, v % 100);
+  return state = 1;
+}
+
+const char *gpuc_sparse_gemm_library(void) {
+  ready();
+  return status;
+}
+
+struct SparseGemm {
+  cusparseLtMatDescriptor_t ma, mb, mc;
+  cusparseLtMatmulDescriptor_t mm;
+  cusparseLtMatmulAlgSelection_t alg;
+  cusparseLtMatmulPlan_t plan;
+  bool has_ma, has_mb, has_mc, has_plan;
+  CUdeviceptr compressed, b_dense, y;
+  float alpha, beta;
+};
+
+void gpuc_sparse_gemm_free(SparseGemm *s) {
+  if (!s) return;
+  if (s->has_plan) lt.cusparseLtMatmulPlanDestroy(&s->plan);
+  if (s->has_ma) lt.cusparseLtMatDescriptorDestroy(&s->ma);
+  if (s->has_mb) lt.cusparseLtMatDescriptorDestroy(&s->mb);
+  if (s->has_mc) lt.cusparseLtMatDescriptorDestroy(&s->mc);
+  if (s->compressed) cu.cuMemFree(s->compressed);
+  free(s);
+}
+
+/* A cuSPARSELt call that fails makes the GEMM run dense (1), saying which. */
+#define LT(call)                                                                                  \
+  do {                                                                                            \
+    cusparseStatus_t r_ = (call);                                                                 \
+    if (r_ != CUSPARSE_STATUS_SUCCESS) {                                                          \
+      snprintf(why, nwhy, "%s: %s", #call, lt.cusparseLtGetErrorString(r_));                      \
+      gpuc_sparse_gemm_free(s);                                                                   \
+      return 1;                                                                                   \
+    }                                                                                             \
+  } while (0)
+#define CUX(call)                                                                                 \
+  do {                                                                                            \
+    CUresult r_ = (call);                                                                         \
+    if (r_ != CUDA_SUCCESS) { gpuc_sparse_gemm_free(s); cu.cuMemFree(tmp); return gpuc_cu_fail(e, r_, #call, __FILE__, __LINE__); } \
+  } while (0)
+
+int gpuc_sparse_gemm_setup(const PlanGemm *g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias, CUdeviceptr y,
+                           CUstream stream, SparseGemm **out, size_t *workspace, char *why, size_t nwhy,
+                           GpucErr *e) {
+  *out = NULL;
+  *workspace = 0;
+  if (ready() < 0) { snprintf(why, nwhy, "%s", status); return 1; }
+  if (g->dt != GPUC_DT_F16 || g->batch != 1 || g->trans_a || g->lda != g->k || g->ldy != g->n ||
+      (g->c != UINT32_MAX && g->ldc != 0)) {
+    snprintf(why, nwhy, "GEMM %lldx%lldx%lld is not a half GEMM cuSPARSELt runs here", (long long)g->m,
+             (long long)g->n, (long long)g->k);
+    return 1;
+  }
+  SparseGemm *s = calloc(1, sizeof *s);
+  CUdeviceptr tmp = 0;
+  if (!s) return gpuc_err_set(e, "out of memory");
+  s->alpha = g->alpha;
+  s->beta = 0;
+  s->b_dense = a; /* cuSPARSELt's dense operand is the plan's A */
+  s->y = y;
+  const uint32_t align = 16;
+  int64_t N = g->n, K = g->k, M = g->m;
+  cusparseOperation_t opa = g->trans_b ? CUSPARSE_OPERATION_TRANSPOSE : CUSPARSE_OPERATION_NON_TRANSPOSE;
+  LT(lt.cusparseLtStructuredDescriptorInit(&handle, &s->ma, g->trans_b ? K : N, g->trans_b ? N : K,
+                                           g->trans_b ? K : N, align, CUDA_R_16F, CUSPARSE_ORDER_COL,
+                                           CUSPARSELT_SPARSITY_50_PERCENT));
+  s->has_ma = true;
+  LT(lt.cusparseLtDenseDescriptorInit(&handle, &s->mb, K, M, K, align, CUDA_R_16F, CUSPARSE_ORDER_COL));
+  s->has_mb = true;
+  LT(lt.cusparseLtDenseDescriptorInit(&handle, &s->mc, N, M, N, align, CUDA_R_16F, CUSPARSE_ORDER_COL));
+  s->has_mc = true;
+  LT(lt.cusparseLtMatmulDescriptorInit(&handle, &s->mm, opa, CUSPARSE_OPERATION_NON_TRANSPOSE, &s->ma, &s->mb,
+                                       &s->mc, &s->mc, CUSPARSE_COMPUTE_32F));
+  if (g->c != UINT32_MAX) { /* the bias row, in the epilogue */
+    void *bp = (void *)(uintptr_t)bias;
+    LT(lt.cusparseLtMatmulDescSetAttribute(&handle, &s->mm, CUSPARSELT_MATMUL_BIAS_POINTER, &bp, sizeof bp));
+  }
+  LT(lt.cusparseLtMatmulAlgSelectionInit(&handle, &s->alg, &s->mm, CUSPARSELT_MATMUL_ALG_DEFAULT));
+  LT(lt.cusparseLtMatmulPlanInit(&handle, &s->plan, &s->mm, &s->alg));
+  s->has_plan = true;
+  size_t ws = 0, csize = 0, cbuf = 0;
+  LT(lt.cusparseLtMatmulGetWorkspace(&handle, &s->plan, &ws));
+  LT(lt.cusparseLtSpMMACompressedSize(&handle, &s->plan, &csize, &cbuf));
+  /* the weight as cuSPARSELt reads it must be 2:4 (the reader checked it
+   * along K; this checks the layout mapping above too) */
+  CUX(cu.cuMemAlloc(&tmp, 256 + cbuf)); /* the check's int, then the compression scratch */
+  LT(lt.cusparseLtSpMMAPruneCheck(&handle, &s->mm, (const void *)(uintptr_t)b, (int *)(uintptr_t)tmp,
+                                  (cudaStream_t)stream));
+  int invalid = 1;
+  CUX(cu.cuStreamSynchronize(stream));
+  CUX(cu.cuMemcpyDtoH(&invalid, tmp, sizeof invalid));
+  if (invalid) {
+    snprintf(why, nwhy, "cuSPARSELt does not see the weight of GEMM %lldx%lldx%lld as 2:4", (long long)M,
+             (long long)N, (long long)K);
+    gpuc_sparse_gemm_free(s);
+    cu.cuMemFree(tmp);
+    return 1;
+  }
+  CUX(cu.cuMemAlloc(&s->compressed, csize ? csize : 256));
+  LT(lt.cusparseLtSpMMACompress(&handle, &s->plan, (const void *)(uintptr_t)b, (void *)(uintptr_t)s->compressed,
+                                cbuf ? (void *)(uintptr_t)(tmp + 256) : NULL, (cudaStream_t)stream));
+  CUX(cu.cuStreamSynchronize(stream));
+  cu.cuMemFree(tmp);
+  *workspace = ws;
+  *out = s;
+  return 0;
+}
+
+int gpuc_sparse_gemm_run(SparseGemm *s, CUdeviceptr workspace, CUstream stream, GpucErr *e) {
+  cudaStream_t st = (cudaStream_t)stream;
+  void *y = (void *)(uintptr_t)s->y;
+  cusparseStatus_t r = lt.cusparseLtMatmul(&handle, &s->plan, &s->alpha, (const void *)(uintptr_t)s->compressed,
+                                           (const void *)(uintptr_t)s->b_dense, &s->beta, y, y,
+                                           (void *)(uintptr_t)workspace, &st, 1);
+  if (r != CUSPARSE_STATUS_SUCCESS)
+    return gpuc_err_set(e, "cuSPARSELt error %s in cusparseLtMatmul at %s:%d", lt.cusparseLtGetErrorString(r),
+                        __FILE__, __LINE__);
+  return 0;
+}
+#endif
