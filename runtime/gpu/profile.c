@@ -117,7 +117,7 @@ void gpuc_profile_print(FILE *f, const Plan *p, const double *ms, const GpucPeak
     fprintf(f, "  %-5u %-10s %9.4f %5.1f%% %9.3f %9.4f %8.1f %8.3f",
             i, st->kind == PLAN_STEP_KERNEL ? "kernel"
                : st->kind != PLAN_STEP_GEMM ? "cudnn"
-               : st->index < p->ngemm_flags && (p->gemm_flags[st->index] & PLAN_GEMM_F_SPARSE24) ? "2:4 gemm"
+               : st->index < p->ngemm_flags && (p->gemm_flags[st->index] & PLAN_GEMM_F_SPARSE24) ? "gemm2:4"
                : "cublasLt",
             r.ms, 100 * r.share, r.mb, r.gflop, r.gbs, r.tflops);
     pct(f, 7, r.bw_frac);

@@ -12,6 +12,7 @@
 #include "plan.h"
 #include "check.h"
 #include "compile_model.h"
+#include "sparse_gemm.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -348,6 +349,24 @@ static void check_sparse24_plan(const char *mlp, const char *a, const char *b, c
     refuse_tune(q, bad, "more than 2 nonzeros", "a 2:4 GEMM whose weight is not 2:4");
     gpuc_plan_free(q);
   }
+  /* the cuSPARSELt path is built where its headers were found (CI: always,
+   * scripts/deps.sh fetches them); without a GPU or the library, setup
+   * declines (1) with a reason and the session would run the GEMM dense */
+  const char *lib = gpuc_sparse_gemm_library();
+#ifdef GPUC_HAVE_CUSPARSELT
+  CHECK(lib && *lib && !strstr(lib, "built without"), "cuSPARSELt path built: %s", lib);
+#else
+  CHECK(lib && strstr(lib, "built without"), "stub says why: %s", lib);
+#endif
+  SparseGemm *sg = NULL;
+  size_t ws = 1;
+  char why[256] = "";
+  GpucErr e2 = {0};
+  if (strncmp(lib, "cuSPARSELt ", 11)) { /* no library here (CI): declined, with the reason */
+    int rc = gpuc_sparse_gemm_setup(&p->gemms[sp], 0, 0, 0, 0, NULL, &sg, &ws, why, sizeof why, &e2);
+    CHECK(rc == 1 && !sg && ws == 0 && *why, "sparse setup without cuSPARSELt declines: rc %d '%s'", rc, why);
+  }
+  gpuc_sparse_gemm_free(sg);
   gpuc_plan_free(p);
 }
 
