@@ -53,7 +53,7 @@ const char *gpuc_sparse_gemm_library(void) {
   X(cusparseLtMatmulAlgSelectionInit) X(cusparseLtMatmulPlanInit)                    \
   X(cusparseLtMatmulPlanDestroy) X(cusparseLtMatmulGetWorkspace) X(cusparseLtMatmul) \
   X(cusparseLtSpMMAPruneCheck) X(cusparseLtSpMMACompressedSize) X(cusparseLtSpMMACompress) \
-  X(cusparseLtGetErrorString)
+  X(cusparseLtGetErrorString) X(cusparseLtMatmulSearch)
 
 #define FN_PTR(name) __typeof__(name) *name;
 static struct { GPUC_CUSPARSELT_FUNCS(FN_PTR) } lt;
@@ -151,6 +151,7 @@ void gpuc_sparse_gemm_free(SparseGemm *s) {
     if (r_ != CUSPARSE_STATUS_SUCCESS) {                                                          \
       snprintf(why, nwhy, "%s: %s", #call, lt.cusparseLtGetErrorString(r_));                      \
       gpuc_sparse_gemm_free(s);                                                                   \
+      if (tmp) cu.cuMemFree(tmp);                                                                 \
       return 1;                                                                                   \
     }                                                                                             \
   } while (0)
@@ -222,6 +223,22 @@ int gpuc_sparse_gemm_setup(const PlanGemm *g, CUdeviceptr a, CUdeviceptr b, CUde
                                 cbuf ? (void *)(uintptr_t)(tmp + 256) : NULL, (cudaStream_t)stream));
   CUX(cu.cuStreamSynchronize(stream));
   cu.cuMemFree(tmp);
+  tmp = 0;
+  const char *search = getenv("GPUC_SPARSE_SEARCH");
+  if (search && !strcmp(search, "1")) {
+    /* cuSPARSELt times its kernel configurations on this GPU and keeps the
+     * fastest (opt-in: seconds per model at load). The activation and
+     * output are arena bytes not yet written: only their time matters. */
+    size_t big = ws > ((size_t)64 << 20) ? ws : ((size_t)64 << 20);
+    CUX(cu.cuMemAlloc(&tmp, big));
+    cudaStream_t st = (cudaStream_t)stream;
+    LT(lt.cusparseLtMatmulSearch(&handle, &s->plan, &s->alpha, (const void *)(uintptr_t)s->compressed,
+                                 (const void *)(uintptr_t)a, &s->beta, (void *)(uintptr_t)y, (void *)(uintptr_t)y,
+                                 (void *)(uintptr_t)tmp, &st, 1));
+    CUX(cu.cuStreamSynchronize(stream));
+    cu.cuMemFree(tmp);
+    LT(lt.cusparseLtMatmulGetWorkspace(&handle, &s->plan, &ws));
+  }
   *workspace = ws;
   *out = s;
   return 0;
