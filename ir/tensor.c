@@ -225,8 +225,11 @@ bool gpuc_tensor_is_24_sparse(const Tensor *w, int kaxis) {
   for (int64_t o = 0; o < other; o++)
     for (int64_t k0 = 0; k0 < K; k0 += 4) {
       int nz = 0;
-      for (int j = 0; j < 4; j++)
-        nz += gpuc_get_f64(w, kaxis == 0 ? (k0 + j) * cols + o : o * cols + k0 + j) != 0.0;
+      for (int j = 0; j < 4; j++) {
+        int64_t i = kaxis == 0 ? (k0 + j) * cols + o : o * cols + k0 + j;
+        /* half (plans' weights, read at every load): nonzero unless +-0 */
+        nz += w->dt == GPUC_DT_F16 ? (((const uint16_t *)w->data)[i] & 0x7fff) != 0 : gpuc_get_f64(w, i) != 0.0;
+      }
       if (nz > 2) return false;
     }
   return true;

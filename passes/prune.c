@@ -174,7 +174,8 @@ int pass_prune(Graph *g, const PassOptions *o, GpucErr *e) {
       fprintf(r, "  note: unstructured zeros make no layer faster by themselves (the GEMMs and convolutions "
                  "still run dense); --prune 2:4 runs half Linear layers on sparse tensor cores\n");
     if (!layers && !dense)
-      fprintf(r, "  note: nothing was pruned: no Conv or Linear layer with a constant weight\n");
+      fprintf(r, "  note: nothing was pruned: no %s with a constant weight\n",
+              o->prune_kind == GPUC_PRUNE_24 ? "Linear layer (MatMul/Gemm, 2-D B)" : "Conv or Linear layer");
   }
   return layers;
 }

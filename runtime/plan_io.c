@@ -194,7 +194,10 @@ static int check_gemm_flags(const Plan *p, uint32_t i, const char *path, GpucErr
   int64_t rows = g->trans_b ? g->n : g->k, cols = g->trans_b ? g->k : g->n;
   if (g->dt != GPUC_DT_F16 || b->dt != GPUC_DT_F16 || b->mem != PLAN_MEM_WEIGHTS || b->rank != 2 ||
       b->dims[0] != rows || b->dims[1] != cols || g->ldb != cols || g->batch != 1 || g->trans_a ||
-      g->m % 16 || g->n % 16 || g->k % 16 || (g->c != UINT32_MAX && g->ldc != 0))
+      g->m % 16 || g->n % 16 || g->k % 16 || (g->c != UINT32_MAX && g->ldc != 0) ||
+      p->tensors[g->a].dt != GPUC_DT_F16 || (uint64_t)g->m > p->tensors[g->a].bytes / 2 / (uint64_t)g->k ||
+      p->tensors[g->y].dt != GPUC_DT_F16 || (uint64_t)g->m > p->tensors[g->y].bytes / 2 / (uint64_t)g->n ||
+      (g->c != UINT32_MAX && (p->tensors[g->c].dt != GPUC_DT_F16 || p->tensors[g->c].bytes != (uint64_t)g->n * 2)))
     return gpuc_err_set(e, "%s: corrupt plan: gemm %u is marked 2:4 but is not a half GEMM of a constant "
                         "[K,N] weight with m, n, k multiples of 16", path, i);
   Tensor w = {.dt = GPUC_DT_F16, .rank = 2, .dims = {rows, cols}, .data = p->weights + b->offset};

@@ -500,7 +500,10 @@ static int prune_params(Trainer *t, const TrainOptions *o, int64_t step, GpucErr
     fprintf(o->log, "pruned %d layers (%s) before step %lld: %.2f%% of their %lld weights are zero; the masks "
             "stay fixed\n", layers, o->prune_kind == GPUC_PRUNE_24 ? "2:4" : "l1", (long long)step + 1,
             100.0 * (double)zeros_all / (double)(n_all ? n_all : 1), (long long)n_all);
-  if (!layers) return gpuc_err_set(e, "%s: --prune: no Conv or Linear layer reads a parameter as its weight", t->g->path);
+  if (!layers)
+    return gpuc_err_set(e, "%s: --prune: no %s reads a parameter as its weight", t->g->path,
+                        o->prune_kind == GPUC_PRUNE_24 ? "Linear layer (MatMul/Gemm with a 2-D B, K a multiple of 4)"
+                                                       : "Conv or Linear layer");
   t->pruned = true;
   return t->gpu ? gpu_set_masks(t, e) : 0;
 }

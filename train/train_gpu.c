@@ -119,6 +119,9 @@ static Plan *compile_plan(const Graph *g, int sm, bool fp16, const char *what, F
   CompileStats st = {0};
   Plan *p = NULL;
   if (gpuc_codegen(g, &co, &p, &st, e)) return NULL;
+  /* the trainer rewrites these plans' weights; a GEMM on sparse tensor
+   * cores would keep computing with the copy compressed at load */
+  for (uint32_t i = 0; i < p->ngemm_flags; i++) p->gemm_flags[i] &= ~(uint32_t)PLAN_GEMM_F_SPARSE24;
   if (log)
     fprintf(log, "%s plan: %d kernels, %d GEMMs, %d convolutions, arena %.1f MB, weights %.1f MB, "
             "NVRTC %.2f s\n", what, st.kernels, st.gemms, st.convs, (double)st.arena_bytes / 1e6,
