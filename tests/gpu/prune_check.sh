@@ -18,15 +18,21 @@
 #     faster. Also, reported: the pruned plan with GPUC_SPARSE=0 (the zeros
 #     alone on cuBLASLt: no faster than dense) and with GPUC_SPARSE_SEARCH=1
 #     (cuSPARSELt times its kernel configurations at load).
+# (c) the GPU trainer's masks (optimizer kernels): gpuc train on the bundled
+#     small CNN (256 random images, --save): --amp --prune 2:4 --prune-after
+#     2 must save Gemm weights that are 2:4 along K, and --prune l1:0.3 at
+#     the start must zero exactly the entries the CPU trainer (--cpu) zeroes
+#     (the same initial weights, so the same mask) in every Conv and Gemm.
 #
 # Prints PASS/FAIL per check and at the end; logs and outputs under $OUT
 # (default /tmp/prune_check). Run from the repository root:
-#   OUT=/tmp/out tests/gpu/prune_check.sh [GPUC]
-# (GPUC defaults to build/gpuc; PYTHON picks the interpreter with torch and
+#   OUT=/tmp/out tests/gpu/prune_check.sh [GPUC [MODELS_DIR]]
+# (GPUC defaults to build/gpuc, MODELS_DIR to the models folder beside it; PYTHON picks the interpreter with torch and
 # transformers; cuDNN and cuSPARSELt are found in its nvidia packages, or
 # name the library with GPUC_CUSPARSELT=/path/libcusparseLt.so.0.)
 set -u
 GPUC=${1:-build/gpuc}
+MODELS=${2:-$(dirname "$GPUC")/models}
 OUT=${OUT:-/tmp/prune_check}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
@@ -54,12 +60,12 @@ echo "cuSPARSELt: ${GPUC_CUSPARSELT:-(the built-in search list)}" | tee "$OUT/lo
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | tee -a "$OUT/log.txt"
 [ -x "$GPUC" ] || { echo "prune_check: $GPUC not found"; echo "FAIL"; exit 1; }
 
-"$PY" - "$GPUC" "$OUT" <<'EOF' 2>&1 | tee -a "$OUT/log.txt"
+"$PY" - "$GPUC" "$OUT" "$MODELS" <<'EOF' 2>&1 | tee -a "$OUT/log.txt"
 import os, re, subprocess, sys
 import numpy as np
 import torch
 
-gpuc, out = sys.argv[1:3]
+gpuc, out, models = sys.argv[1:4]
 status = []
 
 
@@ -180,6 +186,49 @@ else:
     check(common and t_d / max(t_s, 1e-9) >= 1.3, "pruned GEMMs %.2fx faster than dense (target >= 1.3x)" %
           (t_d / max(t_s, 1e-9)))
     check(lat_s < lat_d, "whole model faster pruned (%.3f ms) than dense (%.3f ms)" % (lat_s, lat_d))
+# --- (c) the GPU trainer with --prune ---
+import onnx
+from onnx import numpy_helper
+rng = np.random.default_rng(3)
+xs, ys = os.path.join(out, "train_x.npy"), os.path.join(out, "train_y.npy")
+np.save(xs, rng.random((256, 1, 28, 28), dtype=np.float32))
+np.save(ys, rng.integers(0, 10, 256).astype(np.int64))
+cnn = os.path.join(models, "small_cnn.onnx")
+
+
+def train(tag, *flags):
+    path = os.path.join(out, "cnn_%s.onnx" % tag)
+    rc, txt = run([gpuc, "train", cnn, "--data", "npy:%s,%s" % (xs, ys), "--epochs", "1", "--batch", "32",
+                   "--lr", "0.05", "--seed", "1", "--log-every", "4", "--save", path] + list(flags),
+                  log="train_%s.txt" % tag)
+    if rc:
+        check(False, "gpuc train %s: %s" % (" ".join(flags), txt[-300:]))
+        return None
+    m = onnx.load(path)
+    w = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    layers = [(n.op_type, n.input[1], next((a.i for a in n.attribute if a.name == "transB"), 0))
+              for n in m.graph.node if n.op_type in ("Conv", "Gemm")]
+    return w, layers
+
+
+if os.path.exists(cnn):
+    r24 = train("amp_24", "--amp", "--prune", "2:4", "--prune-after", "2")
+    if r24:
+        w, layers = r24
+        worst = 0
+        for op, name, tb in layers:
+            if op == "Gemm":
+                m = w[name] if tb else w[name].T
+                worst = max(worst, int((m.reshape(m.shape[0], -1, 4) != 0).sum(axis=2).max()))
+        check(worst <= 2, "GPU trainer --amp --prune 2:4 --prune-after 2: saved Gemm weights 2:4 (most nonzeros "
+              "in a group: %d)" % worst)
+    g1, c1 = train("gpu_l1", "--prune", "l1:0.3"), train("cpu_l1", "--cpu", "--prune", "l1:0.3")
+    if g1 and c1:
+        same = all(np.array_equal(g1[0][n] == 0, c1[0][n] == 0) for _, n, _ in g1[1])
+        counts = ", ".join("%s %d/%d" % (n, int((g1[0][n] == 0).sum()), g1[0][n].size) for _, n, _ in g1[1])
+        check(same, "GPU trainer --prune l1:0.3: the CPU trainer's zeros in every layer (%s)" % counts)
+else:
+    check(False, "no %s for the trainer check" % cnn)
 print("PASS" if all(status) else "FAIL")
 sys.exit(0 if all(status) else 1)
 EOF
