@@ -220,11 +220,14 @@ int cg_launch_items(LowerCtx *c, const char *name, uint64_t items, int nargs, co
   return launch(c, name, grid, blk, 0, &t, nargs, args);
 }
 
-int cg_gemm(LowerCtx *c, const PlanGemm *g) {
+int cg_gemm(LowerCtx *c, const PlanGemm *g) { return cg_gemm_flagged(c, g, 0); }
+
+int cg_gemm_flagged(LowerCtx *c, const PlanGemm *g, uint32_t flags) {
   if (capturing(c)) return 0;
   Plan *p = c->pb->p;
   if (GROW(p->gemms, p->ngemms, c->pb->cap_gemms)) return gpuc_err_set(c->err, "out of memory");
   p->gemms[p->ngemms] = *g;
+  p->gemms[p->ngemms].flags |= flags;
   gpuc_plan_gemm_defaults(&p->gemms[p->ngemms]);
   PlanStep s = {.kind = PLAN_STEP_GEMM, .index = p->ngemms++};
   uint32_t args[4] = {g->a, g->b, g->y, g->c};
@@ -553,6 +556,8 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
     st->nodes_after = g->nnodes;
     st->kernels = (int)p->nkernels;
     st->gemms = (int)p->ngemms;
+    st->gemms_24 = 0;
+    for (uint32_t i = 0; i < p->ngemms; i++) st->gemms_24 += (p->gemms[i].flags & PLAN_GEMM_F_SPARSE24) != 0;
     st->convs = (int)p->nconvs;
     st->arena_bytes = p->meta.arena_bytes;
     st->naive_bytes = p->meta.naive_bytes;

@@ -106,6 +106,9 @@ double gpuc_get_f64(const Tensor *t, int64_t i);
 void gpuc_set_f64(Tensor *t, int64_t i, double v);
 int64_t gpuc_get_i64(const Tensor *t, int64_t i);
 void gpuc_set_i64(Tensor *t, int64_t i, int64_t v);
+/* 2:4 structured sparsity (--prune 2:4): at most 2 nonzeros in every group
+ * of 4 along axis kaxis of a 2-D t with data (dims[kaxis] a multiple of 4). */
+bool gpuc_tensor_is_24_sparse(const Tensor *t, int kaxis);
 /* Copy t as f32 into a new malloc'ed buffer (for float kernels). */
 float *gpuc_to_f32(const Tensor *t, GpucErr *e);
 /* Store f32 values into t, converting to t->dt. */

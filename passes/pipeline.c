@@ -24,9 +24,7 @@ static int after(Graph *g, const PassOptions *o, const char *name, int rc, GpucE
   return rc;
 }
 
-int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
-  if (o->fp16 && o->bf16) return gpuc_err_set(e, "%s: --fp16 and --bf16 exclude each other", g->path);
-  if (o->level < 1) return 0;
+static int fold_to_fixed_point(Graph *g, const PassOptions *o, GpucErr *e) {
   /* Folding makes values known, inference then knows more shapes, which
    * lets more nodes fold (shape chains): iterate to a fixed point. */
   for (int round = 0; round < 16; round++) {
@@ -35,6 +33,16 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
     if (gpuc_graph_infer(g, e)) return -1;
     if (changed == 0) break;
   }
+  return 0;
+}
+
+int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
+  if (o->fp16 && o->bf16) return gpuc_err_set(e, "%s: --fp16 and --bf16 exclude each other", g->path);
+  if (o->level < 1) return 0;
+  if (fold_to_fixed_point(g, o, e)) return -1;
+  /* first after folding: the weights as the model has them (BatchNorm not
+   * yet folded into a Conv's weight, as torch prunes the Conv module's) */
+  if (o->prune_kind && after(g, o, "prune", pass_prune(g, o, e), e) < 0) return -1;
   if (after(g, o, "identity", pass_identity(g, o, e), e) < 0) return -1;
   if (after(g, o, "cse", pass_cse(g, o, e), e) < 0) return -1;
   if (after(g, o, "fold_bn", pass_fold_batchnorm(g, o, e), e) < 0) return -1;

@@ -22,8 +22,9 @@
 /* 2: the COSTS section (bytes and FLOPs per step)
  * 3: the TUNE section (what -O3 may change per step); a format-2 plan is
  *    still read, every step fixed as compiled
- * 4: PlanGemm names each operand's dtype and the compute type (int8 GEMMs);
- *    format 2 and 3 GEMMs are read as float GEMMs of their one dtype;
+ * 4: PlanGemm names each operand's dtype and the compute type (int8 GEMMs)
+ *    and carries flags (PLAN_GEMM_F_*: 2:4 sparse weights); format 2 and 3
+ *    GEMMs are read as float GEMMs of their one dtype, flags 0;
  *    PlanGemm.trans_a carries an epilogue activation (GPUC_GEMM_EPI) */
 #define GPUC_PLAN_FORMAT_VERSION 4u
 #define GPUC_PLAN_FORMAT_OLDEST 2u
@@ -144,11 +145,22 @@ typedef struct PlanGemm {
   /* format 4 (a format 2/3 record ends here: a_dt = b_dt = y_dt = dt, FLOAT) */
   uint32_t a_dt, b_dt, y_dt;     /* GpucDType of each operand */
   uint32_t compute;              /* PLAN_GEMM_COMPUTE_* */
-  uint32_t flags;                /* PLAN_GEMM_F_*: none yet, 0 */
+  uint32_t flags;                /* PLAN_GEMM_F_* */
   uint32_t reserved;             /* 0 */
 } PlanGemm;
 enum { PLAN_GEMM_COMPUTE_FLOAT = 0, PLAN_GEMM_COMPUTE_I32 = 1 };
-#define PLAN_GEMM_F_KNOWN 0u
+/* PlanGemm.flags:
+ *   PLAN_GEMM_F_SPARSE24: B is a constant weight (PLAN_MEM_WEIGHTS, 2-D,
+ *     [K,N], or [N,K] with trans_b) with at most 2 nonzeros in every group
+ *     of 4 along K (--prune 2:4); half, batch 1, A not transposed and no
+ *     epilogue activation, no C other than a bias row, m, n and k multiples
+ *     of 16. A session runs it on sparse tensor cores through cuSPARSELt
+ *     where the library and the GPU (sm_80+) have them, compressing B at
+ *     load (the compressed layout belongs to the library version); else
+ *     cuBLASLt runs it dense, zeros and all. The reader checks the
+ *     weight's pattern. */
+enum { PLAN_GEMM_F_SPARSE24 = 1u << 0 };
+#define PLAN_GEMM_F_KNOWN PLAN_GEMM_F_SPARSE24
 /* The size of a format 2/3 GEMM record: the fields before a_dt. */
 #define PLAN_GEMM_V3_SIZE offsetof(PlanGemm, a_dt)
 /* Fills a_dt, b_dt, y_dt from dt when they are unset (GPUC_DT_UNDEF): a

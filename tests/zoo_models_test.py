@@ -28,13 +28,8 @@ ARCH = "sm_90"
 # exported model (file name without .onnx) -> why it fails today.
 # Remove an entry when the fix lands (the test then reports XPASS and fails).
 XFAIL = {
-    # the dynamo exporter (opset 20) emits Gelu: helper 'dynops' adds it
-    "tiny_bert_dynamo": "unsupported op 'Gelu' (dynamo exporter, opset 20)",
-    "tiny_convnext_dynamo": "unsupported op 'Gelu' (dynamo exporter, opset 20)",
-    "tiny_vit_dynamo": "unsupported op 'Gelu' (dynamo exporter, opset 20)",
-    # batch 1: the exporter's shape chain leaves a Reshape without a static
-    # shape in the third layer (batch 4 compiles): helper 'shapes' fixes it
-    "tiny_gpt2_ts": "batch 1: '/m/h.2/attn/c_attn/Reshape_output_0' has no static shape",
+    # none today: Gelu-20 (dynamo exporter) and GPT-2's batch-1 shape chain
+    # were the last; add an entry here with the reason when a model regresses
 }
 
 

@@ -26,6 +26,7 @@ typedef struct CompileRequest {
   int level, sm;
   PassFlags flags;               /* --fp16, --bf16, ... (tools/pass_flags.h) */
   int64_t mem_limit;
+  FILE *prune_report;            /* --prune's per-layer sparsity lines go here, or NULL */
   /* graph inputs compiled in as constants (test-onnx --gpu) */
   int nfreeze;
   const char **freeze_names;

@@ -1,5 +1,6 @@
 /* gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16|--bf16] [--int8 [--int8-skip GLOB[,GLOB]]...] [--arch A]
  *                 [--shape NAME=DIMS]... [--mem-limit SIZE] [--tune-cache FILE|none]
+ *                 [--prune l1:FRACTION|2:4]
  * Import, run the passes of the level, generate code, write the plan. Works
  * without a GPU when --arch names the target. */
 #include "cli.h"
@@ -70,6 +71,7 @@ int compile_graph(Graph *g, const CompileRequest *r, CompileStats *st, GpucErr *
   PassOptions po;
   gpuc_pass_options_default(&po, r->level < 1 ? 1 : r->level); /* shapes must fold for codegen */
   pass_flags_apply(&r->flags, &po);
+  po.prune_report = r->prune_report;
   if (gpuc_passes_run(g, &po, e)) return -1;
   if (po.int8) gpuc_int8_report(g, &po, stdout);
   CodegenOptions co = {.sm = sm, .fp16 = po.fp16, .bf16 = po.bf16, .level = r->level, .mem_limit = r->mem_limit};
@@ -171,7 +173,15 @@ int cmd_compile(int argc, char **argv) {
   r.out = out;
   GpucErr e = {0};
   CompileStats st;
-  if (compile_model(&r, &st, &e)) return report(&e);
+  char *prune_lines = NULL; /* the pass's per-layer lines, printed with the summary */
+  size_t prune_len = 0;
+  if (r.flags.prune_kind && !(r.prune_report = open_memstream(&prune_lines, &prune_len))) {
+    gpuc_err_set(&e, "out of memory");
+    return report(&e);
+  }
+  int crc = compile_model(&r, &st, &e);
+  if (r.prune_report) fclose(r.prune_report);
+  if (crc) { free(prune_lines); return report(&e); }
   char label[64];
   printf("compiled %s -> %s (sm_%d, -O%d%s)\n", r.model, out, st.sm, r.level,
          pass_flags_label(&r.flags, label, sizeof label));
@@ -182,6 +192,13 @@ int cmd_compile(int argc, char **argv) {
          (unsigned long long)st.naive_bytes,
          (unsigned long long)st.weight_bytes, (unsigned long long)st.workspace_bytes);
   if (st.inplace_tensors) printf("  in place: %u outputs share their input's bytes\n", st.inplace_tensors);
+  if (prune_lines) {
+    fputs(prune_lines, stdout);
+    free(prune_lines);
+    if (r.flags.prune_kind == GPUC_PRUNE_24)
+      printf("  2:4 GEMMs: %d of %d run on sparse tensor cores where the GPU and cuSPARSELt allow (half, "
+             "sm_80+), else dense\n", st.gemms_24, st.gemms);
+  }
   printf("  compile time: %.2f s (NVRTC %.2f s)\n", st.compile_seconds, st.nvrtc_seconds);
   if (r.level >= 3) {
     if (!tune_cache_set) { /* $GPUC_TUNE_CACHE, else ~/.cache/gpuc/autotune.txt */

@@ -1,4 +1,5 @@
-/* gpuc run MODEL.onnx --cpu [--fp16|--bf16] [--int8 [--int8-skip GLOB]...] [--input NAME=FILE]... [--out DIR] [--shape ...]
+/* gpuc run MODEL.onnx --cpu [--fp16|--bf16] [--int8 [--int8-skip GLOB]...] [--prune l1:F|2:4]
+ *                          [--input NAME=FILE]... [--out DIR] [--shape ...]
  * Inputs not given are filled with seeded random values (a note says so),
  * which needs their shapes to be known. With a pass flag (tools/pass_flags.h)
  * the reference runs the graph the -O2 passes leave with that flag (half
@@ -170,7 +171,7 @@ int cmd_run(int argc, char **argv) {
   if (!model) return usage_error("run: no model given");
   if (pass_flags_check(&flags)) return EXIT_USAGE;
   if (is_plan_file(model)) {
-    if (any_flag) return usage_error("run: --fp16/--bf16/--int8 apply when compiling (or with MODEL.onnx --cpu), not to a plan");
+    if (any_flag) return usage_error("run: --fp16/--bf16/--int8/--prune apply when compiling (or with MODEL.onnx --cpu), not to a plan");
     if (cpu) return usage_error("run: a plan runs on the GPU; give the .onnx model for --cpu");
     if (nbinds) return usage_error("run: --shape applies when compiling, not to a plan");
     return run_plan(model, ninputs, in_names, in_files, outdir);
@@ -183,6 +184,7 @@ int cmd_run(int argc, char **argv) {
     PassOptions po;
     gpuc_pass_options_default(&po, 2);
     pass_flags_apply(&flags, &po);
+    po.prune_report = stderr;
     if (gpuc_passes_run(g, &po, &e)) { gpuc_graph_free(g); return report(&e); }
     if (po.int8) gpuc_int8_report(g, &po, stderr);
   }

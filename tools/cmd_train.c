@@ -3,6 +3,7 @@
  * model's single float output; the labels are a new int64 input. */
 #include "cli.h"
 #include "onnx.pb-c.h"
+#include "passes.h"
 #include "train.h"
 #include <errno.h>
 #include <math.h>
@@ -134,6 +135,10 @@ typedef struct TrainArgs {
   const char *checkpoint, *resume;
   const char *freeze[MAX_FREEZE];
   int nfreeze;
+  int prune_kind;
+  double prune_fraction;
+  long long prune_after;
+  bool prune_after_set;
 } TrainArgs;
 
 /* One flag with its value; returns 0, or usage_error's status. */
@@ -166,6 +171,10 @@ static int parse_flag(TrainArgs *a, const char *f, const char *v) {
     if (!a->augment || strlen(v) >= sizeof buf) return usage_error("--augment wants flip, crop or flip,crop, got '%s'", v);
   }
   else if (!strcmp(f, "--normalize")) return parse_normalize(v, &a->norm_mean, &a->norm_std);
+  else if (!strcmp(f, "--prune")) {
+    if (gpuc_prune_parse(v, &a->prune_kind, &a->prune_fraction)) return usage_error(GPUC_PRUNE_USAGE "; got '%s'", v);
+  }
+  else if (!strcmp(f, "--prune-after")) { a->prune_after_set = true; return parse_int(f, v, 0, INT64_MAX, &a->prune_after); }
   else if (!strcmp(f, "--crop-pad")) return parse_int(f, v, 0, 64, &a->crop_pad);
   else if (!strcmp(f, "--epochs")) return parse_int(f, v, 1, 1000, &a->epochs);
   else if (!strcmp(f, "--batch")) return parse_int(f, v, 1, 65536, &a->batch);
@@ -214,6 +223,7 @@ static int parse_args(int argc, char **argv, TrainArgs *a) {
   if (rc) return rc;
   if (a->cpu && (a->amp || a->mem_limit || a->sm))
     return usage_error("train: --amp, --mem-limit and --arch are for the GPU trainer; --cpu trains in fp32 on the host");
+  if (a->prune_after_set && !a->prune_kind) return usage_error("train: --prune-after needs --prune 2:4|l1:FRACTION");
   /* PyTorch's AdamW defaults where not given */
   if (a->opt == GPUC_OPT_ADAMW && !a->lr_set) a->lr = 1e-3;
   if (a->opt == GPUC_OPT_ADAMW && !a->wd_set) a->wd = 0.01;
@@ -239,7 +249,8 @@ int cmd_train(int argc, char **argv) {
     if (!(t = gpuc_trainer_new(a.model, a.batch, &e))) { report(&e); goto done; }
     if (a.cpu) break;
     TrainGpuOptions go = {.amp = a.amp, .bf16 = a.amp_bf16, .sm = a.sm, .level = a.level, .mem_limit = a.mem_limit,
-                          .adamw = a.opt == GPUC_OPT_ADAMW, .accum = (int)a.accum};
+                          .adamw = a.opt == GPUC_OPT_ADAMW, .accum = (int)a.accum,
+                          .prune = a.prune_kind != GPUC_PRUNE_NONE};
     int grc = gpuc_trainer_use_gpu(t, &go, stdout, &e);
     if (!grc) break;
     /* over --mem-limit: the same step as micro-batches half as big,
@@ -270,7 +281,9 @@ int cmd_train(int argc, char **argv) {
                     .sched = (GpucSchedule)a.sched, .warmup = a.warmup, .step_size = (int)a.step_size,
                     .seed = (uint64_t)a.seed, .log_every = (int)a.log_every, .log = stdout,
                     .checkpoint_dir = a.checkpoint, .resume_dir = a.resume, .freeze = a.freeze,
-                    .nfreeze = a.nfreeze, .augment = a.augment, .crop_pad = (int)a.crop_pad};
+                    .nfreeze = a.nfreeze, .augment = a.augment, .crop_pad = (int)a.crop_pad,
+                    .prune_kind = a.prune_kind, .prune_fraction = a.prune_fraction,
+                    .prune_after = a.prune_after};
   TrainResult r;
   if (gpuc_trainer_fit(t, &tr, has_test ? &te : NULL, &o, &r, &e)) { report(&e); goto done; }
   if (has_test)

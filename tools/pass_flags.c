@@ -31,6 +31,14 @@ int pass_flags_parse(PassFlags *f, int argc, char **argv, int *i) {
     const char *v = *i + 1 < argc ? argv[++*i] : NULL;
     return parse_int8_skip(v, f->int8_skip, sizeof f->int8_skip) ? -1 : 1;
   }
+  if (!strcmp(a, "--prune")) {
+    const char *v = *i + 1 < argc ? argv[++*i] : "";
+    if (gpuc_prune_parse(v, &f->prune_kind, &f->prune_fraction)) {
+      usage_error(GPUC_PRUNE_USAGE "; got '%s'", v);
+      return -1;
+    }
+    return 1;
+  }
   return 0;
 }
 
@@ -45,11 +53,14 @@ void pass_flags_apply(const PassFlags *f, PassOptions *o) {
   o->bf16 = f->bf16;
   o->int8 = f->int8;
   o->int8_skip = f->int8_skip[0] ? f->int8_skip : NULL;
+  o->prune_kind = f->prune_kind;
+  o->prune_fraction = f->prune_fraction;
 }
 
-bool pass_flags_any(const PassFlags *f) { return f->fp16 || f->bf16 || f->int8; }
+bool pass_flags_any(const PassFlags *f) { return f->fp16 || f->bf16 || f->int8 || f->prune_kind; }
 
 const char *pass_flags_label(const PassFlags *f, char *buf, size_t n) {
-  snprintf(buf, n, "%s%s%s", f->fp16 ? ", fp16" : "", f->bf16 ? ", bf16" : "", f->int8 ? ", int8" : "");
+  snprintf(buf, n, "%s%s%s%s", f->fp16 ? ", fp16" : "", f->bf16 ? ", bf16" : "", f->int8 ? ", int8" : "",
+           f->prune_kind == GPUC_PRUNE_24 ? ", 2:4 pruned" : f->prune_kind == GPUC_PRUNE_L1 ? ", l1 pruned" : "");
   return buf;
 }

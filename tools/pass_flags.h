@@ -14,6 +14,8 @@ typedef struct PassFlags {
   bool bf16;                     /* --bf16: the same with bfloat16 storage */
   bool int8;                     /* --int8: Linear layers on int8 GEMMs */
   char int8_skip[4096];          /* --int8-skip globs, comma-separated; "" for none */
+  int prune_kind;                /* --prune: GPUC_PRUNE_* (passes.h) */
+  double prune_fraction;         /*   l1:FRACTION */
 } PassFlags;
 
 /* The flag at argv[*i] (its value, if it takes one, at argv[*i + 1]):
@@ -29,5 +31,5 @@ bool pass_flags_any(const PassFlags *f);
 /* ", bf16" and the like for summaries: "" without flags. */
 const char *pass_flags_label(const PassFlags *f, char *buf, size_t n);
 /* The usage words, for the usage text: "[--fp16|--bf16]". */
-#define PASS_FLAGS_USAGE "[--fp16|--bf16] [--int8 [--int8-skip GLOB[,GLOB]]...]"
+#define PASS_FLAGS_USAGE "[--fp16|--bf16] [--int8 [--int8-skip GLOB[,GLOB]]...] [--prune l1:FRACTION|2:4]"
 #endif

@@ -24,6 +24,7 @@
          "  float *s0, *s1;    /* optimizer state: SGD velocity; AdamW m, v */\n" \
          "  const float *g;    /* this micro-batch's gradient (a plan output) */\n" \
          "  float *acc;        /* gradient sum over micro-batches (--accum > 1), or null */\n" \
+         "  const float *mask; /* --prune: 1 kept, 0 pruned (stays zero), or null */\n" \
          "  i64 n;\n" \
          "};\n" \
          "/* scalars: see OptScalars in train_gpu_src.h */\n" \
@@ -52,6 +53,7 @@
          "}\n" \
          "\n" \
          "__device__ __forceinline__ void put(const OptTensor &x, i64 i, float p) {\n" \
+         "  if (x.mask) p *= x.mask[i];\n" \
          "  x.p[i] = p;\n" \
          "  if (x.p16) x.p16[i] = to_half(p);\n" \
          "}\n" \

@@ -66,6 +66,10 @@ typedef struct TrainOptions {
   int nfreeze;
   int augment;                  /* GPUC_AUG_* bits: images [C,H,W] only */
   int crop_pad;                 /* GPUC_AUG_CROP: pixels of zero padding around the random crop */
+  int prune_kind;               /* GPUC_PRUNE_* (passes.h): prune the Conv/Linear weights once, */
+  double prune_fraction;        /*   (l1: this fraction of each) */
+  int64_t prune_after;          /*   before optimizer step prune_after + 1 (0: at the start), then
+                                     keep each pruned weight's zeros through every update */
 } TrainOptions;
 enum { GPUC_AUG_FLIP = 1, GPUC_AUG_CROP = 2 };
 
@@ -98,6 +102,7 @@ typedef struct TrainGpuOptions {
   int64_t mem_limit;
   bool adamw;                   /* two state tensors per parameter, else one */
   int accum;
+  bool prune;                   /* --prune: a mask per parameter (counted for every one) */
 } TrainGpuOptions;
 #define GPUC_TRAIN_TOO_BIG (-2)
 int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucErr *e);

@@ -124,6 +124,9 @@ static Plan *compile_plan(const Graph *g, int sm, GpucDType half, const char *wh
   CompileStats st = {0};
   Plan *p = NULL;
   if (gpuc_codegen(g, &co, &p, &st, e)) return NULL;
+  /* the trainer rewrites these plans' weights; a GEMM on sparse tensor
+   * cores would keep computing with the copy compressed at load */
+  for (uint32_t i = 0; i < p->ngemms; i++) p->gemms[i].flags &= ~(uint32_t)PLAN_GEMM_F_SPARSE24;
   if (log)
     fprintf(log, "%s plan: %d kernels, %d GEMMs, %d convolutions, arena %.1f MB, weights %.1f MB, "
             "NVRTC %.2f s\n", what, st.kernels, st.gemms, st.convs, (double)st.arena_bytes / 1e6,
@@ -143,7 +146,7 @@ static uint64_t trainer_bytes(const Trainer *t, const Plan *p, const TrainGpuOpt
   for (int i = 0; i < t->np; i++) {
     const Value *v = &t->g->values[t->param[i]];
     uint64_t n = (uint64_t)gpuc_numel(&v->t) * sizeof(float);
-    b += n * (o->adamw ? 2 : 1) + (o->accum > 1 ? n : 0);
+    b += n * (o->adamw ? 2 : 1) + (o->accum > 1 ? n : 0) + (o->prune ? n : 0);
     bool f32 = false;
     for (uint32_t k = 0; k < p->ntensors && !f32; k++)
       f32 = p->tensors[k].dt == GPUC_DT_F32 && !strcmp(gpuc_plan_str(p, p->tensors[k].name), v->name);
@@ -520,6 +523,35 @@ int gpu_end_epoch(Trainer *t, GpucErr *e) {
   }
   for (int j = 0; j < t->nbuf; j++)
     CU(cu.cuMemcpyDtoH(g->values[t->param[t->np + j]].t.data, G->bn_dst[j], G->bn_bytes[j]));
+  G->eval_stale = true;
+  return 0;
+}
+
+int gpu_set_masks(Trainer *t, GpucErr *e) {
+  TrainGpu *G = t->gpu;
+  CU(cu.cuStreamSynchronize(G->main));
+  for (int k = 0; k < G->nt; k++) {
+    OptTensor *x = &G->tab[k];
+    int i = G->tab_param[k];
+    if (!t->mask[i]) continue;
+    size_t bytes = sizeof(float) * (size_t)x->n;
+    CUdeviceptr m = x->mask;
+    if (!m && dev_alloc(G, &m, bytes, e)) return -1;
+    CU(cu.cuMemcpyHtoD(m, t->mask[i], bytes));
+    x->mask = m;
+    const Value *v = &t->g->values[t->param[i]];
+    if (upload_param(v->t.data, x->n, x->p, x->p16, G->half, e)) return -1;
+  }
+  /* frozen parameters are not in the table but were pruned too */
+  for (int i = 0; i < t->np; i++) {
+    bool in_tab = false;
+    for (int k = 0; k < G->nt; k++) in_tab |= G->tab_param[k] == i;
+    if (in_tab || !t->mask[i]) continue;
+    const Value *v = &t->g->values[t->param[i]];
+    if (upload_param(v->t.data, gpuc_numel(&v->t), tensor_ptr(G->s, v->name, GPUC_DT_F32), half_twin(G, v->name), G->half, e))
+      return -1;
+  }
+  if (G->nt) CU(cu.cuMemcpyHtoD(G->d_tab, G->tab, sizeof(OptTensor) * (size_t)G->nt));
   G->eval_stale = true;
   return 0;
 }

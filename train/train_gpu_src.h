@@ -14,6 +14,7 @@
 /* One updated tensor; device addresses (the CUDA struct OptTensor). */
 typedef struct OptTensor {
   uint64_t p, p16, s0, s1, g, acc;
+  uint64_t mask;                 /* --prune: floats 1/0, or 0 */
   int64_t n;
 } OptTensor;
 

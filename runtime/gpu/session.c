@@ -1,5 +1,6 @@
 /* Plan execution on the GPU with the CUDA driver API, cuBLASLt and cuDNN. */
 #include "session_internal.h"
+#include "sparse_gemm.h"
 #include <math.h>
 #include <errno.h>
 #include <stdio.h>
@@ -255,6 +256,34 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
   return 0;
 }
 
+/* The plan's 2:4 GEMMs on sparse tensor cores where cuSPARSELt and this
+ * GPU run them (GPUC_SPARSE=0 keeps them dense, to compare); the rest stay
+ * the dense cuBLASLt GEMMs setup_gemm made, and a note says why. */
+static int setup_sparse_gemms(GpucSession *s, GpucErr *e) {
+  const Plan *p = s->plan;
+  const char *env = getenv("GPUC_SPARSE");
+  for (uint32_t i = 0; i < p->ngemms; i++) {
+    if (!(p->gemms[i].flags & PLAN_GEMM_F_SPARSE24)) continue;
+    const PlanGemm *g = &p->gemms[i];
+    char why[256] = "GPUC_SPARSE=0";
+    size_t ws = 0;
+    int rc = env && !strcmp(env, "0") ? 1
+           : gpuc_sparse_gemm_setup(g, s->tptr[g->a], s->tptr[g->b], g->c != UINT32_MAX ? s->tptr[g->c] : 0,
+                                    s->tptr[g->y], s->stream, &s->gemms[i].sparse, &ws, why, sizeof why, e);
+    if (rc < 0) return -1;
+    if (rc == 0) {
+      s->gemms_sparse++;
+      if (ws > s->workspace_bytes) s->workspace_bytes = ws;
+    } else if (s->gemms_sparse_dense++ == 0) {
+      snprintf(s->sparse_why, sizeof s->sparse_why, "%s", why);
+    }
+  }
+  if (s->gemms_sparse_dense)
+    fprintf(stderr, "gpuc: note: %d of %d 2:4 GEMMs run dense on this GPU: %s\n", s->gemms_sparse_dense,
+            s->gemms_sparse + s->gemms_sparse_dense, s->sparse_why);
+  return 0;
+}
+
 GpucSession *gpuc_session_create(const char *plan_path, int device, GpucErr *e) {
   Plan *p = gpuc_plan_read(plan_path, e);
   if (!p) return NULL;
@@ -316,6 +345,7 @@ GpucSession *gpuc_session_create_plan(Plan *p, const char *plan_path, int device
     if (cublaslt.cublasLtCreate(&s->lt) != CUBLAS_STATUS_SUCCESS) { gpuc_err_set(e, "cublasLtCreate failed"); goto fail; }
     for (uint32_t i = 0; i < p->ngemms; i++)
       if (setup_gemm(s, &p->gemms[i], &s->gemms[i], e)) goto fail;
+    if (setup_sparse_gemms(s, e)) goto fail;
   }
   if (p->nconvs) {
     if (gpuc_load_cudnn(e)) goto fail;
@@ -341,6 +371,7 @@ void gpuc_session_free(GpucSession *s) {
     if (s->plan && s->gemms)
       for (uint32_t i = 0; i < s->plan->ngemms; i++) {
         GemmState *g = &s->gemms[i];
+        gpuc_sparse_gemm_free(g->sparse);
         if (g->op) cublaslt.cublasLtMatmulDescDestroy(g->op);
         if (g->la) cublaslt.cublasLtMatrixLayoutDestroy(g->la);
         if (g->lb) cublaslt.cublasLtMatrixLayoutDestroy(g->lb);
@@ -430,6 +461,7 @@ int gpuc_gemm_run(GpucSession *s, uint32_t i, const cublasLtMatmulAlgo_t *algo, 
   const Plan *p = s->plan;
   const PlanGemm *g = &p->gemms[i];
   GemmState *gs = &s->gemms[i];
+  if (gs->sparse) return gpuc_sparse_gemm_run(gs->sparse, s->workspace, s->stream, e);
   float alpha = g->alpha, beta = gs->bias_epilogue || g->c == UINT32_MAX ? 0.0f : g->beta;
   double alpha64 = g->alpha, beta64 = beta;
   int32_t alpha32 = 1, beta32 = 0; /* int8 GEMMs: the reader allows only these */
