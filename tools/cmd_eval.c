@@ -253,7 +253,8 @@ int cmd_eval(int argc, char **argv) {
   if (a.norm_std > 0) normalize_data(&te, a.norm_mean, a.norm_std);
   if (te.n < 1) { gpuc_err_set(&e, "%s: the test split has no images", a.data); goto fail; }
   if (a.cpu ? open_cpu(&a, &ev, B, &e) : open_gpu(&a, &ev, &B, tmp, sizeof tmp, &e)) {
-    if (!a.cpu && !ev.s && !is_plan_file(a.model)) gpuc_err_prefix(&e, "eval on the GPU (--cpu runs the reference)");
+    if (!a.cpu && !ev.s)
+      gpuc_err_prefix(&e, is_plan_file(a.model) ? "eval on the GPU" : "eval on the GPU (--cpu runs the reference)");
     goto fail;
   }
   char label[64];

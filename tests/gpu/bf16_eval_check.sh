@@ -13,16 +13,18 @@
 #     GPU by `gpuc train --save`, then `gpuc eval` on the GPU in fp32,
 #     --bf16 and --fp16: bf16 and fp16 within 0.2 points of fp32 (issue
 #     12's target for bf16), the fp32 GPU eval within 0.05 points of
-#     `gpuc eval --cpu`, and (mlp) `gpuc eval PLAN` of a --bf16 plan
+#     `gpuc eval --cpu` (small_cnn: on the first 2000 images, the reference
+#     is slow), and (mlp) `gpuc eval PLAN` of a --bf16 plan
 #     compiled for batch 500 equal to the model's --bf16 eval. Eval wall times
 #     printed.
-# (c) gpuc train --amp bf16: 200 steps of small_cnn and mlp; exit 0, the
+# (c) gpuc train --amp bf16: 150 steps of small_cnn and mlp; exit 0, the
 #     loss falls (last progress line below the first), no loss scale
 #     reported, test accuracy within 3 points of the fp32 run of the same
-#     200 steps (same seed); images/s beside --amp (fp16) and fp32.
-# (d) time: `gpuc bench --iters 200` of resnet18 b32, ffn_block b64x128
-#     and attention_bert b32 in --fp16 and --bf16 (medians printed; no
-#     pass/fail).
+#     150 steps (same seed); images/s beside --amp (fp16) and fp32.
+# (d) time: `gpuc bench --iters 100` of resnet18 b32 and attention_bert
+#     b32 in --fp16 and --bf16 (medians printed; no pass/fail).
+# About 2 minutes on an H200 (compression_round.sh gives it BF16_S=120;
+# give it more there if (d) is cut short).
 #
 # Prints one line per check and PASS or FAIL at the end; exit 1 on any
 # failure. Logs under $OUT (default /tmp/gpuc_out/bf16). Run from the
@@ -57,7 +59,7 @@ import numpy as np
 gpuc, models, work = sys.argv[1:4]
 MODELS = [("mlp.onnx", ["image=16x784"]), ("small_cnn.onnx", []), ("mobile_block.onnx", []),
           ("ffn_block.onnx", ["x=8x16x64"]), ("resnet18.onnx", ["input=2x3x224x224"]),
-          ("resnet50.onnx", ["input=2x3x224x224"]), ("resnet_block.onnx", []),
+          ("resnet_block.onnx", []),
           ("attention.onnx", ["x=2x33x64", "mem=2x20x64", "mask=2x1x1x33"]),
           ("attention_bert.onnx", ["q=2x12x128x64", "k=2x12x128x64", "v=2x12x128x64", "mask=2x1x1x128"]),
           ("attention_shapes.onnx", []), ("add_layernorm.onnx", [])]
@@ -132,15 +134,18 @@ for spec in small_cnn:1 mlp:2; do
     t1=$(date +%s.%N)
     say "  eval $prec (GPU): $(tr '\n' ' ' < "$OUT/eval_${m}_$prec.txt" | sed 's/evaluating [^:]*: //') [$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f s", b - a }')]"
   done
-  "$GPUC" eval "$trained" --data "fashion-mnist:$DATA" --cpu > "$OUT/eval_${m}_cpu.txt" 2>&1
+  lim=$([ $m = small_cnn ] && echo "--limit 2000")
+  "$GPUC" eval "$trained" --data "fashion-mnist:$DATA" --cpu $lim > "$OUT/eval_${m}_cpu.txt" 2>&1
+  "$GPUC" eval "$trained" --data "fashion-mnist:$DATA" $lim > "$OUT/eval_${m}_gpu_lim.txt" 2>&1
   a32=$(acc_of "$OUT/eval_${m}_fp32.txt") abf=$(acc_of "$OUT/eval_${m}_bf16.txt")
   a16=$(acc_of "$OUT/eval_${m}_fp16.txt") acpu=$(acc_of "$OUT/eval_${m}_cpu.txt")
+  agl=$(acc_of "$OUT/eval_${m}_gpu_lim.txt")
   if within "$abf" "$a32" 0.2; then say "  ok   $m bf16 $abf% within 0.2 points of fp32 $a32%"
   else say "  FAIL $m bf16 '$abf'% vs fp32 '$a32'% (want within 0.2 points)"; fail=1; fi
   if within "$a16" "$a32" 0.2; then say "  ok   $m fp16 $a16% within 0.2 points of fp32 $a32%"
   else say "  FAIL $m fp16 '$a16'% vs fp32 '$a32'% (want within 0.2 points)"; fail=1; fi
-  if within "$a32" "$acpu" 0.05; then say "  ok   $m GPU fp32 $a32% vs CPU reference $acpu%"
-  else say "  FAIL $m GPU fp32 '$a32'% vs CPU reference '$acpu'% (want within 0.05 points)"; fail=1; fi
+  if within "$agl" "$acpu" 0.05; then say "  ok   $m GPU fp32 $agl% vs CPU reference $acpu% ${lim:-(all images)}"
+  else say "  FAIL $m GPU fp32 '$agl'% vs CPU reference '$acpu'% ${lim} (want within 0.05 points)"; fail=1; fi
   # a --bf16 plan given to eval: the same numbers as eval --bf16 of the model
   # (mlp: its batch is symbolic, so the plan for 500 is the one eval compiles)
   [ $m = mlp ] || continue
@@ -157,7 +162,7 @@ done
 for m in small_cnn mlp; do
   for amp in "" "--amp" "--amp bf16"; do
     tag=$(echo "${amp:-fp32}" | tr -d ' -')
-    "$GPUC" train "$MODELS/$m.onnx" --data "fashion-mnist:$DATA" --max-steps 200 --log-every 20 --batch 64 \
+    "$GPUC" train "$MODELS/$m.onnx" --data "fashion-mnist:$DATA" --max-steps 150 --log-every 15 --batch 64 \
       --seed 2 $amp > "$OUT/train_${m}_$tag.txt" 2>&1
     rc=$?
     f=$OUT/train_${m}_$tag.txt
@@ -177,13 +182,13 @@ for m in small_cnn mlp; do
 done
 
 # ---- (d) time: --fp16 vs --bf16 ----
-for spec in "resnet18:input=32x3x224x224" "ffn_block:x=64x128x64" \
+for spec in "resnet18:input=32x3x224x224" \
             "attention_bert:q=32x12x128x64 k=32x12x128x64 v=32x12x128x64 mask=32x1x1x128"; do
   m=${spec%%:*} shapes=${spec#*:}
   sargs=""; for s in $shapes; do sargs="$sargs --shape $s"; done
   for prec in fp16 bf16; do
     "$GPUC" "$MODELS/$m.onnx" --$prec $sargs -o "$WORK/${m}_t_$prec.gpuc" > /dev/null 2>&1 &&
-      "$GPUC" bench "$WORK/${m}_t_$prec.gpuc" --iters 200 > "$OUT/bench_${m}_$prec.txt" 2>&1
+      "$GPUC" bench "$WORK/${m}_t_$prec.gpuc" --iters 100 > "$OUT/bench_${m}_$prec.txt" 2>&1
     say "time $m $prec: $(grep -h '^latency' "$OUT/bench_${m}_$prec.txt" || tail -1 "$OUT/bench_${m}_$prec.txt")"
   done
 done
