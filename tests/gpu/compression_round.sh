@@ -10,7 +10,9 @@ OUT=${OUT:-/tmp/gpuc_out}
 mkdir -p "$OUT"
 R=/tmp/gpuc_rounds
 mkdir -p "$R"
-trap 'tar -czf "$OUT/rounds.tgz" -C "$R" . 2>/dev/null; true' EXIT
+# only the text comes back (exported models and plans would pass the 16 MB a file)
+trap '(cd "$R" && find . -type f \( -name "*.txt" -o -name "*.log" -o -name "*.md" -o -name "*.jsonl" \) -size -2M |
+       tar -czf "$OUT/rounds.tgz" -T -) 2>/dev/null; true' EXIT
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 cudnn=$($PY -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
@@ -24,7 +26,7 @@ run() { # name seconds command...
   local t0=$SECONDS
   OUT=$R/$name timeout "$secs" "$@" > "$R/$name/stdout.txt" 2>&1
   local rc=$?
-  grep -E "PASS|FAIL|ratio|median|x faster|speedup|rel L2|ms" "$R/$name/stdout.txt" | tail -${TAIL:-40} >> "$OUT/summary.txt"
+  grep -E "PASS|FAIL|ok$|ratio|median|faster|speedup|rel L2|latency" "$R/$name/stdout.txt" | tail -${TAIL:-40} >> "$OUT/summary.txt"
   echo "-- $name rc=$rc in $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 }
 what=${*:-int8 prune bf16 layout}
