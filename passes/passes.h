@@ -41,6 +41,9 @@ int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e);
 /* --int8 (o->int8): MatMul/Gemm/MatMulBias with constant weights ->
  * QuantizeRows + MatMulInt8 + DequantizeRows; returns the layers changed. */
 int pass_quantize_int8(Graph *g, const PassOptions *o, GpucErr *e);
+/* Static Q/DQ: Linear layers reading DequantizeLinear(int8, scale, 0) run
+ * on the int8 GEMM with those int8 values (-O2, with or without --int8). */
+int pass_qdq_int8(Graph *g, const PassOptions *o, GpucErr *e);
 /* MatMulInteger with u8 activations and constant int8 weights (ORT's
  * quantize_dynamic) -> the int8 GEMM with an exact zero-point correction
  * (matmulinteger_int8.c); -O2, with or without --int8. */

@@ -13,7 +13,15 @@
  * precision; DequantizeRows is elementwise and joins the fusion group of
  * what follows. Kept in float: layers whose name matches a pattern of
  * o->int8_skip (fnmatch globs, comma-separated), and layers the int8 GEMM
- * cannot take (say why: gpuc_int8_report). */
+ * cannot take (say why: gpuc_int8_report).
+ *
+ * Static Q/DQ models (pass_qdq_int8, -O2 with or without --int8): a layer
+ * whose X is DequantizeLinear(q int8, s, 0) per tensor takes q and s as
+ * its Xq and XScale instead of a QuantizeRows. Its weight, folded to float
+ * from its own DequantizeLinear, is quantized again by the rule above: the
+ * model's int8 values come back exactly when its per-channel scale was
+ * max|W| / 127 (symmetric calibration, as onnxruntime and TensorRT make
+ * them), else within half a step. */
 #include "passes.h"
 #include "quant_int8.h"
 #include <fnmatch.h>
@@ -162,8 +170,36 @@ static int quantize_rows(Graph *g, int x, int *cache_q, int *cache_s, GpucErr *e
   return 0;
 }
 
-int pass_quantize_int8(Graph *g, const PassOptions *o, GpucErr *e) {
-  if (!o->int8) return 0;
+/* X = DequantizeLinear(q, s, 0) with q int8 and s one constant value
+ * (a static Q/DQ model's activation, TensorRT style): *q and a new f32
+ * [1] constant holding s, made once per X (the same caches). 1: not such
+ * an X. */
+static int static_rows(Graph *g, int x, int *cache_q, int *cache_s, GpucErr *e) {
+  if (cache_q[x] >= 0) return 0;
+  int p = g->values[x].producer;
+  if (p < 0) return 1;
+  const Node *dq = &g->nodes[p];
+  if (dq->op != GPUC_OP_DEQUANTIZELINEAR || dq->nin < 2 || dq->in[0] < 0 || dq->in[1] < 0) return 1;
+  const Tensor *q = &g->values[dq->in[0]].t, *sc = &g->values[dq->in[1]].t;
+  const Tensor *zp = dq->nin > 2 && dq->in[2] >= 0 ? &g->values[dq->in[2]].t : NULL;
+  if (q->dt != GPUC_DT_I8 || !sc->data || gpuc_numel(sc) != 1 || !(gpuc_get_f64(sc, 0) > 0)) return 1;
+  if (zp && (!zp->data || gpuc_numel(zp) != 1 || gpuc_get_f64(zp, 0) != 0)) return 1;
+  char name[512];
+  snprintf(name, sizeof name, "%s.scale", g->values[x].name);
+  int64_t one = 1;
+  int s = new_const(g, name, GPUC_DT_F32, 1, &one, e);
+  if (s < 0) return -1;
+  dq = &g->nodes[p];
+  *(float *)g->values[s].t.data = (float)gpuc_get_f64(&g->values[dq->in[1]].t, 0);
+  cache_q[x] = dq->in[0];
+  cache_s[x] = s;
+  return 0;
+}
+
+/* --int8 (o->int8): every Linear layer; static Q/DQ (-O2, always): the
+ * layers whose X is a DequantizeLinear of int8 (their int8 values go to the
+ * GEMM as they are). */
+static int rewrite(Graph *g, const PassOptions *o, bool all, GpucErr *e) {
   int nn = g->nnodes, changes = 0, rc = -1;
   /* values grow by 4 per layer and 2 per distinct X at most */
   int cap = g->nvalues + 6 * nn + 16;
@@ -174,12 +210,15 @@ int pass_quantize_int8(Graph *g, const PassOptions *o, GpucErr *e) {
     Linear L;
     const char *why = NULL;
     if (classify(g, &g->nodes[i], o, &L, &why) != 1) continue;
+    int st = static_rows(g, L.x, cache_q, cache_s, e);
+    if (st < 0) goto done;
+    if (st > 0 && !all) continue;
     int wq, ws, y = g->nodes[i].out[0];
     GpucDType ydt = g->values[y].t.dt;
     if (quantize_weight(g, &g->nodes[i], &L, &wq, &ws, e)) goto done;
     int bias = scaled_bias(g, &g->nodes[i], &L, e);
     if (L.bias >= 0 && bias < 0) goto done;
-    if (quantize_rows(g, L.x, cache_q, cache_s, e)) goto done;
+    if (st > 0 && quantize_rows(g, L.x, cache_q, cache_s, e)) goto done;
     char name[512];
     snprintf(name, sizeof name, "%s.acc", g->nodes[i].name);
     int acc = gpuc_graph_add_value(g, name);
@@ -212,12 +251,16 @@ int pass_quantize_int8(Graph *g, const PassOptions *o, GpucErr *e) {
     changes++;
   }
   if (changes && (gpuc_graph_toposort(g, e) || gpuc_graph_infer(g, e))) goto done;
+  if (changes && pass_dead_code(g, o, e) < 0) goto done; /* DequantizeLinears now unread */
   rc = changes;
 done:
   free(cache_q);
   free(cache_s);
   return rc;
 }
+
+int pass_quantize_int8(Graph *g, const PassOptions *o, GpucErr *e) { return o->int8 ? rewrite(g, o, true, e) : 0; }
+int pass_qdq_int8(Graph *g, const PassOptions *o, GpucErr *e) { return rewrite(g, o, false, e); }
 
 void gpuc_int8_report(const Graph *g, const PassOptions *o, FILE *f) {
   int n8 = 0, nf = 0;
