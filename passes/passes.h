@@ -48,8 +48,10 @@ int pass_qdq_int8(Graph *g, const PassOptions *o, GpucErr *e);
  * quantize_dynamic) -> the int8 GEMM with an exact zero-point correction
  * (matmulinteger_int8.c); -O2, with or without --int8. */
 int pass_matmulinteger_int8(Graph *g, const PassOptions *o, GpucErr *e);
-/* The int8 layers of a graph after the passes, the Linear layers kept in
- * float and why, or a note that nothing was quantized. */
+/* The int8 layers of a graph after the passes; with o->int8 also the
+ * Linear layers kept in float and why, or a note that nothing was
+ * quantized (without it, nothing when there are no int8 layers: a
+ * quantized model's own int8 GEMMs are listed). */
 void gpuc_int8_report(const Graph *g, const PassOptions *o, FILE *f);
 /* Runs the passes of o->level, verifying the graph after each. */
 int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e);

@@ -265,7 +265,8 @@ int pass_qdq_int8(Graph *g, const PassOptions *o, GpucErr *e) { return rewrite(g
 void gpuc_int8_report(const Graph *g, const PassOptions *o, FILE *f) {
   int n8 = 0, nf = 0;
   for (int i = 0; i < g->nnodes; i++) n8 += g->nodes[i].op == GPUC_OP_MATMULINT8;
-  for (int pass = 0; pass < 2; pass++)
+  if (!o->int8 && n8 == 0) return; /* a float model compiled as asked */
+  for (int pass = 0; o->int8 && pass < 2; pass++)
     for (int i = 0; i < g->nnodes; i++) {
       Linear L;
       const char *why = NULL;

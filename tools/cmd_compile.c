@@ -80,7 +80,7 @@ int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e) {
   po.int8 = r->int8;
   po.int8_skip = r->int8_skip;
   if (gpuc_passes_run(g, &po, e)) { gpuc_graph_free(g); return -1; }
-  if (r->int8) gpuc_int8_report(g, &po, stdout);
+  gpuc_int8_report(g, &po, stdout); /* --int8's layers, or a quantized model's int8 GEMMs */
   CodegenOptions co = {.sm = sm, .fp16 = r->fp16, .level = r->level, .mem_limit = r->mem_limit};
   Plan *p = NULL;
   int rc = gpuc_codegen(g, &co, &p, st, e);
