@@ -51,6 +51,14 @@ UNARY_F(Sigmoid, "x0 >= 0 ? 1 / (1 + exp(-x0)) : exp(x0) / (1 + exp(x0))")
 UNARY_F(Softsign, "x0 / (1 + fabs(x0))")
 UNARY_F(Softplus, "x0 > 0 ? x0 + log1p(exp(-x0)) : log1p(exp(x0))")
 UNARY_F(HardSwish, "x0 * fmax((decltype(x0))0, fmin((decltype(x0))1, x0 / 6 + (decltype(x0))0.5))")
+/* Gelu-20 in the compute type (float for half and bf16 too) */
+int lower_Gelu(LowerCtx *c) {
+  int t = gpuc_gelu_tanh(c->n);
+  if (t < 0) return lower_unsupported(c, "approximate \"%s\"", gpuc_attr_s(c->n, "approximate", "none"));
+  if (t) return unary_float(c, "(decltype(x0))0.5 * x0 * ((decltype(x0))1 + tanh((decltype(x0))0.7978845608028654 * "
+                               "(x0 + (decltype(x0))0.044715 * x0 * x0 * x0)))");
+  return unary_float(c, "(decltype(x0))0.5 * x0 * ((decltype(x0))1 + erf(x0 * (decltype(x0))0.7071067811865476))");
+}
 
 int lower_Abs(LowerCtx *c) { return unary_any(c, "fabs(x0)", "x0 < 0 ? -x0 : x0"); }
 int lower_Neg(LowerCtx *c) { return unary_any(c, "-x0", "-x0"); }

@@ -8,9 +8,23 @@ static bool gemm_dtype(GpucDType dt) {
   return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 || dt == GPUC_DT_F64;
 }
 
+/* A half GEMM whose constant B has at most 2 nonzeros in each group of 4
+ * along K (--prune 2:4 made it so, or the model came pruned) is flagged
+ * for sparse tensor cores; the rest of PLAN_GEMM_F_SPARSE24's conditions
+ * (plan.h) are checked here so that every flagged GEMM can run there. */
+static uint32_t sparse24_flags(const LowerCtx *c, const PlanGemm *g) {
+  const Tensor *b = c->in[1];
+  if (!b->data || b->rank != 2 || b->dt != GPUC_DT_F16 || g->dt != GPUC_DT_F16 || g->batch != 1 ||
+      g->trans_a || g->m % 16 || g->n % 16 || g->k % 16 || g->ldb != b->dims[1] ||
+      (g->c != UINT32_MAX && g->ldc != 0))
+    return 0;
+  return gpuc_tensor_is_24_sparse(b, g->trans_b ? 1 : 0) ? PLAN_GEMM_F_SPARSE24 : 0;
+}
+
 /* MatMul, and MatMulBias when bias is not NULL (B is then 2-D, so the batch
- * folds into M and the bias row is cuBLASLt's epilogue). */
-static int matmul(LowerCtx *c, uint32_t bias) {
+ * folds into M and the bias row is cuBLASLt's epilogue, with activation
+ * epi, a GPUC_GEMM_EPI_*). */
+static int matmul(LowerCtx *c, uint32_t bias, uint32_t epi) {
   const Tensor *a = c->in[0], *b = c->in[1], *y = c->out[0];
   if (!gemm_dtype(a->dt) || a->dt != b->dt)
     return lower_unsupported(c, "MatMul of %s x %s on the GPU", gpuc_dtype_name(a->dt), gpuc_dtype_name(b->dt));
@@ -26,7 +40,7 @@ static int matmul(LowerCtx *c, uint32_t bias) {
   for (int d = 0; d < rb - 2; d++) batch_b *= b->dims[d];
   if (rb <= 2) {
     g.m = M * batch_a; /* A's batch folds into rows */
-    if (bias != UINT32_MAX) { g.c = bias; g.ldc = 0; }
+    if (bias != UINT32_MAX) { g.c = bias; g.ldc = 0; g.trans_a = GPUC_GEMM_TRANS_A_PACK(0, epi); }
   } else {
     /* batched: output batch dims = broadcast of both; support the cases
      * where each operand's batch is either the full batch or a single one */
@@ -39,13 +53,32 @@ static int matmul(LowerCtx *c, uint32_t bias) {
     g.stride_b = batch_b == 1 ? 0 : K * N;
     g.stride_y = M * N;
   }
-  return cg_gemm(c, &g);
+  return cg_gemm_flagged(c, &g, sparse24_flags(c, &g));
 }
-int lower_MatMul(LowerCtx *c) { return matmul(c, UINT32_MAX); }
+int lower_MatMul(LowerCtx *c) { return matmul(c, UINT32_MAX, 0); }
+/* activation (passes/fuse_gemm_act.c): 1 Relu and 3 tanh GELU in
+ * cuBLASLt's epilogue; 2 the erf GELU there too for half (its tanh form is
+ * within half's rounding), in f32 exactly, in a kernel after the GEMM. */
 int lower_MatMulBias(LowerCtx *c) {
   if (c->in[1]->rank != 2 || c->in[2]->dt != c->in[0]->dt)
     return lower_fail(c, "internal: MatMulBias needs a 2-D B and a bias of A's dtype");
-  return matmul(c, c->tin[2]);
+  int64_t act = gpuc_attr_i(c->n, "activation", 0);
+  bool half = c->in[0]->dt == GPUC_DT_F16 || c->in[0]->dt == GPUC_DT_BF16;
+  uint32_t epi = act == 1 ? GPUC_GEMM_EPI_RELU : act == 3 || (act == 2 && half) ? GPUC_GEMM_EPI_GELU : 0;
+  if (act < 0 || act > 3) return lower_fail(c, "internal: MatMulBias activation %lld", (long long)act);
+  int rc = matmul(c, c->tin[2], epi);
+  if (rc || epi || act == 0) return rc;
+  const Tensor *ins[1] = {c->out[0]};
+  uint32_t tins[1] = {c->tout[0]};
+  LowerCtx e = *c;
+  e.in = ins;
+  e.tin = tins;
+  e.nin = 1;
+  static const int which[1] = {0};
+  rc = cg_elementwise(&e, which, 1, cg_compute_type(c->out[0]->dt), NULL,
+                      "0.5 * x0 * (1 + erf(x0 * 0.7071067811865476))");
+  c->nkernels_emitted = e.nkernels_emitted;
+  return rc;
 }
 
 int lower_Gemm(LowerCtx *c) {
@@ -60,7 +93,7 @@ int lower_Gemm(LowerCtx *c) {
                 .trans_b = tb, .m = M, .n = N, .k = K, .batch = 1, .lda = a->dims[1],
                 .ldb = b->dims[1], .ldy = N, .alpha = alpha, .beta = 0, .dt = a->dt};
   const Tensor *cc = c->nin > 2 ? c->in[2] : NULL;
-  if (!cc || beta == 0) return cg_gemm(c, &g);
+  if (!cc || beta == 0) return cg_gemm_flagged(c, &g, sparse24_flags(c, &g));
   if (cc->dt != a->dt) return lower_unsupported(c, "Gemm with C of another dtype");
   int64_t cn = gpuc_numel(cc);
   bool row = cn == N && (cc->rank == 1 || (cc->rank == 2 && cc->dims[0] == 1));
@@ -68,7 +101,7 @@ int lower_Gemm(LowerCtx *c) {
   if (row && beta == 1.0f) { /* bias row: cuBLASLt epilogue */
     g.c = c->tin[2];
     g.ldc = 0;
-    return cg_gemm(c, &g);
+    return cg_gemm_flagged(c, &g, sparse24_flags(c, &g));
   }
   if (full) {
     g.c = c->tin[2];

@@ -209,6 +209,19 @@ FLOAT_UNARY(Softsign)
 FLOAT_UNARY(ThresholdedRelu)
 #undef FLOAT_UNARY
 
+int gpuc_gelu_tanh(const Node *n) {
+  const char *a = gpuc_attr_s(n, "approximate", "none");
+  return strcmp(a, "none") == 0 ? 0 : strcmp(a, "tanh") == 0 ? 1 : -1;
+}
+
+/* Gelu-20: float types; approximate is "none" or "tanh". */
+int infer_Gelu(OpCtx *c) {
+  if (gpuc_gelu_tanh(c->n) < 0)
+    return gpuc_op_fail(c, "approximate must be \"none\" or \"tanh\", got \"%s\"",
+                        gpuc_attr_s(c->n, "approximate", "none"));
+  return unary(c, FLOATS, DT(UNDEF));
+}
+
 /* Erf-9 and later, Abs, Neg, Sign, Relu-14 and Shrink take integers too. */
 int infer_Erf(OpCtx *c) { return unary(c, NUMERIC, DT(UNDEF)); }
 int infer_Abs(OpCtx *c) { return unary(c, NUMERIC, DT(UNDEF)); }

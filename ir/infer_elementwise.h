@@ -19,4 +19,8 @@ const Tensor *gpuc_ew_bcast_view(OpCtx *c, int i, Tensor *tmp);
  * types gpuc does not have (string, complex, float8...). */
 GpucDType gpuc_ew_onnx_dtype(int64_t onnx_type);
 
+/* Gelu's attribute approximate: 0 for "none" (the erf form), 1 for
+ * "tanh", -1 for anything else. */
+int gpuc_gelu_tanh(const Node *n);
+
 #endif

@@ -480,18 +480,68 @@ int infer_LayerNormalization(OpCtx *c) {
   return 0;
 }
 
+/* RMSNormalization-23(X, Scale): LayerNormalization without centering or
+ * bias; Y only. */
+int infer_RMSNormalization(OpCtx *c) {
+  const Tensor *x = c->in[0];
+  GpucDType st;
+  int axis;
+  if (need_float(c, 0, "X") || stash_dtype(c, &st)) return -1;
+  if (x->rank < 1) return gpuc_op_fail(c, "X must have rank >= 1");
+  if (gpuc_norm_axis(c, gpuc_attr_i(c->n, "axis", -1), x->rank, &axis)) return -1;
+  if (norm_param(c, 1, axis, "scale")) return -1;
+  set_out(c, 0, x->dt, x->rank, x->dims);
+  return 0;
+}
+
+/* GroupNormalization(X [N, C, ...], scale, bias): statistics per (n,
+ * group) over C / num_groups channels and the spatial dims; scale and bias
+ * are per group (opset 18) or per channel (opset 21). */
+int gpuc_group_norm_groups(OpCtx *c, int64_t *groups) {
+  const Tensor *x = c->in[0];
+  int64_t g = gpuc_attr_i(c->n, "num_groups", -1);
+  if (g < 1 || g > NN_DIM_LIMIT)
+    return gpuc_op_fail(c, "attribute num_groups must be given and >= 1, got %lld", (long long)g);
+  if (x->rank < 2) return gpuc_op_fail(c, "X must have rank >= 2 ([N, C, ...]), got %d", x->rank);
+  if (x->dims[1] >= 0 && x->dims[1] % g)
+    return gpuc_op_fail(c, "%lld channels do not divide into %lld groups", (long long)x->dims[1], (long long)g);
+  *groups = g;
+  return 0;
+}
+
+int infer_GroupNormalization(OpCtx *c) {
+  const Tensor *x = c->in[0];
+  GpucDType st;
+  int64_t g;
+  if (need_float(c, 0, "X") || need_float(c, 1, "scale") || need_float(c, 2, "bias") ||
+      stash_dtype(c, &st) || gpuc_group_norm_groups(c, &g))
+    return -1;
+  int64_t n = c->g->opset >= 21 ? x->dims[1] : g;
+  if (need_vec(c, 1, n, "scale") || need_vec(c, 2, n, "bias")) return -1;
+  set_out(c, 0, x->dt, x->rank, x->dims);
+  return 0;
+}
+
 /* AddLayerNormalization(A, B, Scale, Bias?): LayerNormalization of A + B, A
- * and B of one dtype and shape; Y only (no Mean/InvStdDev). */
+ * and B of one dtype, B of A's shape or A's normalized dims (a row added to
+ * every row); Y only (no Mean/InvStdDev). */
 int infer_AddLayerNormalization(OpCtx *c) {
   const Tensor *a = c->in[0], *b = c->in[1];
   if (a->dt != b->dt)
     return gpuc_op_fail(c, "A has dtype %s, B has %s; they must match", gpuc_dtype_name(a->dt),
                         gpuc_dtype_name(b->dt));
-  if (a->rank != b->rank) return gpuc_op_fail(c, "A has rank %d, B %d; they must match", a->rank, b->rank);
-  for (int d = 0; d < a->rank; d++)
-    if (a->dims[d] >= 0 && b->dims[d] >= 0 && a->dims[d] != b->dims[d])
-      return gpuc_op_fail(c, "A dim %d is %lld, B's %lld; they must match", d, (long long)a->dims[d],
-                          (long long)b->dims[d]);
+  /* B of A's shape, or one row broadcast over the rows: B's dims are A's
+   * normalized dims (axis..) */
+  int64_t axis = gpuc_attr_i(c->n, "axis", -1);
+  if (axis < 0) axis += a->rank;
+  int lead = a->rank - b->rank;
+  if (lead != 0 && lead != axis)
+    return gpuc_op_fail(c, "B has rank %d; it must be A's (%d) or A's normalized dims' (%d)", b->rank, a->rank,
+                        (int)(a->rank - axis));
+  for (int d = 0; d < b->rank; d++)
+    if (a->dims[d + lead] >= 0 && b->dims[d] >= 0 && a->dims[d + lead] != b->dims[d])
+      return gpuc_op_fail(c, "A dim %d is %lld, B's dim %d %lld; they must match", d + lead,
+                          (long long)a->dims[d + lead], d, (long long)b->dims[d]);
   /* the LayerNormalization of X = A (A + B has A's shape) */
   const Tensor *ins[3] = {a, c->in[2], gpuc_has_in(c, 3) ? c->in[3] : NULL};
   OpCtx ln = *c;

@@ -732,7 +732,7 @@ static int linears(const char *dir) {
   OnnxBuilder *b = ob_new("linears", 17);
   int64_t x[3] = {-1, 8, 64}, v[2] = {-1, 64}, y[3] = {-1, 8, 96}, r[3] = {-1, 8, 32}, z[2] = {-1, 48};
   ob_input(b, "x", 1, 3, x, "batch");
-  ob_input(b, "v", 1, 2, v, "batch");
+  ob_input(b, "v", 1, 2, v, "rows_v"); /* its own dim: bound apart from x's batch */
   linear(b, "fc_a", "x", "y", 64, 96, false);
   linear(b, "fc_b", "x", "hb", 64, 32, true);
   unary(b, "Relu", "relu", "hb", "r");
@@ -741,7 +741,7 @@ static int linears(const char *dir) {
   int64_t wd[2] = {-1, 64}, gd[2] = {-1, 16}, cd[2] = {1, 16}, wdn[2] = {64, 16};
   float c[16];
   for (int i = 0; i < 16; i++) c[i] = 0.05f * (float)(i - 8);
-  ob_input(b, "w", 1, 2, wd, "batch");
+  ob_input(b, "w", 1, 2, wd, "rows_w");
   weights(b, "fc_d.weight", 2, wdn, 64);
   ob_init_f32(b, "fc_d.c", 2, cd, c);
   const char *gi[] = {"w", "fc_d.weight", "fc_d.c", NULL}, *go[] = {"g", NULL};

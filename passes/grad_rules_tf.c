@@ -10,6 +10,7 @@
  * of Gather's gradient: the internal op GatherGrad(dy, indices, shape). */
 #include "autodiff.h"
 #include "dropout_rng.h"
+#include "infer_elementwise.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -108,6 +109,67 @@ int grad_Erf(GradCtx *c) {
   TRY(t = gc_emit1(c, GPUC_OP_EXP, t));
   TRY(t = gc_emit2(c, GPUC_OP_MUL, t, k));
   TRY(c->dx[0] = gc_emit2(c, GPUC_OP_MUL, c->dy[0], t));
+  return 0;
+}
+
+/* Gelu: dx = dy * gelu'(x). Erf form: Phi(x) + x phi(x), with
+ * Phi = 0.5 (1 + erf(x / sqrt 2)) and phi = exp(-x^2 / 2) / sqrt(2 pi).
+ * Tanh form, u = k (x + a x^3), t = tanh(u):
+ * 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 a x^2). */
+int grad_Gelu(GradCtx *c) {
+  int x = gc_in(c, 0);
+  GpucDType dt = dt_of(c, x);
+  int half = gc_scalar(c, dt, 0.5), one = gc_scalar(c, dt, 1.0);
+  TRY(half);
+  TRY(one);
+  int x2 = gc_emit2(c, GPUC_OP_MUL, x, x);
+  TRY(x2);
+  int d; /* gelu'(x) */
+  if (gpuc_gelu_tanh(gc_node(c)) == 1) {
+    int k = gc_scalar(c, dt, 0.7978845608028654), a = gc_scalar(c, dt, 0.044715);
+    int a3 = gc_scalar(c, dt, 3 * 0.044715);
+    TRY(k);
+    TRY(a);
+    TRY(a3);
+    int u = gc_emit2(c, GPUC_OP_MUL, x2, a); /* a x^2 */
+    TRY(u);
+    TRY(u = gc_emit2(c, GPUC_OP_ADD, u, one));
+    TRY(u = gc_emit2(c, GPUC_OP_MUL, u, x));
+    TRY(u = gc_emit2(c, GPUC_OP_MUL, u, k));
+    int t = gc_emit1(c, GPUC_OP_TANH, u);
+    TRY(t);
+    int p = gc_emit2(c, GPUC_OP_ADD, t, one); /* 1 + t */
+    TRY(p);
+    TRY(p = gc_emit2(c, GPUC_OP_MUL, p, half));
+    int q = gc_emit2(c, GPUC_OP_MUL, t, t); /* 1 - t^2 */
+    TRY(q);
+    TRY(q = gc_emit2(c, GPUC_OP_SUB, one, q));
+    int r = gc_emit2(c, GPUC_OP_MUL, x2, a3); /* k (1 + 3 a x^2) */
+    TRY(r);
+    TRY(r = gc_emit2(c, GPUC_OP_ADD, r, one));
+    TRY(r = gc_emit2(c, GPUC_OP_MUL, r, k));
+    TRY(q = gc_emit2(c, GPUC_OP_MUL, q, r));
+    TRY(q = gc_emit2(c, GPUC_OP_MUL, q, x));
+    TRY(q = gc_emit2(c, GPUC_OP_MUL, q, half));
+    TRY(d = gc_emit2(c, GPUC_OP_ADD, p, q));
+  } else {
+    int rs2 = gc_scalar(c, dt, 0.7071067811865476), rs2pi = gc_scalar(c, dt, 0.3989422804014327);
+    TRY(rs2);
+    TRY(rs2pi);
+    int e = gc_emit2(c, GPUC_OP_MUL, x, rs2); /* Phi */
+    TRY(e);
+    TRY(e = gc_emit1(c, GPUC_OP_ERF, e));
+    TRY(e = gc_emit2(c, GPUC_OP_ADD, e, one));
+    TRY(e = gc_emit2(c, GPUC_OP_MUL, e, half));
+    int p = gc_emit2(c, GPUC_OP_MUL, x2, half); /* x phi */
+    TRY(p);
+    TRY(p = gc_emit1(c, GPUC_OP_NEG, p));
+    TRY(p = gc_emit1(c, GPUC_OP_EXP, p));
+    TRY(p = gc_emit2(c, GPUC_OP_MUL, p, rs2pi));
+    TRY(p = gc_emit2(c, GPUC_OP_MUL, p, x));
+    TRY(d = gc_emit2(c, GPUC_OP_ADD, e, p));
+  }
+  TRY(c->dx[0] = gc_emit2(c, GPUC_OP_MUL, c->dy[0], d));
   return 0;
 }
 

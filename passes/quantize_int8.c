@@ -86,6 +86,12 @@ static int classify(const Graph *g, const Node *nd, const PassOptions *o, Linear
   if (gemm && gpuc_attr_i(nd, "transA", 0)) { *why = "Gemm with transA"; return 2; }
   if (L->k % 4 || L->n % 4) { *why = "K or N not a multiple of 4 (cuBLASLt's int8 GEMM)"; return 2; }
   if (L->k > GPUC_Q8_MAX_K) { *why = "K too large for exact int32 sums"; return 2; }
+  /* an activation cuBLASLt applies in its epilogue (fuse_gemm_act, which
+   * leaves --int8 graphs alone; static Q/DQ ones can have it) */
+  if (nd->op == GPUC_OP_MATMULBIAS && gpuc_attr_i(nd, "activation", 0) != 0) {
+    *why = "an activation fused into the float GEMM's epilogue";
+    return 2;
+  }
   if (nd->op == GPUC_OP_MATMULBIAS) L->bias = nd->in[2];
   if (gemm) {
     L->alpha = gpuc_attr_f(nd, "alpha", 1.0f);

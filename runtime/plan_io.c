@@ -209,7 +209,7 @@ static bool float_gemm_dt(uint32_t dt) {
 /* The dtypes and compute type of a GEMM, against its tensors: an int8 GEMM
  * only in the one form cuBLASLt's IMMA kernels take (plan.h). */
 static bool gemm_types_ok(const Plan *p, const PlanGemm *g) {
-  if ((g->flags & ~PLAN_GEMM_F_KNOWN) || g->reserved) return false;
+  if (g->reserved) return false; /* flags: check_gemm_flags */
   if (p->tensors[g->a].dt != g->a_dt || p->tensors[g->b].dt != g->b_dt || p->tensors[g->y].dt != g->y_dt)
     return false;
   if (g->compute == PLAN_GEMM_COMPUTE_FLOAT)
@@ -219,6 +219,33 @@ static bool gemm_types_ok(const Plan *p, const PlanGemm *g) {
          g->c == UINT32_MAX && g->batch == 1 && g->alpha == 1.0f && g->beta == 0.0f && !g->trans_a &&
          g->trans_b && g->k % 4 == 0 && g->n % 4 == 0 && g->lda % 4 == 0 && g->ldb % 4 == 0 &&
          g->ldy % 4 == 0 && g->lda >= g->k && g->ldb >= g->k && g->ldy >= g->n;
+}
+
+/* GEMM i's flag word against the GEMM (its tensor indices checked): a 2:4
+ * GEMM's B must be what PLAN_GEMM_F_SPARSE24 promises, pattern included,
+ * since a sparse-tensor-core run of a weight that is not 2:4 would be
+ * silently wrong. */
+static int check_gemm_flags(const Plan *p, uint32_t i, const char *path, GpucErr *e) {
+  const PlanGemm *g = &p->gemms[i];
+  uint32_t fl = g->flags;
+  if (fl & ~PLAN_GEMM_F_KNOWN) return gpuc_err_set(e, "%s: corrupt plan: gemm %u flags %#x", path, i, fl);
+  if (!(fl & PLAN_GEMM_F_SPARSE24)) return 0;
+  const PlanTensor *b = &p->tensors[g->b];
+  int64_t rows = g->trans_b ? g->n : g->k, cols = g->trans_b ? g->k : g->n;
+  if (g->dt != GPUC_DT_F16 || b->dt != GPUC_DT_F16 || b->mem != PLAN_MEM_WEIGHTS || b->rank != 2 ||
+      b->dims[0] != rows || b->dims[1] != cols || g->ldb != cols || g->batch != 1 || g->trans_a ||
+      g->compute != PLAN_GEMM_COMPUTE_FLOAT ||
+      g->m % 16 || g->n % 16 || g->k % 16 || (g->c != UINT32_MAX && g->ldc != 0) ||
+      p->tensors[g->a].dt != GPUC_DT_F16 || (uint64_t)g->m > p->tensors[g->a].bytes / 2 / (uint64_t)g->k ||
+      p->tensors[g->y].dt != GPUC_DT_F16 || (uint64_t)g->m > p->tensors[g->y].bytes / 2 / (uint64_t)g->n ||
+      (g->c != UINT32_MAX && (p->tensors[g->c].dt != GPUC_DT_F16 || p->tensors[g->c].bytes != (uint64_t)g->n * 2)))
+    return gpuc_err_set(e, "%s: corrupt plan: gemm %u is marked 2:4 but is not a half GEMM of a constant "
+                        "[K,N] weight with m, n, k multiples of 16", path, i);
+  Tensor w = {.dt = GPUC_DT_F16, .rank = 2, .dims = {rows, cols}, .data = p->weights + b->offset};
+  if (!gpuc_tensor_is_24_sparse(&w, g->trans_b ? 1 : 0))
+    return gpuc_err_set(e, "%s: corrupt plan: gemm %u is marked 2:4 but its weight has more than 2 "
+                        "nonzeros in a group of 4 along K", path, i);
+  return 0;
 }
 
 Plan *gpuc_plan_read(const char *path, GpucErr *e) {
@@ -310,8 +337,12 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
     const PlanGemm *g = &p->gemms[i];
     if (!tensor_ok(p, g->a, false) || !tensor_ok(p, g->b, false) || !tensor_ok(p, g->c, true) ||
         !tensor_ok(p, g->y, false) || g->m <= 0 || g->n <= 0 || g->k <= 0 || g->batch <= 0 ||
-        g->algo_index >= GPUC_GEMM_TUNE_MAX || !gemm_types_ok(p, g))
+        g->algo_index >= GPUC_GEMM_TUNE_MAX || !gemm_types_ok(p, g) || (g->trans_a & ~0xff01u) ||
+        GPUC_GEMM_EPI(g->trans_a) > GPUC_GEMM_EPI_GELU ||
+        (GPUC_GEMM_EPI(g->trans_a) && (g->c == UINT32_MAX || g->ldc != 0 || p->hdr.format_version < 4 ||
+                                       g->compute != PLAN_GEMM_COMPUTE_FLOAT)))
       BAD("%s: corrupt plan: gemm %u", path, i);
+    if (check_gemm_flags(p, i, path, e)) goto fail;
   }
   for (uint32_t i = 0; i < p->nconvs; i++) {
     const PlanConv *c = &p->convs[i];
@@ -363,8 +394,9 @@ static const char *role_name(int r) {
  * model's f32 outputs back count too. */
 static void print_fp32_steps(const Plan *p, FILE *f) {
   uint32_t n = 0;
+  const char *half = (p->hdr.flags & GPUC_PLAN_F_BF16) ? "bf16" : "fp16";
   for (int pass = 0; pass < 2; pass++) {
-    if (pass == 1) fprintf(f, "fp32 steps in this fp16 plan: %u\n", n);
+    if (pass == 1) fprintf(f, "fp32 steps in this %s plan: %u\n", half, n);
     for (uint32_t i = 0; i < p->nsteps; i++) {
       const PlanStep *s = &p->steps[i];
       uint32_t dt;
@@ -395,7 +427,7 @@ static void print_int8_steps(const Plan *p, FILE *f) {
 void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
   fprintf(f, "plan: %s\nformat %u, built by gpuc %.16s, target sm_%u%s\n", path,
           p->hdr.format_version, p->hdr.gpuc_version, p->hdr.sm,
-          (p->hdr.flags & GPUC_PLAN_F_FP16) ? ", fp16" : "");
+          (p->hdr.flags & GPUC_PLAN_F_FP16) ? ", fp16" : (p->hdr.flags & GPUC_PLAN_F_BF16) ? ", bf16" : "");
   fprintf(f, "arena: %llu bytes (naive sum %llu), workspace %llu bytes, weights %llu bytes\n",
           (unsigned long long)p->meta.arena_bytes, (unsigned long long)p->meta.naive_bytes,
           (unsigned long long)p->meta.workspace_bytes, (unsigned long long)p->meta.weight_bytes);
@@ -429,9 +461,12 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
                : (p->tune[i].flags & PLAN_TUNE_F_TENSOR_MATH) ? " (tensor cores)" : "");
     else if (s->kind == PLAN_STEP_GEMM) {
       const PlanGemm *g = &p->gemms[s->index];
-      snprintf(what, sizeof what, "cublasLt gemm%s %lldx%lldx%lld batch %lld",
+      uint32_t epi = GPUC_GEMM_EPI(g->trans_a);
+      snprintf(what, sizeof what, "%s gemm%s %lldx%lldx%lld batch %lld%s",
+               (g->flags & PLAN_GEMM_F_SPARSE24) ? "2:4 sparse" : "cublasLt",
                g->compute == PLAN_GEMM_COMPUTE_I32 ? " int8" : "", (long long)g->m, (long long)g->n,
-               (long long)g->k, (long long)g->batch);
+               (long long)g->k, (long long)g->batch,
+               epi == GPUC_GEMM_EPI_RELU ? " +bias+relu" : epi == GPUC_GEMM_EPI_GELU ? " +bias+gelu" : "");
     } else
       snprintf(what, sizeof what, "cudnn conv%s%s", p->convs[s->index].nspatial == 3 ? "3d" : "2d",
                p->convs[s->index].mode == PLAN_CONV_BWD_DATA     ? " backward data"
@@ -449,5 +484,5 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
   }
   fprintf(f, "block-size-free kernels: %u of %u, %u with a block -O3 chose\n", nfree, nk, ntuned);
   print_int8_steps(p, f);
-  if (p->hdr.flags & GPUC_PLAN_F_FP16) print_fp32_steps(p, f);
+  if (p->hdr.flags & (GPUC_PLAN_F_FP16 | GPUC_PLAN_F_BF16)) print_fp32_steps(p, f);
 }

@@ -66,8 +66,8 @@ expect_grep "inspect: schedule totals" "$WORK/out" "bytes moved, .* flops, count
 # relu1 is one grid-stride loop over its items: -O3 may relaunch it with another block
 expect_grep "inspect: a block-size-free kernel" "$WORK/out" "block 256 (free)  bytes $((2 * 4*256*4)) flops 1024  <- relu1"
 expect_grep "inspect: block-size-free count" "$WORK/out" "block-size-free kernels: [1-9][0-9]* of [1-9][0-9]*, 0 with a block -O3 chose"
-# -O2 fusion and the fp16 policy as inspect shows them: the GELU chain is one
-# kernel covering its five nodes; the four f32 model outputs come back
+# -O2 fusion and the fp16 policy as inspect shows them: a fused group is one
+# kernel covering its nodes; the four f32 model outputs come back
 # through fp32 steps (the last cast joins its group)
 check "compile ffn_block --fp16" 0 "$GPUC" "$MODELS/ffn_block.onnx" --arch sm_90 --fp16 --shape x=2x16x64 \
   -o "$WORK/ffn.gpuc"
@@ -80,8 +80,10 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
 fi
 check "--tune-cache without a file" 2 "$GPUC" "$MODELS/mlp.onnx" -O3 --arch sm_90 --tune-cache
 check "inspect an fp16 plan" 0 "$GPUC" inspect "$WORK/ffn.gpuc"
-expect_grep "inspect: a fused group covers its nodes" "$WORK/out" \
-  "<- gelu/Div, gelu/Erf, gelu/Add, gelu/Mul, gelu/Mul_1"
+expect_grep "inspect: a fused group covers its nodes" "$WORK/out" "<- gate/Mul, gate/Sigmoid, gate/Mul_1"
+# fp16: the erf GELU chain is the first GEMM's epilogue (passes/fuse_gemm_act.c)
+expect_grep "inspect: GEMM + bias + GELU is one step" "$WORK/out" \
+  "cublasLt gemm 32x256x64 batch 1 +bias+gelu .*<- fc1/Add, gelu/Div, gelu/Erf, gelu/Add, gelu/Mul, gelu/Mul_1"
 expect_grep "inspect: MatMul + bias is one GEMM" "$WORK/out" "cublasLt gemm 32x256x64 batch 1 .*<- fc1/Add"
 # the residual Add + LayerNormalization: one kernel listing both nodes; it
 # moves A, B, Y (2x16x64 half each), scale and bias (64 half each)

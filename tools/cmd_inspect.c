@@ -1,4 +1,4 @@
-/* gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1|-O2] [--fp16]
+/* gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1|-O2] [--fp16|--bf16]
  *              [--int8 [--int8-skip GLOB]...] [--dump-after PASS]
  * -O1 runs the graph passes before printing (fold, identity, cse, fold_bn, dce, fuse_conv, fuse_matmul, fuse_attention, fuse_add_layernorm, fp16, quantize_int8, fuse_elementwise);
  * --dump-after prints the graph after the named pass (implies -O1). */
@@ -10,13 +10,13 @@
 
 int cmd_inspect(int argc, char **argv) {
   const char *model = NULL;
-  bool dump = false, fp16 = false, int8 = false;
-  static char skip[8192];
+  bool dump = false;
+  PassFlags flags = {0};
   int level = 0;
   const char *dump_after = NULL;
   GpucShapeBind binds[64];
   int nbinds = 0;
-  for (int i = 0; i < argc; i++) {
+  for (int i = 0, pf; i < argc; i++) {
     if (!strcmp(argv[i], "--dump")) dump = true;
     else if (!strcmp(argv[i], "-O0") || !strcmp(argv[i], "-O1") || !strcmp(argv[i], "-O2") ||
              !strcmp(argv[i], "-O3")) level = argv[i][2] - '0';
@@ -33,10 +33,8 @@ int cmd_inspect(int argc, char **argv) {
         return usage_error("--dump-after: unknown pass '%s' (%s)", dump_after, passes);
       if (level == 0) level = 1;
     }
-    else if (!strcmp(argv[i], "--fp16")) fp16 = true;
-    else if (!strcmp(argv[i], "--int8")) int8 = true;
-    else if (!strcmp(argv[i], "--int8-skip")) {
-      if (parse_int8_skip(i + 1 < argc ? argv[++i] : NULL, skip, sizeof skip)) return EXIT_USAGE;
+    else if ((pf = pass_flags_parse(&flags, argc, argv, &i)) != 0) {
+      if (pf < 0) return EXIT_USAGE;
     }
     else if (!strcmp(argv[i], "--shape")) {
       if (i + 1 >= argc) return usage_error("--shape needs NAME=DIMS");
@@ -47,8 +45,8 @@ int cmd_inspect(int argc, char **argv) {
     else return usage_error("inspect: more than one model given");
   }
   if (!model) return usage_error("inspect: no model given");
-  if (*skip && !int8) return usage_error("--int8-skip keeps layers of --int8 in float; add --int8");
-  if (int8 && level == 0) level = 2; /* the int8 layers as a compile makes them */
+  if (pass_flags_check(&flags)) return EXIT_USAGE;
+  if (flags.int8 && level == 0) level = 2; /* the int8 layers as a compile makes them */
   if (is_plan_file(model)) {
     GpucErr pe = {0};
     Plan *p = gpuc_plan_read(model, &pe);
@@ -63,12 +61,10 @@ int cmd_inspect(int argc, char **argv) {
   PassOptions o;
   gpuc_pass_options_default(&o, level);
   o.dump_after = dump_after;
-  o.fp16 = fp16;
-  o.int8 = int8;
-  o.int8_skip = *skip ? skip : NULL;
+  pass_flags_apply(&flags, &o);
   if (gpuc_passes_run(g, &o, &e)) { gpuc_graph_free(g); return report(&e); }
   gpuc_graph_summary(g, stdout);
-  if (int8) gpuc_int8_report(g, &o, stdout);
+  if (o.int8) gpuc_int8_report(g, &o, stdout);
   if (dump) gpuc_graph_dump(g, stdout);
   gpuc_graph_free(g);
   return EXIT_OK;

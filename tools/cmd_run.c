@@ -1,6 +1,10 @@
-/* gpuc run MODEL.onnx --cpu [--fp16] [--int8 [--int8-skip GLOB]...] [--input NAME=FILE]... [--out DIR] [--shape ...]
+/* gpuc run MODEL.onnx --cpu [--fp16|--bf16] [--int8 [--int8-skip GLOB]...] [--prune l1:F|2:4]
+ *                          [--input NAME=FILE]... [--out DIR] [--shape ...]
  * Inputs not given are filled with seeded random values (a note says so),
- * which needs their shapes to be known. */
+ * which needs their shapes to be known. With a pass flag (tools/pass_flags.h)
+ * the reference runs the graph the -O2 passes leave with that flag (half
+ * storage rounds where the compiled plan would), to check a GPU plan
+ * compiled with the same flags against. */
 #include "cli.h"
 #include "npy.h"
 #include "passes.h"
@@ -131,33 +135,19 @@ done:
   return rc;
 }
 
-/* --fp16 / --int8 on the CPU: the -O2 passes with those flags, so the
- * reference runs the graph a compile with the same flags makes (fusion
- * groups are ignored here; fused ops have reference kernels). */
-static int transform(Graph *g, bool fp16, bool int8, const char *skip, GpucErr *e) {
-  PassOptions o;
-  gpuc_pass_options_default(&o, 2);
-  o.fp16 = fp16;
-  o.int8 = int8;
-  o.int8_skip = skip;
-  if (gpuc_passes_run(g, &o, e)) return -1;
-  if (int8) gpuc_int8_report(g, &o, stderr);
-  return 0;
-}
-
 int cmd_run(int argc, char **argv) {
   const char *model = NULL, *outdir = NULL;
-  bool cpu = false, fp16 = false, int8 = false;
-  static char skip[8192];
+  bool cpu = false;
   GpucShapeBind binds[64];
   int nbinds = 0, ninputs = 0;
   const char *in_names[256], *in_files[256];
-  for (int i = 0; i < argc; i++) {
+  PassFlags flags = {0};
+  bool any_flag = false;
+  for (int i = 0, pf; i < argc; i++) {
     if (!strcmp(argv[i], "--cpu")) cpu = true;
-    else if (!strcmp(argv[i], "--fp16")) fp16 = true;
-    else if (!strcmp(argv[i], "--int8")) int8 = true;
-    else if (!strcmp(argv[i], "--int8-skip")) {
-      if (parse_int8_skip(i + 1 < argc ? argv[++i] : NULL, skip, sizeof skip)) return EXIT_USAGE;
+    else if ((pf = pass_flags_parse(&flags, argc, argv, &i)) != 0) {
+      if (pf < 0) return EXIT_USAGE;
+      any_flag = true;
     }
     else if (!strcmp(argv[i], "--out")) {
       if (i + 1 >= argc) return usage_error("--out needs a folder");
@@ -179,18 +169,25 @@ int cmd_run(int argc, char **argv) {
     else return usage_error("run: more than one model given");
   }
   if (!model) return usage_error("run: no model given");
-  if (*skip && !int8) return usage_error("--int8-skip keeps layers of --int8 in float; add --int8");
+  if (pass_flags_check(&flags)) return EXIT_USAGE;
   if (is_plan_file(model)) {
+    if (any_flag) return usage_error("run: --fp16/--bf16/--int8/--prune apply when compiling (or with MODEL.onnx --cpu), not to a plan");
     if (cpu) return usage_error("run: a plan runs on the GPU; give the .onnx model for --cpu");
     if (nbinds) return usage_error("run: --shape applies when compiling, not to a plan");
-    if (fp16 || int8) return usage_error("run: --fp16 and --int8 apply when compiling; a plan has them built in");
     return run_plan(model, ninputs, in_names, in_files, outdir);
   }
   if (!cpu) return usage_error("run: MODEL.onnx runs with --cpu; for the GPU compile it first: gpuc %s -o PLAN.gpuc", model);
   GpucErr e = {0};
   Graph *g = gpuc_onnx_load(model, binds, nbinds, &e);
   if (!g) return report(&e);
-  if ((fp16 || int8) && transform(g, fp16, int8, *skip ? skip : NULL, &e)) { gpuc_graph_free(g); return report(&e); }
+  if (any_flag) {
+    PassOptions po;
+    gpuc_pass_options_default(&po, 2);
+    pass_flags_apply(&flags, &po);
+    po.prune_report = stderr;
+    if (gpuc_passes_run(g, &po, &e)) { gpuc_graph_free(g); return report(&e); }
+    if (po.int8) gpuc_int8_report(g, &po, stderr);
+  }
   int rc = EXIT_BAD_INPUT;
   Tensor **ins = calloc((size_t)g->ninputs + 1, sizeof *ins);
   Tensor **outs = calloc((size_t)g->noutputs + 1, sizeof *outs);

@@ -117,8 +117,10 @@ void gpuc_profile_print(FILE *f, const Plan *p, const double *ms, const GpucPeak
     gpuc_profile_row(p, i, ms, pk, &r);
     fprintf(f, "  %-5u %-10s %9.4f %5.1f%% %9.3f %9.4f %8.1f %8.3f",
             i, st->kind == PLAN_STEP_KERNEL ? "kernel"
-               : st->kind == PLAN_STEP_GEMM ? (p->gemms[st->index].compute == PLAN_GEMM_COMPUTE_I32 ? "lt-int8" : "cublasLt")
-               : "cudnn",
+               : st->kind != PLAN_STEP_GEMM ? "cudnn"
+               : (p->gemms[st->index].flags & PLAN_GEMM_F_SPARSE24) ? "gemm2:4"
+               : p->gemms[st->index].compute == PLAN_GEMM_COMPUTE_I32 ? "lt-int8"
+               : "cublasLt",
             r.ms, 100 * r.share, r.mb, r.gflop, r.gbs, r.tflops);
     pct(f, 7, r.bw_frac);
     pct(f, 8, r.flop_frac);

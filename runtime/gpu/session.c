@@ -1,5 +1,6 @@
 /* Plan execution on the GPU with the CUDA driver API, cuBLASLt and cuDNN. */
 #include "session_internal.h"
+#include "sparse_gemm.h"
 #include <math.h>
 #include <errno.h>
 #include <stdio.h>
@@ -47,11 +48,12 @@ static int setup_gemm(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr 
   /* Row-major Y = op(A) op(B) is column-major Y^T = op(B)^T op(A)^T: cuBLASLt's
    * "A" is our B and its "B" is our A. */
   cublasOperation_t opa = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opb = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opb = GPUC_GEMM_TRANS_A(g->trans_a) ? CUBLAS_OP_T : CUBLAS_OP_N;
   CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
   CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
   uint64_t ar = g->trans_b ? (uint64_t)g->k : (uint64_t)g->n, ac = g->trans_b ? (uint64_t)g->n : (uint64_t)g->k;
-  uint64_t br = g->trans_a ? (uint64_t)g->m : (uint64_t)g->k, bc = g->trans_a ? (uint64_t)g->k : (uint64_t)g->m;
+  bool trans_a = GPUC_GEMM_TRANS_A(g->trans_a);
+  uint64_t br = trans_a ? (uint64_t)g->m : (uint64_t)g->k, bc = trans_a ? (uint64_t)g->k : (uint64_t)g->m;
   CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->la, tb, ar, ac, g->ldb));
   CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->lb, ta, br, bc, g->lda));
   CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->ld, ty, (uint64_t)g->n, (uint64_t)g->m, g->ldy));
@@ -72,7 +74,10 @@ static int setup_gemm(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr 
     }
   }
   if (st->bias_epilogue) {
-    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+    uint32_t act = GPUC_GEMM_EPI(g->trans_a);
+    cublasLtEpilogue_t ep = act == GPUC_GEMM_EPI_RELU   ? CUBLASLT_EPILOGUE_RELU_BIAS
+                            : act == GPUC_GEMM_EPI_GELU ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                        : CUBLASLT_EPILOGUE_BIAS;
     void *bias = (void *)(uintptr_t)s->tptr[g->c];
     cudaDataType_t bt = t;
     CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
@@ -181,7 +186,10 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
     xs[nd - 1] = ys[nd - 1] = 1;
     for (int i = nd - 2; i >= 0; i--) { xs[i] = xs[i + 1] * xd[i + 1]; ys[i] = ys[i + 1] * yd[i + 1]; }
   }
-  cudnnDataType_t t = c->dt == GPUC_DT_F16 ? CUDNN_DATA_HALF : c->dt == GPUC_DT_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  cudnnDataType_t t = c->dt == GPUC_DT_F16    ? CUDNN_DATA_HALF
+                      : c->dt == GPUC_DT_BF16 ? CUDNN_DATA_BFLOAT16
+                      : c->dt == GPUC_DT_F64  ? CUDNN_DATA_DOUBLE
+                                              : CUDNN_DATA_FLOAT;
   CUDNN_TRY(e, cudnn.cudnnCreateTensorDescriptor(&st->x));
   CUDNN_TRY(e, cudnn.cudnnCreateTensorDescriptor(&st->y));
   CUDNN_TRY(e, cudnn.cudnnCreateFilterDescriptor(&st->w));
@@ -195,8 +203,10 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
   CUDNN_TRY(e, cudnn.cudnnSetConvolutionNdDescriptor(st->conv, (int)c->nspatial, pads, strides, dil,
                                                      CUDNN_CROSS_CORRELATION, acc));
   CUDNN_TRY(e, cudnn.cudnnSetConvolutionGroupCount(st->conv, (int)c->groups));
-  /* fp32 stays fp32 (no TF32) so results match the reference to 1e-4 */
-  CUDNN_TRY(e, cudnn.cudnnSetConvolutionMathType(st->conv, c->dt == GPUC_DT_F16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  /* fp32 stays fp32 (no TF32) so results match the reference to 1e-4;
+   * fp16 and bf16 run on tensor cores, accumulating in fp32 */
+  bool half = c->dt == GPUC_DT_F16 || c->dt == GPUC_DT_BF16;
+  CUDNN_TRY(e, cudnn.cudnnSetConvolutionMathType(st->conv, half ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   if (c->mode != PLAN_CONV_FWD) return setup_conv_backward(s, c, st, e);
   /* the heuristic sees the NHWC descriptors: half NHWC is where its
    * tensor-core implicit-GEMM kernels run without internal transposes */
@@ -243,6 +253,34 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
   /* the workspace is runtime memory: grow it to what this GPU's algorithms
    * need (cuDNN's needs are only known with the device present) */
   if (need > s->workspace_bytes) s->workspace_bytes = need;
+  return 0;
+}
+
+/* The plan's 2:4 GEMMs on sparse tensor cores where cuSPARSELt and this
+ * GPU run them (GPUC_SPARSE=0 keeps them dense, to compare); the rest stay
+ * the dense cuBLASLt GEMMs setup_gemm made, and a note says why. */
+static int setup_sparse_gemms(GpucSession *s, GpucErr *e) {
+  const Plan *p = s->plan;
+  const char *env = getenv("GPUC_SPARSE");
+  for (uint32_t i = 0; i < p->ngemms; i++) {
+    if (!(p->gemms[i].flags & PLAN_GEMM_F_SPARSE24)) continue;
+    const PlanGemm *g = &p->gemms[i];
+    char why[256] = "GPUC_SPARSE=0";
+    size_t ws = 0;
+    int rc = env && !strcmp(env, "0") ? 1
+           : gpuc_sparse_gemm_setup(g, s->tptr[g->a], s->tptr[g->b], g->c != UINT32_MAX ? s->tptr[g->c] : 0,
+                                    s->tptr[g->y], s->stream, &s->gemms[i].sparse, &ws, why, sizeof why, e);
+    if (rc < 0) return -1;
+    if (rc == 0) {
+      s->gemms_sparse++;
+      if (ws > s->workspace_bytes) s->workspace_bytes = ws;
+    } else if (s->gemms_sparse_dense++ == 0) {
+      snprintf(s->sparse_why, sizeof s->sparse_why, "%s", why);
+    }
+  }
+  if (s->gemms_sparse_dense)
+    fprintf(stderr, "gpuc: note: %d of %d 2:4 GEMMs run dense on this GPU: %s\n", s->gemms_sparse_dense,
+            s->gemms_sparse + s->gemms_sparse_dense, s->sparse_why);
   return 0;
 }
 
@@ -307,6 +345,7 @@ GpucSession *gpuc_session_create_plan(Plan *p, const char *plan_path, int device
     if (cublaslt.cublasLtCreate(&s->lt) != CUBLAS_STATUS_SUCCESS) { gpuc_err_set(e, "cublasLtCreate failed"); goto fail; }
     for (uint32_t i = 0; i < p->ngemms; i++)
       if (setup_gemm(s, &p->gemms[i], &s->gemms[i], e)) goto fail;
+    if (setup_sparse_gemms(s, e)) goto fail;
   }
   if (p->nconvs) {
     if (gpuc_load_cudnn(e)) goto fail;
@@ -332,6 +371,7 @@ void gpuc_session_free(GpucSession *s) {
     if (s->plan && s->gemms)
       for (uint32_t i = 0; i < s->plan->ngemms; i++) {
         GemmState *g = &s->gemms[i];
+        gpuc_sparse_gemm_free(g->sparse);
         if (g->op) cublaslt.cublasLtMatmulDescDestroy(g->op);
         if (g->la) cublaslt.cublasLtMatrixLayoutDestroy(g->la);
         if (g->lb) cublaslt.cublasLtMatrixLayoutDestroy(g->lb);
@@ -421,6 +461,7 @@ int gpuc_gemm_run(GpucSession *s, uint32_t i, const cublasLtMatmulAlgo_t *algo, 
   const Plan *p = s->plan;
   const PlanGemm *g = &p->gemms[i];
   GemmState *gs = &s->gemms[i];
+  if (gs->sparse) return gpuc_sparse_gemm_run(gs->sparse, s->workspace, s->stream, e);
   float alpha = g->alpha, beta = gs->bias_epilogue || g->c == UINT32_MAX ? 0.0f : g->beta;
   double alpha64 = g->alpha, beta64 = beta;
   int32_t alpha32 = 1, beta32 = 0; /* int8 GEMMs: the reader allows only these */

@@ -41,6 +41,12 @@ static double round_even(double x) {
 /* sign keeps 0, -0 and NaN */
 static double sign_f(double x) { return x > 0 ? 1 : x < 0 ? -1 : x; }
 
+/* Gelu: x * Phi(x), exact by erf or by the tanh approximation */
+static double gelu(double x, bool tanh_form) {
+  if (tanh_form) return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  return 0.5 * x * (1 + erf(x * 0.7071067811865476));
+}
+
 static double clamp01(double t) { return t < 0 ? 0 : t > 1 ? 1 : t; }
 
 static int64_t neg_i(int64_t x) { return (int64_t)(0 - (uint64_t)x); }
@@ -102,6 +108,7 @@ static void un_f(const Un *p, int64_t n, double *v) {
   case GPUC_OP_HARDSIGMOID: MAP(clamp01(a * x + b));
   case GPUC_OP_HARDSWISH: MAP(x * clamp01(x / 6 + 0.5));
   case GPUC_OP_SOFTPLUS: MAP(softplus(x));
+  case GPUC_OP_GELU: MAP(gelu(x, a != 0));
   case GPUC_OP_SOFTSIGN: MAP(x / (1 + fabs(x)));
   case GPUC_OP_THRESHOLDEDRELU: MAP(x > a ? x : 0);
   case GPUC_OP_SHRINK: MAP(x < -a ? x + b : x > a ? x - b : 0);
@@ -203,6 +210,10 @@ static int run_unary(OpCtx *c) {
     p.alpha = gpuc_attr_f(n, "lambd", 0.5f);
     p.beta = gpuc_attr_f(n, "bias", 0.0f);
     break;
+  case GPUC_OP_GELU: /* alpha 1: the tanh form */
+    if (gpuc_gelu_tanh(n) < 0) return gpuc_op_fail(c, "approximate must be \"none\" or \"tanh\"");
+    p.alpha = gpuc_gelu_tanh(n);
+    break;
   case GPUC_OP_ISINF:
     p.pos = gpuc_attr_i(n, "detect_positive", 1) != 0;
     p.neg = gpuc_attr_i(n, "detect_negative", 1) != 0;
@@ -252,6 +263,7 @@ UNARY(LeakyRelu)
 UNARY(HardSigmoid)
 UNARY(HardSwish)
 UNARY(Softplus)
+UNARY(Gelu)
 UNARY(Softsign)
 UNARY(ThresholdedRelu)
 UNARY(Shrink)

@@ -100,6 +100,23 @@ static void test_gelu(void) {
   finish(node(GPUC_OP_MUL, "mul2", 2, i4));
 }
 
+/* Gelu-20, both forms: inputs spread over [-3, 3] to cover the tails */
+static void test_gelu_op(void) {
+  static const char *forms[] = {NULL, "none", "tanh"};
+  for (int k = 0; k < 3; k++) {
+    char nm[64];
+    snprintf(nm, sizeof nm, "Gelu approximate=%s", forms[k] ? forms[k] : "(default)");
+    begin(nm);
+    int64_t d[2] = {3, 5};
+    int x = cval("X", F, 2, d);
+    Tensor *t = &G->values[x].t;
+    for (int64_t i = 0; i < gpuc_numel(t); i++) gpuc_set_f64(t, i, 3 * gpuc_get_f64(t, i));
+    int y = node(GPUC_OP_GELU, "gelu", 1, &x);
+    if (forms[k]) attr_s("approximate", forms[k]);
+    finish(y);
+  }
+}
+
 static void test_softmax(void) {
   int64_t d[3] = {2, 3, 4};
   static const struct { GpucOp op; const char *name; int opset; int64_t axis; bool has_axis; } cs[] = {
@@ -385,6 +402,7 @@ int main(void) {
   test_div();
   test_pow();
   test_gelu();
+  test_gelu_op();
   test_softmax();
   test_reduce_mean();
   test_transpose();
