@@ -53,12 +53,17 @@ int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e);
 /* --int8 (o->int8): MatMul/Gemm/MatMulBias with constant weights ->
  * QuantizeRows + MatMulInt8 + DequantizeRows; returns the layers changed. */
 int pass_quantize_int8(Graph *g, const PassOptions *o, GpucErr *e);
+/* Static Q/DQ: Linear layers reading DequantizeLinear(int8, scale, 0) run
+ * on the int8 GEMM with those int8 values (-O2, with or without --int8). */
+int pass_qdq_int8(Graph *g, const PassOptions *o, GpucErr *e);
 /* MatMulInteger with u8 activations and constant int8 weights (ORT's
  * quantize_dynamic) -> the int8 GEMM with an exact zero-point correction
  * (matmulinteger_int8.c); -O2, with or without --int8. */
 int pass_matmulinteger_int8(Graph *g, const PassOptions *o, GpucErr *e);
-/* The int8 layers of a graph after the passes, the Linear layers kept in
- * float and why, or a note that nothing was quantized. */
+/* The int8 layers of a graph after the passes; with o->int8 also the
+ * Linear layers kept in float and why, or a note that nothing was
+ * quantized (without it, nothing when there are no int8 layers: a
+ * quantized model's own int8 GEMMs are listed). */
 void gpuc_int8_report(const Graph *g, const PassOptions *o, FILE *f);
 /* --prune l1:F | 2:4 (passes/prune.c): weights of Conv and Linear layers
  * zeroed in place; returns the number of layers pruned. */

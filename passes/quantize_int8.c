@@ -13,7 +13,15 @@
  * precision; DequantizeRows is elementwise and joins the fusion group of
  * what follows. Kept in float: layers whose name matches a pattern of
  * o->int8_skip (fnmatch globs, comma-separated), and layers the int8 GEMM
- * cannot take (say why: gpuc_int8_report). */
+ * cannot take (say why: gpuc_int8_report).
+ *
+ * Static Q/DQ models (pass_qdq_int8, -O2 with or without --int8): a layer
+ * whose X is DequantizeLinear(q int8, s, 0) per tensor takes q and s as
+ * its Xq and XScale instead of a QuantizeRows. Its weight, folded to float
+ * from its own DequantizeLinear, is quantized again by the rule above: the
+ * model's int8 values come back exactly when its per-channel scale was
+ * max|W| / 127 (symmetric calibration, as onnxruntime and TensorRT make
+ * them), else within half a step. */
 #include "passes.h"
 #include "quant_int8.h"
 #include <fnmatch.h>
@@ -78,6 +86,12 @@ static int classify(const Graph *g, const Node *nd, const PassOptions *o, Linear
   if (gemm && gpuc_attr_i(nd, "transA", 0)) { *why = "Gemm with transA"; return 2; }
   if (L->k % 4 || L->n % 4) { *why = "K or N not a multiple of 4 (cuBLASLt's int8 GEMM)"; return 2; }
   if (L->k > GPUC_Q8_MAX_K) { *why = "K too large for exact int32 sums"; return 2; }
+  /* an activation cuBLASLt applies in its epilogue (fuse_gemm_act, which
+   * leaves --int8 graphs alone; static Q/DQ ones can have it) */
+  if (nd->op == GPUC_OP_MATMULBIAS && gpuc_attr_i(nd, "activation", 0) != 0) {
+    *why = "an activation fused into the float GEMM's epilogue";
+    return 2;
+  }
   if (nd->op == GPUC_OP_MATMULBIAS) L->bias = nd->in[2];
   if (gemm) {
     L->alpha = gpuc_attr_f(nd, "alpha", 1.0f);
@@ -162,8 +176,36 @@ static int quantize_rows(Graph *g, int x, int *cache_q, int *cache_s, GpucErr *e
   return 0;
 }
 
-int pass_quantize_int8(Graph *g, const PassOptions *o, GpucErr *e) {
-  if (!o->int8) return 0;
+/* X = DequantizeLinear(q, s, 0) with q int8 and s one constant value
+ * (a static Q/DQ model's activation, TensorRT style): *q and a new f32
+ * [1] constant holding s, made once per X (the same caches). 1: not such
+ * an X. */
+static int static_rows(Graph *g, int x, int *cache_q, int *cache_s, GpucErr *e) {
+  if (cache_q[x] >= 0) return 0;
+  int p = g->values[x].producer;
+  if (p < 0) return 1;
+  const Node *dq = &g->nodes[p];
+  if (dq->op != GPUC_OP_DEQUANTIZELINEAR || dq->nin < 2 || dq->in[0] < 0 || dq->in[1] < 0) return 1;
+  const Tensor *q = &g->values[dq->in[0]].t, *sc = &g->values[dq->in[1]].t;
+  const Tensor *zp = dq->nin > 2 && dq->in[2] >= 0 ? &g->values[dq->in[2]].t : NULL;
+  if (q->dt != GPUC_DT_I8 || !sc->data || gpuc_numel(sc) != 1 || !(gpuc_get_f64(sc, 0) > 0)) return 1;
+  if (zp && (!zp->data || gpuc_numel(zp) != 1 || gpuc_get_f64(zp, 0) != 0)) return 1;
+  char name[512];
+  snprintf(name, sizeof name, "%s.scale", g->values[x].name);
+  int64_t one = 1;
+  int s = new_const(g, name, GPUC_DT_F32, 1, &one, e);
+  if (s < 0) return -1;
+  dq = &g->nodes[p];
+  *(float *)g->values[s].t.data = (float)gpuc_get_f64(&g->values[dq->in[1]].t, 0);
+  cache_q[x] = dq->in[0];
+  cache_s[x] = s;
+  return 0;
+}
+
+/* --int8 (o->int8): every Linear layer; static Q/DQ (-O2, always): the
+ * layers whose X is a DequantizeLinear of int8 (their int8 values go to the
+ * GEMM as they are). */
+static int rewrite(Graph *g, const PassOptions *o, bool all, GpucErr *e) {
   int nn = g->nnodes, changes = 0, rc = -1;
   /* values grow by 4 per layer and 2 per distinct X at most */
   int cap = g->nvalues + 6 * nn + 16;
@@ -174,12 +216,15 @@ int pass_quantize_int8(Graph *g, const PassOptions *o, GpucErr *e) {
     Linear L;
     const char *why = NULL;
     if (classify(g, &g->nodes[i], o, &L, &why) != 1) continue;
+    int st = static_rows(g, L.x, cache_q, cache_s, e);
+    if (st < 0) goto done;
+    if (st > 0 && !all) continue;
     int wq, ws, y = g->nodes[i].out[0];
     GpucDType ydt = g->values[y].t.dt;
     if (quantize_weight(g, &g->nodes[i], &L, &wq, &ws, e)) goto done;
     int bias = scaled_bias(g, &g->nodes[i], &L, e);
     if (L.bias >= 0 && bias < 0) goto done;
-    if (quantize_rows(g, L.x, cache_q, cache_s, e)) goto done;
+    if (st > 0 && quantize_rows(g, L.x, cache_q, cache_s, e)) goto done;
     char name[512];
     snprintf(name, sizeof name, "%s.acc", g->nodes[i].name);
     int acc = gpuc_graph_add_value(g, name);
@@ -212,6 +257,7 @@ int pass_quantize_int8(Graph *g, const PassOptions *o, GpucErr *e) {
     changes++;
   }
   if (changes && (gpuc_graph_toposort(g, e) || gpuc_graph_infer(g, e))) goto done;
+  if (changes && pass_dead_code(g, o, e) < 0) goto done; /* DequantizeLinears now unread */
   rc = changes;
 done:
   free(cache_q);
@@ -219,10 +265,14 @@ done:
   return rc;
 }
 
+int pass_quantize_int8(Graph *g, const PassOptions *o, GpucErr *e) { return o->int8 ? rewrite(g, o, true, e) : 0; }
+int pass_qdq_int8(Graph *g, const PassOptions *o, GpucErr *e) { return rewrite(g, o, false, e); }
+
 void gpuc_int8_report(const Graph *g, const PassOptions *o, FILE *f) {
   int n8 = 0, nf = 0;
   for (int i = 0; i < g->nnodes; i++) n8 += g->nodes[i].op == GPUC_OP_MATMULINT8;
-  for (int pass = 0; pass < 2; pass++)
+  if (!o->int8 && n8 == 0) return; /* a float model compiled as asked */
+  for (int pass = 0; o->int8 && pass < 2; pass++)
     for (int i = 0; i < g->nnodes; i++) {
       Linear L;
       const char *why = NULL;

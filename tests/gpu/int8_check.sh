@@ -12,6 +12,9 @@
 #       ffn_block, attention, mlp: GPU vs CPU int8 rel L2 <= 1e-3 (fp32;
 #                      a LayerNorm/GELU ulp may move one int8 step) and
 #                      <= 1e-2 (fp16); int8 vs the fp32 model <= 2e-2
+#       tests/data/ort_dynamic_ffn, ort_static_ffn: onnxruntime's
+#                      quantize_dynamic / quantize_static (QDQ) of ffn_block
+#                      (MatMulInteger / Q-DQ on the int8 GEMM at -O2)
 #     NaN fails. The plan must hold int8 GEMM steps (inspect: 'gemm int8').
 # (b) BERT-base (HF BertModel, random seeded weights, S 128) exported here
 #     with PyTorch, batch 1: GPU --int8 (fp32 and --fp16) against the CPU
@@ -46,12 +49,13 @@ for f in "$GPUC" "$MODELS/linears.onnx" "$MODELS/ffn_block.onnx" "$MODELS/attent
   [ -e "$f" ] || { echo "int8_check: $f not found"; echo "FAIL"; exit 1; }
 done
 
-"$PY" - "$GPUC" "$MODELS" "$WORK" "$ARCH" "${SKIP_BERT:-0}" <<'EOF' 2>&1 | tee "$WORK/int8_check.log"
+DATA=$(cd "$(dirname "$0")/../data" && pwd)
+"$PY" - "$GPUC" "$MODELS" "$WORK" "$ARCH" "${SKIP_BERT:-0}" "$DATA" <<'EOF' 2>&1 | tee "$WORK/int8_check.log"
 import os, re, subprocess, sys, time
 
 import numpy as np
 
-gpuc, models, work, arch, skip_bert = sys.argv[1:6]
+gpuc, models, work, arch, skip_bert, data = sys.argv[1:7]
 failed = passed = 0
 
 
@@ -155,6 +159,10 @@ check("linears", "linears.onnx", ["x=4x8x64", "v=6x64", "w=5x64"], {"fp32": 0.0,
 check("ffn_block", "ffn_block.onnx", ["x=4x16x64"], {"fp32": 1e-3, "fp16": 1e-2}, 2e-2)
 check("attention", "attention.onnx", ["x=2x33x64", "mem=2x20x64", "mask=2x1x1x33"], {"fp32": 1e-3, "fp16": 1e-2}, 2e-2)
 check("mlp", "mlp.onnx", ["image=16x784"], {"fp32": 1e-3, "fp16": 1e-2}, 2e-2)
+# onnxruntime-quantized ffn_block (tests/data): MatMulInteger and static Q/DQ on the int8 GEMM; "fp32" here
+# is the quantized model run as written on the CPU (fp16 flips steps of its own output Q/DQ pairs: 2e-2)
+check("ort_dyn", os.path.join(data, "ort_dynamic_ffn", "model.onnx"), ["x=2x16x64"], {"fp32": 1e-3, "fp16": 2e-2}, 2e-2)
+check("ort_qdq", os.path.join(data, "ort_static_ffn", "model.onnx"), ["x=2x16x64"], {"fp32": 1e-3, "fp16": 2e-2}, 2e-2)
 
 if skip_bert != "1":
     onnx = os.path.join(work, "bert_base.onnx")
