@@ -436,6 +436,9 @@ def write_table(rows, out_dir, header):
         cols = ["b%d %s" % (b, k.replace("_", " ")) for b in batches for k in keys]
         L += ["| model | family | exporter | " + " | ".join(cols) + " | CPU reference rel L2 vs PyTorch | reasons |",
               "|" + " --- |" * (5 + len(cols))]
+        L += ["ok: the plan was compiled for --arch (nothing launched); passes*: --inspect-only, the "
+              "passes and the static-shape rule of `gpuc inspect --dump` held (no NVRTC compile); "
+              "CPU reference: `gpuc run M.onnx --cpu` at --cpu-batch against PyTorch fp32 on the CPU", ""]
         groups = {}
         for r in rows:
             groups.setdefault((r["model"], r["exporter"]), {})[r["batch"]] = r
