@@ -87,7 +87,34 @@ def onnx_io(path):
     return [i.name for i in g.input if i.name not in inits], [o.name for o in g.output]
 
 
+def gpuc_inspect(a, onnx, shapes, opt, fp16, timeout):
+    """--inspect-only: the passes of `gpuc inspect --dump` instead of a
+    compile (no NVRTC: seconds instead of minutes on a loaded CPU). A value
+    left with a symbolic dim ('?') after the passes is what stops codegen
+    ('has no static shape'); a lowering or NVRTC failure is not seen here."""
+    cmd = [a.gpuc, "inspect", onnx, opt, "--dump"] + shape_args(shapes) + (["--fp16"] if fp16 else [])
+    t = time.time()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return dict(ok=False, error="gpuc inspect timed out after %ds" % timeout)
+    res = dict(ok=r.returncode == 0, inspect_only=True, compile_s=round(time.time() - t, 2))
+    if r.returncode:
+        res["error"] = first_error(r.stderr + r.stdout)
+        return res
+    for line in r.stdout.splitlines():  # '  %691:f32[?,?] = Reshape(...)  # /m/h.2/attn/c_attn/Reshape'
+        m = re.match(r"\s*%\S+:\w+\[([^\]]*)\]", line)
+        if m and "?" in m.group(1):
+            where = line.split("#", 1)[1].strip() if "#" in line else line.strip()
+            res.update(ok=False, error="after the passes the output of '%s' has no static shape "
+                       "(gpuc inspect --dump)" % where)
+            break
+    return res
+
+
 def gpuc_compile(a, onnx, plan, shapes, opt, fp16, timeout):
+    if a.inspect_only:
+        return gpuc_inspect(a, onnx, shapes, opt, fp16, timeout)
     cmd = [a.gpuc, onnx, opt, "-o", plan] + shape_args(shapes)
     if fp16:
         cmd.append("--fp16")
@@ -342,7 +369,7 @@ def cell_check(c, cpu_only):
     if not c.get("ok"):
         return "no compile"
     if cpu_only:
-        return "ok"
+        return "passes*" if c.get("inspect_only") else "ok"
     if c.get("run_error"):
         return "no run"
     if "rel_l2" not in c:
@@ -409,6 +436,9 @@ def write_table(rows, out_dir, header):
         cols = ["b%d %s" % (b, k.replace("_", " ")) for b in batches for k in keys]
         L += ["| model | family | exporter | " + " | ".join(cols) + " | CPU reference rel L2 vs PyTorch | reasons |",
               "|" + " --- |" * (5 + len(cols))]
+        L += ["ok: the plan was compiled for --arch (nothing launched); passes*: --inspect-only, the "
+              "passes and the static-shape rule of `gpuc inspect --dump` held (no NVRTC compile); "
+              "CPU reference: `gpuc run M.onnx --cpu` at --cpu-batch against PyTorch fp32 on the CPU", ""]
         groups = {}
         for r in rows:
             groups.setdefault((r["model"], r["exporter"]), {})[r["batch"]] = r
@@ -528,6 +558,8 @@ def main():
                     help="no GPU: compile for --arch, check gpuc run --cpu against PyTorch on the CPU")
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--cpu-batch", type=int, default=1, help="--cpu-only: the batch checked on the CPU")
+    ap.add_argument("--inspect-only", action="store_true", help="--cpu-only: `gpuc inspect --dump` "
+                    "(passes, static shapes) instead of compiling; cells say passes*")
     ap.add_argument("--table", nargs="+", help="only merge these zoo.jsonl files into OUT/zoo.md")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -540,6 +572,8 @@ def main():
         for m in zm.MODELS:
             print("%-28s %-16s %s" % (m.name, m.family, {k: v[0] for k, v in m.spec.items()}))
         return
+    if a.inspect_only and not a.cpu_only:
+        raise SystemExit("zoo.py: --inspect-only goes with --cpu-only")
     if a.quick:
         a.iters, a.torch_iters, a.no_compile_baseline = 30, 20, True
     a.exporters = a.exporters.split(",")
