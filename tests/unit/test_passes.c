@@ -25,12 +25,6 @@
 static int level = 1; /* -O level the passes run at */
 
 static void compare_model_opts(const char *path, const GpucShapeBind *b, int nb, int expect_nodes_after,
-                               bool fp16);
-static void compare_model(const char *path, const GpucShapeBind *b, int nb, int expect_nodes_after) {
-  compare_model_opts(path, b, nb, expect_nodes_after, false);
-}
-
-static void compare_model_opts(const char *path, const GpucShapeBind *b, int nb, int expect_nodes_after,
                                bool fp16) {
   GpucErr e = {0};
   Graph *g0 = gpuc_onnx_load(path, b, nb, &e), *g1 = gpuc_onnx_load(path, b, nb, &e);
@@ -83,6 +77,10 @@ static void compare_model_opts(const char *path, const GpucShapeBind *b, int nb,
   free_inputs(ins);
   gpuc_graph_free(g0);
   gpuc_graph_free(g1);
+}
+
+static void compare_model(const char *path, const GpucShapeBind *b, int nb, int expect_nodes_after) {
+  compare_model_opts(path, b, nb, expect_nodes_after, false);
 }
 
 /* Fusion structure after -O2: the number of MatMulBias nodes, and the sizes
