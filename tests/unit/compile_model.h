@@ -11,6 +11,24 @@
 /* Which precision rewrites the passes and codegen apply (all off: fp32). */
 typedef struct CompilePrecision { bool fp16, bf16, int8; } CompilePrecision;
 
+/* dir/file loaded with the binds; NULL after a CHECK failure naming it. */
+static inline Graph *load_model(const char *dir, const char *file, const GpucShapeBind *b, int nb) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  GpucErr e = {0};
+  Graph *g = gpuc_onnx_load(path, b, nb, &e);
+  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  return g;
+}
+
+/* PassOptions of level with the precision rewrites of pr. */
+static inline void pass_options_as(PassOptions *po, int level, CompilePrecision pr) {
+  gpuc_pass_options_default(po, level);
+  po->fp16 = pr.fp16;
+  po->bf16 = pr.bf16;
+  po->int8 = pr.int8;
+}
+
 static inline Plan *compile_model_as(const char *path, const GpucShapeBind *b, int nb, int sm, CompilePrecision pr,
                                      CompileStats *st) {
   GpucErr e = {0};
@@ -18,10 +36,7 @@ static inline Plan *compile_model_as(const char *path, const GpucShapeBind *b, i
   CHECK(g != NULL, "load %s: %s", path, e.msg);
   if (!g) return NULL;
   PassOptions po;
-  gpuc_pass_options_default(&po, 2);
-  po.fp16 = pr.fp16;
-  po.bf16 = pr.bf16;
-  po.int8 = pr.int8;
+  pass_options_as(&po, 2, pr);
   Plan *p = NULL;
   int rc = gpuc_passes_run(g, &po, &e);
   CHECK(rc == 0, "passes on %s: %s", path, e.msg);

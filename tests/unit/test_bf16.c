@@ -174,30 +174,22 @@ static void test_overflow(void) {
 }
 
 static void test_exclusive(const char *dir) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/small_cnn.onnx", dir);
-  GpucErr e = {0};
-  Graph *g = gpuc_onnx_load(path, NULL, 0, &e);
-  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  Graph *g = load_model(dir, "small_cnn.onnx", NULL, 0);
   if (!g) return;
+  GpucErr e = {0};
   PassOptions o;
-  gpuc_pass_options_default(&o, 2);
-  o.fp16 = o.bf16 = true;
+  pass_options_as(&o, 2, (CompilePrecision){.fp16 = true, .bf16 = true});
   CHECK(gpuc_passes_run(g, &o, &e) != 0 && strstr(e.msg, "--fp16 and --bf16"), "--fp16 with --bf16: '%s'", e.msg);
   gpuc_graph_free(g);
 }
 
 /* -O2 --bf16: every convolution of the model NHWC (FusedConv layout 1). */
 static void check_nhwc(const char *dir, const char *file, int want) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, file);
-  GpucErr e = {0};
-  Graph *g = gpuc_onnx_load(path, NULL, 0, &e);
-  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  Graph *g = load_model(dir, file, NULL, 0);
   if (!g) return;
+  GpucErr e = {0};
   PassOptions o;
-  gpuc_pass_options_default(&o, 2);
-  o.bf16 = true;
+  pass_options_as(&o, 2, (CompilePrecision){.bf16 = true});
   int nhwc = 0, convs = 0;
   if (gpuc_passes_run(g, &o, &e) == 0)
     for (int i = 0; i < g->nnodes; i++) {

@@ -195,15 +195,11 @@ static void compare_int8(const char *dir, const char *model, const GpucShapeBind
 
 /* The report of a model after --int8: `want` must appear in it. */
 static void check_report(const char *dir, const char *model, const char *skip, const char *want) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, model);
-  GpucErr e = {0};
-  Graph *g = gpuc_onnx_load(path, NULL, 0, &e);
-  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  Graph *g = load_model(dir, model, NULL, 0);
   if (!g) return;
+  GpucErr e = {0};
   PassOptions o;
-  gpuc_pass_options_default(&o, 2);
-  o.int8 = true;
+  pass_options_as(&o, 2, (CompilePrecision){.int8 = true});
   o.int8_skip = skip;
   CHECK(gpuc_passes_run(g, &o, &e) == 0, "passes on %s: %s", model, e.msg);
   char buf[8192] = "";
