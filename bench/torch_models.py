@@ -16,6 +16,9 @@ import argparse, json, os, re, subprocess, sys, time
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from zoo_models import cuda_median_ms  # noqa: E402  (shared with bench/zoo.py)
+
 # fp32 means fp32 on both sides: no TF32 in PyTorch's convolutions/GEMMs
 # (gpuc's fp32 plans use FMA math), so relative L2 can be held to 1e-4.
 torch.backends.cudnn.allow_tf32 = False
@@ -24,22 +27,6 @@ torch.backends.cuda.matmul.allow_tf32 = False
 
 def log(*a):
     print(*a, flush=True)
-
-
-def cuda_median_ms(fn, iters=50, warmup=10):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    times.sort()
-    return times[len(times) // 2]
 
 
 def calibrate_batchnorm(m, spec, batches=4, batch=32):

@@ -32,6 +32,7 @@ import argparse, concurrent.futures, json, math, os, re, shutil, signal, subproc
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from output_check import first_error, rel_l2  # noqa: E402
 
 FP32_LIMIT = 1e-4
 FP16_FLOOR = 2e-2
@@ -40,26 +41,6 @@ START = time.time()
 
 def log(*a):
     print("[%6.1fs]" % (time.time() - START), *a, flush=True)
-
-
-def rel_l2(a, b):
-    a = np.asarray(a, dtype=np.float64).ravel()
-    b = np.asarray(b, dtype=np.float64).ravel()
-    if a.shape != b.shape:
-        return float("inf")
-    d, n = np.linalg.norm(a - b), np.linalg.norm(b)
-    if not np.isfinite(d) or n == 0:  # an all-zero reference checks nothing
-        return float("inf")
-    return float(d / n)
-
-
-def first_error(text):
-    """gpuc's message: the first 'gpuc:' line that is not a note, else the last line."""
-    lines = [l.strip() for l in text.splitlines() if l.strip()]
-    for l in lines:
-        if l.startswith("gpuc:") and "note:" not in l:
-            return l[:400]
-    return (lines[-1] if lines else "no output")[:400]
 
 
 class ModelTimeout(Exception):
@@ -185,22 +166,6 @@ def profile_top(text, n=6):
 
 # ---- PyTorch -----------------------------------------------------------------
 
-def cuda_median_ms(torch, fn, iters):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e))
-    ts.sort()
-    return ts[len(ts) // 2]
-
-
 def torch_side(a, torch, zm, m, model, batch, inputs):
     """PyTorch's numbers for one (model, batch): fp32 reference output, fp16
     output error, eager fp16 and torch.compile fp16 times (GPU mode)."""
@@ -219,8 +184,8 @@ def torch_side(a, torch, zm, m, model, batch, inputs):
             t16 = [t.to(memory_format=torch.channels_last) if t.dim() == 4 else t for t in t16]
         out16 = half(*t16).float().cpu().numpy()
         res["torch_fp16_err"] = rel_l2(out16, ref)
-        res["torch_fp32_ms"] = cuda_median_ms(torch, lambda: m(*tin), a.torch_iters)
-        res["eager_fp16_ms"] = cuda_median_ms(torch, lambda: half(*t16), a.torch_iters)
+        res["torch_fp32_ms"] = zm.cuda_median_ms(lambda: m(*tin), a.torch_iters, warmup=5)
+        res["eager_fp16_ms"] = zm.cuda_median_ms(lambda: half(*t16), a.torch_iters, warmup=5)
         if not a.no_compile_baseline:
             try:
                 t0 = time.time()
@@ -229,7 +194,7 @@ def torch_side(a, torch, zm, m, model, batch, inputs):
                     comp(*t16)
                 torch.cuda.synchronize()
                 res["torch_compile_s"] = round(time.time() - t0, 1)
-                res["compile_fp16_ms"] = cuda_median_ms(torch, lambda: comp(*t16), a.torch_iters)
+                res["compile_fp16_ms"] = zm.cuda_median_ms(lambda: comp(*t16), a.torch_iters, warmup=5)
                 del comp
             except ModelTimeout:
                 raise

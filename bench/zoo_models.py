@@ -152,6 +152,24 @@ def is_text(spec):
     return any(kind in ("ids", "mask") for _, kind, _ in spec.values())
 
 
+def cuda_median_ms(fn, iters=50, warmup=10):
+    """Median GPU time of fn() in ms (CUDA events) after warmup calls
+    (bench/zoo.py and bench/torch_models.py)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    times.sort()
+    return times[len(times) // 2]
+
+
 def calibrate_batchnorm(m, spec, dev, batches=2, batch=8):
     """Random weights with BatchNorm's default running statistics (mean 0,
     var 1) shrink activations layer by layer (torchvision's MobileNetV2 reaches

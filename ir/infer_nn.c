@@ -464,14 +464,22 @@ static int norm_param(OpCtx *c, int i, int axis, const char *what) {
   return 0;
 }
 
+/* What LayerNormalization and RMSNormalization check alike: X float of
+ * rank >= 1, the stash dtype st, the axis, and the scale input (named
+ * scale_name) broadcasting over X's dims from axis. */
+static int norm_x_scale(OpCtx *c, const char *scale_name, GpucDType *st, int *axis) {
+  const Tensor *x = c->in[0];
+  if (need_float(c, 0, "X") || stash_dtype(c, st)) return -1;
+  if (x->rank < 1) return gpuc_op_fail(c, "X must have rank >= 1");
+  if (gpuc_norm_axis(c, gpuc_attr_i(c->n, "axis", -1), x->rank, axis)) return -1;
+  return norm_param(c, 1, *axis, scale_name);
+}
+
 int infer_LayerNormalization(OpCtx *c) {
   const Tensor *x = c->in[0];
   GpucDType st;
   int axis;
-  if (need_float(c, 0, "X") || stash_dtype(c, &st)) return -1;
-  if (x->rank < 1) return gpuc_op_fail(c, "X must have rank >= 1");
-  if (gpuc_norm_axis(c, gpuc_attr_i(c->n, "axis", -1), x->rank, &axis)) return -1;
-  if (norm_param(c, 1, axis, "Scale") || norm_param(c, 2, axis, "B")) return -1;
+  if (norm_x_scale(c, "Scale", &st, &axis) || norm_param(c, 2, axis, "B")) return -1;
   set_out(c, 0, x->dt, x->rank, x->dims);
   int64_t dims[GPUC_MAX_RANK];
   for (int d = 0; d < x->rank; d++) dims[d] = d < axis ? x->dims[d] : 1;
@@ -486,10 +494,7 @@ int infer_RMSNormalization(OpCtx *c) {
   const Tensor *x = c->in[0];
   GpucDType st;
   int axis;
-  if (need_float(c, 0, "X") || stash_dtype(c, &st)) return -1;
-  if (x->rank < 1) return gpuc_op_fail(c, "X must have rank >= 1");
-  if (gpuc_norm_axis(c, gpuc_attr_i(c->n, "axis", -1), x->rank, &axis)) return -1;
-  if (norm_param(c, 1, axis, "scale")) return -1;
+  if (norm_x_scale(c, "scale", &st, &axis)) return -1;
   set_out(c, 0, x->dt, x->rank, x->dims);
   return 0;
 }

@@ -53,25 +53,7 @@ static int new_value(GradCtx *c, const char *hint) {
 
 /* Shape/dtype inference of one emitted node, as gpuc_graph_infer does it. */
 static int infer_node(GradCtx *c, int ni) {
-  Graph *g = c->g;
-  Node *n = &g->nodes[ni];
-  const Tensor *ins[16];
-  Tensor *outs[4];
-  GPUC_ASSERT(n->nin <= 16 && n->nout <= 4);
-  OpCtx oc = {.g = g, .n = n, .nin = n->nin, .nout = n->nout, .in = ins, .out = outs,
-              .err = c->e, .runtime = false};
-  bool rank_known = true;
-  for (int k = 0; k < n->nin; k++) {
-    ins[k] = n->in[k] >= 0 ? &g->values[n->in[k]].t : NULL;
-    if (ins[k] && ins[k]->rank < 0) rank_known = false;
-  }
-  for (int k = 0; k < n->nout; k++) outs[k] = n->out[k] >= 0 ? &g->values[n->out[k]].t : NULL;
-  if (!rank_known) {
-    for (int k = 0; k < n->nout; k++)
-      if (outs[k]) { outs[k]->rank = -1; outs[k]->dt = GPUC_DT_UNDEF; }
-    return 0;
-  }
-  if (gpuc_ops[n->op].infer(&oc)) {
+  if (gpuc_node_infer(c->g, ni, c->e)) {
     gpuc_err_prefix(c->e, "autodiff");
     return -1;
   }

@@ -21,6 +21,9 @@ try:
     import numpy as np
 except ImportError:
     sys.exit("zoo_models_test: needs python3 with numpy (Debian: python3-numpy)")
+# rel_l2 and first_error, shared with bench/zoo.py (numpy only, no torch)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from output_check import first_error, rel_l2  # noqa: E402
 
 REL_L2_FP32 = 1e-4
 ARCH = "sm_90"
@@ -31,25 +34,6 @@ XFAIL = {
     # none today: Gelu-20 (dynamo exporter) and GPT-2's batch-1 shape chain
     # were the last; add an entry here with the reason when a model regresses
 }
-
-
-def rel_l2(a, b):
-    a = np.asarray(a, dtype=np.float64).ravel()
-    b = np.asarray(b, dtype=np.float64).ravel()
-    if a.shape != b.shape:
-        return float("inf")
-    d, n = np.linalg.norm(a - b), np.linalg.norm(b)
-    if not np.isfinite(d) or n == 0:  # an all-zero reference checks nothing
-        return float("inf")
-    return float(d / n)
-
-
-def first_error(text):
-    lines = [l.strip() for l in text.splitlines() if l.strip()]
-    for l in lines:
-        if l.startswith("gpuc:") and "note:" not in l:
-            return l
-    return lines[-1] if lines else "no output"
 
 
 def shape_flags(inputs, batch):

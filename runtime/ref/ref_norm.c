@@ -128,18 +128,30 @@ int ref_InstanceNormalization(OpCtx *c) {
 
 /* ---- LayerNormalization ------------------------------------------------ */
 
+/* X viewed as [outer, inner] with inner = prod(dims[axis:]) (the node's
+ * axis); norm: the inner (normalized) shape, which Scale and B broadcast
+ * over; eps: the node's epsilon. LayerNormalization and RMSNormalization. */
+static int norm_rows(OpCtx *c, const Tensor *x, int64_t *outer, int64_t *inner, Tensor *norm, double *eps) {
+  int axis;
+  if (gpuc_norm_axis(c, gpuc_attr_i(c->n, "axis", -1), x->rank, &axis)) return -1;
+  *eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
+  *outer = prod(x->dims, axis);
+  *inner = prod(x->dims + axis, x->rank - axis);
+  *norm = (Tensor){.dt = x->dt, .rank = x->rank - axis};
+  for (int d = axis; d < x->rank; d++) norm->dims[d - axis] = x->dims[d];
+  return 0;
+}
+
 /* X viewed as [outer, inner] with inner = prod(dims[axis:]); Scale and B
  * broadcast over the inner (normalized) shape. */
 int ref_LayerNormalization(OpCtx *c) {
   const Tensor *x = c->in[0];
   const Tensor *scale = c->in[1], *bias = gpuc_has_in(c, 2) ? c->in[2] : NULL;
   Tensor *y = c->out[0], *mout = opt_out(c, 1), *iout = opt_out(c, 2);
-  int axis;
-  if (gpuc_norm_axis(c, gpuc_attr_i(c->n, "axis", -1), x->rank, &axis)) return -1;
-  double eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
-  int64_t outer = prod(x->dims, axis), inner = prod(x->dims + axis, x->rank - axis);
-  Tensor norm = {.dt = x->dt, .rank = x->rank - axis};
-  for (int d = axis; d < x->rank; d++) norm.dims[d - axis] = x->dims[d];
+  int64_t outer, inner;
+  double eps;
+  Tensor norm;
+  if (norm_rows(c, x, &outer, &inner, &norm, &eps)) return -1;
   int64_t *smap = ref_bcast_map(scale, &norm);
   int64_t *bmap = bias ? ref_bcast_map(bias, &norm) : NULL;
   if (!smap || (bias && !bmap)) {
@@ -175,12 +187,10 @@ int ref_LayerNormalization(OpCtx *c) {
 int ref_RMSNormalization(OpCtx *c) {
   const Tensor *x = c->in[0], *scale = c->in[1];
   Tensor *y = c->out[0];
-  int axis;
-  if (gpuc_norm_axis(c, gpuc_attr_i(c->n, "axis", -1), x->rank, &axis)) return -1;
-  double eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
-  int64_t outer = prod(x->dims, axis), inner = prod(x->dims + axis, x->rank - axis);
-  Tensor norm = {.dt = x->dt, .rank = x->rank - axis};
-  for (int d = axis; d < x->rank; d++) norm.dims[d - axis] = x->dims[d];
+  int64_t outer, inner;
+  double eps;
+  Tensor norm;
+  if (norm_rows(c, x, &outer, &inner, &norm, &eps)) return -1;
   int64_t *smap = ref_bcast_map(scale, &norm);
   if (!smap) return gpuc_op_fail(c, "out of host memory");
   for (int64_t o = 0; o < outer; o++) {

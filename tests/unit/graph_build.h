@@ -5,17 +5,10 @@
 #define GPUC_TEST_GRAPH_BUILD_H
 #include <math.h>
 #include <string.h>
+#include "ref_random.h"
 
 #define MAX_IO 8
 #define MAX_ATTRS 8
-
-static uint64_t rng = 7;
-static inline double urand(void) {
-  uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0 * 2 - 1;
-}
 
 static inline Graph *graph_new(int64_t opset) {
   Graph *g = gpuc_graph_new("pass-test");
@@ -104,12 +97,7 @@ static inline int count_op(const Graph *g, GpucOp op) {
 /* Both graphs on the same random inputs: outputs equal within f32 tolerance. */
 static inline void compare(const char *what, Graph *g0, Graph *g1, double tol) {
   GpucErr e = {0};
-  Tensor *ins[MAX_IO] = {0}, *o0[MAX_IO] = {0}, *o1[MAX_IO] = {0};
-  for (int k = 0; k < g0->ninputs; k++) {
-    const Tensor *d = &g0->values[g0->inputs[k]].t;
-    ins[k] = gpuc_tensor_new(d->dt, d->rank, d->dims, &e);
-    for (int64_t i = 0; i < gpuc_numel(d); i++) gpuc_set_f64(ins[k], i, urand());
-  }
+  Tensor **ins = random_inputs(g0), *o0[MAX_IO] = {0}, *o1[MAX_IO] = {0};
   int r0 = gpuc_ref_run(g0, (const Tensor *const *)ins, o0, &e);
   CHECK(r0 == 0, "%s: run: %s", what, e.msg);
   int r1 = r0 == 0 ? gpuc_ref_run(g1, (const Tensor *const *)ins, o1, &e) : -1;
@@ -125,7 +113,8 @@ static inline void compare(const char *what, Graph *g0, Graph *g1, double tol) {
     }
     CHECK(bad == 0, "%s: output %d: %lld of %lld differ", what, k, (long long)bad, (long long)n);
   }
-  for (int k = 0; k < MAX_IO; k++) { gpuc_tensor_free(ins[k]); gpuc_tensor_free(o0[k]); gpuc_tensor_free(o1[k]); }
+  free_inputs(ins);
+  for (int k = 0; k < MAX_IO; k++) { gpuc_tensor_free(o0[k]); gpuc_tensor_free(o1[k]); }
 }
 
 #endif

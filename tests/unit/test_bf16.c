@@ -17,6 +17,9 @@
 #include "passes.h"
 #include "ref.h"
 #include "check.h"
+#include "compile_model.h"
+#define TEST_RNG_SEED 1234
+#include "ref_random.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,24 +30,6 @@
  * 0.67%, ffn_block; fp16 0.09%):
  * the per-model lines this test prints. */
 #define BF16_TOL 2e-2
-
-static uint64_t rng = 1234;
-static double urand(void) { /* splitmix64 -> [-1, 1) */
-  uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0 * 2 - 1;
-}
-
-static double rel_l2(const Tensor *a, const Tensor *w) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < gpuc_numel(w); i++) {
-    double d = gpuc_get_f64(a, i) - gpuc_get_f64(w, i);
-    num += d * d;
-    den += gpuc_get_f64(w, i) * gpuc_get_f64(w, i);
-  }
-  return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 static int count_dtype(const Graph *g, GpucDType dt) {
   int n = 0;
@@ -85,12 +70,7 @@ static void check_model(const char *dir, const char *file, const GpucShapeBind *
   for (int k = 0; k < 3; k++) g[k] = gpuc_onnx_load(path, b, nb, &e);
   CHECK(g[0] && g[1] && g[2], "load %s: %s", path, e.msg);
   if (!g[0] || !g[1] || !g[2]) { for (int k = 0; k < 3; k++) gpuc_graph_free(g[k]); return; }
-  Tensor **ins = calloc((size_t)g[0]->ninputs + 1, sizeof *ins);
-  for (int k = 0; k < g[0]->ninputs; k++) {
-    const Tensor *d = &g[0]->values[g[0]->inputs[k]].t;
-    ins[k] = gpuc_tensor_new(d->dt, d->rank, d->dims, &e);
-    for (int64_t i = 0; i < gpuc_numel(d); i++) gpuc_set_f64(ins[k], i, urand());
-  }
+  Tensor **ins = random_inputs(g[0]);
   Tensor **o32 = run(g[0], 0, false, false, ins), **obf = run(g[1], 2, false, true, ins),
          **o16 = run(g[2], 2, true, false, ins);
   if (obf) {
@@ -108,8 +88,7 @@ static void check_model(const char *dir, const char *file, const GpucShapeBind *
   free_outs(o32, g[0]->noutputs);
   free_outs(obf, g[1]->noutputs);
   free_outs(o16, g[2]->noutputs);
-  for (int k = 0; k < g[0]->ninputs; k++) gpuc_tensor_free(ins[k]);
-  free(ins);
+  free_inputs(ins);
   for (int k = 0; k < 3; k++) gpuc_graph_free(g[k]);
 }
 
@@ -195,30 +174,22 @@ static void test_overflow(void) {
 }
 
 static void test_exclusive(const char *dir) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/small_cnn.onnx", dir);
-  GpucErr e = {0};
-  Graph *g = gpuc_onnx_load(path, NULL, 0, &e);
-  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  Graph *g = load_model(dir, "small_cnn.onnx", NULL, 0);
   if (!g) return;
+  GpucErr e = {0};
   PassOptions o;
-  gpuc_pass_options_default(&o, 2);
-  o.fp16 = o.bf16 = true;
+  pass_options_as(&o, 2, (CompilePrecision){.fp16 = true, .bf16 = true});
   CHECK(gpuc_passes_run(g, &o, &e) != 0 && strstr(e.msg, "--fp16 and --bf16"), "--fp16 with --bf16: '%s'", e.msg);
   gpuc_graph_free(g);
 }
 
 /* -O2 --bf16: every convolution of the model NHWC (FusedConv layout 1). */
 static void check_nhwc(const char *dir, const char *file, int want) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, file);
-  GpucErr e = {0};
-  Graph *g = gpuc_onnx_load(path, NULL, 0, &e);
-  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  Graph *g = load_model(dir, file, NULL, 0);
   if (!g) return;
+  GpucErr e = {0};
   PassOptions o;
-  gpuc_pass_options_default(&o, 2);
-  o.bf16 = true;
+  pass_options_as(&o, 2, (CompilePrecision){.bf16 = true});
   int nhwc = 0, convs = 0;
   if (gpuc_passes_run(g, &o, &e) == 0)
     for (int i = 0; i < g->nnodes; i++) {
@@ -236,20 +207,7 @@ static void check_nhwc(const char *dir, const char *file, int want) {
 static Plan *bf16_plan(const char *dir, const char *file, const GpucShapeBind *b, int nb) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", dir, file);
-  GpucErr e = {0};
-  Graph *g = gpuc_onnx_load(path, b, nb, &e);
-  CHECK(g != NULL, "load %s: %s", path, e.msg);
-  if (!g) return NULL;
-  PassOptions po;
-  gpuc_pass_options_default(&po, 2);
-  po.bf16 = true;
-  Plan *p = NULL;
-  int rc = gpuc_passes_run(g, &po, &e);
-  CHECK(rc == 0, "passes on %s: %s", path, e.msg);
-  CodegenOptions co = {.sm = 90, .level = 2, .bf16 = true};
-  if (!rc) CHECK(gpuc_codegen(g, &co, &p, NULL, &e) == 0 && p, "codegen %s: %s", path, e.msg);
-  gpuc_graph_free(g);
-  return p;
+  return compile_model_as(path, b, nb, 90, (CompilePrecision){.bf16 = true}, NULL);
 }
 
 static void test_plans(const char *dir) {

@@ -23,26 +23,10 @@
 #include "quant_int8.h"
 #include "npy.h"
 #include "ref.h"
+#include "compile_model.h"
+#include "ref_random.h"
 #include <math.h>
 #include <string.h>
-
-static uint64_t rng = 7;
-static double urand(void) { /* [-1, 1) */
-  uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0 * 2 - 1;
-}
-
-static double rel_l2(const Tensor *a, const Tensor *w) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < gpuc_numel(w); i++) {
-    double d = gpuc_get_f64(a, i) - gpuc_get_f64(w, i);
-    num += d * d;
-    den += gpuc_get_f64(w, i) * gpuc_get_f64(w, i);
-  }
-  return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 /* One node of op on the given inputs through the reference executor. */
 static int run_op(GpucOp op, int nin, const Tensor **ins, int nout, Tensor **outs, int to) {
@@ -189,12 +173,7 @@ static void compare_int8(const char *dir, const char *model, const GpucShapeBind
             count_op(g1, GPUC_OP_DEQUANTIZEROWS) == want_int8,
         "%s%s: %d int8 layers and %d QuantizeRows, want %d and %d", model, fp16 ? " fp16" : "",
         count_op(g1, GPUC_OP_MATMULINT8), count_op(g1, GPUC_OP_QUANTIZEROWS), want_int8, want_q);
-  Tensor **ins = calloc((size_t)g0->ninputs + 1, sizeof *ins);
-  for (int k = 0; k < g0->ninputs; k++) {
-    const Tensor *d = &g0->values[g0->inputs[k]].t;
-    ins[k] = gpuc_tensor_new(d->dt, d->rank, d->dims, &e);
-    for (int64_t i = 0; i < gpuc_numel(d); i++) gpuc_set_f64(ins[k], i, urand());
-  }
+  Tensor **ins = random_inputs(g0);
   Tensor *o0[16] = {0}, *o1[16] = {0};
   int r0 = gpuc_ref_run(g0, (const Tensor *const *)ins, o0, &e);
   CHECK(r0 == 0, "run fp32 %s: %s", model, e.msg);
@@ -209,23 +188,18 @@ static void compare_int8(const char *dir, const char *model, const GpucShapeBind
            k, r);
   }
   for (int k = 0; k < 16; k++) { gpuc_tensor_free(o0[k]); gpuc_tensor_free(o1[k]); }
-  for (int k = 0; k < g0->ninputs; k++) gpuc_tensor_free(ins[k]);
-  free(ins);
+  free_inputs(ins);
   gpuc_graph_free(g0);
   gpuc_graph_free(g1);
 }
 
 /* The report of a model after --int8: `want` must appear in it. */
 static void check_report(const char *dir, const char *model, const char *skip, const char *want) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, model);
-  GpucErr e = {0};
-  Graph *g = gpuc_onnx_load(path, NULL, 0, &e);
-  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  Graph *g = load_model(dir, model, NULL, 0);
   if (!g) return;
+  GpucErr e = {0};
   PassOptions o;
-  gpuc_pass_options_default(&o, 2);
-  o.int8 = true;
+  pass_options_as(&o, 2, (CompilePrecision){.int8 = true});
   o.int8_skip = skip;
   CHECK(gpuc_passes_run(g, &o, &e) == 0, "passes on %s: %s", model, e.msg);
   char buf[8192] = "";
@@ -237,23 +211,7 @@ static void check_report(const char *dir, const char *model, const char *skip, c
 }
 
 static Plan *compile_int8(const char *path, const GpucShapeBind *b, int nb, int sm, bool fp16) {
-  GpucErr e = {0};
-  Graph *g = gpuc_onnx_load(path, b, nb, &e);
-  CHECK(g != NULL, "load %s: %s", path, e.msg);
-  if (!g) return NULL;
-  PassOptions po;
-  gpuc_pass_options_default(&po, 2);
-  po.fp16 = fp16;
-  po.int8 = true;
-  Plan *p = NULL;
-  int rc = gpuc_passes_run(g, &po, &e);
-  CHECK(rc == 0, "passes on %s: %s", path, e.msg);
-  if (rc == 0) {
-    CodegenOptions co = {.sm = sm, .level = 2, .fp16 = fp16};
-    CHECK(gpuc_codegen(g, &co, &p, NULL, &e) == 0 && p, "codegen --int8 %s sm_%d: %s", path, sm, e.msg);
-  }
-  gpuc_graph_free(g);
-  return p;
+  return compile_model_as(path, b, nb, sm, (CompilePrecision){.fp16 = fp16, .int8 = true}, NULL);
 }
 
 static void expect_refused(const char *path, const char *what) {

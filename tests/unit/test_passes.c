@@ -15,48 +15,14 @@
 #include "ref.h"
 #include "frontend.h"
 #include "check.h"
+#define TEST_RNG_SEED 99
+#include "ref_random.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static int level = 1; /* -O level the passes run at */
-
-static uint64_t rng = 99;
-static double urand(void) {
-  uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0 * 2 - 1;
-}
-
-static Tensor **random_inputs(const Graph *g) {
-  Tensor **ins = calloc((size_t)g->ninputs + 1, sizeof *ins);
-  GpucErr e;
-  for (int k = 0; k < g->ninputs; k++) {
-    const Tensor *d = &g->values[g->inputs[k]].t;
-    ins[k] = gpuc_tensor_new(d->dt, d->rank, d->dims, &e);
-    for (int64_t i = 0; i < gpuc_numel(d); i++) gpuc_set_f64(ins[k], i, urand());
-  }
-  return ins;
-}
-
-static void compare_model_opts(const char *path, const GpucShapeBind *b, int nb, int expect_nodes_after,
-                               bool fp16);
-static void compare_model(const char *path, const GpucShapeBind *b, int nb, int expect_nodes_after) {
-  compare_model_opts(path, b, nb, expect_nodes_after, false);
-}
-
-/* relative L2 of a against reference w */
-static double rel_l2(const Tensor *a, const Tensor *w) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < gpuc_numel(w); i++) {
-    double d = gpuc_get_f64(a, i) - gpuc_get_f64(w, i);
-    num += d * d;
-    den += gpuc_get_f64(w, i) * gpuc_get_f64(w, i);
-  }
-  return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 static void compare_model_opts(const char *path, const GpucShapeBind *b, int nb, int expect_nodes_after,
                                bool fp16) {
@@ -108,10 +74,13 @@ static void compare_model_opts(const char *path, const GpucShapeBind *b, int nb,
     }
   }
   for (int k = 0; k < 16; k++) { gpuc_tensor_free(o0[k]); gpuc_tensor_free(o1[k]); }
-  for (int k = 0; k < g0->ninputs; k++) gpuc_tensor_free(ins[k]);
-  free(ins);
+  free_inputs(ins);
   gpuc_graph_free(g0);
   gpuc_graph_free(g1);
+}
+
+static void compare_model(const char *path, const GpucShapeBind *b, int nb, int expect_nodes_after) {
+  compare_model_opts(path, b, nb, expect_nodes_after, false);
 }
 
 /* Fusion structure after -O2: the number of MatMulBias nodes, and the sizes
@@ -316,8 +285,7 @@ static Graph *check_cse(const char *what, void (*build)(Graph *), int expect_mer
   for (int k = 0; r0 == 0 && r1 == 0 && k < g0->noutputs; k++)
     CHECK(same_bytes(o0[k], o1[k]), "%s: output %d differs after CSE", what, k);
   for (int k = 0; k < MAX_GRAPH_IO; k++) { gpuc_tensor_free(o0[k]); gpuc_tensor_free(o1[k]); }
-  for (int k = 0; k < g0->ninputs; k++) gpuc_tensor_free(ins[k]);
-  free(ins);
+  free_inputs(ins);
   gpuc_graph_free(g0);
   return g1;
 }
@@ -735,8 +703,7 @@ static void test_nhwc_reference(void) {
       CHECK(bad == 0, "%s: %lld of %lld elements differ", what, (long long)bad, (long long)n);
     }
     for (int k = 0; k < MAX_GRAPH_IO; k++) { gpuc_tensor_free(o0[k]); gpuc_tensor_free(o1[k]); }
-    for (int k = 0; k < g0->ninputs; k++) gpuc_tensor_free(ins[k]);
-    free(ins);
+    free_inputs(ins);
     gpuc_graph_free(g0);
     gpuc_graph_free(g1);
   }
@@ -847,8 +814,7 @@ static void test_attention_graphs(void) {
                       (long long)nans, (long long)nan_rows);
     }
     for (int k = 0; k < MAX_GRAPH_IO; k++) { gpuc_tensor_free(o0[k]); gpuc_tensor_free(o1[k]); }
-    for (int k = 0; k < g0->ninputs; k++) gpuc_tensor_free(ins[k]);
-    free(ins);
+    free_inputs(ins);
     gpuc_graph_free(g0);
     gpuc_graph_free(g1);
   }
@@ -927,8 +893,7 @@ static void test_add_layernorm_graphs(void) {
             (long long)n);
     }
     for (int k = 0; k < MAX_GRAPH_IO; k++) { gpuc_tensor_free(o0[k]); gpuc_tensor_free(o1[k]); }
-    for (int k = 0; k < g0->ninputs; k++) gpuc_tensor_free(ins[k]);
-    free(ins);
+    free_inputs(ins);
     gpuc_graph_free(g0);
     gpuc_graph_free(g1);
   }
