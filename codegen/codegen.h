@@ -12,7 +12,7 @@
 
 typedef struct CodegenOptions {
   int sm;                        /* target arch: 80, 86, 89, 90, 120 */
-  bool fp16;
+  bool fp16, bf16;               /* the plan is marked GPUC_PLAN_F_FP16 / _BF16 */
   int level;
   int64_t mem_limit;             /* 0 = none */
 } CodegenOptions;

@@ -9,8 +9,9 @@ static bool gemm_dtype(GpucDType dt) {
 }
 
 /* MatMul, and MatMulBias when bias is not NULL (B is then 2-D, so the batch
- * folds into M and the bias row is cuBLASLt's epilogue). */
-static int matmul(LowerCtx *c, uint32_t bias) {
+ * folds into M and the bias row is cuBLASLt's epilogue, with activation
+ * epi, a GPUC_GEMM_EPI_*). */
+static int matmul(LowerCtx *c, uint32_t bias, uint32_t epi) {
   const Tensor *a = c->in[0], *b = c->in[1], *y = c->out[0];
   if (!gemm_dtype(a->dt) || a->dt != b->dt)
     return lower_unsupported(c, "MatMul of %s x %s on the GPU", gpuc_dtype_name(a->dt), gpuc_dtype_name(b->dt));
@@ -26,7 +27,7 @@ static int matmul(LowerCtx *c, uint32_t bias) {
   for (int d = 0; d < rb - 2; d++) batch_b *= b->dims[d];
   if (rb <= 2) {
     g.m = M * batch_a; /* A's batch folds into rows */
-    if (bias != UINT32_MAX) { g.c = bias; g.ldc = 0; }
+    if (bias != UINT32_MAX) { g.c = bias; g.ldc = 0; g.trans_a = GPUC_GEMM_TRANS_A_PACK(0, epi); }
   } else {
     /* batched: output batch dims = broadcast of both; support the cases
      * where each operand's batch is either the full batch or a single one */
@@ -41,11 +42,30 @@ static int matmul(LowerCtx *c, uint32_t bias) {
   }
   return cg_gemm(c, &g);
 }
-int lower_MatMul(LowerCtx *c) { return matmul(c, UINT32_MAX); }
+int lower_MatMul(LowerCtx *c) { return matmul(c, UINT32_MAX, 0); }
+/* activation (passes/fuse_gemm_act.c): 1 Relu and 3 tanh GELU in
+ * cuBLASLt's epilogue; 2 the erf GELU there too for half (its tanh form is
+ * within half's rounding), in f32 exactly, in a kernel after the GEMM. */
 int lower_MatMulBias(LowerCtx *c) {
   if (c->in[1]->rank != 2 || c->in[2]->dt != c->in[0]->dt)
     return lower_fail(c, "internal: MatMulBias needs a 2-D B and a bias of A's dtype");
-  return matmul(c, c->tin[2]);
+  int64_t act = gpuc_attr_i(c->n, "activation", 0);
+  bool half = c->in[0]->dt == GPUC_DT_F16 || c->in[0]->dt == GPUC_DT_BF16;
+  uint32_t epi = act == 1 ? GPUC_GEMM_EPI_RELU : act == 3 || (act == 2 && half) ? GPUC_GEMM_EPI_GELU : 0;
+  if (act < 0 || act > 3) return lower_fail(c, "internal: MatMulBias activation %lld", (long long)act);
+  int rc = matmul(c, c->tin[2], epi);
+  if (rc || epi || act == 0) return rc;
+  const Tensor *ins[1] = {c->out[0]};
+  uint32_t tins[1] = {c->tout[0]};
+  LowerCtx e = *c;
+  e.in = ins;
+  e.tin = tins;
+  e.nin = 1;
+  static const int which[1] = {0};
+  rc = cg_elementwise(&e, which, 1, cg_compute_type(c->out[0]->dt), NULL,
+                      "0.5 * x0 * (1 + erf(x0 * 0.7071067811865476))");
+  c->nkernels_emitted = e.nkernels_emitted;
+  return rc;
 }
 
 int lower_Gemm(LowerCtx *c) {

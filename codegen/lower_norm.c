@@ -57,7 +57,7 @@ static void rows_sum(StrBuf *b, Rows *r, const char *var, const char *t) {
  * rows_load_x): declares mean and var (type ct). rms: mean is 0 and var
  * the mean square (RMSNormalization). */
 static void emit_stats(StrBuf *b, Rows *r, GpucDType dt, GpucDType dt2, const char *ct, int64_t n,
-                       const char *off_decl, const char *idx, bool rms) {
+                       const char *off_decl, const char *idx, const char *idx2, bool rms) {
   if (rms) {
     sb_printf(b, "    const %s mean = 0;\n", ct);
     goto squares;
@@ -65,7 +65,7 @@ static void emit_stats(StrBuf *b, Rows *r, GpucDType dt, GpucDType dt2, const ch
   sb_printf(b, "    %s sum = 0;\n", ct);
   rows_for(b, r, "j", n);
   sb_printf(b, " {\n%s      sum += ", off_decl);
-  rows_load_x(b, ct, dt, dt2, idx);
+  rows_load_x(b, ct, dt, dt2, idx, idx2);
   sb_printf(b, ";\n    }\n");
   rows_sum(b, r, "sum", ct);
   if (n) sb_printf(b, "    %s mean = sum / (%s)%lld;\n", ct, ct, LL(n));
@@ -74,7 +74,7 @@ squares:
   sb_printf(b, "    %s sq = 0;\n", ct);
   rows_for(b, r, "j", n);
   sb_printf(b, " {\n%s      %s d = ", off_decl, ct);
-  rows_load_x(b, ct, dt, dt2, idx);
+  rows_load_x(b, ct, dt, dt2, idx, idx2);
   sb_printf(b, " - mean;\n      sq += d * d;\n    }\n");
   rows_sum(b, r, "sq", ct);
   if (n) sb_printf(b, "    %s var = sq / (%s)%lld;\n", ct, ct, LL(n));
@@ -174,7 +174,7 @@ int lower_InstanceNormalization(LowerCtx *c) {
             name, cg_ctype(dt), cg_ctype(c->in[1]->dt), cg_ctype(c->in[2]->dt), cg_ctype(y->dt));
   rows_open(b, &r, rows);
   sb_printf(b, "    i64 base = row * %lldLL, ch = row %% %lldLL;\n", LL(S), LL(C));
-  emit_stats(b, &r, dt, GPUC_DT_UNDEF, ct, S, "", "base + j", false);
+  emit_stats(b, &r, dt, GPUC_DT_UNDEF, ct, S, "", "base + j", NULL, false);
   cg_float_lit(e, sizeof e, eps, ct);
   sb_printf(b, "    %s a = ", ct);
   cg_load(b, ct, c->in[1]->dt, "scale", "ch");
@@ -265,7 +265,7 @@ static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, 
   ln_params(b, in);
   sb_printf(b, "%s* __restrict__ y) {\n", cg_ctype(y->dt));
   int vec = warp_rows_vec(n, in->x->dt, x2_dt(in), y->dt);
-  warp_rows_open(b, rows, n, vec, "float", in->x->dt, x2_dt(in), "0.0f");
+  warp_rows_open(b, rows, n, vec, "float", in->x->dt, x2_dt(in), in->x2 && gpuc_numel(in->x2) == n, "0.0f");
   if (rms) {
     sb_printf(b, "    const float mean = 0;\n");
   } else {
@@ -310,11 +310,13 @@ static int layernorm(LowerCtx *c, bool add, bool rms) {
   GpucDType dt = x->dt, dt2 = x2_dt(&in);
   if (!is_flt(dt) || (add && !is_flt(dt2)) || !is_flt(scale->dt) || (bias && !is_flt(bias->dt)))
     return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
-  if (add && gpuc_numel(in.x2) != gpuc_numel(x)) return lower_fail(c, "internal: A and B differ in shape");
   int axis;
   if (gpuc_norm_axis(LOWER_OPCTX(c), gpuc_attr_i(c->n, "axis", -1), x->rank, &axis)) return -1;
   double eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
   int64_t outer = prod(x->dims, axis), inner = prod(x->dims + axis, x->rank - axis);
+  if (add && gpuc_numel(in.x2) != gpuc_numel(x) && gpuc_numel(in.x2) != inner)
+    return lower_fail(c, "internal: B is neither A's shape nor one row");
+  const char *x2i = add && gpuc_numel(in.x2) != gpuc_numel(x) ? "j" : "base + j"; /* B one row: x2[j] */
   if (outer == 0) return 0;
   bool mo = has_out(c, 1), io = has_out(c, 2);
   /* statistics in float, or double for f64 inputs or an f64 stash_type */
@@ -335,7 +337,7 @@ static int layernorm(LowerCtx *c, bool add, bool rms) {
   sb_printf(b, ") {\n");
   rows_open(b, &r, outer);
   sb_printf(b, "    i64 base = row * %lldLL;\n", LL(inner));
-  emit_stats(b, &r, dt, dt2, ct, inner, "", "base + j", rms);
+  emit_stats(b, &r, dt, dt2, ct, inner, "", "base + j", x2i, rms);
   cg_float_lit(e, sizeof e, eps, ct);
   sb_printf(b, "    %s inv = (%s)1 / sqrt(var + %s);\n", ct, ct, e);
   rows_for(b, &r, "j", inner);
@@ -344,7 +346,7 @@ static int layernorm(LowerCtx *c, bool add, bool rms) {
   param_index(b, scale, nr, x->dims + axis, "si", sidx, sizeof sidx);
   if (bias) param_index(b, bias, nr, x->dims + axis, "bi", bidx, sizeof bidx);
   sb_printf(b, "      %s v = (", ct);
-  rows_load_x(b, ct, dt, dt2, "base + j");
+  rows_load_x(b, ct, dt, dt2, "base + j", x2i);
   sb_printf(b, " - mean) * inv * ");
   cg_load(b, ct, scale->dt, "scale", sidx);
   if (bias) {
@@ -401,7 +403,7 @@ int lower_GroupNormalization(LowerCtx *c) {
             name, cg_ctype(dt), cg_ctype(c->in[1]->dt), cg_ctype(c->in[2]->dt), cg_ctype(y->dt));
   rows_open(b, &r, rows);
   sb_printf(b, "    i64 base = row * %lldLL, g = row %% %lldLL;\n", LL(L), LL(G));
-  emit_stats(b, &r, dt, GPUC_DT_UNDEF, ct, L, "", "base + j", false);
+  emit_stats(b, &r, dt, GPUC_DT_UNDEF, ct, L, "", "base + j", NULL, false);
   cg_float_lit(e, sizeof e, eps, ct);
   sb_printf(b, "    %s inv = (%s)1 / sqrt(var + %s);\n", ct, ct, e);
   rows_for(b, &r, "j", L);
@@ -509,7 +511,7 @@ int lower_MeanVarianceNormalization(LowerCtx *c) {
   StrBuf off = {0};
   emit_offset(&off, "off", "j", nr, rdim, rstr);
   if (off.oom) return lower_fail(c, "out of memory");
-  emit_stats(b, &r, dt, GPUC_DT_UNDEF, ct, cnt, off.s, "base + off", false);
+  emit_stats(b, &r, dt, GPUC_DT_UNDEF, ct, cnt, off.s, "base + off", NULL, false);
   sb_printf(b, "    %s den = sqrt(var) + (%s)1e-9;\n", ct, ct);
   rows_for(b, &r, "j", cnt);
   sb_printf(b, " {\n%s      %s v = ", off.s, ct);

@@ -367,7 +367,7 @@ static int softmax_warp(LowerCtx *c, SmOp op, int64_t rows, int64_t n) {
   sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s* __restrict__ y) {\n",
             name, cg_ctype(dt), cg_ctype(dt));
   int vec = warp_rows_vec(n, dt, GPUC_DT_UNDEF, dt);
-  warp_rows_open(b, rows, n, vec, ct, dt, GPUC_DT_UNDEF, lit);
+  warp_rows_open(b, rows, n, vec, ct, dt, GPUC_DT_UNDEF, false, lit);
   sb_printf(b, "    %s mx = %s;\n", ct, lit);
   comb_expr(mx, sizeof mx, C_MAX, "mx", "v[k]");
   warp_rows_for(b, n, vec);

@@ -39,12 +39,12 @@ int rows_launch(LowerCtx *c, const Rows *r, const char *name, int64_t nrows, int
   return cg_launch_grid(c, name, grid, blk, 0, nargs, args);
 }
 
-void rows_load_x(StrBuf *b, const char *ct, GpucDType dt, GpucDType dt2, const char *idx) {
+void rows_load_x(StrBuf *b, const char *ct, GpucDType dt, GpucDType dt2, const char *idx, const char *idx2) {
   if (dt2 == GPUC_DT_UNDEF) { cg_load(b, ct, dt, "x", idx); return; }
   sb_printf(b, "(");
   cg_load(b, ct, dt, "x", idx);
   sb_printf(b, " + ");
-  cg_load(b, ct, dt2, "x2", idx);
+  cg_load(b, ct, dt2, "x2", idx2);
   sb_printf(b, ")");
 }
 
@@ -59,7 +59,7 @@ int warp_rows_vec(int64_t n, GpucDType dt, GpucDType dt2, GpucDType ydt) {
 }
 
 void warp_rows_open(StrBuf *b, int64_t nrows, int64_t n, int vec, const char *ct, GpucDType dt, GpucDType dt2,
-                    const char *pad) {
+                    bool x2_row, const char *pad) {
   int groups = (int)((n + 32 * vec - 1) / (32 * vec));
   sb_printf(b, "  const int lane = threadIdx.x & 31;\n"
                "  const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;\n"
@@ -72,7 +72,7 @@ void warp_rows_open(StrBuf *b, int64_t nrows, int64_t n, int vec, const char *ct
             LL(nrows), LL(n), ct, groups * vec, groups, vec);
   if (vec == 1) {
     sb_printf(b, "      v[g] = j0 < %lld ? ", LL(n));
-    rows_load_x(b, ct, dt, dt2, "base + j0");
+    rows_load_x(b, ct, dt, dt2, "base + j0", x2_row ? "j0" : "base + j0");
     sb_printf(b, " : %s;\n    }\n", pad);
     return;
   }
@@ -81,8 +81,8 @@ void warp_rows_open(StrBuf *b, int64_t nrows, int64_t n, int vec, const char *ct
   sb_printf(b, "      if (j0 < %lld) {\n        const Vec<%s, %d> a = *(const Vec<%s, %d>*)(x + base + j0);\n",
             LL(n), cg_ctype(dt), vec, cg_ctype(dt), vec);
   if (dt2 != GPUC_DT_UNDEF)
-    sb_printf(b, "        const Vec<%s, %d> a2 = *(const Vec<%s, %d>*)(x2 + base + j0);\n", cg_ctype(dt2), vec,
-              cg_ctype(dt2), vec);
+    sb_printf(b, "        const Vec<%s, %d> a2 = *(const Vec<%s, %d>*)(x2 + %sj0);\n", cg_ctype(dt2), vec,
+              cg_ctype(dt2), vec, x2_row ? "" : "base + ");
   sb_printf(b, "#pragma unroll\n        for (int u = 0; u < %d; u++) v[g * %d + u] = ", vec, vec);
   if (dt2 != GPUC_DT_UNDEF) sb_printf(b, "(");
   cg_load(b, ct, dt, "a.v", "u");

@@ -30,9 +30,9 @@ enum { WARP_ROW_MAX = 1024 };
 int warp_rows_vec(int64_t n, GpucDType dt, GpucDType dt2, GpucDType ydt);
 /* The row's elements are x's (dtype dt), or x[i] + x2[i] when dt2 is not
  * GPUC_DT_UNDEF (AddLayerNormalization: the sum formed as each element is
- * loaded, in ct, never stored). */
+ * loaded, in ct, never stored); x2_row: x2 is one row, x2[i % n]. */
 void warp_rows_open(StrBuf *b, int64_t nrows, int64_t n, int vec, const char *ct, GpucDType dt, GpucDType dt2,
-                    const char *pad);
+                    bool x2_row, const char *pad);
 /* for (k) over this lane's valid elements, with j (the element's index in
  * the row) declared */
 void warp_rows_for(StrBuf *b, int64_t n, int vec);
@@ -45,9 +45,9 @@ void warp_rows_store_end(StrBuf *b, int vec, GpucDType ydt);
 void warp_allreduce(StrBuf *b, const char *var, const char *ct, const char *comb);
 int warp_rows_launch(LowerCtx *c, const char *name, int64_t nrows, int nargs, const uint32_t *args);
 
-/* The element of x at idx as ct, or of x + x2 (x2 of dtype dt2) when dt2
- * is not GPUC_DT_UNDEF. */
-void rows_load_x(StrBuf *b, const char *ct, GpucDType dt, GpucDType dt2, const char *idx);
+/* The element of x at idx as ct, or of x + x2 (x2 of dtype dt2, at idx2)
+ * when dt2 is not GPUC_DT_UNDEF. */
+void rows_load_x(StrBuf *b, const char *ct, GpucDType dt, GpucDType dt2, const char *idx, const char *idx2);
 
 /* var = offset of multi-index idx over n (dims, strides) */
 void emit_offset(StrBuf *b, const char *var, const char *idx, int n, const int64_t *dims,

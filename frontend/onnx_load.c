@@ -473,6 +473,7 @@ Graph *gpuc_onnx_load(const char *path, const GpucShapeBind *binds, int nbinds, 
   if (crc) goto fail;
   for (int i = 0; i < nbinds; i++)
     if (gpuc_graph_bind_shape(g, binds[i].name, binds[i].rank, binds[i].dims, e)) goto fail;
+  if (gpuc_graph_bind_symbols(g, e)) goto fail;
   if (gpuc_graph_toposort(g, e) || gpuc_graph_verify(g, e) || gpuc_graph_infer(g, e)) goto fail;
   map_free(&L.names);
   onnx__model_proto__free_unpacked(mp, NULL);

@@ -523,17 +523,25 @@ int infer_GroupNormalization(OpCtx *c) {
 }
 
 /* AddLayerNormalization(A, B, Scale, Bias?): LayerNormalization of A + B, A
- * and B of one dtype and shape; Y only (no Mean/InvStdDev). */
+ * and B of one dtype, B of A's shape or A's normalized dims (a row added to
+ * every row); Y only (no Mean/InvStdDev). */
 int infer_AddLayerNormalization(OpCtx *c) {
   const Tensor *a = c->in[0], *b = c->in[1];
   if (a->dt != b->dt)
     return gpuc_op_fail(c, "A has dtype %s, B has %s; they must match", gpuc_dtype_name(a->dt),
                         gpuc_dtype_name(b->dt));
-  if (a->rank != b->rank) return gpuc_op_fail(c, "A has rank %d, B %d; they must match", a->rank, b->rank);
-  for (int d = 0; d < a->rank; d++)
-    if (a->dims[d] >= 0 && b->dims[d] >= 0 && a->dims[d] != b->dims[d])
-      return gpuc_op_fail(c, "A dim %d is %lld, B's %lld; they must match", d, (long long)a->dims[d],
-                          (long long)b->dims[d]);
+  /* B of A's shape, or one row broadcast over the rows: B's dims are A's
+   * normalized dims (axis..) */
+  int64_t axis = gpuc_attr_i(c->n, "axis", -1);
+  if (axis < 0) axis += a->rank;
+  int lead = a->rank - b->rank;
+  if (lead != 0 && lead != axis)
+    return gpuc_op_fail(c, "B has rank %d; it must be A's (%d) or A's normalized dims' (%d)", b->rank, a->rank,
+                        (int)(a->rank - axis));
+  for (int d = 0; d < b->rank; d++)
+    if (a->dims[d + lead] >= 0 && b->dims[d] >= 0 && a->dims[d + lead] != b->dims[d])
+      return gpuc_op_fail(c, "A dim %d is %lld, B's dim %d %lld; they must match", d + lead,
+                          (long long)a->dims[d + lead], d, (long long)b->dims[d]);
   /* the LayerNormalization of X = A (A + B has A's shape) */
   const Tensor *ins[3] = {a, c->in[2], gpuc_has_in(c, 3) ? c->in[3] : NULL};
   OpCtx ln = *c;

@@ -12,14 +12,20 @@
  *     intermediate never needs to exist in memory),
  *   - p's output has n's output shape (broadcasting happens on the group's
  *     external inputs, read with strides; never on an intermediate).
- * Groups merge through n (union-find), up to MAX_MEMBERS members.
+ * Groups merge through n (union-find), up to MAX_MEMBERS members. Then a
+ * producer whose output only members of one group read, several of them
+ * (SiLU: x * Sigmoid(x)), joins that group too.
  *
  * First, a Conv with a constant bias whose output goes straight into such
- * an op (MobileNetV2's Conv -> Clip, a projection Conv -> residual Add)
+ * ops only (MobileNetV2's Conv -> Clip, a projection Conv -> residual Add,
+ * EfficientNet's Conv -> SiLU)
  * becomes Conv without bias + Add(bias viewed [C,1,..]): the bias then
  * rides in the group's kernel instead of a kernel of its own. So does a
  * FusedConv without activation or residual (an NHWC Conv, from
  * passes/layout_nhwc.c; its bias is then [C], the last dim).
+ *
+ * An NHWC conv's bias read by a LayerNorm over the channels goes into that
+ * LayerNorm instead (conv_bias_into_layernorm).
  *
  * And a Cast whose output only a Transpose reads swaps places with it
  * (see swap_cast_transpose): the Transpose then heads the Cast's group. */
@@ -79,8 +85,75 @@ static bool same_dims(const Tensor *a, const Tensor *b) {
   return a->rank == b->rank && !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
 }
 
-/* Conv(x, W, B) -> Conv(x, W) then Add(., B as [C,1,..] / NHWC [C]) where the Conv's
- * sole reader is a fusable op of its output's shape. Returns splits or -1. */
+/* Every node reading v is a fusable op (no Transpose) with an output of
+ * v's shape, and one does: then an Add producing v can join their group
+ * (SiLU's x * Sigmoid(x) reads x twice). */
+static bool readers_fusable(const Graph *g, int v) {
+  int n = 0;
+  for (int j = 0; j < g->nnodes; j++) {
+    const Node *r = &g->nodes[j];
+    bool reads = false;
+    for (int k = 0; k < r->nin; k++) reads |= r->in[k] == v;
+    if (!reads) continue;
+    if (!candidate(g, r) || r->op == GPUC_OP_TRANSPOSE || !same_dims(&g->values[r->out[0]].t, &g->values[v].t))
+      return false;
+    n++;
+  }
+  return n > 0;
+}
+
+/* NHWC FusedConv(x, W, B) (activation 0, no residual) read only by a
+ * LayerNormalization over its channels (the last axis; ConvNeXt's depthwise
+ * conv once passes/simplify_transpose.c cancelled the permutes between) ->
+ * FusedConv(x, W) and AddLayerNormalization(y, B, Scale, Bias): the bias
+ * is added as the LayerNorm loads each row, not by a kernel of its own
+ * that reads and writes the whole output. Returns the number moved, or -1. */
+static int conv_bias_into_layernorm(Graph *g, bool training, GpucErr *e) {
+  int moved = 0;
+  int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *reader = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  if (!readers || !reader) { free(readers); free(reader); return gpuc_err_set(e, "%s: out of memory", g->path); }
+  gpuc_graph_count_readers(g, readers, reader);
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *conv = &g->nodes[i];
+    if (conv->op != GPUC_OP_FUSEDCONV || gpuc_attr_i(conv, "activation", 0) != 0 ||
+        gpuc_attr_i(conv, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NHWC || (conv->nin > 3 && conv->in[3] >= 0) ||
+        conv->nin < 3 || conv->in[2] < 0 || conv->out[0] < 0)
+      continue;
+    int y = conv->out[0], bias = conv->in[2];
+    const Tensor *yt = &g->values[y].t, *bt = &g->values[bias].t;
+    if (!g->values[bias].is_const || (training && g->values[bias].is_param) || readers[y] != 1 ||
+        g->values[y].is_output || yt->rank != 4 || bt->rank != 1 || bt->dims[0] != yt->dims[3] || bt->dt != yt->dt)
+      continue;
+    Node *ln = &g->nodes[reader[y]];
+    int64_t axis = ln->op == GPUC_OP_LAYERNORMALIZATION ? gpuc_attr_i(ln, "axis", -1) : 0;
+    if (ln->op != GPUC_OP_LAYERNORMALIZATION || ln->in[0] != y || (axis != -1 && axis != 3)) continue;
+    bool stats = false;
+    for (int k = 1; k < ln->nout; k++) stats |= ln->out[k] >= 0;
+    if (stats) continue;
+    int *in = gpuc_arena_alloc(&g->arena, sizeof(int) * 4);
+    size_t len = strlen(conv->name) + strlen(ln->name) + 8;
+    char *name = gpuc_arena_alloc(&g->arena, len);
+    if (!in || !name) { free(readers); free(reader); return gpuc_err_set(e, "%s: out of memory", g->path); }
+    snprintf(name, len, "%s.bias, %s", conv->name, ln->name);
+    in[0] = y;
+    in[1] = bias;
+    in[2] = ln->in[1];
+    in[3] = ln->nin > 2 ? ln->in[2] : -1;
+    ln->op = GPUC_OP_ADDLAYERNORMALIZATION;
+    ln->in = in;
+    ln->nin = 4;
+    ln->nout = 1;
+    ln->name = name;
+    conv->in[2] = -1; /* FusedConv keeps its slots; B absent */
+    moved++;
+  }
+  free(readers); free(reader);
+  return moved;
+}
+
+/* Conv(x, W, B) -> Conv(x, W) then Add(., B as [C,1,..] / NHWC [C]) where every
+ * reader of the Conv's output is a fusable op of its shape (readers_fusable).
+ * Returns splits or -1. */
 static int split_conv_bias(Graph *g, bool training, GpucErr *e) {
   int nn = g->nnodes, splits = 0;
   int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *reader = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
@@ -97,12 +170,10 @@ static int split_conv_bias(Graph *g, bool training, GpucErr *e) {
     const Tensor *yt = &g->values[y].t, *bt = &g->values[bias].t;
     /* a parameter being trained must stay the one tensor the optimizer
      * updates: no reshaped copy of it */
-    if (!g->values[bias].is_const || (training && g->values[bias].is_param) || readers[y] != 1 || g->values[y].is_output ||
+    if (!g->values[bias].is_const || (training && g->values[bias].is_param) || readers[y] < 1 || g->values[y].is_output ||
         !gpuc_shape_known(yt) || yt->rank < 3 || bt->rank != 1 || bt->dims[0] != yt->dims[nhwc ? yt->rank - 1 : 1])
       continue;
-    const Node *next = &g->nodes[reader[y]];
-    if (!candidate(g, next) || next->op == GPUC_OP_TRANSPOSE || !same_dims(&g->values[next->out[0]].t, yt))
-      continue;
+    if (!readers_fusable(g, y)) continue;
     const Tensor ycopy = *yt; /* adding values may move the array */
     char name[512];
     snprintf(name, sizeof name, "%s.nobias", g->values[y].name);
@@ -188,6 +259,7 @@ static int swap_cast_transpose(Graph *g, GpucErr *e) {
 
 int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
   (void)o;
+  if (conv_bias_into_layernorm(g, o->training, e) < 0) return -1;
   if (split_conv_bias(g, o->training, e) < 0) return -1;
   if (swap_cast_transpose(g, e) < 0) return -1;
   int nn = g->nnodes;
@@ -226,6 +298,33 @@ int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
       if (a == b || size[a] + size[b] > MAX_MEMBERS) continue;
       parent[b] = a;
       size[a] += size[b];
+    }
+  }
+  /* then producers whose output several members of one group read (SiLU's
+   * x, read by Sigmoid and Mul): the value stays in registers */
+  for (bool more = true; more;) {
+    more = false;
+    for (int p = nn - 1; p >= 0; p--) {
+      const Node *pn = &g->nodes[p];
+      if (!candidate(g, pn) || find(parent, p) != p || size[p] > 1) continue; /* ungrouped producers */
+      int v = pn->out[0], root = -1;
+      if (g->values[v].is_output || sole_reader[v] != -2) continue;
+      if (pn->op == GPUC_OP_TRANSPOSE && !transpose_leads_well(pn, &g->values[v].t)) continue;
+      bool ok = true;
+      for (int i = p + 1; i < nn && ok; i++) {
+        const Node *n = &g->nodes[i];
+        bool reads = false;
+        for (int k = 0; k < n->nin; k++) reads |= n->in[k] == v;
+        if (!reads) continue;
+        int r = find(parent, i);
+        ok = candidate(g, n) && n->op != GPUC_OP_TRANSPOSE && size[r] > 1 && (root < 0 || r == root) &&
+             same_dims(&g->values[v].t, &g->values[n->out[0]].t);
+        root = r;
+      }
+      if (!ok || root < 0 || size[root] + 1 > MAX_MEMBERS) continue;
+      parent[p] = root;
+      size[root]++;
+      more = true;
     }
   }
   /* number the groups of two or more members 1, 2, ... */

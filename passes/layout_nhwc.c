@@ -1,4 +1,4 @@
-/* --fp16 -O2: 2-D convolutions in NHWC (channels last), the layout cuDNN's
+/* --fp16 / --bf16 -O2: 2-D convolutions in NHWC (channels last), the layout cuDNN's
  * half-precision tensor-core kernels read; given NCHW they transpose
  * internally, around every convolution.
  *
@@ -45,7 +45,7 @@ static bool conv2d(const Graph *g, const Node *n) {
   const Value *x = &g->values[n->in[0]], *w = &g->values[n->in[1]];
   const Tensor *y = &g->values[n->out[0]].t;
   if (!known4(&x->t) || x->is_const || !known4(&w->t) || !has_data(w) || !known4(y)) return false;
-  if (x->t.dt != GPUC_DT_F32 && x->t.dt != GPUC_DT_F16) return false;
+  if (x->t.dt != GPUC_DT_F32 && x->t.dt != GPUC_DT_F16 && x->t.dt != GPUC_DT_BF16) return false;
   if (n->nin > 3 && n->in[3] >= 0 && !known4(&g->values[n->in[3]].t)) return false;
   return true;
 }
@@ -64,7 +64,7 @@ static bool maxpool2d(const Graph *g, const Node *n) {
   if (n->nout > 1 && n->out[1] >= 0) return false;
   const Value *x = &g->values[n->in[0]];
   return known4(&x->t) && !x->is_const && known4(&g->values[n->out[0]].t) &&
-         (x->t.dt == GPUC_DT_F32 || x->t.dt == GPUC_DT_F16);
+         (x->t.dt == GPUC_DT_F32 || x->t.dt == GPUC_DT_F16 || x->t.dt == GPUC_DT_BF16);
 }
 
 /* An elementwise op that computes the same in NHWC once its inputs are. */
@@ -230,8 +230,23 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
   /* depthwise convolutions at batch 1 ran slower in NHWC than in NCHW on
    * the H200 (MobileNetV2 fp16 b1 0.268 -> 0.371 ms; b256 was 36% faster
    * in NHWC): such a region keeps NCHW */
+  /* ...unless the model permutes the region's values to channels-last
+   * itself (ConvNeXt's Transpose [0,2,3,1] before each LayerNorm): NCHW
+   * there costs that Transpose plus one back, NHWC lets both cancel
+   * (passes/simplify_transpose.c) */
+  bool *wants_nhwc = calloc((size_t)nn + 1, 1);
+  if (!wants_nhwc) { oom(&r); goto done; }
+  for (int j = 0; j < nn; j++) {
+    const Node *t = &g->nodes[j];
+    const int64_t *pv;
+    if (t->op != GPUC_OP_TRANSPOSE || t->in[0] < 0 || gpuc_attr_ints(t, "perm", &pv) != 4) continue;
+    int p = g->values[t->in[0]].producer;
+    bool to_cl = pv[0] == 0 && pv[1] == 2 && pv[2] == 3 && pv[3] == 1;
+    if (to_cl && p >= 0 && p < nn && elig[p]) wants_nhwc[find(parent, p)] = true;
+  }
   for (int i = 0; i < nn; i++)
-    if (isconv[i] && depthwise_batch1(g, &g->nodes[i])) has_conv[find(parent, i)] = false;
+    if (isconv[i] && depthwise_batch1(g, &g->nodes[i]) && !wants_nhwc[find(parent, i)]) has_conv[find(parent, i)] = false;
+  free(wants_nhwc);
   for (int i = 0; i < nn; i++) region[i] = elig[i] && has_conv[find(parent, i)];
   /* every region output gets an NHWC twin the node writes instead */
   for (int i = 0; i < nn; i++) {

@@ -10,9 +10,12 @@
 typedef struct PassOptions {
   int level;                     /* -O0..-O3 */
   bool fp16;                     /* half storage with fp32 islands */
+  bool bf16;                     /* the same policy with bfloat16 storage (not with fp16) */
   bool training;                 /* a training graph: each parameter (Value.is_param) stays
                                     the one tensor the optimizer updates, never copied */
   int64_t fold_max_bytes;        /* largest tensor constant folding may create */
+  bool int8;                     /* --int8: Linear layers on int8 GEMMs (quantize_int8.c) */
+  const char *int8_skip;         /* comma-separated fnmatch globs of layer names kept in float */
   const char *dump_after;        /* pass name to dump the graph after, or NULL */
   FILE *dump_to;
 } PassOptions;
@@ -27,15 +30,33 @@ int pass_identity(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_cse(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fold_batchnorm(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e);
+/* fp16 storage, or bf16 with o->bf16; fp32 islands (passes/fp16.c). */
 int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e);
 /* 2-D convolutions and the elementwise ops between them in NHWC, with
- * Transposes only where values enter or leave such a region (--fp16). */
+ * Transposes only where values enter or leave such a region (--fp16,
+ * --bf16). */
 int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e);
+/* Transposes composed, identities dropped, Transposes sunk through
+ * elementwise ops, Softmax and LayerNormalization until pairs cancel. */
+int pass_simplify_transpose(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_matmul_bias(Graph *g, const PassOptions *o, GpucErr *e);
+/* MatMulBias + Relu / Gelu (erf GELU only with fp16) -> MatMulBias with
+ * attribute activation, cuBLASLt's epilogue. */
+int pass_fuse_matmul_act(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e);
 /* Residual Add + LayerNormalization -> AddLayerNormalization. */
 int pass_fuse_add_layernorm(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e);
+/* --int8 (o->int8): MatMul/Gemm/MatMulBias with constant weights ->
+ * QuantizeRows + MatMulInt8 + DequantizeRows; returns the layers changed. */
+int pass_quantize_int8(Graph *g, const PassOptions *o, GpucErr *e);
+/* MatMulInteger with u8 activations and constant int8 weights (ORT's
+ * quantize_dynamic) -> the int8 GEMM with an exact zero-point correction
+ * (matmulinteger_int8.c); -O2, with or without --int8. */
+int pass_matmulinteger_int8(Graph *g, const PassOptions *o, GpucErr *e);
+/* The int8 layers of a graph after the passes, the Linear layers kept in
+ * float and why, or a note that nothing was quantized. */
+void gpuc_int8_report(const Graph *g, const PassOptions *o, FILE *f);
 /* Runs the passes of o->level, verifying the graph after each. */
 int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e);
 #endif

@@ -66,8 +66,8 @@ expect_grep "inspect: schedule totals" "$WORK/out" "bytes moved, .* flops, count
 # relu1 is one grid-stride loop over its items: -O3 may relaunch it with another block
 expect_grep "inspect: a block-size-free kernel" "$WORK/out" "block 256 (free)  bytes $((2 * 4*256*4)) flops 1024  <- relu1"
 expect_grep "inspect: block-size-free count" "$WORK/out" "block-size-free kernels: [1-9][0-9]* of [1-9][0-9]*, 0 with a block -O3 chose"
-# -O2 fusion and the fp16 policy as inspect shows them: the GELU chain is one
-# kernel covering its five nodes; the four f32 model outputs come back
+# -O2 fusion and the fp16 policy as inspect shows them: a fused group is one
+# kernel covering its nodes; the four f32 model outputs come back
 # through fp32 steps (the last cast joins its group)
 check "compile ffn_block --fp16" 0 "$GPUC" "$MODELS/ffn_block.onnx" --arch sm_90 --fp16 --shape x=2x16x64 \
   -o "$WORK/ffn.gpuc"
@@ -80,14 +80,34 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
 fi
 check "--tune-cache without a file" 2 "$GPUC" "$MODELS/mlp.onnx" -O3 --arch sm_90 --tune-cache
 check "inspect an fp16 plan" 0 "$GPUC" inspect "$WORK/ffn.gpuc"
-expect_grep "inspect: a fused group covers its nodes" "$WORK/out" \
-  "<- gelu/Div, gelu/Erf, gelu/Add, gelu/Mul, gelu/Mul_1"
+expect_grep "inspect: a fused group covers its nodes" "$WORK/out" "<- gate/Mul, gate/Sigmoid, gate/Mul_1"
+# fp16: the erf GELU chain is the first GEMM's epilogue (passes/fuse_gemm_act.c)
+expect_grep "inspect: GEMM + bias + GELU is one step" "$WORK/out" \
+  "cublasLt gemm 32x256x64 batch 1 +bias+gelu .*<- fc1/Add, gelu/Div, gelu/Erf, gelu/Add, gelu/Mul, gelu/Mul_1"
 expect_grep "inspect: MatMul + bias is one GEMM" "$WORK/out" "cublasLt gemm 32x256x64 batch 1 .*<- fc1/Add"
 # the residual Add + LayerNormalization: one kernel listing both nodes; it
 # moves A, B, Y (2x16x64 half each), scale and bias (64 half each)
 expect_grep "inspect: Add + LayerNorm is one kernel" "$WORK/out" \
   "kernel k[0-9]*_AddLayerNormalization .* bytes $((3 * 2*16*64*2 + 2 * 64*2)) flops $((9 * 2*16*64))  <- residual, ln"
 expect_grep "inspect: fp32 steps listed" "$WORK/out" "fp32 steps in this fp16 plan: 4"
+
+# --int8: the layers listed, flags checked, the note when nothing is quantized
+check "--int8 compile" 0 "$GPUC" "$MODELS/ffn_block.onnx" --int8 --fp16 --arch sm_90 --shape x=2x16x64 -o "$WORK/i8.gpuc"
+expect_grep "--int8 lists the int8 layers" "$WORK/out" "int8 layers (2, int8 x int8 -> int32 GEMMs)"
+expect_grep "--int8 summary line" "$WORK/out" "sm_90, -O2, fp16, int8"
+check "inspect an int8 plan" 0 "$GPUC" inspect "$WORK/i8.gpuc"
+expect_grep "inspect names int8 GEMM steps" "$WORK/out" "cublasLt gemm int8 32x256x64 batch 1 .*<- fc1/Add$"
+expect_grep "inspect lists the int8 layers" "$WORK/out" "int8 GEMMs: 2: fc1/Add, fc2/Add"
+check "--int8 on a model without Linear layers" 0 "$GPUC" "$MODELS/resnet_block.onnx" --int8 --arch sm_90 -o "$WORK/rb.gpuc"
+expect_grep "--int8 without Linear layers: a note" "$WORK/out" "note: --int8: nothing was quantized: the model has no Linear layer"
+check "--int8-skip keeps a layer in float" 0 "$GPUC" inspect "$MODELS/ffn_block.onnx" --int8 --int8-skip 'nothing,fc2*'
+expect_grep "--int8-skip says why" "$WORK/out" "kept in float: fc2/MatMul (MatMul): matches --int8-skip"
+check "--int8-skip without --int8" 2 "$GPUC" "$MODELS/ffn_block.onnx" --int8-skip 'fc2*' --arch sm_90
+check "--int8-skip without a pattern" 2 "$GPUC" "$MODELS/ffn_block.onnx" --int8 --int8-skip
+check "--int8-skip with an empty glob" 2 "$GPUC" "$MODELS/ffn_block.onnx" --int8 --int8-skip 'fc1,,fc2' --arch sm_90
+check "run --cpu --int8" 0 "$GPUC" run "$MODELS/ffn_block.onnx" --cpu --int8 --shape x=2x16x64 --out "$WORK/i8run"
+expect_grep "run --cpu --int8 reports its layers" "$WORK/err" "int8 layers (2"
+check "run PLAN --int8 is a usage error" 2 "$GPUC" run "$WORK/i8.gpuc" --int8
 
 # test-onnx on one conformance folder, and a folder that is not a test
 TD=/usr/share/libonnx-testdata/data/node/test_relu

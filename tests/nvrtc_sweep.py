@@ -60,8 +60,8 @@ def main():
                ("add_layernorm.onnx", [])]  # AddLayerNormalization: warp, block, thread rows
     for arch in [] if a.no_bundled else archs:
         for m, extra in bundled:
-            for fp16 in ([], ["--fp16"]):
-                jobs.append((os.path.join(a.models, m), arch, extra + fp16, True))
+            for half in ([], ["--fp16"], ["--bf16"]):
+                jobs.append((os.path.join(a.models, m), arch, extra + half, True))
     for s in a.suites.split(","):
         root = os.path.join(a.data, s)
         for t in sorted(os.listdir(root)):

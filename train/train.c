@@ -338,6 +338,24 @@ int gpuc_trainer_logits(Trainer *t, const float *x, int64_t n, Tensor **logits, 
   return 0;
 }
 
+void gpuc_score_logits(const Tensor *y, const int64_t *labels, int64_t n, int64_t classes, int64_t *correct,
+                       double *loss_sum) {
+  for (int64_t i = 0; i < n; i++) {
+    int64_t best = 0;
+    double bv = -INFINITY;
+    for (int64_t k = 0; k < classes; k++) {
+      double v = gpuc_get_f64(y, i * classes + k);
+      if (v > bv) { bv = v; best = k; }
+    }
+    *correct += best == labels[i];
+    if (!loss_sum) continue;
+    /* -log softmax(y)[label] = log sum exp(y - max) - (y[label] - max) */
+    double s = 0;
+    for (int64_t k = 0; k < classes; k++) s += exp(gpuc_get_f64(y, i * classes + k) - bv);
+    *loss_sum += log(s) - (gpuc_get_f64(y, i * classes + labels[i]) - bv);
+  }
+}
+
 int gpuc_trainer_evaluate(Trainer *t, const Dataset *d, double *accuracy, GpucErr *e) {
   if (check_data(t, d, e)) return -1;
   const int64_t eb = 500;
@@ -346,15 +364,7 @@ int gpuc_trainer_evaluate(Trainer *t, const Dataset *d, double *accuracy, GpucEr
     int64_t b = d->n - s < eb ? d->n - s : eb;
     Tensor *y;
     if (gpuc_trainer_logits(t, d->x + s * d->dim, b, &y, e)) return -1;
-    for (int64_t i = 0; i < b; i++) {
-      int64_t best = 0;
-      double bv = -INFINITY;
-      for (int64_t k = 0; k < t->classes; k++) {
-        double v = gpuc_get_f64(y, i * t->classes + k);
-        if (v > bv) { bv = v; best = k; }
-      }
-      correct += best == d->y[s + i];
-    }
+    gpuc_score_logits(y, d->y + s, b, t->classes, &correct, NULL);
     gpuc_tensor_free(y);
   }
   *accuracy = (double)correct / (double)d->n;

@@ -28,31 +28,39 @@ static cudaDataType_t cuda_type(uint32_t dt) {
   case GPUC_DT_F16: return CUDA_R_16F;
   case GPUC_DT_BF16: return CUDA_R_16BF;
   case GPUC_DT_F64: return CUDA_R_64F;
+  case GPUC_DT_I8: return CUDA_R_8I;
+  case GPUC_DT_I32: return CUDA_R_32I;
   default: return CUDA_R_32F;
   }
 }
 
+/* An int8 GEMM (PLAN_GEMM_COMPUTE_I32) is i8 x i8 -> i32 with int32 alpha
+ * and beta, in the "TN" order the reader checked (plan.h): cuBLASLt's A is
+ * our B stored [N,K] (transposed), its B our A [M,K]; its IMMA kernels
+ * then run on the regular (not COL32) layouts. */
 static int setup_gemm(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr *e) {
-  cudaDataType_t t = cuda_type(g->dt);
-  cublasComputeType_t ct = g->dt == GPUC_DT_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
-  cudaDataType_t scale = g->dt == GPUC_DT_F64 ? CUDA_R_64F : CUDA_R_32F;
+  bool i8 = g->compute == PLAN_GEMM_COMPUTE_I32;
+  cudaDataType_t t = cuda_type(g->dt), ta = cuda_type(g->a_dt), tb = cuda_type(g->b_dt), ty = cuda_type(g->y_dt);
+  cublasComputeType_t ct = i8 ? CUBLAS_COMPUTE_32I : g->dt == GPUC_DT_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  cudaDataType_t scale = i8 ? CUDA_R_32I : g->dt == GPUC_DT_F64 ? CUDA_R_64F : CUDA_R_32F;
   CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescCreate(&st->op, ct, scale));
   /* Row-major Y = op(A) op(B) is column-major Y^T = op(B)^T op(A)^T: cuBLASLt's
    * "A" is our B and its "B" is our A. */
   cublasOperation_t opa = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opb = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opb = GPUC_GEMM_TRANS_A(g->trans_a) ? CUBLAS_OP_T : CUBLAS_OP_N;
   CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
   CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
   uint64_t ar = g->trans_b ? (uint64_t)g->k : (uint64_t)g->n, ac = g->trans_b ? (uint64_t)g->n : (uint64_t)g->k;
-  uint64_t br = g->trans_a ? (uint64_t)g->m : (uint64_t)g->k, bc = g->trans_a ? (uint64_t)g->k : (uint64_t)g->m;
-  CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->la, t, ar, ac, g->ldb));
-  CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->lb, t, br, bc, g->lda));
-  CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->ld, t, (uint64_t)g->n, (uint64_t)g->m, g->ldy));
+  bool trans_a = GPUC_GEMM_TRANS_A(g->trans_a);
+  uint64_t br = trans_a ? (uint64_t)g->m : (uint64_t)g->k, bc = trans_a ? (uint64_t)g->k : (uint64_t)g->m;
+  CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->la, tb, ar, ac, g->ldb));
+  CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->lb, ta, br, bc, g->lda));
+  CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->ld, ty, (uint64_t)g->n, (uint64_t)g->m, g->ldy));
   st->bias_epilogue = g->c != UINT32_MAX && g->ldc == 0;
   if (g->c != UINT32_MAX && !st->bias_epilogue)
     CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->lc, t, (uint64_t)g->n, (uint64_t)g->m, g->ldc));
   else
-    CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->lc, t, (uint64_t)g->n, (uint64_t)g->m, g->ldy));
+    CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->lc, ty, (uint64_t)g->n, (uint64_t)g->m, g->ldy));
   if (g->batch > 1) {
     int32_t bc32 = (int32_t)g->batch;
     int64_t sa = g->stride_b, sb = g->stride_a, sc = st->bias_epilogue || g->c == UINT32_MAX ? g->stride_y : g->stride_c,
@@ -65,7 +73,10 @@ static int setup_gemm(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr 
     }
   }
   if (st->bias_epilogue) {
-    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+    uint32_t act = GPUC_GEMM_EPI(g->trans_a);
+    cublasLtEpilogue_t ep = act == GPUC_GEMM_EPI_RELU   ? CUBLASLT_EPILOGUE_RELU_BIAS
+                            : act == GPUC_GEMM_EPI_GELU ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                        : CUBLASLT_EPILOGUE_BIAS;
     void *bias = (void *)(uintptr_t)s->tptr[g->c];
     cudaDataType_t bt = t;
     CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
@@ -174,7 +185,10 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
     xs[nd - 1] = ys[nd - 1] = 1;
     for (int i = nd - 2; i >= 0; i--) { xs[i] = xs[i + 1] * xd[i + 1]; ys[i] = ys[i + 1] * yd[i + 1]; }
   }
-  cudnnDataType_t t = c->dt == GPUC_DT_F16 ? CUDNN_DATA_HALF : c->dt == GPUC_DT_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  cudnnDataType_t t = c->dt == GPUC_DT_F16    ? CUDNN_DATA_HALF
+                      : c->dt == GPUC_DT_BF16 ? CUDNN_DATA_BFLOAT16
+                      : c->dt == GPUC_DT_F64  ? CUDNN_DATA_DOUBLE
+                                              : CUDNN_DATA_FLOAT;
   CUDNN_TRY(e, cudnn.cudnnCreateTensorDescriptor(&st->x));
   CUDNN_TRY(e, cudnn.cudnnCreateTensorDescriptor(&st->y));
   CUDNN_TRY(e, cudnn.cudnnCreateFilterDescriptor(&st->w));
@@ -188,8 +202,10 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
   CUDNN_TRY(e, cudnn.cudnnSetConvolutionNdDescriptor(st->conv, (int)c->nspatial, pads, strides, dil,
                                                      CUDNN_CROSS_CORRELATION, acc));
   CUDNN_TRY(e, cudnn.cudnnSetConvolutionGroupCount(st->conv, (int)c->groups));
-  /* fp32 stays fp32 (no TF32) so results match the reference to 1e-4 */
-  CUDNN_TRY(e, cudnn.cudnnSetConvolutionMathType(st->conv, c->dt == GPUC_DT_F16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  /* fp32 stays fp32 (no TF32) so results match the reference to 1e-4;
+   * fp16 and bf16 run on tensor cores, accumulating in fp32 */
+  bool half = c->dt == GPUC_DT_F16 || c->dt == GPUC_DT_BF16;
+  CUDNN_TRY(e, cudnn.cudnnSetConvolutionMathType(st->conv, half ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   if (c->mode != PLAN_CONV_FWD) return setup_conv_backward(s, c, st, e);
   /* the heuristic sees the NHWC descriptors: half NHWC is where its
    * tensor-core implicit-GEMM kernels run without internal transposes */
@@ -416,12 +432,15 @@ int gpuc_gemm_run(GpucSession *s, uint32_t i, const cublasLtMatmulAlgo_t *algo, 
   GemmState *gs = &s->gemms[i];
   float alpha = g->alpha, beta = gs->bias_epilogue || g->c == UINT32_MAX ? 0.0f : g->beta;
   double alpha64 = g->alpha, beta64 = beta;
-  bool f64 = g->dt == GPUC_DT_F64;
+  int32_t alpha32 = 1, beta32 = 0; /* int8 GEMMs: the reader allows only these */
+  bool f64 = g->dt == GPUC_DT_F64, i8 = g->compute == PLAN_GEMM_COMPUTE_I32;
+  void *pa = f64 ? (void *)&alpha64 : i8 ? (void *)&alpha32 : (void *)&alpha;
+  void *pb = f64 ? (void *)&beta64 : i8 ? (void *)&beta32 : (void *)&beta;
   void *C = (void *)(uintptr_t)(g->c != UINT32_MAX && !gs->bias_epilogue ? s->tptr[g->c] : s->tptr[g->y]);
-  CUBLAS_TRY(e, cublaslt.cublasLtMatmul(s->lt, gs->op, f64 ? (void *)&alpha64 : (void *)&alpha,
+  CUBLAS_TRY(e, cublaslt.cublasLtMatmul(s->lt, gs->op, pa,
                                         (void *)(uintptr_t)s->tptr[g->b], gs->la,
                                         (void *)(uintptr_t)s->tptr[g->a], gs->lb,
-                                        f64 ? (void *)&beta64 : (void *)&beta, C, gs->lc,
+                                        pb, C, gs->lc,
                                         (void *)(uintptr_t)s->tptr[g->y], gs->ld, algo,
                                         (void *)(uintptr_t)s->workspace, p->meta.workspace_bytes,
                                         (cudaStream_t)s->stream));

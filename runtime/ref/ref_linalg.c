@@ -4,6 +4,7 @@
  * result type. */
 #include "ref_util.h"
 #include "infer_linalg.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,16 +158,24 @@ int ref_MatMul(OpCtx *c) {
   return rc;
 }
 
-/* MatMulBias = MatMul(A, B) + bias (bias: N values, one per column). */
+/* MatMulBias = act(MatMul(A, B) + bias) (bias: N values, one per column;
+ * activation 0 none, 1 Relu, 2 erf GELU, 3 tanh GELU; passes/fuse_gemm_act.c). */
 int ref_MatMulBias(OpCtx *c) {
+  int64_t act = gpuc_attr_i(c->n, "activation", 0);
+  if (act < 0 || act > 3) return gpuc_op_fail(c, "activation %lld is not 0..3", (long long)act);
   OpCtx mm = *c;
   mm.nin = 2;
   if (ref_MatMul(&mm)) return -1;
   Tensor *y = c->out[0];
   const Tensor *bias = c->in[2];
   int64_t n = gpuc_numel(y), cols = gpuc_numel(bias);
-  for (int64_t i = 0; i < n && cols > 0; i++)
-    gpuc_set_f64(y, i, gpuc_get_f64(y, i) + gpuc_get_f64(bias, i % cols));
+  for (int64_t i = 0; i < n && cols > 0; i++) {
+    double v = gpuc_get_f64(y, i) + gpuc_get_f64(bias, i % cols);
+    if (act == 1) v = v > 0 ? v : 0;
+    else if (act == 2) v = 0.5 * v * (1 + erf(v * 0.7071067811865476));
+    else if (act == 3) v = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+    gpuc_set_f64(y, i, v);
+  }
   return 0;
 }
 

@@ -224,14 +224,14 @@ int ref_GroupNormalization(OpCtx *c) {
   return 0;
 }
 
-/* AddLayerNormalization: A + B into a temporary of A's dtype (rounded as
+/* AddLayerNormalization: A + B (B repeated when it is one row) into a temporary of A's dtype (rounded as
  * the unfused Add's output would be), then ref_LayerNormalization on it. */
 int ref_AddLayerNormalization(OpCtx *c) {
   const Tensor *a = c->in[0], *b = c->in[1];
   Tensor *s = gpuc_tensor_new(a->dt, a->rank, a->dims, c->err);
   if (!s) return -1;
-  int64_t n = gpuc_numel(a);
-  for (int64_t i = 0; i < n; i++) st(s, i, ld(a, i) + ld(b, i));
+  int64_t n = gpuc_numel(a), nb = gpuc_numel(b); /* B: A's shape or one row */
+  for (int64_t i = 0; i < n && nb > 0; i++) st(s, i, ld(a, i) + ld(b, i % nb));
   const Tensor *ins[3] = {s, c->in[2], gpuc_has_in(c, 3) ? c->in[3] : NULL};
   OpCtx ln = *c;
   ln.in = ins;

@@ -50,6 +50,25 @@ static void patch_section(unsigned char *c, size_t n, uint32_t id, int64_t delta
   memcpy(c, &h, sizeof h);
 }
 
+/* Rewrites the GEMM section of plan image c as format 2/3 wrote it: each
+ * record cut to its first PLAN_GEMM_V3_SIZE bytes (the checksum is fixed
+ * by a later patch_section). */
+static void old_gemm_records(unsigned char *c) {
+  PlanHeader h;
+  memcpy(&h, c, sizeof h);
+  for (uint32_t i = 0; i < h.nsections; i++) {
+    PlanSection sec;
+    memcpy(&sec, c + sizeof h + i * sizeof sec, sizeof sec);
+    if (sec.id != PLAN_SEC_GEMMS) continue;
+    uint64_t n = sec.size / sizeof(PlanGemm);
+    for (uint64_t k = 0; k < n; k++)
+      memmove(c + sec.offset + k * PLAN_GEMM_V3_SIZE, c + sec.offset + k * sizeof(PlanGemm), PLAN_GEMM_V3_SIZE);
+    memset(c + sec.offset + n * PLAN_GEMM_V3_SIZE, 0, sec.size - n * PLAN_GEMM_V3_SIZE);
+    sec.size = n * PLAN_GEMM_V3_SIZE;
+    memcpy(c + sizeof h + i * sizeof sec, &sec, sizeof sec);
+  }
+}
+
 /* mlp.onnx at batch 4: fc1 = Gemm(image[4,784], W1[256,784]^T, b1[256]) ->
  * h[4,256]; relu1; fc2 = Gemm(hr[4,256], W2[10,256]^T, b2[10]) -> [4,10]. */
 static void check_mlp_costs(const Plan *p) {
@@ -314,6 +333,24 @@ int main(int argc, char **argv) {
       CHECK(gpuc_plan_write(q, tuned, &e) == 0, "write: %s", e.msg);
       expect_refused(tuned, "corrupt plan: gemm", "gemm algo_index past the candidates");
       q->gemms[0].algo_index = 0;
+      /* format 4's dtypes and compute type are checked against the tensors */
+      PlanGemm keep = q->gemms[0];
+      q->gemms[0].compute = 7;
+      CHECK(gpuc_plan_write(q, tuned, &e) == 0, "write: %s", e.msg);
+      expect_refused(tuned, "corrupt plan: gemm", "gemm of an unknown compute type");
+      q->gemms[0] = keep;
+      q->gemms[0].compute = PLAN_GEMM_COMPUTE_I32; /* f32 tensors in an int8 GEMM */
+      CHECK(gpuc_plan_write(q, tuned, &e) == 0, "write: %s", e.msg);
+      expect_refused(tuned, "corrupt plan: gemm", "int8 compute on f32 tensors");
+      q->gemms[0] = keep;
+      q->gemms[0].y_dt = GPUC_DT_F16;
+      CHECK(gpuc_plan_write(q, tuned, &e) == 0, "write: %s", e.msg);
+      expect_refused(tuned, "corrupt plan: gemm", "gemm output dtype unlike its tensor");
+      q->gemms[0] = keep;
+      q->gemms[0].flags = 1u << 31;
+      CHECK(gpuc_plan_write(q, tuned, &e) == 0, "write: %s", e.msg);
+      expect_refused(tuned, "corrupt plan: gemm", "gemm with unknown flags");
+      q->gemms[0] = keep;
     }
     CHECK(gpuc_plan_write(q, b, &e) == 0, "rewrite: %s", e.msg);
     size_t na, nb;
@@ -343,6 +380,7 @@ int main(int argc, char **argv) {
        * a format-2 header on a file with a TUNE section is refused */
       h.format_version = 2;
       memcpy(c, &h, sizeof h);
+      old_gemm_records(c);
       patch_section(c, na, PLAN_SEC_TUNE, 0, 0); /* (only fixes the checksum) */
       spit(bad, c, na);
       expect_refused(bad, "format 2 plan with a tune section", "format 2 with a tune section");
@@ -355,6 +393,10 @@ int main(int argc, char **argv) {
         bool fixed = r && r->ntune == r->nsteps;
         for (uint32_t i = 0; r && i < r->ntune; i++) fixed = fixed && r->tune[i].flags == 0 && r->tune[i].items == 0;
         CHECK(fixed, "a format 2 plan's steps are all fixed");
+        bool same = r && r->ngemms == p->ngemms;
+        for (uint32_t i = 0; same && i < r->ngemms; i++)
+          same = !memcmp(&r->gemms[i], &p->gemms[i], sizeof(PlanGemm));
+        CHECK(same, "a format 2 plan's GEMMs read as float GEMMs of their dtype");
         gpuc_plan_free(r);
       }
       h.format_version = GPUC_PLAN_FORMAT_VERSION;

@@ -1,0 +1,341 @@
+/* Transpose simplification: local rewrite rules run to a fixed point, so
+ * that Transposes meet and cancel (the algebraic-simplifier shape of XLA
+ * and TVM). The NHWC pass (layout_nhwc.c) leaves a region through a
+ * Transpose [0,3,1,2]; a ConvNeXt block then permutes the same value back
+ * with its own Transpose [0,2,3,1] for a LayerNorm over channels, and the
+ * pair was run as two full copies of the activation.
+ *
+ * Rules (each alone in tests/unit/test_simplify_transpose.c):
+ *   compose   Transpose(Transpose(x, p1), p2) -> Transpose(x, p1[p2[i]])
+ *             (the inner one stays while others read it)
+ *   identity  Transpose(x, [0,1,..]) -> x for every reader; when it writes
+ *             a graph output (whose name stays), x's producer writes that
+ *             output instead if the Transpose is x's only reader
+ *   sink      op(Transpose(x, p), ..) -> Transpose(op'(x, ..), p) where
+ *             the Transpose's output has that one reader, and where it
+ *             pays: the op's output reaches another Transpose through a
+ *             chain of single-reader sinkable ops, or the op reads two
+ *             Transposes of the same perm (two become one). op is
+ *             - elementwise of the Transpose's shape (no broadcasting up):
+ *               every other input a constant of rank <= r (re-laid-out:
+ *               padded with leading 1s, permuted by p's inverse), one
+ *               element, or a Transpose by p of the same shape (read
+ *               through);
+ *             - Softmax / LogSoftmax (opset >= 13) over axis a -> axis p[a];
+ *             - LayerNormalization over axes a.. that p leaves in place
+ *               (p[i] == i for i >= a), Y its only output read.
+ * Every rule is exact (data movement only). Dead Transposes go at the end.
+ * Runs at -O2 after layout_nhwc (and fuse_attention, which matches
+ * Transposes of its own). */
+#include "passes.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  int r;
+  int p[GPUC_MAX_RANK];
+} Perm;
+
+/* The perm of Transpose n over a known-rank input (absent: reversed). */
+static bool node_perm(const Graph *g, const Node *n, Perm *p) {
+  if (n->op != GPUC_OP_TRANSPOSE || n->nin < 1 || n->in[0] < 0 || n->out[0] < 0) return false;
+  int r = g->values[n->in[0]].t.rank;
+  if (r < 1 || r > GPUC_MAX_RANK) return false;
+  const int64_t *v;
+  int np = gpuc_attr_ints(n, "perm", &v);
+  if (np >= 0 && np != r) return false;
+  bool seen[GPUC_MAX_RANK] = {0};
+  p->r = r;
+  for (int i = 0; i < r; i++) {
+    int64_t a = np < 0 ? r - 1 - i : v[i] < 0 ? v[i] + r : v[i];
+    if (a < 0 || a >= r || seen[a]) return false;
+    seen[a] = true;
+    p->p[i] = (int)a;
+  }
+  return true;
+}
+
+static bool identity(const Perm *p) {
+  for (int i = 0; i < p->r; i++)
+    if (p->p[i] != i) return false;
+  return true;
+}
+
+static bool same_perm(const Perm *a, const Perm *b) {
+  return a->r == b->r && !memcmp(a->p, b->p, sizeof(int) * (size_t)a->r);
+}
+
+static bool same_dims(const Tensor *a, const Tensor *b) {
+  return a->rank == b->rank && gpuc_shape_known(a) &&
+         !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
+}
+
+static int oom(Graph *g, GpucErr *e) { return gpuc_err_set(e, "%s: simplify_transpose: out of memory", g->path); }
+
+static int set_perm(Graph *g, Node *n, const Perm *p, GpucErr *e) {
+  Attr *a = gpuc_arena_alloc(&g->arena, sizeof(Attr));
+  int64_t *v = gpuc_arena_alloc(&g->arena, sizeof(int64_t) * (size_t)p->r);
+  if (!a || !v) return oom(g, e);
+  for (int i = 0; i < p->r; i++) v[i] = p->p[i];
+  *a = (Attr){.name = "perm", .kind = GPUC_ATTR_INTS, .n = p->r, .ints = v};
+  n->attrs = a;
+  n->nattr = 1;
+  return 0;
+}
+
+/* Constant c (rank <= p.r) as the constant c' with Transpose(c', p) equal
+ * to c padded with leading 1s: c' = transpose(pad(c), inverse(p)). A new
+ * value; one element stays c. */
+static int relaid_const(Graph *g, int c, const Perm *p, GpucErr *e) {
+  const Tensor *src = &g->values[c].t;
+  if (gpuc_numel(src) <= 1) return c;
+  int r = p->r, lead = r - src->rank;
+  int64_t pd[GPUC_MAX_RANK], dims[GPUC_MAX_RANK], sstride[GPUC_MAX_RANK], st[GPUC_MAX_RANK];
+  for (int i = 0; i < r; i++) pd[i] = i < lead ? 1 : src->dims[i - lead];
+  int64_t s = 1;
+  for (int i = r - 1; i >= 0; i--) { sstride[i] = s; s *= pd[i]; }
+  int inv[GPUC_MAX_RANK];
+  for (int i = 0; i < r; i++) inv[p->p[i]] = i;
+  for (int i = 0; i < r; i++) { dims[i] = pd[inv[i]]; st[i] = sstride[inv[i]]; }
+  char name[512];
+  snprintf(name, sizeof name, "%s.perm", g->values[c].name);
+  int w = gpuc_graph_add_value(g, name);
+  if (w < 0) return oom(g, e);
+  Value *nv = &g->values[w];
+  src = &g->values[c].t; /* adding values may move the array */
+  gpuc_set_shape(&nv->t, src->dt, r, dims);
+  if (gpuc_tensor_alloc(&nv->t, e)) return -1;
+  nv->is_const = true;
+  size_t es = gpuc_dtype_size(src->dt);
+  int64_t n = gpuc_numel(&nv->t), idx[GPUC_MAX_RANK] = {0};
+  const char *a = src->data;
+  char *b = nv->t.data;
+  for (int64_t i = 0; i < n; i++, b += es) {
+    int64_t off = 0;
+    for (int d = 0; d < r; d++) off += idx[d] * st[d];
+    memcpy(b, a + (size_t)off * es, es);
+    for (int d = r - 1; d >= 0 && ++idx[d] == dims[d]; d--) idx[d] = 0;
+  }
+  return w;
+}
+
+typedef struct {
+  Graph *g;
+  int *readers; /* per value: node input slots reading it */
+  int *reader;  /* per value: the last node reading it */
+  bool training;
+  GpucErr *e;
+} Ctx;
+
+static int recount(Ctx *c) {
+  free(c->readers);
+  free(c->reader);
+  size_t n = (size_t)c->g->nvalues + 1;
+  c->readers = malloc(sizeof(int) * n);
+  c->reader = malloc(sizeof(int) * n);
+  if (!c->readers || !c->reader) return oom(c->g, c->e);
+  gpuc_graph_count_readers(c->g, c->readers, c->reader);
+  return 0;
+}
+
+/* v is read by exactly one node and is no graph output: that node, or -1 */
+static int sole_reader(const Ctx *c, int v) {
+  return c->readers[v] == 1 && !c->g->values[v].is_output ? c->reader[v] : -1;
+}
+
+/* The Transpose producing v, or -1 (its perm in *p) */
+static int transpose_of(const Graph *g, int v, Perm *p) {
+  int t = v >= 0 ? g->values[v].producer : -1;
+  return t >= 0 && node_perm(g, &g->nodes[t], p) ? t : -1;
+}
+
+/* Can node n, reading y = Transpose(x, p) at slot k, run on x with its
+ * output transposed by p instead? *merges: it reads a second Transpose by
+ * p that the rewrite reads through. */
+static bool sinkable(const Graph *g, const Node *n, int k, const Perm *p, bool training, bool *merges) {
+  int y = n->in[k], r = p->r;
+  const Tensor *yt = &g->values[y].t;
+  *merges = false;
+  if (k != 0 && !(gpuc_ops[n->op].flags & GPUC_OPF_ELEMWISE)) return false;
+  if (n->nout < 1 || n->out[0] < 0 || !gpuc_shape_known(yt)) return false;
+  for (int j = 1; j < n->nout; j++)
+    if (n->out[j] >= 0) return false;
+  const Tensor *zt = &g->values[n->out[0]].t;
+  if (!same_dims(zt, yt)) return false;
+  if (n->op == GPUC_OP_SOFTMAX || n->op == GPUC_OP_LOGSOFTMAX) return g->opset >= 13;
+  if (n->op == GPUC_OP_LAYERNORMALIZATION) {
+    int64_t a = gpuc_attr_i(n, "axis", -1);
+    if (a < 0) a += r;
+    if (a < 0 || a >= r) return false;
+    for (int i = (int)a; i < r; i++)
+      if (p->p[i] != i) return false;
+    return true;
+  }
+  if (!(gpuc_ops[n->op].flags & GPUC_OPF_ELEMWISE) || n->op == GPUC_OP_DROPOUT) return false;
+  for (int j = 0; j < n->nin; j++) {
+    int v = n->in[j];
+    if (j == k || v < 0) continue;
+    const Value *o = &g->values[v];
+    Perm q;
+    /* a parameter being trained stays the one tensor the optimizer updates */
+    if (o->is_const && o->t.data && o->t.rank <= r && !(training && o->is_param)) continue;
+    if (gpuc_numel(&o->t) == 1 && o->t.rank <= r) continue;
+    if (v == y) continue; /* the same Transpose twice (x * x) */
+    if (transpose_of(g, v, &q) >= 0 && same_perm(&q, p) && same_dims(&o->t, yt)) { *merges = true; continue; }
+    return false;
+  }
+  return true;
+}
+
+/* Does z lead, through single-reader sinkable nodes, to a Transpose? */
+static bool reaches_transpose(const Ctx *c, int z, const Perm *p) {
+  for (int depth = 0; depth < 32; depth++) {
+    int m = sole_reader(c, z);
+    if (m < 0) return false;
+    const Node *n = &c->g->nodes[m];
+    if (n->op == GPUC_OP_TRANSPOSE) return true;
+    int k = 0;
+    while (k < n->nin && n->in[k] != z) k++;
+    bool merges;
+    if (k == n->nin || !sinkable(c->g, n, k, p, c->training, &merges)) return false;
+    if (merges) return true;
+    z = n->out[0];
+  }
+  return false;
+}
+
+/* Node i, read by nobody now, made an Identity of nothing so reader
+ * counts no longer see it; dead code removes it. */
+static void husk(Graph *g, int i) {
+  Node *n = &g->nodes[i];
+  if (n->out[0] >= 0 && g->values[n->out[0]].producer == i) g->values[n->out[0]].producer = -1;
+  n->op = GPUC_OP_IDENTITY;
+  n->in[0] = -1;
+  n->out[0] = -1;
+  n->nattr = 0;
+}
+
+/* op(Transpose(x, p) at slot k, ..) -> Transpose(op'(x, ..), p) */
+static int sink(Ctx *c, int t, int ni, int k, const Perm *p) {
+  Graph *g = c->g;
+  int x = g->nodes[t].in[0], y = g->nodes[t].out[0], z = g->nodes[ni].out[0];
+  char name[512];
+  snprintf(name, sizeof name, "%s.unperm", g->values[z].name);
+  int z0 = gpuc_graph_add_value(g, name);
+  if (z0 < 0) return oom(g, c->e);
+  Tensor zt = g->values[z].t;
+  zt.data = NULL;
+  for (int i = 0; i < p->r; i++) zt.dims[p->p[i]] = g->values[z].t.dims[i];
+  g->values[z0].t = zt;
+  bool ew = gpuc_ops[g->nodes[ni].op].flags & GPUC_OPF_ELEMWISE;
+  for (int j = 0; j < g->nodes[ni].nin; j++) {
+    int v = g->nodes[ni].in[j];
+    Perm q;
+    if (v < 0) continue;
+    if (j == k || v == y) { g->nodes[ni].in[j] = x; continue; }
+    if (!ew) continue; /* LayerNorm's Scale and B: over axes p leaves alone */
+    const Value *o = &g->values[v];
+    if (o->is_const && o->t.data) {
+      int w = relaid_const(g, v, p, c->e);
+      if (w < 0) return -1;
+      g->nodes[ni].in[j] = w;
+    } else if (gpuc_numel(&o->t) != 1) {
+      int u = transpose_of(g, v, &q);
+      GPUC_ASSERT(u >= 0 && same_perm(&q, p));
+      g->nodes[ni].in[j] = g->nodes[u].in[0];
+    }
+  }
+  if (g->nodes[ni].op == GPUC_OP_SOFTMAX || g->nodes[ni].op == GPUC_OP_LOGSOFTMAX) {
+    Node *n = &g->nodes[ni];
+    int64_t a = gpuc_attr_i(n, "axis", -1);
+    if (a < 0) a += p->r;
+    Attr *attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr) * ((size_t)n->nattr + 1));
+    if (!attrs) return oom(g, c->e);
+    int na = 0;
+    for (int j = 0; j < n->nattr; j++)
+      if (strcmp(n->attrs[j].name, "axis")) attrs[na++] = n->attrs[j];
+    attrs[na++] = (Attr){.name = "axis", .kind = GPUC_ATTR_INT, .i = p->p[a]};
+    n->attrs = attrs;
+    n->nattr = na;
+  }
+  snprintf(name, sizeof name, "%s.perm", g->nodes[ni].name);
+  int nt = gpuc_graph_add_node(g, GPUC_OP_TRANSPOSE, name, 1, 1);
+  if (nt < 0) return oom(g, c->e);
+  Node *tn = &g->nodes[nt];
+  tn->in[0] = z0;
+  tn->out[0] = z;
+  if (set_perm(g, tn, p, c->e)) return -1;
+  g->nodes[ni].out[0] = z0;
+  g->values[z0].producer = ni;
+  g->values[z].producer = nt;
+  husk(g, t);
+  return 1;
+}
+
+/* One rule at Transpose t, if any applies: 1 changed, 0 none, -1 error. */
+static int rewrite_at(Ctx *c, int t) {
+  Graph *g = c->g;
+  Perm p, q;
+  if (!node_perm(g, &g->nodes[t], &p)) return 0;
+  int x = g->nodes[t].in[0], y = g->nodes[t].out[0];
+  int inner = transpose_of(g, x, &q);
+  if (inner >= 0 && q.r == p.r) { /* compose */
+    Perm pq = {.r = p.r};
+    for (int i = 0; i < p.r; i++) pq.p[i] = q.p[p.p[i]];
+    g->nodes[t].in[0] = g->nodes[inner].in[0];
+    if (sole_reader(c, x) == t) husk(g, inner);
+    return set_perm(g, &g->nodes[t], &pq, c->e) ? -1 : 1;
+  }
+  if (identity(&p)) {
+    int px = g->values[x].producer;
+    if (g->values[y].is_output && px >= 0 && sole_reader(c, x) == t) { /* x's producer writes y */
+      Node *pn = &g->nodes[px];
+      for (int k = 0; k < pn->nout; k++)
+        if (pn->out[k] == x) pn->out[k] = y;
+      g->values[y].producer = px;
+      husk(g, t);
+      return 1;
+    }
+    if (g->values[y].is_output || c->readers[y] == 0) return 0;
+    for (int i = 0; i < g->nnodes; i++)
+      for (int k = 0; k < g->nodes[i].nin; k++)
+        if (g->nodes[i].in[k] == y) g->nodes[i].in[k] = x;
+    return 1;
+  }
+  int ni = sole_reader(c, y);
+  if (ni < 0) return 0;
+  const Node *n = &g->nodes[ni];
+  int k = 0;
+  while (k < n->nin && n->in[k] != y) k++;
+  bool merges;
+  if (k == n->nin || !sinkable(g, n, k, &p, c->training, &merges)) return 0;
+  if (!merges && !reaches_transpose(c, n->out[0], &p)) return 0;
+  return sink(c, t, ni, k, &p);
+}
+
+int pass_simplify_transpose(Graph *g, const PassOptions *o, GpucErr *e) {
+  Ctx c = {.g = g, .training = o->training, .e = e};
+  int changes = 0;
+  for (int round = 0; round < 1000; round++) {
+    int changed = 0;
+    for (int t = 0; t < g->nnodes; t++) {
+      if (g->nodes[t].op != GPUC_OP_TRANSPOSE) continue;
+      if (recount(&c)) goto fail;
+      int rc = rewrite_at(&c, t);
+      if (rc < 0) goto fail;
+      changed += rc;
+    }
+    if (!changed) break;
+    changes += changed;
+    if (gpuc_graph_toposort(g, e)) goto fail;
+  }
+  free(c.readers);
+  free(c.reader);
+  if (changes && (pass_dead_code(g, o, e) < 0 || gpuc_graph_infer(g, e))) return -1;
+  return changes;
+fail:
+  free(c.readers);
+  free(c.reader);
+  return -1;
+}
