@@ -6,9 +6,11 @@ default on PyTorch 2.11-2.15 (Gelu-20, LayerNormalization, ...):
   dynops_tiny_bert     2-layer BERT (transformers, hidden 16): Gelu, LayerNorm, attention
   dynops_tiny_convnext 2-stage ConvNeXt (torchvision): depthwise conv, LayerNorm, Gelu
   dynops_gn_convnet    Conv, GroupNorm, tanh-Gelu, pooling, Linear
+  dynops_tiny_llama23  2-layer Llama (transformers) at opset_version=23: Attention-23 with a
+                       bool causal mask, RMSNormalization-23 (gpuc expands the Attention)
 tests/dynops_models_test.sh checks them against `gpuc run --cpu` and
 compiles them for sm_90 in fp32 and fp16.
-usage: make_dynops_models.py OUTDIR   (needs torch, torchvision, transformers, onnx)
+usage: make_dynops_models.py OUTDIR [NAME...]  (needs torch, torchvision, transformers, onnx)
 """
 import os, sys
 import numpy as np
@@ -48,10 +50,23 @@ class GnConvnet(torch.nn.Module):
         return self.fc(y.mean(dim=(2, 3)))
 
 
+def tiny_llama():
+    import transformers as T
+    cfg = T.LlamaConfig(vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=16,
+                        use_cache=False)
+    return T.LlamaModel(cfg), (torch.randint(0, 50, (1, 8)),)
+
+
+OPSET = {"dynops_tiny_llama23": 23}
 MODELS = {"dynops_tiny_bert": tiny_bert, "dynops_tiny_convnext": tiny_convnext,
-          "dynops_gn_convnet": lambda: (GnConvnet(), (torch.randn(1, 3, 12, 12),))}
+          "dynops_gn_convnet": lambda: (GnConvnet(), (torch.randn(1, 3, 12, 12),)),
+          "dynops_tiny_llama23": tiny_llama}
+only = set(sys.argv[2:])
 
 for name, mk in MODELS.items():
+    if only and name not in only:
+        continue
     m, args = mk()
     m.eval()
     with torch.no_grad():
@@ -62,7 +77,7 @@ for name, mk in MODELS.items():
     if not isinstance(ref, torch.Tensor):
         ref = ref[0]
     path = os.path.join(out, name + ".onnx")
-    torch.onnx.export(m, args, path, dynamo=True, opset_version=20, external_data=False)
+    torch.onnx.export(m, args, path, dynamo=True, opset_version=OPSET.get(name, 20), external_data=False)
     import onnx
     mo = onnx.load(path)
     if name != "dynops_gn_convnet":  # that one keeps the exporter's node metadata as written
