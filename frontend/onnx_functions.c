@@ -30,6 +30,7 @@
 #define FN_MAX_NODES 500000        /* nodes after inlining */
 #define FN_MAX_CALL_ATTRS 1024     /* attributes on one function call */
 #define FN_NAME_SHOWN 64           /* a function's name in prefixes */
+#define FN_MAX_FORMALS 256         /* inputs, outputs of one function (names are looked up linearly) */
 
 enum { TAG_FN_ATTRIBUTE_PROTO = 11, TAG_FN_OVERLOAD = 13, TAG_NODE_OVERLOAD = 8 };
 
@@ -52,6 +53,7 @@ struct Inliner {
   GpucFlatNodes *out;
   Fn *fns;
   size_t nfns;
+  Fn **sorted;                        /* fns by (name, domain, overload), for lookups */
   const char *path;
   GpucErr *e;
   uint64_t calls;                     /* call counter for prefixes */
@@ -209,11 +211,25 @@ static int decode_defaults(Inliner *I, Fn *f) {
 }
 
 /* ---- the function table ---- */
+static int cmp_key(const char *name, const char *domain, const char *overload, const Fn *f) {
+  int c = strcmp(name, f->fp->name);
+  if (!c) c = strcmp(domain, f->domain);
+  return c ? c : strcmp(overload, f->overload);
+}
+static int cmp_fn(const void *a, const void *b) {
+  const Fn *f = *(const Fn *const *)a, *g = *(const Fn *const *)b;
+  return cmp_key(f->fp->name, f->domain, f->overload, g);
+}
+
+/* binary search of the sorted table (a file may hold many functions) */
 static const Fn *find_fn(const Inliner *I, const char *domain, const char *name, const char *overload) {
-  for (size_t i = 0; i < I->nfns; i++) {
-    const Fn *f = &I->fns[i];
-    if (!strcmp(f->fp->name, name) && !strcmp(f->domain, domain) && !strcmp(f->overload, overload))
-      return f;
+  size_t lo = 0, hi = I->nfns;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = cmp_key(name, domain, overload, I->sorted[mid]);
+    if (!c) return I->sorted[mid];
+    if (c < 0) hi = mid;
+    else lo = mid + 1;
   }
   return NULL;
 }
@@ -245,8 +261,9 @@ static int check_fn(Inliner *I, Fn *f, int64_t model_opset) {
   const char *path = I->path;
   if (!fp->name || !*fp->name) return gpuc_err_set(I->e, "%s: a function has no name", path);
   const char *nm = fp->name;
-  if (fp->n_input > GPUC_MAX_IO || fp->n_output > GPUC_MAX_IO)
-    return gpuc_err_set(I->e, "%s: function '%s': more than %d inputs or outputs", path, nm, GPUC_MAX_IO);
+  if (fp->n_input > FN_MAX_FORMALS || fp->n_output > FN_MAX_FORMALS)
+    return gpuc_err_unsupported(I->e, "%s: function '%s': more than %d inputs or outputs", path, nm,
+                                FN_MAX_FORMALS);
   if (fp->n_output == 0) return gpuc_err_set(I->e, "%s: function '%s' has no outputs", path, nm);
   for (size_t i = 0; i < fp->n_input + fp->n_output; i++) {
     const char *s = i < fp->n_input ? fp->input[i] : fp->output[i - fp->n_input];
@@ -407,6 +424,8 @@ int gpuc_onnx_inline_functions(const Onnx__ModelProto *mp, int64_t model_opset, 
   Inliner I = {.out = out, .path = path, .e = e, .gp = gp, .opset = model_opset};
   I.fns = calloc(mp->n_functions + 1, sizeof *I.fns);
   if (!I.fns) return oom(&I);
+  I.sorted = calloc(mp->n_functions + 1, sizeof *I.sorted);
+  if (!I.sorted) { free(I.fns); return oom(&I); }
   int rc = 0;
   for (size_t i = 0; i < mp->n_functions && !rc; i++) {
     Fn *f = &I.fns[I.nfns++];
@@ -415,12 +434,19 @@ int gpuc_onnx_inline_functions(const Onnx__ModelProto *mp, int64_t model_opset, 
     f->overload = unknown_string(&I, &f->fp->base, TAG_FN_OVERLOAD, "function");
     if (!f->overload) { rc = -1; break; }
     rc = check_fn(&I, f, model_opset);
-    if (!rc && find_fn(&I, f->domain, f->fp->name, f->overload) != f)
-      rc = gpuc_err_set(e, "%s: function '%s' of domain '%s' is defined twice", path, f->fp->name, f->domain);
+    I.sorted[i] = f;
+  }
+  if (!rc) {
+    qsort(I.sorted, I.nfns, sizeof *I.sorted, cmp_fn);
+    for (size_t i = 1; i < I.nfns && !rc; i++)
+      if (!cmp_fn(&I.sorted[i - 1], &I.sorted[i]))
+        rc = gpuc_err_set(e, "%s: function '%s' of domain '%s' is defined twice", path, I.sorted[i]->fp->name,
+                          I.sorted[i]->domain);
   }
   for (size_t i = 0; i < gp->n_node && !rc; i++) rc = expand(&I, gp->node[i], NULL);
   for (size_t i = 0; i < I.nfns; i++) free_defaults(&I.fns[i]);
   free(I.fns);
+  free(I.sorted);
   return rc;
 }
 
