@@ -20,6 +20,10 @@ typedef struct GpucShapeBind {
 
 Graph *gpuc_onnx_load(const char *path, const GpucShapeBind *binds, int nbinds, GpucErr *e);
 
+/* Whether the importer expands default-domain op `op` of opset `opset`
+ * into primitive ops (frontend/onnx_attention23.c): Attention from 23. */
+bool gpuc_onnx_op_expanded(const char *op, int64_t opset);
+
 /* Read a serialized TensorProto (.pb, as in ONNX test data). *name_out gets
  * a malloc'ed copy of its name (may be empty). */
 Tensor *gpuc_onnx_load_tensor_pb(const char *path, char **name_out, GpucErr *e);

@@ -21,7 +21,7 @@
  * onnx.proto of libonnx-dev 1.12 predates IR 9/10: FunctionProto's
  * attribute_proto (field 11) and overload (13), NodeProto's overload (8)
  * arrive as unknown fields and are decoded here. */
-#include "frontend_internal.h"
+#include "onnx_expand.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +30,7 @@
 #define FN_MAX_NODES 500000        /* nodes after inlining */
 #define FN_MAX_CALL_ATTRS 1024     /* attributes on one function call */
 #define FN_NAME_SHOWN 64           /* a function's name in prefixes */
+#define FN_MAX_FORMALS 256         /* inputs, outputs of one function (names are looked up linearly) */
 
 enum { TAG_FN_ATTRIBUTE_PROTO = 11, TAG_FN_OVERLOAD = 13, TAG_NODE_OVERLOAD = 8 };
 
@@ -48,14 +49,17 @@ typedef struct Frame {
   const struct Frame *up;
 } Frame;
 
-typedef struct {
+struct Inliner {
   GpucFlatNodes *out;
   Fn *fns;
   size_t nfns;
+  Fn **sorted;                        /* fns by (name, domain, overload), for lookups */
   const char *path;
   GpucErr *e;
   uint64_t calls;                     /* call counter for prefixes */
-} Inliner;
+  const Onnx__GraphProto *gp;
+  int64_t opset;                      /* the model's default-domain opset */
+};
 
 static const char *str0(const char *s) { return s ? s : ""; }
 static bool is_default_domain(const char *d) { return !*str0(d) || !strcmp(d, "ai.onnx"); }
@@ -86,6 +90,38 @@ static char *own_printf(Inliner *I, const char *a, const char *b) {
   return s;
 }
 
+/* ---- what op expansions (onnx_expand.h) use ---- */
+void *fx_own(Inliner *I, void *p) { return own(I, p); }
+char *fx_cat(Inliner *I, const char *a, const char *b) { return own_printf(I, a, b); }
+int fx_oom(Inliner *I) { return oom(I); }
+const char *fx_path(const Inliner *I) { return I->path; }
+GpucErr *fx_err(const Inliner *I) { return I->e; }
+int64_t fx_opset(const Inliner *I) { return I->opset; }
+uint64_t fx_next_call(Inliner *I) { return I->calls++; }
+
+/* The TensorProto element type the model declares for value `name` (graph
+ * input/output, value_info, initializer), 0 when it declares none. */
+int fx_elem_type(const Inliner *I, const char *name) {
+  const Onnx__GraphProto *gp = I->gp;
+  const Onnx__ValueInfoProto *const *lists[3] = {(const Onnx__ValueInfoProto *const *)gp->input,
+                                                 (const Onnx__ValueInfoProto *const *)gp->value_info,
+                                                 (const Onnx__ValueInfoProto *const *)gp->output};
+  size_t counts[3] = {gp->n_input, gp->n_value_info, gp->n_output};
+  for (int l = 0; l < 3; l++)
+    for (size_t i = 0; i < counts[l]; i++) {
+      const Onnx__ValueInfoProto *v = lists[l][i];
+      if (v->name && !strcmp(v->name, name) && v->type && v->type->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE &&
+          v->type->tensor_type && v->type->tensor_type->has_elem_type)
+        return v->type->tensor_type->elem_type;
+    }
+  for (size_t i = 0; i < gp->n_initializer; i++)
+    if (gp->initializer[i]->name && !strcmp(gp->initializer[i]->name, name) && gp->initializer[i]->has_data_type)
+      return gp->initializer[i]->data_type;
+  return 0;
+}
+
+static int push_node(Inliner *I, const Onnx__NodeProto *np);
+int fx_push(Inliner *I, const Onnx__NodeProto *np) { return push_node(I, np); }
 static int push_node(Inliner *I, const Onnx__NodeProto *np) {
   GpucFlatNodes *f = I->out;
   if (f->n >= FN_MAX_NODES)
@@ -175,11 +211,25 @@ static int decode_defaults(Inliner *I, Fn *f) {
 }
 
 /* ---- the function table ---- */
+static int cmp_key(const char *name, const char *domain, const char *overload, const Fn *f) {
+  int c = strcmp(name, f->fp->name);
+  if (!c) c = strcmp(domain, f->domain);
+  return c ? c : strcmp(overload, f->overload);
+}
+static int cmp_fn(const void *a, const void *b) {
+  const Fn *f = *(const Fn *const *)a, *g = *(const Fn *const *)b;
+  return cmp_key(f->fp->name, f->domain, f->overload, g);
+}
+
+/* binary search of the sorted table (a file may hold many functions) */
 static const Fn *find_fn(const Inliner *I, const char *domain, const char *name, const char *overload) {
-  for (size_t i = 0; i < I->nfns; i++) {
-    const Fn *f = &I->fns[i];
-    if (!strcmp(f->fp->name, name) && !strcmp(f->domain, domain) && !strcmp(f->overload, overload))
-      return f;
+  size_t lo = 0, hi = I->nfns;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = cmp_key(name, domain, overload, I->sorted[mid]);
+    if (!c) return I->sorted[mid];
+    if (c < 0) hi = mid;
+    else lo = mid + 1;
   }
   return NULL;
 }
@@ -211,8 +261,9 @@ static int check_fn(Inliner *I, Fn *f, int64_t model_opset) {
   const char *path = I->path;
   if (!fp->name || !*fp->name) return gpuc_err_set(I->e, "%s: a function has no name", path);
   const char *nm = fp->name;
-  if (fp->n_input > GPUC_MAX_IO || fp->n_output > GPUC_MAX_IO)
-    return gpuc_err_set(I->e, "%s: function '%s': more than %d inputs or outputs", path, nm, GPUC_MAX_IO);
+  if (fp->n_input > FN_MAX_FORMALS || fp->n_output > FN_MAX_FORMALS)
+    return gpuc_err_unsupported(I->e, "%s: function '%s': more than %d inputs or outputs", path, nm,
+                                FN_MAX_FORMALS);
   if (fp->n_output == 0) return gpuc_err_set(I->e, "%s: function '%s' has no outputs", path, nm);
   for (size_t i = 0; i < fp->n_input + fp->n_output; i++) {
     const char *s = i < fp->n_input ? fp->input[i] : fp->output[i - fp->n_input];
@@ -349,6 +400,9 @@ static int expand(Inliner *I, const Onnx__NodeProto *np, const Frame *fr) {
   const char *domain = str0(np->domain), *op = str0(np->op_type);
   const Fn *f = I->nfns ? find_fn(I, domain, op, overload) : NULL;
   if (f) return inline_call(I, c, nname, f, fr);
+  /* standard ops gpuc runs as primitive ops (onnx_expand.h) */
+  if (is_default_domain(domain) && gpuc_onnx_op_expanded(op, I->opset))
+    return gpuc_onnx_expand_attention(I, c, nname);
   if (!is_default_domain(domain) && domain_has_fns(I, domain))
     return gpuc_err_set(I->e, "%s: node '%s': calls function '%s' of domain '%s'%s%s, which the model "
                         "does not define", I->path, nname, op, domain, *overload ? " overload " : "",
@@ -356,18 +410,22 @@ static int expand(Inliner *I, const Onnx__NodeProto *np, const Frame *fr) {
   return push_node(I, c);
 }
 
+bool gpuc_onnx_op_expanded(const char *op, int64_t opset) { return opset >= 23 && !strcmp(op, "Attention"); }
+
 int gpuc_onnx_inline_functions(const Onnx__ModelProto *mp, int64_t model_opset, const char *path,
                                GpucFlatNodes *out, GpucErr *e) {
   memset(out, 0, sizeof *out);
   const Onnx__GraphProto *gp = mp->graph;
-  if (mp->n_functions == 0) { /* the common case: the graph's own list */
+  if (mp->n_functions == 0 && model_opset < 23) { /* the common case: the graph's own list */
     out->node = (const Onnx__NodeProto **)gp->node;
     out->n = gp->n_node;
     return 0;
   }
-  Inliner I = {.out = out, .path = path, .e = e};
-  I.fns = calloc(mp->n_functions, sizeof *I.fns);
+  Inliner I = {.out = out, .path = path, .e = e, .gp = gp, .opset = model_opset};
+  I.fns = calloc(mp->n_functions + 1, sizeof *I.fns);
   if (!I.fns) return oom(&I);
+  I.sorted = calloc(mp->n_functions + 1, sizeof *I.sorted);
+  if (!I.sorted) { free(I.fns); return oom(&I); }
   int rc = 0;
   for (size_t i = 0; i < mp->n_functions && !rc; i++) {
     Fn *f = &I.fns[I.nfns++];
@@ -376,12 +434,19 @@ int gpuc_onnx_inline_functions(const Onnx__ModelProto *mp, int64_t model_opset, 
     f->overload = unknown_string(&I, &f->fp->base, TAG_FN_OVERLOAD, "function");
     if (!f->overload) { rc = -1; break; }
     rc = check_fn(&I, f, model_opset);
-    if (!rc && find_fn(&I, f->domain, f->fp->name, f->overload) != f)
-      rc = gpuc_err_set(e, "%s: function '%s' of domain '%s' is defined twice", path, f->fp->name, f->domain);
+    I.sorted[i] = f;
+  }
+  if (!rc) {
+    qsort(I.sorted, I.nfns, sizeof *I.sorted, cmp_fn);
+    for (size_t i = 1; i < I.nfns && !rc; i++)
+      if (!cmp_fn(&I.sorted[i - 1], &I.sorted[i]))
+        rc = gpuc_err_set(e, "%s: function '%s' of domain '%s' is defined twice", path, I.sorted[i]->fp->name,
+                          I.sorted[i]->domain);
   }
   for (size_t i = 0; i < gp->n_node && !rc; i++) rc = expand(&I, gp->node[i], NULL);
   for (size_t i = 0; i < I.nfns; i++) free_defaults(&I.fns[i]);
   free(I.fns);
+  free(I.sorted);
   return rc;
 }
 

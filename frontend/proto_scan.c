@@ -30,7 +30,9 @@ static int child_type(int m, uint32_t field) {
     return (field == 4 || field == 9) ? M_TYPE_ELEM : field == 5 ? M_TYPE_MAP : M_NONE;
   case M_TYPE_ELEM: return field == 1 ? M_TYPE : M_NONE;
   case M_TYPE_MAP: return field == 2 ? M_TYPE : M_NONE;
-  case M_FUNCTION: return field == 7 ? M_NODE : M_NONE;
+  /* node = 7; attribute_proto = 11 (IR 9: defaults, unknown to the old
+   * onnx.proto, unpacked later by frontend/onnx_functions.c) */
+  case M_FUNCTION: return field == 7 ? M_NODE : field == 11 ? M_ATTR : M_NONE;
   case M_TRAINING: return (field == 1 || field == 2) ? M_GRAPH : M_NONE;
   }
   return M_NONE;

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int64_t opset;  /* the model's default-domain opset */
+
 static void print_graph_ops(const Onnx__GraphProto *g, int depth) {
   if (!g || depth > 8) return;
   for (size_t i = 0; i < g->n_node; i++) {
@@ -15,7 +17,7 @@ static void print_graph_ops(const Onnx__GraphProto *g, int depth) {
     const char *op = n->op_type ? n->op_type : "";
     bool other_domain = n->domain && *n->domain && strcmp(n->domain, "ai.onnx");
     int k = gpuc_op_lookup(op);
-    bool known = k >= 0 && !(gpuc_ops[k].flags & GPUC_OPF_INTERNAL);
+    bool known = (k >= 0 && !(gpuc_ops[k].flags & GPUC_OPF_INTERNAL)) || gpuc_onnx_op_expanded(op, opset);
     printf("%c%s%s%s\n", (!other_domain && known) ? '+' : '-',
            other_domain ? n->domain : "", other_domain ? "." : "", op);
     for (size_t k = 0; k < n->n_attribute; k++) {
@@ -39,6 +41,10 @@ int main(int argc, char **argv) {
   Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
   free(buf);
   if (!m) return 1;
+  for (size_t i = 0; i < m->n_opset_import; i++) {
+    const char *d = m->opset_import[i]->domain ? m->opset_import[i]->domain : "";
+    if (!*d || !strcmp(d, "ai.onnx")) opset = m->opset_import[i]->version;
+  }
   print_graph_ops(m->graph, 0);
   onnx__model_proto__free_unpacked(m, NULL);
   return 0;

@@ -1,4 +1,5 @@
-/* ONNX model-local functions inlined at import (frontend/onnx_functions.c).
+/* ONNX model-local functions inlined at import (frontend/onnx_functions.c)
+ * and the refusals of the Attention-23 expansion (onnx_attention23.c).
  * Models are built here with the protobuf-c structs, written under WORKDIR,
  * loaded with gpuc_onnx_load and, when valid, run on the CPU reference and
  * compared with the values the function body defines (exact: f32 math
@@ -440,11 +441,55 @@ static void test_hostile(void) {
   pool_free();
 }
 
+/* ONNX Attention-23 (frontend/onnx_attention23.c): what it cannot expand
+ * is refused with a reason, never guessed */
+static void test_attention23(void) {
+  Nodes g = {0};
+  Fns none = {0};
+  Onnx__NodeProto *n = mk_node(&g, "", "Attention", "x,x,x", "y");
+  Onnx__AttributeProto *a = mk_attr(n, "left_window_size");
+  a->has_type = 1; a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT; a->has_i = 1; a->i = 2;
+  const char *p = write_model("attn_window.onnx", "x", "y", &g, &none, 23);
+  must_fail("Attention with a window attribute", p, "attribute 'left_window_size' is not supported");
+  pool_free();
+
+  g.n = 0;
+  mk_node(&g, "", "Identity", "x", "m");
+  mk_node(&g, "", "Attention", "x,x,x,m", "y");
+  p = write_model("attn_mask_type.onnx", "x", "y", &g, &none, 23);
+  must_fail("Attention with a mask of undeclared type", p, "does not declare attn_mask 'm'");
+  pool_free();
+
+  g.n = 0;
+  mk_node(&g, "", "Attention", "x,x,x,,x,x", "y,pk,pv");
+  p = write_model("attn_kv_cache.onnx", "x", "y", &g, &none, 23);
+  must_fail("Attention with a KV cache", p, "KV caches");
+  pool_free();
+
+  g.n = 0;
+  n = mk_node(&g, "", "Attention", "x,x,x", "y");
+  a = mk_attr(n, "q_num_heads");
+  a->has_type = 1; a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT; a->has_i = 1; a->i = 4;
+  a = mk_attr(n, "kv_num_heads");
+  a->has_type = 1; a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT; a->has_i = 1; a->i = 2;
+  p = write_model("attn_gqa.onnx", "x", "y", &g, &none, 23);
+  must_fail("Attention with grouped-query heads", p, "grouped-query");
+  pool_free();
+
+  /* before opset 23 the name is gpuc's internal op: refused as unknown */
+  g.n = 0;
+  mk_node(&g, "", "Attention", "x,x,x", "y");
+  p = write_model("attn_opset20.onnx", "x", "y", &g, &none, 20);
+  must_fail("Attention before opset 23", p, "unsupported op 'Attention'");
+  pool_free();
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) { fprintf(stderr, "usage: %s GPUC WORKDIR\n", argv[0]); return 2; }
   gpuc_bin = argv[1];
   workdir = argv[2];
   test_valid();
   test_hostile();
+  test_attention23();
   return check_summary();
 }
