@@ -105,6 +105,10 @@ static int setup_gemm(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr 
   cublasLtMatmulHeuristicResult_t res[GPUC_GEMM_TUNE_MAX];
   int found = 0;
   if (gpuc_gemm_heuristics(s, st, res, (int)g->algo_index + 1, &found, e)) return -1;
+  if (found == 0 && f8)
+    return gpuc_err_set(e, "cuBLASLt has no FP8 algorithm with per-row/per-channel (outer-vector) scales for gemm "
+                        "%lldx%lldx%lld on this GPU and library (--fp8 needs cuBLASLt 12.9 or newer); compile "
+                        "without --fp8", (long long)g->m, (long long)g->n, (long long)g->k);
   if (found == 0)
     return gpuc_err_set(e, "cuBLASLt has no algorithm for gemm %lldx%lldx%lld", (long long)g->m,
                         (long long)g->n, (long long)g->k);
