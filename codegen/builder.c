@@ -81,6 +81,7 @@ const char *cg_ctype(GpucDType dt) {
   case GPUC_DT_I64: return "long long";
   case GPUC_DT_U64: return "unsigned long long";
   case GPUC_DT_BOOL: return "unsigned char";
+  case GPUC_DT_F8E4M3: return "unsigned char"; /* e4m3 bits (--fp8) */
   default: return "void";
   }
 }
@@ -230,7 +231,13 @@ int cg_gemm_flagged(LowerCtx *c, const PlanGemm *g, uint32_t flags) {
   p->gemms[p->ngemms].flags |= flags;
   gpuc_plan_gemm_defaults(&p->gemms[p->ngemms]);
   PlanStep s = {.kind = PLAN_STEP_GEMM, .index = p->ngemms++};
-  uint32_t args[4] = {g->a, g->b, g->y, g->c};
+  uint32_t args[6] = {g->a, g->b, g->y, g->c};
+  if (g->compute == PLAN_GEMM_COMPUTE_F8) { /* its scale vectors are read too */
+    uint32_t n = g->c == UINT32_MAX ? 3 : 4;
+    args[n++] = (uint32_t)g->stride_a;
+    args[n++] = (uint32_t)g->stride_b;
+    return add_step(c, &s, NULL, n, args);
+  }
   return add_step(c, &s, NULL, g->c == UINT32_MAX ? 3 : 4, args);
 }
 

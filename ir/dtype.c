@@ -156,3 +156,39 @@ void gpuc_panic(const char *file, int line, const char *what) {
   fprintf(stderr, "gpuc: internal error at %s:%d: %s\n", file, line, what);
   abort();
 }
+
+/* FP8 E4M3 (OCP "e4m3fn"): 1 sign, 4 exponent (bias 7), 3 mantissa bits;
+ * no infinities, S.1111.111 is NaN, so the largest finite value is
+ * S.1111.110 = 448; subnormals are m/8 * 2^-6 (smallest 2^-9).
+ *
+ * gpuc_f32_to_f8e4m3 rounds as the GPU's cvt.rn.satfinite.e4m3x2.f32
+ * (what --fp8's quantize kernels use, codegen/lower_fp8.c): round to
+ * nearest, ties to even; anything whose magnitude is 448 or more (infinity
+ * too) saturates to +-448; NaN becomes 0x7f. The sign is kept, also when
+ * the value rounds to zero. Every step below is exact in f32 (scalings by
+ * powers of two, rintf in the default round-to-nearest-even mode). */
+
+
+float gpuc_f8e4m3_to_f32(uint8_t b) {
+  float sign = (b & 0x80) ? -1.0f : 1.0f;
+  int e = (b >> 3) & 0xf, m = b & 7;
+  if (e == 0xf && m == 7) return NAN;
+  if (e == 0) return sign * ldexpf((float)m, -9);
+  return sign * ldexpf((float)(8 + m), e - 10);
+}
+
+uint8_t gpuc_f32_to_f8e4m3(float f) {
+  if (isnan(f)) return 0x7f;
+  uint8_t sign = signbit(f) ? 0x80 : 0;
+  float a = fabsf(f);
+  if (a >= 448.0f) return sign | 0x7e;
+  if (a < 0x1p-6f) /* subnormal: units of 2^-9; 8 units is the smallest normal 0x08 */
+    return sign | (uint8_t)rintf(a * 0x1p9f);
+  int e2;
+  frexpf(a, &e2);               /* a = f * 2^e2, f in [0.5, 1): a = 1.m * 2^(e2-1) */
+  int e = e2 - 1;               /* -6 .. 8 */
+  int m = (int)rintf((ldexpf(a, -e) - 1.0f) * 8.0f);
+  if (m == 8) { m = 0; e++; }
+  int code = ((e + 7) << 3) | m;
+  return sign | (uint8_t)(code > 0x7e ? 0x7e : code);
+}

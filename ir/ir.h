@@ -49,7 +49,8 @@ void gpuc_panic(const char *file, int line, const char *what)
   DT(U32, "u32", 4, 0, 0)          \
   DT(I64, "i64", 8, 0, 1)          \
   DT(U64, "u64", 8, 0, 0)          \
-  DT(BOOL, "bool", 1, 0, 0)
+  DT(BOOL, "bool", 1, 0, 0)        \
+  DT(F8E4M3, "f8e4m3", 1, 1, 1)
 
 typedef enum GpucDType {
   GPUC_DT_UNDEF = 0,
@@ -69,6 +70,9 @@ float gpuc_f16_to_f32(uint16_t h);
 uint16_t gpuc_f32_to_f16(float f);     /* round to nearest even */
 float gpuc_bf16_to_f32(uint16_t h);
 uint16_t gpuc_f32_to_bf16(float f);    /* round to nearest even */
+/* OCP FP8 E4M3 ("fn": no infinities, 0x7f/0xff NaN, max 448), ir/dtype.c */
+float gpuc_f8e4m3_to_f32(uint8_t b);
+uint8_t gpuc_f32_to_f8e4m3(float f);   /* round to nearest even, saturate to +-448, NaN -> 0x7f */
 
 /* ---- tensors ----------------------------------------------------------- */
 /* Dense, row-major, contiguous. dims[i] == -1 means unknown (symbolic or not

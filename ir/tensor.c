@@ -110,6 +110,7 @@ double gpuc_get_f64(const Tensor *t, int64_t i) {
   case GPUC_DT_I64: return (double)((const int64_t *)p)[i];
   case GPUC_DT_U64: return (double)((const uint64_t *)p)[i];
   case GPUC_DT_BOOL: return ((const uint8_t *)p)[i] != 0;
+  case GPUC_DT_F8E4M3: return gpuc_f8e4m3_to_f32(((const uint8_t *)p)[i]);
   default: GPUC_ASSERT(!"bad dtype");
   }
   return 0;
@@ -145,6 +146,7 @@ void gpuc_set_f64(Tensor *t, int64_t i, double v) {
   case GPUC_DT_I64: ((int64_t *)p)[i] = f64_to_i64(v); break;
   case GPUC_DT_U64: ((uint64_t *)p)[i] = f64_to_u64(v); break;
   case GPUC_DT_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+  case GPUC_DT_F8E4M3: ((uint8_t *)p)[i] = gpuc_f32_to_f8e4m3((float)v); break;
   default: GPUC_ASSERT(!"bad dtype");
   }
 }

@@ -102,6 +102,7 @@ int pass_fuse_matmul_act(Graph *g, const PassOptions *o, GpucErr *e) {
    * DequantizeRows later; the activation then joins DequantizeRows'
    * elementwise group instead (cuBLASLt's int32 output has no epilogue) */
   if (o->int8) return 0;
+  if (o->fp8) return 0; /* --fp8 likewise: its GEMM takes the bias only; the activation stays a kernel */
   /* --prune 2:4: a GEMM with an epilogue activation stays dense (plan.h's
    * PLAN_GEMM_F_SPARSE24); the sparse GEMM and a fused activation kernel
    * after it beat the dense GEMM with the epilogue */

@@ -16,6 +16,7 @@ typedef struct PassOptions {
   int64_t fold_max_bytes;        /* largest tensor constant folding may create */
   bool int8;                     /* --int8: Linear layers on int8 GEMMs (quantize_int8.c) */
   const char *int8_skip;         /* comma-separated fnmatch globs of layer names kept in float */
+  bool fp8;                      /* --fp8: Linear layers on FP8 (e4m3) GEMMs (quantize_fp8.c) */
   int prune_kind;                /* GPUC_PRUNE_*: --prune (passes/prune.c) */
   double prune_fraction;         /*   l1: the fraction of each weight zeroed */
   FILE *prune_report;            /*   per-layer sparsity lines, or NULL */
@@ -65,6 +66,11 @@ int pass_matmulinteger_int8(Graph *g, const PassOptions *o, GpucErr *e);
  * quantized (without it, nothing when there are no int8 layers: a
  * quantized model's own int8 GEMMs are listed). */
 void gpuc_int8_report(const Graph *g, const PassOptions *o, FILE *f);
+/* --fp8 (o->fp8): MatMul/Gemm/MatMulBias with constant weights ->
+ * QuantizeRowsF8 + MatMulF8 (scales and bias in the GEMM); returns the
+ * layers changed. gpuc_fp8_report lists them and those kept in float. */
+int pass_quantize_fp8(Graph *g, const PassOptions *o, GpucErr *e);
+void gpuc_fp8_report(const Graph *g, const PassOptions *o, FILE *f);
 /* --prune l1:F | 2:4 (passes/prune.c): weights of Conv and Linear layers
  * zeroed in place; returns the number of layers pruned. */
 enum { GPUC_PRUNE_NONE = 0, GPUC_PRUNE_L1 = 1, GPUC_PRUNE_24 = 2 };

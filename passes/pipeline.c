@@ -70,6 +70,7 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
    * after fp16 (the precision of everything else is decided; Y keeps it) */
   if (o->level >= 2 && after(g, o, "qdq_int8", pass_qdq_int8(g, o, e), e) < 0) return -1;
   if (o->int8 && after(g, o, "quantize_int8", pass_quantize_int8(g, o, e), e) < 0) return -1;
+  if (o->fp8 && after(g, o, "quantize_fp8", pass_quantize_fp8(g, o, e), e) < 0) return -1;
   /* last: groups are over the final nodes, Casts from the fp16 pass too */
   if (o->level >= 2 && after(g, o, "fuse_elementwise", pass_fuse_elementwise(g, o, e), e) < 0) return -1;
   return 0;

@@ -130,6 +130,15 @@ typedef struct PlanStep {
  *          not transposed, B stored [N,K] and transposed (cuBLASLt's "TN",
  *          the only order its IMMA kernels take); K, N, lda, ldb and ldy
  *          multiples of 4 (the reader refuses anything else).
+ *   F8:    --fp8: e4m3 x e4m3 on FP8 tensor cores (sm_89+), f32 sums:
+ *          a_dt = b_dt = dt = f8e4m3, y_dt f32/f16/bf16; A [M,K] not
+ *          transposed, B [N,K] transposed ("TN"), batch 1, alpha 1; K, N,
+ *          lda, ldb multiples of 16. Y = (A B^T) * sa[m] * sb[n] (+ c[n]):
+ *          the scales are f32 tensors whose indices stand in stride_a (sa,
+ *          M values, per row of A) and stride_b (sb, N values, per row of
+ *          B), unused as strides at batch 1; cuBLASLt applies them in its
+ *          outer-vector scale mode. c, if any, is a bias row (ldc 0) of
+ *          y_dt, added in the epilogue.
  * flags: PLAN_GEMM_F_*. */
 typedef struct PlanGemm {
   uint32_t a, b, c, y;           /* tensor indices; c = UINT32_MAX if none */
@@ -148,7 +157,7 @@ typedef struct PlanGemm {
   uint32_t flags;                /* PLAN_GEMM_F_* */
   uint32_t reserved;             /* 0 */
 } PlanGemm;
-enum { PLAN_GEMM_COMPUTE_FLOAT = 0, PLAN_GEMM_COMPUTE_I32 = 1 };
+enum { PLAN_GEMM_COMPUTE_FLOAT = 0, PLAN_GEMM_COMPUTE_I32 = 1, PLAN_GEMM_COMPUTE_F8 = 2 };
 /* PlanGemm.flags:
  *   PLAN_GEMM_F_SPARSE24: B is a constant weight (PLAN_MEM_WEIGHTS, 2-D,
  *     [K,N], or [N,K] with trans_b) with at most 2 nonzeros in every group

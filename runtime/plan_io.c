@@ -206,6 +206,23 @@ static bool float_gemm_dt(uint32_t dt) {
   return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 || dt == GPUC_DT_F64;
 }
 
+/* Tensor i is an f32 vector of n values (an FP8 GEMM's scales). */
+static bool f32_vector(const Plan *p, int64_t i, int64_t n) {
+  return i >= 0 && (uint64_t)i < p->ntensors && p->tensors[i].dt == GPUC_DT_F32 &&
+         p->tensors[i].bytes == (uint64_t)n * 4;
+}
+
+/* An FP8 GEMM in the one form plan.h describes (PLAN_GEMM_COMPUTE_F8). */
+static bool f8_gemm_ok(const Plan *p, const PlanGemm *g) {
+  bool yf = g->y_dt == GPUC_DT_F32 || g->y_dt == GPUC_DT_F16 || g->y_dt == GPUC_DT_BF16;
+  return g->dt == GPUC_DT_F8E4M3 && g->a_dt == GPUC_DT_F8E4M3 && g->b_dt == GPUC_DT_F8E4M3 && yf &&
+         g->batch == 1 && g->alpha == 1.0f && !g->trans_a && g->trans_b && g->m > 0 && g->n > 0 &&
+         g->k % 16 == 0 && g->n % 16 == 0 && g->lda % 16 == 0 && g->ldb % 16 == 0 && g->lda >= g->k &&
+         g->ldb >= g->k && g->ldy >= g->n && f32_vector(p, g->stride_a, g->m) && f32_vector(p, g->stride_b, g->n) &&
+         (g->c == UINT32_MAX || (g->ldc == 0 && p->tensors[g->c].dt == g->y_dt &&
+                                 p->tensors[g->c].bytes == (uint64_t)g->n * gpuc_dtype_size(g->y_dt)));
+}
+
 /* The dtypes and compute type of a GEMM, against its tensors: an int8 GEMM
  * only in the one form cuBLASLt's IMMA kernels take (plan.h). */
 static bool gemm_types_ok(const Plan *p, const PlanGemm *g) {
@@ -214,6 +231,7 @@ static bool gemm_types_ok(const Plan *p, const PlanGemm *g) {
     return false;
   if (g->compute == PLAN_GEMM_COMPUTE_FLOAT)
     return float_gemm_dt(g->dt) && g->a_dt == g->dt && g->b_dt == g->dt && g->y_dt == g->dt;
+  if (g->compute == PLAN_GEMM_COMPUTE_F8) return f8_gemm_ok(p, g);
   if (g->compute != PLAN_GEMM_COMPUTE_I32) return false;
   return g->dt == GPUC_DT_I8 && g->a_dt == GPUC_DT_I8 && g->b_dt == GPUC_DT_I8 && g->y_dt == GPUC_DT_I32 &&
          g->c == UINT32_MAX && g->batch == 1 && g->alpha == 1.0f && g->beta == 0.0f && !g->trans_a &&
@@ -424,6 +442,19 @@ static void print_int8_steps(const Plan *p, FILE *f) {
   fprintf(f, "\n");
 }
 
+/* --fp8's layers: the FP8 GEMM steps, by the ONNX nodes they cover. */
+static void print_fp8_steps(const Plan *p, FILE *f) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < p->nsteps; i++)
+    n += p->steps[i].kind == PLAN_STEP_GEMM && p->gemms[p->steps[i].index].compute == PLAN_GEMM_COMPUTE_F8;
+  if (n == 0) return;
+  fprintf(f, "fp8 GEMMs: %u", n);
+  for (uint32_t i = 0, k = 0; i < p->nsteps; i++)
+    if (p->steps[i].kind == PLAN_STEP_GEMM && p->gemms[p->steps[i].index].compute == PLAN_GEMM_COMPUTE_F8)
+      fprintf(f, "%s%s", k++ ? ", " : ": ", gpuc_plan_str(p, p->steps[i].nodes));
+  fprintf(f, "\n");
+}
+
 void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
   fprintf(f, "plan: %s\nformat %u, built by gpuc %.16s, target sm_%u%s\n", path,
           p->hdr.format_version, p->hdr.gpuc_version, p->hdr.sm,
@@ -464,7 +495,8 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
       uint32_t epi = GPUC_GEMM_EPI(g->trans_a);
       snprintf(what, sizeof what, "%s gemm%s %lldx%lldx%lld batch %lld%s",
                (g->flags & PLAN_GEMM_F_SPARSE24) ? "2:4 sparse" : "cublasLt",
-               g->compute == PLAN_GEMM_COMPUTE_I32 ? " int8" : "", (long long)g->m, (long long)g->n,
+               g->compute == PLAN_GEMM_COMPUTE_I32 ? " int8" : g->compute == PLAN_GEMM_COMPUTE_F8 ? " fp8" : "",
+               (long long)g->m, (long long)g->n,
                (long long)g->k, (long long)g->batch,
                epi == GPUC_GEMM_EPI_RELU ? " +bias+relu" : epi == GPUC_GEMM_EPI_GELU ? " +bias+gelu" : "");
     } else
@@ -484,5 +516,6 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
   }
   fprintf(f, "block-size-free kernels: %u of %u, %u with a block -O3 chose\n", nfree, nk, ntuned);
   print_int8_steps(p, f);
+  print_fp8_steps(p, f);
   if (p->hdr.flags & (GPUC_PLAN_F_FP16 | GPUC_PLAN_F_BF16)) print_fp32_steps(p, f);
 }

@@ -73,7 +73,8 @@ int compile_graph(Graph *g, const CompileRequest *r, CompileStats *st, GpucErr *
   pass_flags_apply(&r->flags, &po);
   po.prune_report = r->prune_report;
   if (gpuc_passes_run(g, &po, e)) return -1;
-  gpuc_int8_report(g, &po, stdout); /* --int8's layers, or a quantized model's int8 GEMMs */
+  gpuc_int8_report(g, &po, stdout);
+  gpuc_fp8_report(g, &po, stdout); /* --int8's layers, or a quantized model's int8 GEMMs */
   CodegenOptions co = {.sm = sm, .fp16 = po.fp16, .bf16 = po.bf16, .level = r->level, .mem_limit = r->mem_limit};
   Plan *p = NULL;
   int rc = gpuc_codegen(g, &co, &p, st, e);

@@ -46,7 +46,7 @@ int cmd_inspect(int argc, char **argv) {
   }
   if (!model) return usage_error("inspect: no model given");
   if (pass_flags_check(&flags)) return EXIT_USAGE;
-  if (flags.int8 && level == 0) level = 2; /* the int8 layers as a compile makes them */
+  if ((flags.int8 || flags.fp8) && level == 0) level = 2; /* the int8 layers as a compile makes them */
   if (is_plan_file(model)) {
     GpucErr pe = {0};
     Plan *p = gpuc_plan_read(model, &pe);
@@ -65,6 +65,7 @@ int cmd_inspect(int argc, char **argv) {
   if (gpuc_passes_run(g, &o, &e)) { gpuc_graph_free(g); return report(&e); }
   gpuc_graph_summary(g, stdout);
   if (o.int8) gpuc_int8_report(g, &o, stdout);
+  if (o.fp8) gpuc_fp8_report(g, &o, stdout);
   if (dump) gpuc_graph_dump(g, stdout);
   gpuc_graph_free(g);
   return EXIT_OK;

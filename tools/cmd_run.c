@@ -171,7 +171,7 @@ int cmd_run(int argc, char **argv) {
   if (!model) return usage_error("run: no model given");
   if (pass_flags_check(&flags)) return EXIT_USAGE;
   if (is_plan_file(model)) {
-    if (any_flag) return usage_error("run: --fp16/--bf16/--int8/--prune apply when compiling (or with MODEL.onnx --cpu), not to a plan");
+    if (any_flag) return usage_error("run: --fp16/--bf16/--int8/--fp8/--prune apply when compiling (or with MODEL.onnx --cpu), not to a plan");
     if (cpu) return usage_error("run: a plan runs on the GPU; give the .onnx model for --cpu");
     if (nbinds) return usage_error("run: --shape applies when compiling, not to a plan");
     return run_plan(model, ninputs, in_names, in_files, outdir);
@@ -187,6 +187,7 @@ int cmd_run(int argc, char **argv) {
     po.prune_report = stderr;
     if (gpuc_passes_run(g, &po, &e)) { gpuc_graph_free(g); return report(&e); }
     if (po.int8) gpuc_int8_report(g, &po, stderr);
+    if (po.fp8) gpuc_fp8_report(g, &po, stderr);
   }
   int rc = EXIT_BAD_INPUT;
   Tensor **ins = calloc((size_t)g->ninputs + 1, sizeof *ins);

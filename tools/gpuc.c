@@ -12,11 +12,11 @@
 
 static const char *usage_text =
     "usage:\n"
-    "  gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1|-O2] [--fp16|--bf16] [--int8] [--dump-after PASS]\n"
-    "  gpuc run MODEL.onnx --cpu [--fp16|--bf16] [--int8 [--int8-skip GLOB]...] [--prune l1:F|2:4] [--input NAME=FILE]...\n"
+    "  gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1|-O2] [--fp16|--bf16] [--int8|--fp8] [--dump-after PASS]\n"
+    "  gpuc run MODEL.onnx --cpu [--fp16|--bf16] [--int8 [--int8-skip GLOB]...|--fp8] [--prune l1:F|2:4] [--input NAME=FILE]...\n"
     "           [--out DIR] [--shape NAME=DIMS]...\n"
     "  gpuc test-onnx DIR [--cpu | --gpu [-O0..-O3]]\n"
-    "  gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16|--bf16] [--int8 [--int8-skip GLOB[,GLOB]]...]\n"
+    "  gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16|--bf16] [--int8 [--int8-skip GLOB[,GLOB]]...|--fp8]\n"
     "                  [--arch native|sm_XX]\n"
     "                  [--shape NAME=DIMS]... [--mem-limit SIZE] [--tune-cache FILE|none]\n"
     "                  [--prune l1:FRACTION|2:4]\n"
@@ -34,7 +34,7 @@ static const char *usage_text =
     "             or the CPU reference (--cpu);\n"
     "             KIND:PATH is fashion-mnist:DIR, mnist:DIR, cifar10:DIR or\n"
     "             npy:X.npy,Y.npy[,XTEST.npy,YTEST.npy]\n"
-    "  gpuc eval MODEL.onnx|PLAN.gpuc --data KIND:PATH [--cpu] [--fp16|--bf16] [--int8] [--prune P] [--batch B] [--limit N]\n"
+    "  gpuc eval MODEL.onnx|PLAN.gpuc --data KIND:PATH [--cpu] [--fp16|--bf16] [--int8|--fp8] [--prune P] [--batch B] [--limit N]\n"
     "             [--normalize MEAN,STD] [--arch sm_XX] [-O0|-O2]: test loss and accuracy of a classifier\n"
     "             on the test split\n"
     "inputs are .npy files or ONNX TensorProto .pb files; DIMS is like 1x3x224x224.\n"

@@ -27,6 +27,7 @@ int pass_flags_parse(PassFlags *f, int argc, char **argv, int *i) {
   if (!strcmp(a, "--fp16")) { f->fp16 = true; return 1; }
   if (!strcmp(a, "--bf16")) { f->bf16 = true; return 1; }
   if (!strcmp(a, "--int8")) { f->int8 = true; return 1; }
+  if (!strcmp(a, "--fp8")) { f->fp8 = true; return 1; }
   if (!strcmp(a, "--int8-skip")) {
     const char *v = *i + 1 < argc ? argv[++*i] : NULL;
     return parse_int8_skip(v, f->int8_skip, sizeof f->int8_skip) ? -1 : 1;
@@ -44,6 +45,7 @@ int pass_flags_parse(PassFlags *f, int argc, char **argv, int *i) {
 
 int pass_flags_check(const PassFlags *f) {
   if (f->fp16 && f->bf16) return usage_error("--fp16 and --bf16 exclude each other: give one");
+  if (f->int8 && f->fp8) return usage_error("--int8 and --fp8 exclude each other: give one");
   if (f->int8_skip[0] && !f->int8) return usage_error("--int8-skip keeps layers of an --int8 compile in float; add --int8");
   return 0;
 }
@@ -52,15 +54,17 @@ void pass_flags_apply(const PassFlags *f, PassOptions *o) {
   o->fp16 = f->fp16;
   o->bf16 = f->bf16;
   o->int8 = f->int8;
+  o->fp8 = f->fp8;
   o->int8_skip = f->int8_skip[0] ? f->int8_skip : NULL;
   o->prune_kind = f->prune_kind;
   o->prune_fraction = f->prune_fraction;
 }
 
-bool pass_flags_any(const PassFlags *f) { return f->fp16 || f->bf16 || f->int8 || f->prune_kind; }
+bool pass_flags_any(const PassFlags *f) { return f->fp16 || f->bf16 || f->int8 || f->fp8 || f->prune_kind; }
 
 const char *pass_flags_label(const PassFlags *f, char *buf, size_t n) {
-  snprintf(buf, n, "%s%s%s%s", f->fp16 ? ", fp16" : "", f->bf16 ? ", bf16" : "", f->int8 ? ", int8" : "",
+  snprintf(buf, n, "%s%s%s%s%s", f->fp16 ? ", fp16" : "", f->bf16 ? ", bf16" : "", f->int8 ? ", int8" : "",
+           f->fp8 ? ", fp8" : "",
            f->prune_kind == GPUC_PRUNE_24 ? ", 2:4 pruned" : f->prune_kind == GPUC_PRUNE_L1 ? ", l1 pruned" : "");
   return buf;
 }

@@ -13,6 +13,7 @@ typedef struct PassFlags {
   bool fp16;                     /* --fp16: half storage, fp32 islands */
   bool bf16;                     /* --bf16: the same with bfloat16 storage */
   bool int8;                     /* --int8: Linear layers on int8 GEMMs */
+  bool fp8;                      /* --fp8: Linear layers on FP8 (e4m3) GEMMs, sm_89+ */
   char int8_skip[4096];          /* --int8-skip globs, comma-separated; "" for none */
   int prune_kind;                /* --prune: GPUC_PRUNE_* (passes.h) */
   double prune_fraction;         /*   l1:FRACTION */
@@ -31,5 +32,5 @@ bool pass_flags_any(const PassFlags *f);
 /* ", bf16" and the like for summaries: "" without flags. */
 const char *pass_flags_label(const PassFlags *f, char *buf, size_t n);
 /* The usage words, for the usage text: "[--fp16|--bf16]". */
-#define PASS_FLAGS_USAGE "[--fp16|--bf16] [--int8 [--int8-skip GLOB[,GLOB]]...] [--prune l1:FRACTION|2:4]"
+#define PASS_FLAGS_USAGE "[--fp16|--bf16] [--int8 [--int8-skip GLOB[,GLOB]]...|--fp8] [--prune l1:FRACTION|2:4]"
 #endif

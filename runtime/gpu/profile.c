@@ -120,6 +120,7 @@ void gpuc_profile_print(FILE *f, const Plan *p, const double *ms, const GpucPeak
                : st->kind != PLAN_STEP_GEMM ? "cudnn"
                : (p->gemms[st->index].flags & PLAN_GEMM_F_SPARSE24) ? "gemm2:4"
                : p->gemms[st->index].compute == PLAN_GEMM_COMPUTE_I32 ? "lt-int8"
+               : p->gemms[st->index].compute == PLAN_GEMM_COMPUTE_F8 ? "lt-fp8"
                : "cublasLt",
             r.ms, 100 * r.share, r.mb, r.gflop, r.gbs, r.tflops);
     pct(f, 7, r.bw_frac);

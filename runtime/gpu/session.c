@@ -31,6 +31,7 @@ static cudaDataType_t cuda_type(uint32_t dt) {
   case GPUC_DT_F64: return CUDA_R_64F;
   case GPUC_DT_I8: return CUDA_R_8I;
   case GPUC_DT_I32: return CUDA_R_32I;
+  case GPUC_DT_F8E4M3: return CUDA_R_8F_E4M3;
   default: return CUDA_R_32F;
   }
 }
@@ -39,8 +40,24 @@ static cudaDataType_t cuda_type(uint32_t dt) {
  * and beta, in the "TN" order the reader checked (plan.h): cuBLASLt's A is
  * our B stored [N,K] (transposed), its B our A [M,K]; its IMMA kernels
  * then run on the regular (not COL32) layouts. */
+/* An FP8 GEMM (PLAN_GEMM_COMPUTE_F8, sm_89+): cuBLASLt's A is our B (the
+ * weight, N rows), so its A scale is our per-channel vector (stride_b) and
+ * its B scale our per-row one (stride_a), both in the outer-vector mode
+ * (one f32 per row of op(A) and per column of op(B); CUDA 12.9+). */
+static int setup_f8_scales(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr *e) {
+  if (s->sm < 89)
+    return gpuc_err_set(e, "the plan has FP8 GEMMs (--fp8), which need sm_89 or newer; this GPU is sm_%d", s->sm);
+  void *sa = (void *)(uintptr_t)s->tptr[g->stride_b], *sb = (void *)(uintptr_t)s->tptr[g->stride_a];
+  cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
+  CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
+  CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa));
+  CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb));
+  return 0;
+}
+
 static int setup_gemm(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr *e) {
-  bool i8 = g->compute == PLAN_GEMM_COMPUTE_I32;
+  bool i8 = g->compute == PLAN_GEMM_COMPUTE_I32, f8 = g->compute == PLAN_GEMM_COMPUTE_F8;
   cudaDataType_t t = cuda_type(g->dt), ta = cuda_type(g->a_dt), tb = cuda_type(g->b_dt), ty = cuda_type(g->y_dt);
   cublasComputeType_t ct = i8 ? CUBLAS_COMPUTE_32I : g->dt == GPUC_DT_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
   cudaDataType_t scale = i8 ? CUDA_R_32I : g->dt == GPUC_DT_F64 ? CUDA_R_64F : CUDA_R_32F;
@@ -51,6 +68,7 @@ static int setup_gemm(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr 
   cublasOperation_t opb = GPUC_GEMM_TRANS_A(g->trans_a) ? CUBLAS_OP_T : CUBLAS_OP_N;
   CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
   CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+  if (f8 && setup_f8_scales(s, g, st, e)) return -1;
   uint64_t ar = g->trans_b ? (uint64_t)g->k : (uint64_t)g->n, ac = g->trans_b ? (uint64_t)g->n : (uint64_t)g->k;
   bool trans_a = GPUC_GEMM_TRANS_A(g->trans_a);
   uint64_t br = trans_a ? (uint64_t)g->m : (uint64_t)g->k, bc = trans_a ? (uint64_t)g->k : (uint64_t)g->m;
@@ -79,7 +97,7 @@ static int setup_gemm(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr 
                             : act == GPUC_GEMM_EPI_GELU ? CUBLASLT_EPILOGUE_GELU_BIAS
                                                         : CUBLASLT_EPILOGUE_BIAS;
     void *bias = (void *)(uintptr_t)s->tptr[g->c];
-    cudaDataType_t bt = t;
+    cudaDataType_t bt = f8 ? ty : t; /* FP8: the bias is Y's dtype (f16/bf16) */
     CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
     CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
@@ -87,6 +105,10 @@ static int setup_gemm(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr 
   cublasLtMatmulHeuristicResult_t res[GPUC_GEMM_TUNE_MAX];
   int found = 0;
   if (gpuc_gemm_heuristics(s, st, res, (int)g->algo_index + 1, &found, e)) return -1;
+  if (found == 0 && f8)
+    return gpuc_err_set(e, "cuBLASLt has no FP8 algorithm with per-row/per-channel (outer-vector) scales for gemm "
+                        "%lldx%lldx%lld on this GPU and library (--fp8 needs cuBLASLt 12.9 or newer); compile "
+                        "without --fp8", (long long)g->m, (long long)g->n, (long long)g->k);
   if (found == 0)
     return gpuc_err_set(e, "cuBLASLt has no algorithm for gemm %lldx%lldx%lld", (long long)g->m,
                         (long long)g->n, (long long)g->k);
