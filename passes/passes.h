@@ -26,6 +26,8 @@ int pass_identity(Graph *g, const PassOptions *o, GpucErr *e);
 /* Common-subexpression elimination; returns the number of nodes merged. */
 int pass_cse(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fold_batchnorm(Graph *g, const PassOptions *o, GpucErr *e);
+/* Inference BatchNormalization no Conv absorbed -> Mul and Add per channel. */
+int pass_batchnorm_affine(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e);
 /* 2-D convolutions and the elementwise ops between them in NHWC, with
