@@ -28,6 +28,8 @@ int pass_cse(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fold_batchnorm(Graph *g, const PassOptions *o, GpucErr *e);
 /* Inference BatchNormalization no Conv absorbed -> Mul and Add per channel. */
 int pass_batchnorm_affine(Graph *g, const PassOptions *o, GpucErr *e);
+/* A Conv's bias into the next, unpadded Conv's bias when that alone reads it. */
+int pass_fold_conv_bias(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e);
 /* 2-D convolutions and the elementwise ops between them in NHWC, with
