@@ -220,11 +220,15 @@ int cg_launch_items(LowerCtx *c, const char *name, uint64_t items, int nargs, co
   return launch(c, name, grid, blk, 0, &t, nargs, args);
 }
 
-int cg_gemm(LowerCtx *c, const PlanGemm *g) {
+int cg_gemm(LowerCtx *c, const PlanGemm *g) { return cg_gemm_flagged(c, g, 0); }
+
+int cg_gemm_flagged(LowerCtx *c, const PlanGemm *g, uint32_t flags) {
   if (capturing(c)) return 0;
   Plan *p = c->pb->p;
   if (GROW(p->gemms, p->ngemms, c->pb->cap_gemms)) return gpuc_err_set(c->err, "out of memory");
   p->gemms[p->ngemms] = *g;
+  p->gemms[p->ngemms].flags |= flags;
+  gpuc_plan_gemm_defaults(&p->gemms[p->ngemms]);
   PlanStep s = {.kind = PLAN_STEP_GEMM, .index = p->ngemms++};
   uint32_t args[4] = {g->a, g->b, g->y, g->c};
   return add_step(c, &s, NULL, g->c == UINT32_MAX ? 3 : 4, args);
@@ -453,15 +457,19 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
   for (int v = 0; v < g->nvalues; v++) pb.value_tensor[v] = UINT32_MAX;
   add_string(&pb, "");
   sb_printf(&pb.src, "%s", prelude);
+  /* every shape static: name the first value (in node order) that is not */
+  int unknown = -1;
   for (int v = 0; v < g->nvalues; v++) {
     const Value *val = &g->values[v];
     bool used = val->is_input || val->is_output || val->producer >= 0;
-    if (!used) continue;
-    if (!gpuc_shape_known(&val->t) || val->t.dt == GPUC_DT_UNDEF) {
-      gpuc_err_set(e, "%s: value '%s' has no static shape; bind the symbolic dims of the inputs "
-                   "with --shape NAME=DIMS", g->path, val->name);
-      goto done;
-    }
+    if (!used || (gpuc_shape_known(&val->t) && val->t.dt != GPUC_DT_UNDEF)) continue;
+    if (unknown < 0 || val->producer < g->values[unknown].producer) unknown = v;
+  }
+  if (unknown >= 0) {
+    char why[900];
+    gpuc_explain_unknown_shape(g, unknown, why, sizeof why);
+    gpuc_err_set(e, "%s: %s", g->path, why);
+    goto done;
   }
   /* inputs and outputs first, in order, so the runtime finds them by role */
   for (int k = 0; k < g->ninputs; k++) value_tensor(&pb, g->inputs[k]);
@@ -525,7 +533,7 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
   p->meta.nnodes_lowered = (uint32_t)g->nnodes;
   p->meta.batch = g->ninputs && g->values[g->inputs[0]].t.rank > 0 ? g->values[g->inputs[0]].t.dims[0] : 1;
   p->hdr.sm = (uint32_t)o->sm;
-  p->hdr.flags = o->fp16 ? GPUC_PLAN_F_FP16 : 0;
+  p->hdr.flags = (o->fp16 ? GPUC_PLAN_F_FP16 : 0) | (o->bf16 ? GPUC_PLAN_F_BF16 : 0);
   if (o->mem_limit > 0 && p->meta.arena_bytes + p->meta.workspace_bytes + p->weights_size > (uint64_t)o->mem_limit) {
     gpuc_err_set(e, "%s: the plan needs %llu bytes of device memory (arena %llu + workspace %llu + "
                  "weights %llu), over --mem-limit %lld", g->path,
@@ -548,6 +556,8 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
     st->nodes_after = g->nnodes;
     st->kernels = (int)p->nkernels;
     st->gemms = (int)p->ngemms;
+    st->gemms_24 = 0;
+    for (uint32_t i = 0; i < p->ngemms; i++) st->gemms_24 += (p->gemms[i].flags & PLAN_GEMM_F_SPARSE24) != 0;
     st->convs = (int)p->nconvs;
     st->arena_bytes = p->meta.arena_bytes;
     st->naive_bytes = p->meta.naive_bytes;

@@ -12,7 +12,7 @@
 
 typedef struct CodegenOptions {
   int sm;                        /* target arch: 80, 86, 89, 90, 120 */
-  bool fp16;
+  bool fp16, bf16;               /* the plan is marked GPUC_PLAN_F_FP16 / _BF16 */
   int level;
   int64_t mem_limit;             /* 0 = none */
 } CodegenOptions;
@@ -20,6 +20,7 @@ typedef struct CodegenOptions {
 typedef struct CompileStats {
   int nodes_in, nodes_after;
   int kernels, gemms, convs;
+  int gemms_24;                  /* GEMMs whose constant B is 2:4 sparse along K (PLAN_GEMM_F_SPARSE24) */
   uint64_t arena_bytes, naive_bytes, weight_bytes, workspace_bytes;
   uint64_t lower_bound_bytes;    /* most bytes live at any one step */
   uint32_t inplace_tensors;      /* outputs placed over a dying input */
@@ -93,6 +94,8 @@ int cg_launch_items(LowerCtx *c, const char *name, uint64_t items, int nargs, co
  * its name left out (codegen/items_check.c). */
 const char *cg_items_kernel_check(const char *src, size_t from, const char *name, uint64_t *hash);
 int cg_gemm(LowerCtx *c, const PlanGemm *g);
+/* cg_gemm with PLAN_GEMM_F_* flags (plan.h) or'ed into PlanGemm.flags. */
+int cg_gemm_flagged(LowerCtx *c, const PlanGemm *g, uint32_t flags);
 int cg_conv(LowerCtx *c, const PlanConv *cv);
 /* A temporary arena tensor for this node (freed after its last use). */
 uint32_t cg_scratch(LowerCtx *c, GpucDType dt, int rank, const int64_t *dims);

@@ -44,7 +44,7 @@ static int lower_conv(LowerCtx *c, bool fused) {
   int64_t act = fused ? gpuc_attr_i(c->n, "activation", 0) : 0;
   bool nhwc = fused && gpuc_attr_i(c->n, "layout", GPUC_LAYOUT_NCHW) == GPUC_LAYOUT_NHWC;
   int sp0 = nhwc ? 1 : 2;         /* first spatial dim of X, Y (and W) */
-  if (x->dt != GPUC_DT_F32 && x->dt != GPUC_DT_F16)
+  if (x->dt != GPUC_DT_F32 && x->dt != GPUC_DT_F16 && x->dt != GPUC_DT_BF16)
     return lower_unsupported(c, "Conv of %s on the GPU", gpuc_dtype_name(x->dt));
   int ns = x->rank - 2;
   if (ns < 1 || ns > 3) return lower_unsupported(c, "Conv with %d spatial dims on the GPU", ns);
@@ -97,7 +97,11 @@ static int lower_conv(LowerCtx *c, bool fused) {
   if (ns == 1) { cv.pads[1] = 0; cv.strides[1] = 1; cv.dilations[1] = 1; }
   /* cuDNN's workspace needs are only known with a GPU: the runtime picks an
    * algorithm that fits the plan's workspace at load time */
-  if (fused && act == 1) {
+  /* bf16: cuDNN's fused bias-activation call documents fp32, fp64, fp16
+   * and int8 configurations, not bf16; the convolution runs alone on
+   * tensor cores and bias (+ z) + Relu follow in one generated kernel */
+  bool relu_kernel = fused && act == 1 && x->dt == GPUC_DT_BF16;
+  if (fused && act == 1 && !relu_kernel) {
     cv.b = c->tin[2];
     cv.z = z ? c->tin[3] : UINT32_MAX;
     cv.act = GPUC_CONV_ACT_PACK(1, GPUC_CONV_LAYOUT(cv.act));
@@ -108,9 +112,9 @@ static int lower_conv(LowerCtx *c, bool fused) {
     return 0;
   }
   if (cg_conv(c, &cv)) return -1;
-  if (!bias && !z) return 0;
-  /* y += bias viewed as [C,1,..] (NHWC: [C], the last dim) (+ z), in place,
-   * one broadcasting kernel */
+  if (!bias && !z && !relu_kernel) return 0;
+  /* y += bias viewed as [C,1,..] (NHWC: [C], the last dim) (+ z) (then
+   * Relu), in place, one broadcasting kernel */
   const Tensor *ins[3] = {y};
   uint32_t tins[3] = {c->tout[0]};
   int nins = 1;
@@ -128,7 +132,11 @@ static int lower_conv(LowerCtx *c, bool fused) {
   e.tin = tins;
   e.nin = nins;
   static const int which[3] = {0, 1, 2};
-  int rc = cg_elementwise(&e, which, nins, "float", NULL, nins == 3 ? "x0 + x1 + x2" : "x0 + x1");
+  /* Relu as lower_Relu writes it: NaN stays NaN */
+  static const char *sum[3] = {"x0", "x0 + x1", "x0 + x1 + x2"},
+                    *relu[3] = {"(x0 < 0.f ? 0.f : x0)", "(x0 + x1 < 0.f ? 0.f : x0 + x1)",
+                                "(x0 + x1 + x2 < 0.f ? 0.f : x0 + x1 + x2)"};
+  int rc = cg_elementwise(&e, which, nins, "float", NULL, (relu_kernel ? relu : sum)[nins - 1]);
   c->nkernels_emitted = e.nkernels_emitted;
   return rc;
 }
@@ -176,7 +184,7 @@ static int lower_conv_grad(LowerCtx *c, bool filter) {
   const Tensor *x = c->in[0];
   NnWindow w;
   if (nn_conv_grad_window(LOWER_OPCTX(c), &w)) return -1;
-  if (x->dt != GPUC_DT_F32 && x->dt != GPUC_DT_F16)
+  if (x->dt != GPUC_DT_F32 && x->dt != GPUC_DT_F16 && x->dt != GPUC_DT_BF16)
     return lower_unsupported(c, "%s of %s on the GPU", gpuc_op_name(c->n), gpuc_dtype_name(x->dt));
   int ns = w.nsp;
   if (ns > 3) return lower_unsupported(c, "%s with %d spatial dims on the GPU", gpuc_op_name(c->n), ns);

@@ -8,6 +8,19 @@ static bool gemm_dtype(GpucDType dt) {
   return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 || dt == GPUC_DT_F64;
 }
 
+/* A half GEMM whose constant B has at most 2 nonzeros in each group of 4
+ * along K (--prune 2:4 made it so, or the model came pruned) is flagged
+ * for sparse tensor cores; the rest of PLAN_GEMM_F_SPARSE24's conditions
+ * (plan.h) are checked here so that every flagged GEMM can run there. */
+static uint32_t sparse24_flags(const LowerCtx *c, const PlanGemm *g) {
+  const Tensor *b = c->in[1];
+  if (!b->data || b->rank != 2 || b->dt != GPUC_DT_F16 || g->dt != GPUC_DT_F16 || g->batch != 1 ||
+      g->trans_a || g->m % 16 || g->n % 16 || g->k % 16 || g->ldb != b->dims[1] ||
+      (g->c != UINT32_MAX && g->ldc != 0))
+    return 0;
+  return gpuc_tensor_is_24_sparse(b, g->trans_b ? 1 : 0) ? PLAN_GEMM_F_SPARSE24 : 0;
+}
+
 /* MatMul, and MatMulBias when bias is not NULL (B is then 2-D, so the batch
  * folds into M and the bias row is cuBLASLt's epilogue, with activation
  * epi, a GPUC_GEMM_EPI_*). */
@@ -40,7 +53,7 @@ static int matmul(LowerCtx *c, uint32_t bias, uint32_t epi) {
     g.stride_b = batch_b == 1 ? 0 : K * N;
     g.stride_y = M * N;
   }
-  return cg_gemm(c, &g);
+  return cg_gemm_flagged(c, &g, sparse24_flags(c, &g));
 }
 int lower_MatMul(LowerCtx *c) { return matmul(c, UINT32_MAX, 0); }
 /* activation (passes/fuse_gemm_act.c): 1 Relu and 3 tanh GELU in
@@ -80,7 +93,7 @@ int lower_Gemm(LowerCtx *c) {
                 .trans_b = tb, .m = M, .n = N, .k = K, .batch = 1, .lda = a->dims[1],
                 .ldb = b->dims[1], .ldy = N, .alpha = alpha, .beta = 0, .dt = a->dt};
   const Tensor *cc = c->nin > 2 ? c->in[2] : NULL;
-  if (!cc || beta == 0) return cg_gemm(c, &g);
+  if (!cc || beta == 0) return cg_gemm_flagged(c, &g, sparse24_flags(c, &g));
   if (cc->dt != a->dt) return lower_unsupported(c, "Gemm with C of another dtype");
   int64_t cn = gpuc_numel(cc);
   bool row = cn == N && (cc->rank == 1 || (cc->rank == 2 && cc->dims[0] == 1));
@@ -88,7 +101,7 @@ int lower_Gemm(LowerCtx *c) {
   if (row && beta == 1.0f) { /* bias row: cuBLASLt epilogue */
     g.c = c->tin[2];
     g.ldc = 0;
-    return cg_gemm(c, &g);
+    return cg_gemm_flagged(c, &g, sparse24_flags(c, &g));
   }
   if (full) {
     g.c = c->tin[2];

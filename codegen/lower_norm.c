@@ -9,6 +9,7 @@
  * normalized row (or one thread per row for short rows) with warp-shuffle
  * and shared-memory reductions. Shapes and attributes are baked in. */
 #include "lower_rows.h"
+#include "infer_nn.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,9 +54,14 @@ static void rows_sum(StrBuf *b, Rows *r, const char *var, const char *t) {
 
 /* Two-pass mean and variance of the row's n elements at x[base + OFF]
  * (OFF an expression in j; x + x2 when dt2 is not GPUC_DT_UNDEF, see
- * rows_load_x): declares mean and var (type ct). */
+ * rows_load_x): declares mean and var (type ct). rms: mean is 0 and var
+ * the mean square (RMSNormalization). */
 static void emit_stats(StrBuf *b, Rows *r, GpucDType dt, GpucDType dt2, const char *ct, int64_t n,
-                       const char *off_decl, const char *idx, const char *idx2) {
+                       const char *off_decl, const char *idx, const char *idx2, bool rms) {
+  if (rms) {
+    sb_printf(b, "    const %s mean = 0;\n", ct);
+    goto squares;
+  }
   sb_printf(b, "    %s sum = 0;\n", ct);
   rows_for(b, r, "j", n);
   sb_printf(b, " {\n%s      sum += ", off_decl);
@@ -64,6 +70,7 @@ static void emit_stats(StrBuf *b, Rows *r, GpucDType dt, GpucDType dt2, const ch
   rows_sum(b, r, "sum", ct);
   if (n) sb_printf(b, "    %s mean = sum / (%s)%lld;\n", ct, ct, LL(n));
   else sb_printf(b, "    %s mean = 0;\n", ct);
+squares:
   sb_printf(b, "    %s sq = 0;\n", ct);
   rows_for(b, r, "j", n);
   sb_printf(b, " {\n%s      %s d = ", off_decl, ct);
@@ -167,7 +174,7 @@ int lower_InstanceNormalization(LowerCtx *c) {
             name, cg_ctype(dt), cg_ctype(c->in[1]->dt), cg_ctype(c->in[2]->dt), cg_ctype(y->dt));
   rows_open(b, &r, rows);
   sb_printf(b, "    i64 base = row * %lldLL, ch = row %% %lldLL;\n", LL(S), LL(C));
-  emit_stats(b, &r, dt, GPUC_DT_UNDEF, ct, S, "", "base + j", NULL);
+  emit_stats(b, &r, dt, GPUC_DT_UNDEF, ct, S, "", "base + j", NULL, false);
   cg_float_lit(e, sizeof e, eps, ct);
   sb_printf(b, "    %s a = ", ct);
   cg_load(b, ct, c->in[1]->dt, "scale", "ch");
@@ -249,7 +256,7 @@ static int ln_args(const LnIn *in, uint32_t *args) {
  * row is loaded); mean, then the variance about it (two passes over
  * registers, as the general kernel does over memory). Scale and bias have
  * the row's shape or one element. */
-static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, double eps) {
+static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, double eps, bool rms) {
   const Tensor *y = c->out[0], *scale = in->scale, *bias = in->bias;
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
@@ -259,11 +266,16 @@ static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, 
   sb_printf(b, "%s* __restrict__ y) {\n", cg_ctype(y->dt));
   int vec = warp_rows_vec(n, in->x->dt, x2_dt(in), y->dt);
   warp_rows_open(b, rows, n, vec, "float", in->x->dt, x2_dt(in), in->x2 && gpuc_numel(in->x2) == n, "0.0f");
-  sb_printf(b, "    float sum = 0;\n");
-  warp_rows_for(b, n, vec);
-  sb_printf(b, "      sum += v[k];\n    }\n");
-  warp_allreduce(b, "sum", "float", "a + b");
-  sb_printf(b, "    const float mean = sum / (float)%lld;\n    float sq = 0;\n", LL(n));
+  if (rms) {
+    sb_printf(b, "    const float mean = 0;\n");
+  } else {
+    sb_printf(b, "    float sum = 0;\n");
+    warp_rows_for(b, n, vec);
+    sb_printf(b, "      sum += v[k];\n    }\n");
+    warp_allreduce(b, "sum", "float", "a + b");
+    sb_printf(b, "    const float mean = sum / (float)%lld;\n", LL(n));
+  }
+  sb_printf(b, "    float sq = 0;\n");
   warp_rows_for(b, n, vec);
   sb_printf(b, "      const float d = v[k] - mean;\n      sq += d * d;\n    }\n");
   warp_allreduce(b, "sq", "float", "a + b");
@@ -289,8 +301,10 @@ static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, 
 /* X as [outer, inner] with inner = prod(dims[axis:]); y = (x - mean) * inv
  * * Scale (+ B), inv = 1 / sqrt(var + eps); optional Mean and InvStdDev
  * outputs (stash dtype; stash_type double computes in double). With add,
- * X = A + B, formed wherever X is read (AddLayerNormalization has Y only). */
-static int layernorm(LowerCtx *c, bool add) {
+ * X = A + B, formed wherever X is read (AddLayerNormalization has Y only).
+ * With rms (RMSNormalization: X, Scale; Y only), mean is 0 and var the
+ * mean square. */
+static int layernorm(LowerCtx *c, bool add, bool rms) {
   LnIn in = ln_inputs(c, add);
   const Tensor *x = in.x, *y = c->out[0], *scale = in.scale, *bias = in.bias;
   GpucDType dt = x->dt, dt2 = x2_dt(&in);
@@ -310,7 +324,7 @@ static int layernorm(LowerCtx *c, bool add) {
   bool row_params = (gpuc_numel(scale) == inner || gpuc_numel(scale) == 1) &&
                     (!bias || gpuc_numel(bias) == inner || gpuc_numel(bias) == 1);
   if (!mo && !io && !strcmp(ct, "float") && inner > 16 && inner <= WARP_ROW_MAX && row_params)
-    return layernorm_warp(c, &in, outer, inner, eps);
+    return layernorm_warp(c, &in, outer, inner, eps, rms);
   Rows r = rows_pick(outer, inner, true);
   StrBuf *b = cg_src(c);
   char name[128], e[64], sidx[32], bidx[32];
@@ -323,7 +337,7 @@ static int layernorm(LowerCtx *c, bool add) {
   sb_printf(b, ") {\n");
   rows_open(b, &r, outer);
   sb_printf(b, "    i64 base = row * %lldLL;\n", LL(inner));
-  emit_stats(b, &r, dt, dt2, ct, inner, "", "base + j", x2i);
+  emit_stats(b, &r, dt, dt2, ct, inner, "", "base + j", x2i, rms);
   cg_float_lit(e, sizeof e, eps, ct);
   sb_printf(b, "    %s inv = (%s)1 / sqrt(var + %s);\n", ct, ct, e);
   rows_for(b, &r, "j", inner);
@@ -357,12 +371,56 @@ static int layernorm(LowerCtx *c, bool add) {
   return rows_launch(c, &r, name, outer, na, args);
 }
 
-int lower_LayerNormalization(LowerCtx *c) { return layernorm(c, false); }
+int lower_LayerNormalization(LowerCtx *c) { return layernorm(c, false, false); }
+
+int lower_RMSNormalization(LowerCtx *c) { return layernorm(c, false, true); }
 
 /* LayerNormalization(A + B): the sum is formed as each element is loaded
  * (once per element in the warp-per-row kernel, where the row stays in
  * registers), never written. */
-int lower_AddLayerNormalization(LowerCtx *c) { return layernorm(c, true); }
+int lower_AddLayerNormalization(LowerCtx *c) { return layernorm(c, true, false); }
+
+/* GroupNormalization: one row per (n, group) of L = C/G * S elements
+ * (contiguous in NCHW); scale and bias per channel g * C/G + j / S
+ * (opset 21) or per group (18). */
+int lower_GroupNormalization(LowerCtx *c) {
+  const Tensor *x = c->in[0], *y = c->out[0];
+  GpucDType dt = x->dt;
+  if (!is_flt(dt) || !is_flt(c->in[1]->dt) || !is_flt(c->in[2]->dt))
+    return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
+  int64_t G;
+  if (gpuc_group_norm_groups(LOWER_OPCTX(c), &G)) return -1;
+  double eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
+  int64_t N = x->dims[0], C = x->dims[1], S = prod(x->dims + 2, x->rank - 2), rows = N * G, L = C / G * S;
+  if (rows == 0 || L == 0) return 0;
+  const char *ct = facc(dt);
+  Rows r = rows_pick(rows, L, true);
+  StrBuf *b = cg_src(c);
+  char name[128], e[64], p[96];
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const %s* __restrict__ scale, "
+               "const %s* __restrict__ bias, %s* __restrict__ y) {\n",
+            name, cg_ctype(dt), cg_ctype(c->in[1]->dt), cg_ctype(c->in[2]->dt), cg_ctype(y->dt));
+  rows_open(b, &r, rows);
+  sb_printf(b, "    i64 base = row * %lldLL, g = row %% %lldLL;\n", LL(L), LL(G));
+  emit_stats(b, &r, dt, GPUC_DT_UNDEF, ct, L, "", "base + j", NULL, false);
+  cg_float_lit(e, sizeof e, eps, ct);
+  sb_printf(b, "    %s inv = (%s)1 / sqrt(var + %s);\n", ct, ct, e);
+  rows_for(b, &r, "j", L);
+  if (c->g->opset >= 21) snprintf(p, sizeof p, "g * %lldLL + j / %lldLL", LL(C / G), LL(S));
+  else snprintf(p, sizeof p, "g");
+  sb_printf(b, " {\n      i64 p = %s;\n      %s v = (", p, ct);
+  cg_load(b, ct, dt, "x", "base + j");
+  sb_printf(b, " - mean) * inv * ");
+  cg_load(b, ct, c->in[1]->dt, "scale", "p");
+  sb_printf(b, " + ");
+  cg_load(b, ct, c->in[2]->dt, "bias", "p");
+  sb_printf(b, ";\n      ");
+  cg_store(b, y->dt, "y", "base + j", ct, "v");
+  sb_printf(b, "    }\n  }\n}\n");
+  uint32_t args[4] = {c->tin[0], c->tin[1], c->tin[2], c->tout[0]};
+  return rows_launch(c, &r, name, rows, 4, args);
+}
 
 /* ---- LRN ------------------------------------------------------------------------- */
 
@@ -453,7 +511,7 @@ int lower_MeanVarianceNormalization(LowerCtx *c) {
   StrBuf off = {0};
   emit_offset(&off, "off", "j", nr, rdim, rstr);
   if (off.oom) return lower_fail(c, "out of memory");
-  emit_stats(b, &r, dt, GPUC_DT_UNDEF, ct, cnt, off.s, "base + off", NULL);
+  emit_stats(b, &r, dt, GPUC_DT_UNDEF, ct, cnt, off.s, "base + off", NULL, false);
   sb_printf(b, "    %s den = sqrt(var) + (%s)1e-9;\n", ct, ct);
   rows_for(b, &r, "j", cnt);
   sb_printf(b, " {\n%s      %s v = ", off.s, ct);

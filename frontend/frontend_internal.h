@@ -10,4 +10,17 @@ const char *gpuc_onnx_dtype_name(int32_t onnx_type);
  * messages. */
 int gpuc_tensor_from_proto(const Onnx__TensorProto *tp, const char *model_dir,
                            const char *what, Tensor *out, GpucErr *e);
+
+/* The graph's nodes with model-local functions inlined (onnx_functions.c):
+ * node[0..n) for convert_graph; without functions it is the graph's own
+ * array. Free with gpuc_flat_nodes_free after the nodes are converted. */
+typedef struct GpucFlatNodes {
+  const Onnx__NodeProto **node;
+  size_t n, cap;
+  void **owned;                 /* allocations made while inlining */
+  size_t nowned, capowned;
+} GpucFlatNodes;
+int gpuc_onnx_inline_functions(const Onnx__ModelProto *mp, int64_t model_opset, const char *path,
+                               GpucFlatNodes *out, GpucErr *e);
+void gpuc_flat_nodes_free(GpucFlatNodes *f);
 #endif

@@ -241,11 +241,11 @@ static int define_value(Loader *L, const char *name, const char *what) {
   return vi;
 }
 
-static int convert_graph(Loader *L, const Onnx__GraphProto *gp) {
+static int convert_graph(Loader *L, const Onnx__GraphProto *gp, const GpucFlatNodes *fn) {
   Graph *g = L->g;
   GpucErr *e = L->e;
   size_t nnames = gp->n_initializer + gp->n_input + gp->n_output;
-  for (size_t i = 0; i < gp->n_node; i++) nnames += gp->node[i]->n_output;
+  for (size_t i = 0; i < fn->n; i++) nnames += fn->node[i]->n_output;
   if (map_init(&L->names, nnames)) return gpuc_err_set(e, "%s: out of memory", g->path);
   if (gp->n_sparse_initializer)
     return gpuc_err_unsupported(e, "%s: sparse initializers are not supported", g->path);
@@ -287,11 +287,11 @@ static int convert_graph(Loader *L, const Onnx__GraphProto *gp) {
   }
 
   /* nodes: first define every output (nodes may come out of order) */
-  int *node_index = calloc(gp->n_node + 1, sizeof(int));
+  int *node_index = calloc(fn->n + 1, sizeof(int));
   if (!node_index) return gpuc_err_set(e, "%s: out of memory", g->path);
   int rc = 0;
-  for (size_t i = 0; i < gp->n_node && !rc; i++) {
-    const Onnx__NodeProto *np = gp->node[i];
+  for (size_t i = 0; i < fn->n && !rc; i++) {
+    const Onnx__NodeProto *np = fn->node[i];
     char auto_name[32];
     snprintf(auto_name, sizeof auto_name, "#%zu", i);
     const char *nname = valid_name(np->name) ? np->name : auto_name;
@@ -361,9 +361,9 @@ static int convert_graph(Loader *L, const Onnx__GraphProto *gp) {
     }
   }
   /* then resolve inputs */
-  for (size_t i = 0; i < gp->n_node && !rc; i++) {
+  for (size_t i = 0; i < fn->n && !rc; i++) {
     if (node_index[i] < 0) continue;
-    const Onnx__NodeProto *np = gp->node[i];
+    const Onnx__NodeProto *np = fn->node[i];
     Node *n = &g->nodes[node_index[i]];
     for (int k = 0; k < n->nin; k++) {
       if (!valid_name(np->input[k])) continue;
@@ -466,9 +466,14 @@ Graph *gpuc_onnx_load(const char *path, const GpucShapeBind *binds, int nbinds, 
   if (!g) { gpuc_err_set(e, "%s: out of memory", path); goto fail; }
   g->opset = opset;
   L.g = g;
-  if (convert_graph(&L, mp->graph)) goto fail;
+  GpucFlatNodes flat;
+  if (gpuc_onnx_inline_functions(mp, opset, path, &flat, e)) { gpuc_flat_nodes_free(&flat); goto fail; }
+  int crc = convert_graph(&L, mp->graph, &flat);
+  gpuc_flat_nodes_free(&flat);
+  if (crc) goto fail;
   for (int i = 0; i < nbinds; i++)
     if (gpuc_graph_bind_shape(g, binds[i].name, binds[i].rank, binds[i].dims, e)) goto fail;
+  if (gpuc_graph_bind_symbols(g, e)) goto fail;
   if (gpuc_graph_toposort(g, e) || gpuc_graph_verify(g, e) || gpuc_graph_infer(g, e)) goto fail;
   map_free(&L.names);
   onnx__model_proto__free_unpacked(mp, NULL);

@@ -267,6 +267,29 @@ int gpuc_graph_bind_shape(Graph *g, const char *name, int rank, const int64_t *d
   return 0;
 }
 
+int gpuc_graph_bind_symbols(Graph *g, GpucErr *e) {
+  /* a dim that has a symbol was symbolic in the model: if it is known now,
+   * a --shape bound it, and every input dim of that name takes its value */
+  for (int a = 0; a < g->ninputs; a++) {
+    const Value *va = &g->values[g->inputs[a]];
+    for (int i = 0; i < va->t.rank; i++) {
+      if (!va->sym[i] || va->t.dims[i] < 0) continue;
+      for (int b = 0; b < g->ninputs; b++) {
+        Value *vb = &g->values[g->inputs[b]];
+        for (int j = 0; j < vb->t.rank; j++) {
+          if (!vb->sym[j] || strcmp(vb->sym[j], va->sym[i])) continue;
+          if (vb->t.dims[j] < 0) vb->t.dims[j] = va->t.dims[i];
+          else if (vb->t.dims[j] != va->t.dims[i])
+            return gpuc_err_set(e, "%s: symbolic dim '%s' is bound to %lld by input '%s' and to %lld by input '%s'",
+                                g->path, va->sym[i], (long long)va->t.dims[i], va->name,
+                                (long long)vb->t.dims[j], vb->name);
+        }
+      }
+    }
+  }
+  return 0;
+}
+
 int gpuc_graph_freeze_input(Graph *g, const char *name, const Tensor *value, GpucErr *e) {
   int slot = -1;
   for (int k = 0; k < g->ninputs; k++)

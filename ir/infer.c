@@ -117,36 +117,42 @@ static bool too_big(const Tensor *t, char *why, size_t n) {
   return false;
 }
 
-int gpuc_graph_infer(Graph *g, GpucErr *e) {
+/* One node: its outputs' dtype/shape from its inputs as they are now. */
+int gpuc_node_infer(Graph *g, int i, GpucErr *e) {
   const Tensor *ins[GPUC_MAX_IO];
   Tensor *outs[GPUC_MAX_IO];
+  char why[256];
+  Node *n = &g->nodes[i];
+  OpCtx c = {.g = g, .n = n, .nin = n->nin, .nout = n->nout, .in = ins, .out = outs,
+             .err = e, .runtime = false};
+  bool rank_known = true;
+  for (int k = 0; k < n->nin; k++) {
+    ins[k] = n->in[k] >= 0 ? &g->values[n->in[k]].t : NULL;
+    if (ins[k] && ins[k]->rank < 0) rank_known = false;
+  }
+  for (int k = 0; k < n->nout; k++) outs[k] = n->out[k] >= 0 ? &g->values[n->out[k]].t : NULL;
+  if (!rank_known) {
+    /* Inputs of unknown rank: leave the outputs unknown; the executor
+     * infers them with real data at run time. */
+    for (int k = 0; k < n->nout; k++)
+      if (outs[k]) { outs[k]->rank = -1; outs[k]->dt = GPUC_DT_UNDEF; }
+    return 0;
+  }
+  if (gpuc_ops[n->op].infer(&c)) return -1;
+  for (int k = 0; k < n->nout; k++)
+    if (outs[k] && too_big(outs[k], why, sizeof why))
+      return gpuc_op_fail(&c, "output %d: %s", k, why);
+  return 0;
+}
+
+int gpuc_graph_infer(Graph *g, GpucErr *e) {
   char why[256];
   for (int k = 0; k < g->ninputs; k++) {
     const Value *v = &g->values[g->inputs[k]];
     if (too_big(&v->t, why, sizeof why))
       return gpuc_err_set(e, "%s: input '%s': %s", g->path, v->name, why);
   }
-  for (int i = 0; i < g->nnodes; i++) {
-    Node *n = &g->nodes[i];
-    OpCtx c = {.g = g, .n = n, .nin = n->nin, .nout = n->nout, .in = ins, .out = outs,
-               .err = e, .runtime = false};
-    bool rank_known = true;
-    for (int k = 0; k < n->nin; k++) {
-      ins[k] = n->in[k] >= 0 ? &g->values[n->in[k]].t : NULL;
-      if (ins[k] && ins[k]->rank < 0) rank_known = false;
-    }
-    for (int k = 0; k < n->nout; k++) outs[k] = n->out[k] >= 0 ? &g->values[n->out[k]].t : NULL;
-    if (!rank_known) {
-      /* Inputs of unknown rank: leave the outputs unknown; the executor
-       * infers them with real data at run time. */
-      for (int k = 0; k < n->nout; k++)
-        if (outs[k]) { outs[k]->rank = -1; outs[k]->dt = GPUC_DT_UNDEF; }
-      continue;
-    }
-    if (gpuc_ops[n->op].infer(&c)) return -1;
-    for (int k = 0; k < n->nout; k++)
-      if (outs[k] && too_big(outs[k], why, sizeof why))
-        return gpuc_op_fail(&c, "output %d: %s", k, why);
-  }
+  for (int i = 0; i < g->nnodes; i++)
+    if (gpuc_node_infer(g, i, e)) return -1;
   return 0;
 }

@@ -480,6 +480,48 @@ int infer_LayerNormalization(OpCtx *c) {
   return 0;
 }
 
+/* RMSNormalization-23(X, Scale): LayerNormalization without centering or
+ * bias; Y only. */
+int infer_RMSNormalization(OpCtx *c) {
+  const Tensor *x = c->in[0];
+  GpucDType st;
+  int axis;
+  if (need_float(c, 0, "X") || stash_dtype(c, &st)) return -1;
+  if (x->rank < 1) return gpuc_op_fail(c, "X must have rank >= 1");
+  if (gpuc_norm_axis(c, gpuc_attr_i(c->n, "axis", -1), x->rank, &axis)) return -1;
+  if (norm_param(c, 1, axis, "scale")) return -1;
+  set_out(c, 0, x->dt, x->rank, x->dims);
+  return 0;
+}
+
+/* GroupNormalization(X [N, C, ...], scale, bias): statistics per (n,
+ * group) over C / num_groups channels and the spatial dims; scale and bias
+ * are per group (opset 18) or per channel (opset 21). */
+int gpuc_group_norm_groups(OpCtx *c, int64_t *groups) {
+  const Tensor *x = c->in[0];
+  int64_t g = gpuc_attr_i(c->n, "num_groups", -1);
+  if (g < 1 || g > NN_DIM_LIMIT)
+    return gpuc_op_fail(c, "attribute num_groups must be given and >= 1, got %lld", (long long)g);
+  if (x->rank < 2) return gpuc_op_fail(c, "X must have rank >= 2 ([N, C, ...]), got %d", x->rank);
+  if (x->dims[1] >= 0 && x->dims[1] % g)
+    return gpuc_op_fail(c, "%lld channels do not divide into %lld groups", (long long)x->dims[1], (long long)g);
+  *groups = g;
+  return 0;
+}
+
+int infer_GroupNormalization(OpCtx *c) {
+  const Tensor *x = c->in[0];
+  GpucDType st;
+  int64_t g;
+  if (need_float(c, 0, "X") || need_float(c, 1, "scale") || need_float(c, 2, "bias") ||
+      stash_dtype(c, &st) || gpuc_group_norm_groups(c, &g))
+    return -1;
+  int64_t n = c->g->opset >= 21 ? x->dims[1] : g;
+  if (need_vec(c, 1, n, "scale") || need_vec(c, 2, n, "bias")) return -1;
+  set_out(c, 0, x->dt, x->rank, x->dims);
+  return 0;
+}
+
 /* AddLayerNormalization(A, B, Scale, Bias?): LayerNormalization of A + B, A
  * and B of one dtype, B of A's shape or A's normalized dims (a row added to
  * every row); Y only (no Mean/InvStdDev). */

@@ -88,4 +88,8 @@ typedef struct NnAxisTaps {
 int nn_resize_taps(OpCtx *c, const NnResize *p, int d, int64_t in, int64_t max_taps, NnAxisTaps *t);
 void nn_free_taps(NnAxisTaps *t);
 
+/* GroupNormalization's num_groups, checked against X [N, C, ...] (C a
+ * multiple of it); shared with the reference and the lowering. */
+int gpuc_group_norm_groups(OpCtx *c, int64_t *groups);
+
 #endif

@@ -106,6 +106,9 @@ double gpuc_get_f64(const Tensor *t, int64_t i);
 void gpuc_set_f64(Tensor *t, int64_t i, double v);
 int64_t gpuc_get_i64(const Tensor *t, int64_t i);
 void gpuc_set_i64(Tensor *t, int64_t i, int64_t v);
+/* 2:4 structured sparsity (--prune 2:4): at most 2 nonzeros in every group
+ * of 4 along axis kaxis of a 2-D t with data (dims[kaxis] a multiple of 4). */
+bool gpuc_tensor_is_24_sparse(const Tensor *t, int kaxis);
 /* Copy t as f32 into a new malloc'ed buffer (for float kernels). */
 float *gpuc_to_f32(const Tensor *t, GpucErr *e);
 /* Store f32 values into t, converting to t->dt. */
@@ -232,6 +235,13 @@ void gpuc_graph_count_readers(const Graph *g, int *count, int *last);
 int gpuc_graph_toposort(Graph *g, GpucErr *e);
 /* Run shape/dtype inference over the graph; fails on inconsistent shapes. */
 int gpuc_graph_infer(Graph *g, GpucErr *e);
+/* The same for node i alone, from its inputs as they are now (constant
+ * folding re-infers each node as it goes, so a whole shape chain folds in
+ * one sweep). */
+int gpuc_node_infer(Graph *g, int i, GpucErr *e);
+/* Why value v has no static shape, into buf: its node, and the chain of
+ * producers back to where the unknown starts (ir/explain_shape.c). */
+void gpuc_explain_unknown_shape(const Graph *g, int v, char *buf, size_t n);
 /* Structural checks: indices in range, single producers, acyclic order. */
 int gpuc_graph_verify(const Graph *g, GpucErr *e);
 /* Turn graph input NAME into a constant holding a copy of value (checked
@@ -240,6 +250,12 @@ int gpuc_graph_freeze_input(Graph *g, const char *name, const Tensor *value, Gpu
 /* Bind symbolic/unknown dims of input NAME to dims. */
 int gpuc_graph_bind_shape(Graph *g, const char *name, int rank,
                           const int64_t *dims, GpucErr *e);
+
+/* After the binds: every input dim named by a symbol (ONNX dim_param)
+ * that a bind made known gives its value to the other input dims of that
+ * name ('batch' bound on input_ids binds attention_mask's 'batch' too);
+ * two binds that disagree on one symbol are an error. */
+int gpuc_graph_bind_symbols(Graph *g, GpucErr *e);
 
 /* ---- attribute lookup -------------------------------------------------- */
 const Attr *gpuc_attr(const Node *n, const char *name);

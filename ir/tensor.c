@@ -217,3 +217,20 @@ int gpuc_tensor_permute4(const Tensor *src, const int perm[4], Tensor *dst, Gpuc
           memcpy(b, a + (size_t)(i0 * st[0] + i1 * st[1] + i2 * st[2] + i3 * st[3]) * es, es);
   return 0;
 }
+
+bool gpuc_tensor_is_24_sparse(const Tensor *w, int kaxis) {
+  if (w->rank != 2 || kaxis < 0 || kaxis > 1 || w->dims[kaxis] % 4 || !w->data) return false;
+  int64_t rows = w->dims[0], cols = w->dims[1];
+  int64_t K = kaxis == 0 ? rows : cols, other = kaxis == 0 ? cols : rows;
+  for (int64_t o = 0; o < other; o++)
+    for (int64_t k0 = 0; k0 < K; k0 += 4) {
+      int nz = 0;
+      for (int j = 0; j < 4; j++) {
+        int64_t i = kaxis == 0 ? (k0 + j) * cols + o : o * cols + k0 + j;
+        /* half (plans' weights, read at every load): nonzero unless +-0 */
+        nz += w->dt == GPUC_DT_F16 ? (((const uint16_t *)w->data)[i] & 0x7fff) != 0 : gpuc_get_f64(w, i) != 0.0;
+      }
+      if (nz > 2) return false;
+    }
+  return true;
+}

@@ -59,6 +59,12 @@
  *                   per row), rows of 16 without bias (one thread per
  *                   row), axis 1 over [5,40] with a [5,1] scale (broadcast
  *                   within the row: the general kernel)
+ *   linears.onnx    three Linear layers whose outputs are graph outputs, for
+ *                   --int8 on the GPU (int8 GEMM results seen directly):
+ *                   "x" [batch,8,64] -> fc_a (MatMul + Add, 96 out) -> "y";
+ *                   x -> fc_b (32 out) -> Relu -> "r"; "v" [batch,64] ->
+ *                   fc_c (Gemm, transB, 48 out) -> "z"; "w" [batch,64] ->
+ *                   fc_d (Gemm, no transB, alpha 0.5, beta 2, C [1,16]) -> "g"
  * usage: make_models OUTDIR */
 #include "onnx_builder.h"
 #include <math.h>
@@ -722,9 +728,39 @@ static int add_layernorm(const char *dir) {
   return ob_save(b, path);
 }
 
+static int linears(const char *dir) {
+  OnnxBuilder *b = ob_new("linears", 17);
+  int64_t x[3] = {-1, 8, 64}, v[2] = {-1, 64}, y[3] = {-1, 8, 96}, r[3] = {-1, 8, 32}, z[2] = {-1, 48};
+  ob_input(b, "x", 1, 3, x, "batch");
+  ob_input(b, "v", 1, 2, v, "rows_v"); /* its own dim: bound apart from x's batch */
+  linear(b, "fc_a", "x", "y", 64, 96, false);
+  linear(b, "fc_b", "x", "hb", 64, 32, true);
+  unary(b, "Relu", "relu", "hb", "r");
+  gemm(b, "fc_c", "v", "z", 64, 48);
+  /* Gemm without transB, alpha 0.5 and beta 2 on a [1,16] C */
+  int64_t wd[2] = {-1, 64}, gd[2] = {-1, 16}, cd[2] = {1, 16}, wdn[2] = {64, 16};
+  float c[16];
+  for (int i = 0; i < 16; i++) c[i] = 0.05f * (float)(i - 8);
+  ob_input(b, "w", 1, 2, wd, "rows_w");
+  weights(b, "fc_d.weight", 2, wdn, 64);
+  ob_init_f32(b, "fc_d.c", 2, cd, c);
+  const char *gi[] = {"w", "fc_d.weight", "fc_d.c", NULL}, *go[] = {"g", NULL};
+  ob_node(b, "Gemm", "fc_d", gi, go);
+  ob_attr_f(b, "alpha", 0.5f);
+  ob_attr_f(b, "beta", 2.0f);
+  ob_output(b, "y", 1, 3, y);
+  ob_output(b, "r", 1, 3, r);
+  ob_output(b, "z", 1, 2, z);
+  ob_output(b, "g", 1, 2, gd);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/linears.onnx", dir);
+  return ob_save(b, path);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: make_models OUTDIR\n"); return 2; }
   return small_cnn(argv[1]) || mlp(argv[1]) || resnet18(argv[1]) || resnet50(argv[1]) || shape_chain(argv[1]) || mobile_block(argv[1]) ||
                  ffn_block(argv[1]) || small_bn_cnn(argv[1]) || resnet_block(argv[1]) || attention(argv[1]) ||
-                 attention_bert(argv[1]) || attention_shapes(argv[1]) || add_layernorm(argv[1]) ? 1 : 0;
+                 attention_bert(argv[1]) || attention_shapes(argv[1]) || add_layernorm(argv[1]) ||
+                 linears(argv[1]) ? 1 : 0;
 }

@@ -59,6 +59,7 @@ static Onnx__ValueInfoProto *value_info(const char *name, int elem, int rank, co
   onnx__tensor_shape_proto__init(sp);
   sp->n_dim = (size_t)rank;
   sp->dim = xcalloc((size_t)rank, sizeof *sp->dim);
+  const char *next = sym ? sym : "N"; /* "batch,seq": one name per symbolic dim */
   for (int i = 0; i < rank; i++) {
     Onnx__TensorShapeProto__Dimension *d = xcalloc(1, sizeof *d);
     onnx__tensor_shape_proto__dimension__init(d);
@@ -67,7 +68,10 @@ static Onnx__ValueInfoProto *value_info(const char *name, int elem, int rank, co
       d->dim_value = dims[i];
     } else {
       d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
-      d->dim_param = strdup(sym ? sym : "N");
+      size_t len = strcspn(next, ",");
+      d->dim_param = xcalloc(len + 1, 1);
+      memcpy(d->dim_param, next, len);
+      if (next[len] == ',') next += len + 1; /* the last name repeats */
     }
     sp->dim[i] = d;
   }

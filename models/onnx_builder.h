@@ -11,7 +11,8 @@ typedef struct OnnxBuilder OnnxBuilder;
 
 OnnxBuilder *ob_new(const char *graph_name, int64_t opset);
 /* Graph input/output of ONNX elem type (1 = FLOAT, 7 = INT64); dims < 0 are
- * symbolic, named by sym (may be NULL). */
+ * symbolic, named by sym (may be NULL: "N"); "batch,seq" names them in
+ * turn, the last name repeating. */
 void ob_input(OnnxBuilder *b, const char *name, int elem_type, int rank, const int64_t *dims,
               const char *sym);
 void ob_output(OnnxBuilder *b, const char *name, int elem_type, int rank, const int64_t *dims);

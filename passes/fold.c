@@ -3,7 +3,11 @@
  * output is at most o->fold_max_bytes (a hostile ConstantOfShape must not
  * make the compiler allocate gigabytes: bigger results stay as nodes and
  * are computed, and refused, at run time). Shape chains (Shape -> Gather ->
- * Concat -> Reshape) fold away once input shapes are bound. */
+ * Concat -> Reshape) fold away once input shapes are bound: each node is
+ * inferred again just before it is looked at, so a chain whose every link
+ * waits on the one before folds in one sweep (a fixed point of whole-graph
+ * fold/infer rounds moved one link a round and stopped, capped, in the
+ * middle of a 12-layer transformer). */
 #include "passes.h"
 #include "ref.h"
 #include <stdlib.h>
@@ -34,6 +38,8 @@ int pass_fold_constants(Graph *g, const PassOptions *o, GpucErr *e) {
   Tensor shape_only_in[GPUC_MAX_IO];
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = &g->nodes[i];
+    /* inputs folded earlier in this sweep may have made the shape known */
+    if (gpuc_node_infer(g, i, e)) return -1;
     if (!foldable(g, n, o)) {
       g->nodes[kept] = *n;
       for (int k = 0; k < n->nout; k++)

@@ -1,6 +1,9 @@
-/* --fp16: half-precision storage with fp32 islands, decided at compile time.
+/* --fp16 / --bf16: half-precision storage with fp32 islands, decided at
+ * compile time. The half type is float16 (--fp16) or bfloat16 (--bf16: the
+ * same policy; bf16 keeps fp32's exponent range, so activations that
+ * overflow fp16's 65504, as T5's do, stay finite, at 8 bits of mantissa).
  *
- * Every float32 value becomes float16 except where half loses too much or
+ * Every float32 value becomes half except where half loses too much or
  * overflows: reductions (sums of many terms), Pow/Exp/Log, cumulative sums,
  * losses, and ops whose float outputs are fixed by attributes. Those
  * "fp32 islands" read fp32 inputs and write fp32 outputs, with Cast nodes
@@ -15,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ONNX_FLOAT = 1, ONNX_FLOAT16 = 10 };
+enum { ONNX_FLOAT = 1, ONNX_FLOAT16 = 10, ONNX_BFLOAT16 = 16 };
 
 static bool fp32_island(GpucOp op) {
   switch (op) {
@@ -42,18 +45,27 @@ static bool param_input(GpucOp op, int k) {
   return (op == GPUC_OP_RESIZE || op == GPUC_OP_UPSAMPLE) && k >= 1;
 }
 
+/* Inputs read as f32 whatever the node's precision: DequantizeRows'
+ * scales (its output follows the policy, its math is f32). */
+static bool f32_input(GpucOp op, int k) { return op == GPUC_OP_DEQUANTIZEROWS && (k == 1 || k == 2); }
+
 typedef struct {
   Graph *g;
-  int *cast16, *cast32;          /* per value: its converted twin, or -1 */
+  GpucDType half;                /* GPUC_DT_F16 or GPUC_DT_BF16 */
+  int *casth, *cast32;           /* per value: its converted twin, or -1 */
   GpucErr *e;
 } Fp16;
 
-static bool is_f(GpucDType dt) { return dt == GPUC_DT_F32 || dt == GPUC_DT_F16; }
+static bool is_f(GpucDType dt, GpucDType half) { return dt == GPUC_DT_F32 || dt == half; }
+
+static int onnx_type(GpucDType dt) {
+  return dt == GPUC_DT_F16 ? ONNX_FLOAT16 : dt == GPUC_DT_BF16 ? ONNX_BFLOAT16 : ONNX_FLOAT;
+}
 
 /* A value holding v converted to dt: constants convert their data once;
  * computed values get a Cast node (placed by the final toposort). */
 static int converted(Fp16 *s, int v, GpucDType dt) {
-  int *cache = dt == GPUC_DT_F16 ? s->cast16 : s->cast32;
+  int *cache = dt == s->half ? s->casth : s->cast32;
   if (cache[v] >= 0) return cache[v];
   Graph *g = s->g;
   char name[512];
@@ -80,7 +92,7 @@ static int converted(Fp16 *s, int v, GpucDType dt) {
     n->attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr));
     if (!n->attrs) { gpuc_err_set(s->e, "%s: out of memory", g->path); return -1; }
     n->attrs[0] = (Attr){.name = "to", .kind = GPUC_ATTR_INT,
-                         .i = dt == GPUC_DT_F16 ? ONNX_FLOAT16 : ONNX_FLOAT};
+                         .i = onnx_type(dt)};
     g->values[w].producer = ni;
   }
   cache[v] = w;
@@ -89,55 +101,57 @@ static int converted(Fp16 *s, int v, GpucDType dt) {
 
 int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e) {
   int nv = g->nvalues, changes = 0, nn = g->nnodes;
-  Fp16 s = {.g = g, .e = e};
+  GpucDType half = o->bf16 ? GPUC_DT_BF16 : GPUC_DT_F16;
+  Fp16 s = {.g = g, .e = e, .half = half};
   /* values may be added: size the caches for the worst case */
   int cap = nv * 3 + 16;
-  s.cast16 = malloc(sizeof(int) * (size_t)cap);
+  s.casth = malloc(sizeof(int) * (size_t)cap);
   s.cast32 = malloc(sizeof(int) * (size_t)cap);
-  if (!s.cast16 || !s.cast32) { free(s.cast16); free(s.cast32); return gpuc_err_set(e, "%s: out of memory", g->path); }
-  for (int i = 0; i < cap; i++) s.cast16[i] = s.cast32[i] = -1;
+  if (!s.casth || !s.cast32) { free(s.casth); free(s.cast32); return gpuc_err_set(e, "%s: out of memory", g->path); }
+  for (int i = 0; i < cap; i++) s.casth[i] = s.cast32[i] = -1;
   int rc = -1;
   /* the model's own output dtypes are the interface: remember them */
   GpucDType *out_dt = malloc(sizeof(GpucDType) * ((size_t)g->noutputs + 1));
-  if (!out_dt) { free(s.cast16); free(s.cast32); return gpuc_err_set(e, "%s: out of memory", g->path); }
+  if (!out_dt) { free(s.casth); free(s.cast32); return gpuc_err_set(e, "%s: out of memory", g->path); }
   for (int k = 0; k < g->noutputs; k++) out_dt[k] = g->values[g->outputs[k]].t.dt;
   for (int i = 0; i < nn; i++) {
     GpucOp op = g->nodes[i].op;
     /* BatchNormalization in training mode (running statistics out) too */
     bool bn_train = op == GPUC_OP_BATCHNORMALIZATION && g->nodes[i].nout > 1;
-    GpucDType want = fp32_island(op) || bn_train ? GPUC_DT_F32 : GPUC_DT_F16;
+    GpucDType want = fp32_island(op) || bn_train ? GPUC_DT_F32 : half;
     for (int k = 0; k < g->nodes[i].nin; k++) {
       int v = g->nodes[i].in[k];
-      if (v < 0 || !is_f(g->values[v].t.dt) || param_input(op, k)) continue;
+      if (v < 0 || !is_f(g->values[v].t.dt, half) || param_input(op, k)) continue;
       if (op == GPUC_OP_CAST) continue; /* Cast converts whatever it gets */
-      if (g->values[v].t.dt == want) continue;
-      if (g->nvalues + 2 >= cap) { gpuc_err_set(e, "%s: fp16 pass: too many casts", g->path); goto done; }
-      int w = converted(&s, v, want);
+      GpucDType want_k = f32_input(op, k) ? GPUC_DT_F32 : want;
+      if (g->values[v].t.dt == want_k) continue;
+      if (g->nvalues + 2 >= cap) { gpuc_err_set(e, "%s: %s pass: too many casts", g->path, o->bf16 ? "bf16" : "fp16"); goto done; }
+      int w = converted(&s, v, want_k);
       if (w < 0) goto done;
       g->nodes[i].in[k] = w;
       changes++;
     }
     /* outputs follow the node's precision */
     Node *n = &g->nodes[i];
-    if (op == GPUC_OP_CAST) {
+    if (op == GPUC_OP_CAST || (op == GPUC_OP_DEQUANTIZEROWS && want == half)) {
       Attr *to = (Attr *)gpuc_attr(n, "to");
-      if (to && to->kind == GPUC_ATTR_INT && to->i == ONNX_FLOAT) { to->i = ONNX_FLOAT16; changes++; }
+      if (to && to->kind == GPUC_ATTR_INT && to->i == ONNX_FLOAT) { to->i = onnx_type(half); changes++; }
     }
     for (int k = 0; k < n->nout; k++) {
       int v = n->out[k];
-      if (v >= 0 && g->values[v].t.dt == GPUC_DT_F32 && want == GPUC_DT_F16 && op != GPUC_OP_SHAPE &&
+      if (v >= 0 && g->values[v].t.dt == GPUC_DT_F32 && want == half && op != GPUC_OP_SHAPE &&
           op != GPUC_OP_SIZE)
-        g->values[v].t.dt = GPUC_DT_F16;
+        g->values[v].t.dt = half;
     }
   }
   /* graph outputs keep the model's dtype: where an fp32 output became
    * half, the producer writes a half twin and a Cast writes the output */
   for (int k = 0; k < g->noutputs; k++) {
     int v = g->outputs[k];
-    if (out_dt[k] != GPUC_DT_F32 || g->values[v].t.dt != GPUC_DT_F16 || g->values[v].producer < 0)
+    if (out_dt[k] != GPUC_DT_F32 || g->values[v].t.dt != half || g->values[v].producer < 0)
       continue;
     char name[512];
-    snprintf(name, sizeof name, "%s.f16", g->values[v].name);
+    snprintf(name, sizeof name, "%s.%s", g->values[v].name, gpuc_dtype_name(half));
     int w = gpuc_graph_add_value(g, name);
     int ni = w < 0 ? -1 : gpuc_graph_add_node(g, GPUC_OP_CAST, name, 1, 1);
     if (ni < 0) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
@@ -165,7 +179,7 @@ int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e) {
   rc = changes;
 done:
   free(out_dt);
-  free(s.cast16);
+  free(s.casth);
   free(s.cast32);
   return rc;
 }

@@ -98,6 +98,14 @@ static int set_activation(Graph *g, Node *n, int act, GpucErr *e) {
 
 int pass_fuse_matmul_act(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->training) return 0; /* a backward reads the forward's activations by name */
+  /* --int8 turns these MatMulBias nodes into QuantizeRows + MatMulInt8 +
+   * DequantizeRows later; the activation then joins DequantizeRows'
+   * elementwise group instead (cuBLASLt's int32 output has no epilogue) */
+  if (o->int8) return 0;
+  /* --prune 2:4: a GEMM with an epilogue activation stays dense (plan.h's
+   * PLAN_GEMM_F_SPARSE24); the sparse GEMM and a fused activation kernel
+   * after it beat the dense GEMM with the epilogue */
+  if (o->prune_kind == GPUC_PRUNE_24) return 0;
   int nn = g->nnodes, changes = 0, rc = -1;
   Uses u = {malloc(sizeof(int) * ((size_t)g->nvalues + 1)), malloc(sizeof(int) * ((size_t)g->nvalues + 1))};
   bool *drop = calloc((size_t)nn + 1, 1);

@@ -1,4 +1,4 @@
-/* --fp16 -O2: 2-D convolutions in NHWC (channels last), the layout cuDNN's
+/* --fp16 / --bf16 -O2: 2-D convolutions in NHWC (channels last), the layout cuDNN's
  * half-precision tensor-core kernels read; given NCHW they transpose
  * internally, around every convolution.
  *
@@ -45,7 +45,7 @@ static bool conv2d(const Graph *g, const Node *n) {
   const Value *x = &g->values[n->in[0]], *w = &g->values[n->in[1]];
   const Tensor *y = &g->values[n->out[0]].t;
   if (!known4(&x->t) || x->is_const || !known4(&w->t) || !has_data(w) || !known4(y)) return false;
-  if (x->t.dt != GPUC_DT_F32 && x->t.dt != GPUC_DT_F16) return false;
+  if (x->t.dt != GPUC_DT_F32 && x->t.dt != GPUC_DT_F16 && x->t.dt != GPUC_DT_BF16) return false;
   if (n->nin > 3 && n->in[3] >= 0 && !known4(&g->values[n->in[3]].t)) return false;
   return true;
 }
@@ -64,7 +64,7 @@ static bool maxpool2d(const Graph *g, const Node *n) {
   if (n->nout > 1 && n->out[1] >= 0) return false;
   const Value *x = &g->values[n->in[0]];
   return known4(&x->t) && !x->is_const && known4(&g->values[n->out[0]].t) &&
-         (x->t.dt == GPUC_DT_F32 || x->t.dt == GPUC_DT_F16);
+         (x->t.dt == GPUC_DT_F32 || x->t.dt == GPUC_DT_F16 || x->t.dt == GPUC_DT_BF16);
 }
 
 /* An elementwise op that computes the same in NHWC once its inputs are. */

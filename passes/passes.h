@@ -10,9 +10,15 @@
 typedef struct PassOptions {
   int level;                     /* -O0..-O3 */
   bool fp16;                     /* half storage with fp32 islands */
+  bool bf16;                     /* the same policy with bfloat16 storage (not with fp16) */
   bool training;                 /* a training graph: each parameter (Value.is_param) stays
                                     the one tensor the optimizer updates, never copied */
   int64_t fold_max_bytes;        /* largest tensor constant folding may create */
+  bool int8;                     /* --int8: Linear layers on int8 GEMMs (quantize_int8.c) */
+  const char *int8_skip;         /* comma-separated fnmatch globs of layer names kept in float */
+  int prune_kind;                /* GPUC_PRUNE_*: --prune (passes/prune.c) */
+  double prune_fraction;         /*   l1: the fraction of each weight zeroed */
+  FILE *prune_report;            /*   per-layer sparsity lines, or NULL */
   const char *dump_after;        /* pass name to dump the graph after, or NULL */
   FILE *dump_to;
 } PassOptions;
@@ -31,9 +37,11 @@ int pass_batchnorm_affine(Graph *g, const PassOptions *o, GpucErr *e);
 /* A Conv's bias into the next, unpadded Conv's bias when that alone reads it. */
 int pass_fold_conv_bias(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e);
+/* fp16 storage, or bf16 with o->bf16; fp32 islands (passes/fp16.c). */
 int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e);
 /* 2-D convolutions and the elementwise ops between them in NHWC, with
- * Transposes only where values enter or leave such a region (--fp16). */
+ * Transposes only where values enter or leave such a region (--fp16,
+ * --bf16). */
 int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e);
 /* Transposes composed, identities dropped, Transposes sunk through
  * elementwise ops, Softmax and LayerNormalization until pairs cancel. */
@@ -46,6 +54,29 @@ int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e);
 /* Residual Add + LayerNormalization -> AddLayerNormalization. */
 int pass_fuse_add_layernorm(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e);
+/* --int8 (o->int8): MatMul/Gemm/MatMulBias with constant weights ->
+ * QuantizeRows + MatMulInt8 + DequantizeRows; returns the layers changed. */
+int pass_quantize_int8(Graph *g, const PassOptions *o, GpucErr *e);
+/* MatMulInteger with u8 activations and constant int8 weights (ORT's
+ * quantize_dynamic) -> the int8 GEMM with an exact zero-point correction
+ * (matmulinteger_int8.c); -O2, with or without --int8. */
+int pass_matmulinteger_int8(Graph *g, const PassOptions *o, GpucErr *e);
+/* The int8 layers of a graph after the passes, the Linear layers kept in
+ * float and why, or a note that nothing was quantized. */
+void gpuc_int8_report(const Graph *g, const PassOptions *o, FILE *f);
+/* --prune l1:F | 2:4 (passes/prune.c): weights of Conv and Linear layers
+ * zeroed in place; returns the number of layers pruned. */
+enum { GPUC_PRUNE_NONE = 0, GPUC_PRUNE_L1 = 1, GPUC_PRUNE_24 = 2 };
+int pass_prune(Graph *g, const PassOptions *o, GpucErr *e);
+/* "l1:F" (0 <= F <= 1) or "2:4"; -1 for anything else. */
+int gpuc_prune_parse(const char *arg, int *kind, double *fraction);
+#define GPUC_PRUNE_USAGE "--prune wants l1:FRACTION (0 <= FRACTION <= 1) or 2:4"
+/* The weight value node n prunes under kind (-1: none) and, for a 2-D
+ * weight, the axis of the reduction dim K in *kaxis. */
+int gpuc_prune_target(const Graph *g, const Node *n, int kind, int *kaxis);
+/* Prune one weight; returns its zeros after, -1 on error, -2 when 2:4
+ * cannot apply (not 2-D, K not a multiple of 4). */
+int64_t gpuc_prune_weight(Tensor *w, int kind, double fraction, int kaxis, GpucErr *e);
 /* Runs the passes of o->level, verifying the graph after each. */
 int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e);
 #endif

@@ -24,8 +24,7 @@ static int after(Graph *g, const PassOptions *o, const char *name, int rc, GpucE
   return rc;
 }
 
-int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
-  if (o->level < 1) return 0;
+static int fold_to_fixed_point(Graph *g, const PassOptions *o, GpucErr *e) {
   /* Folding makes values known, inference then knows more shapes, which
    * lets more nodes fold (shape chains): iterate to a fixed point. */
   for (int round = 0; round < 16; round++) {
@@ -34,6 +33,16 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
     if (gpuc_graph_infer(g, e)) return -1;
     if (changed == 0) break;
   }
+  return 0;
+}
+
+int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
+  if (o->fp16 && o->bf16) return gpuc_err_set(e, "%s: --fp16 and --bf16 exclude each other", g->path);
+  if (o->level < 1) return 0;
+  if (fold_to_fixed_point(g, o, e)) return -1;
+  /* first after folding: the weights as the model has them (BatchNorm not
+   * yet folded into a Conv's weight, as torch prunes the Conv module's) */
+  if (o->prune_kind && after(g, o, "prune", pass_prune(g, o, e), e) < 0) return -1;
   if (after(g, o, "identity", pass_identity(g, o, e), e) < 0) return -1;
   if (after(g, o, "cse", pass_cse(g, o, e), e) < 0) return -1;
   if (after(g, o, "fold_bn", pass_fold_batchnorm(g, o, e), e) < 0) return -1;
@@ -43,6 +52,8 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->level >= 2 && after(g, o, "fold_conv_bias", pass_fold_conv_bias(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fuse_conv", pass_fuse_conv(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fuse_matmul", pass_fuse_matmul_bias(g, o, e), e) < 0) return -1;
+  /* an exact rewrite of integer math: quantized models from other tools */
+  if (o->level >= 2 && after(g, o, "matmulinteger_int8", pass_matmulinteger_int8(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fuse_matmul_act", pass_fuse_matmul_act(g, o, e), e) < 0) return -1;
   /* before fp16: it matches the fp32 pattern, and Attention then runs on
    * half storage with fp32 math like the nodes it replaces */
@@ -51,11 +62,16 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
    * storage, fp32 statistics in the kernel) */
   if (o->level >= 2 && after(g, o, "fuse_add_layernorm", pass_fuse_add_layernorm(g, o, e), e) < 0) return -1;
   /* NHWC for half tensor cores; fp32 convs stay NCHW (FMA math, no TF32) */
-  if (o->level >= 2 && o->fp16 && after(g, o, "layout_nhwc", pass_layout_nhwc(g, o, e), e) < 0) return -1;
+  bool half = o->fp16 || o->bf16;
+  if (o->level >= 2 && half && after(g, o, "layout_nhwc", pass_layout_nhwc(g, o, e), e) < 0) return -1;
   /* after layout_nhwc: its edge Transposes meet the model's own permutes
    * (ConvNeXt's around each LayerNorm) and cancel */
   if (o->level >= 2 && after(g, o, "simplify_transpose", pass_simplify_transpose(g, o, e), e) < 0) return -1;
-  if (o->fp16 && after(g, o, "fp16", pass_fp16(g, o, e), e) < 0) return -1;
+  /* the pass is "fp16" for --dump-after with either half type */
+  if (half && after(g, o, "fp16", pass_fp16(g, o, e), e) < 0) return -1;
+  /* after fuse_matmul (MatMulBias's bias goes to the dequantize step) and
+   * after fp16 (the precision of everything else is decided; Y keeps it) */
+  if (o->int8 && after(g, o, "quantize_int8", pass_quantize_int8(g, o, e), e) < 0) return -1;
   /* last: groups are over the final nodes, Casts from the fp16 pass too */
   if (o->level >= 2 && after(g, o, "fuse_elementwise", pass_fuse_elementwise(g, o, e), e) < 0) return -1;
   return 0;

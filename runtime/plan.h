@@ -14,6 +14,7 @@
  * (an alias of another tensor: same bytes, other shape — Reshape). */
 #ifndef GPUC_PLAN_H
 #define GPUC_PLAN_H
+#include <stddef.h>
 #include <stdint.h>
 #include "ir.h"
 
@@ -21,7 +22,10 @@
 /* 2: the COSTS section (bytes and FLOPs per step)
  * 3: the TUNE section (what -O3 may change per step); a format-2 plan is
  *    still read, every step fixed as compiled
- * 4: PlanGemm.trans_a carries an epilogue activation (GPUC_GEMM_EPI) */
+ * 4: PlanGemm names each operand's dtype and the compute type (int8 GEMMs)
+ *    and carries flags (PLAN_GEMM_F_*: 2:4 sparse weights); format 2 and 3
+ *    GEMMs are read as float GEMMs of their one dtype, flags 0;
+ *    PlanGemm.trans_a carries an epilogue activation (GPUC_GEMM_EPI) */
 #define GPUC_PLAN_FORMAT_VERSION 4u
 #define GPUC_PLAN_FORMAT_OLDEST 2u
 #define GPUC_PLAN_ALIGN 256u
@@ -39,7 +43,9 @@ typedef struct PlanHeader {
   uint32_t reserved;
 } PlanHeader;
 
-enum { GPUC_PLAN_F_FP16 = 1u << 0 };
+/* how the plan was compiled (informational: a reader ignores bits it does
+ * not know) */
+enum { GPUC_PLAN_F_FP16 = 1u << 0, GPUC_PLAN_F_BF16 = 1u << 1 };
 
 typedef enum PlanSectionId {
   PLAN_SEC_META = 1,     /* PlanMeta */
@@ -113,7 +119,18 @@ typedef struct PlanStep {
  * strides (0 = broadcast). Row-major is mapped onto cuBLASLt's column
  * major by computing Y^T = op(B)^T op(A)^T. C may be -1 (no addend); C's
  * row stride ldc may be 0 (a bias row broadcast over M), after which
- * cuBLASLt may apply an activation (format 4: GPUC_GEMM_EPI(trans_a)). */
+ * cuBLASLt may apply an activation (format 4: GPUC_GEMM_EPI(trans_a)).
+ *
+ * Dtypes (format 4): a_dt, b_dt, y_dt are the operands' and `compute` the
+ * math (PLAN_GEMM_COMPUTE_*):
+ *   FLOAT: a_dt == b_dt == y_dt == dt, one of f32 f16 bf16 f64; fp32
+ *          accumulation (f64 for f64).
+ *   I32:   int8 x int8 -> int32 on tensor cores (IMMA): a_dt = b_dt = i8,
+ *          y_dt = i32, dt = i8; alpha 1, beta 0, no C, batch 1; A [M,K]
+ *          not transposed, B stored [N,K] and transposed (cuBLASLt's "TN",
+ *          the only order its IMMA kernels take); K, N, lda, ldb and ldy
+ *          multiples of 4 (the reader refuses anything else).
+ * flags: PLAN_GEMM_F_*. */
 typedef struct PlanGemm {
   uint32_t a, b, c, y;           /* tensor indices; c = UINT32_MAX if none */
   uint32_t trans_a, trans_b;     /* trans_a: bit 0 transposes A, bits 8..15 the epilogue */
@@ -125,7 +142,30 @@ typedef struct PlanGemm {
   uint32_t algo_index;           /* which of cuBLASLt's heuristic results to run: 0 its first
                                     choice (-O2); -O3 stores the one it timed fastest (the
                                     load falls back to 0 when the list is shorter there) */
+  /* format 4 (a format 2/3 record ends here: a_dt = b_dt = y_dt = dt, FLOAT) */
+  uint32_t a_dt, b_dt, y_dt;     /* GpucDType of each operand */
+  uint32_t compute;              /* PLAN_GEMM_COMPUTE_* */
+  uint32_t flags;                /* PLAN_GEMM_F_* */
+  uint32_t reserved;             /* 0 */
 } PlanGemm;
+enum { PLAN_GEMM_COMPUTE_FLOAT = 0, PLAN_GEMM_COMPUTE_I32 = 1 };
+/* PlanGemm.flags:
+ *   PLAN_GEMM_F_SPARSE24: B is a constant weight (PLAN_MEM_WEIGHTS, 2-D,
+ *     [K,N], or [N,K] with trans_b) with at most 2 nonzeros in every group
+ *     of 4 along K (--prune 2:4); half, batch 1, A not transposed and no
+ *     epilogue activation, no C other than a bias row, m, n and k multiples
+ *     of 16. A session runs it on sparse tensor cores through cuSPARSELt
+ *     where the library and the GPU (sm_80+) have them, compressing B at
+ *     load (the compressed layout belongs to the library version); else
+ *     cuBLASLt runs it dense, zeros and all. The reader checks the
+ *     weight's pattern. */
+enum { PLAN_GEMM_F_SPARSE24 = 1u << 0 };
+#define PLAN_GEMM_F_KNOWN PLAN_GEMM_F_SPARSE24
+/* The size of a format 2/3 GEMM record: the fields before a_dt. */
+#define PLAN_GEMM_V3_SIZE offsetof(PlanGemm, a_dt)
+/* Fills a_dt, b_dt, y_dt from dt when they are unset (GPUC_DT_UNDEF): a
+ * float GEMM described by its one dtype, as lowerings and old plans do. */
+void gpuc_plan_gemm_defaults(PlanGemm *g);
 /* PlanGemm.trans_a: whether A is transposed, and the activation cuBLASLt
  * applies after the bias row (RELU_BIAS, GELU_BIAS: its GELU is the tanh
  * approximation; passes/fuse_gemm_act.c says when that may stand for the

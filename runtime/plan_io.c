@@ -178,6 +178,76 @@ static bool tensor_ok(const Plan *p, uint32_t t, bool optional) {
   return t < p->ntensors || (optional && t == UINT32_MAX);
 }
 
+void gpuc_plan_gemm_defaults(PlanGemm *g) {
+  if (g->a_dt == GPUC_DT_UNDEF) g->a_dt = g->dt;
+  if (g->b_dt == GPUC_DT_UNDEF) g->b_dt = g->dt;
+  if (g->y_dt == GPUC_DT_UNDEF) g->y_dt = g->dt;
+}
+
+/* Format 2/3 GEMM records are a prefix of today's: float GEMMs of one dtype. */
+static int take_old_gemms(const uint8_t *buf, const PlanSection *tab, uint32_t ns, Plan *p, const char *path,
+                          GpucErr *e) {
+  uint8_t *raw = NULL;
+  uint64_t n = 0;
+  if (take(buf, tab, ns, PLAN_SEC_GEMMS, PLAN_GEMM_V3_SIZE, (void **)&raw, &n, path, e)) return -1;
+  if (n > UINT32_MAX) { free(raw); return gpuc_err_set(e, "%s: corrupt plan: section too large", path); }
+  p->gemms = calloc(n + 1, sizeof *p->gemms);
+  if (!p->gemms) { free(raw); return gpuc_err_set(e, "%s: out of memory", path); }
+  for (uint64_t i = 0; i < n; i++) {
+    memcpy(&p->gemms[i], raw + i * PLAN_GEMM_V3_SIZE, PLAN_GEMM_V3_SIZE);
+    gpuc_plan_gemm_defaults(&p->gemms[i]);
+  }
+  p->ngemms = (uint32_t)n;
+  free(raw);
+  return 0;
+}
+
+static bool float_gemm_dt(uint32_t dt) {
+  return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 || dt == GPUC_DT_F64;
+}
+
+/* The dtypes and compute type of a GEMM, against its tensors: an int8 GEMM
+ * only in the one form cuBLASLt's IMMA kernels take (plan.h). */
+static bool gemm_types_ok(const Plan *p, const PlanGemm *g) {
+  if (g->reserved) return false; /* flags: check_gemm_flags */
+  if (p->tensors[g->a].dt != g->a_dt || p->tensors[g->b].dt != g->b_dt || p->tensors[g->y].dt != g->y_dt)
+    return false;
+  if (g->compute == PLAN_GEMM_COMPUTE_FLOAT)
+    return float_gemm_dt(g->dt) && g->a_dt == g->dt && g->b_dt == g->dt && g->y_dt == g->dt;
+  if (g->compute != PLAN_GEMM_COMPUTE_I32) return false;
+  return g->dt == GPUC_DT_I8 && g->a_dt == GPUC_DT_I8 && g->b_dt == GPUC_DT_I8 && g->y_dt == GPUC_DT_I32 &&
+         g->c == UINT32_MAX && g->batch == 1 && g->alpha == 1.0f && g->beta == 0.0f && !g->trans_a &&
+         g->trans_b && g->k % 4 == 0 && g->n % 4 == 0 && g->lda % 4 == 0 && g->ldb % 4 == 0 &&
+         g->ldy % 4 == 0 && g->lda >= g->k && g->ldb >= g->k && g->ldy >= g->n;
+}
+
+/* GEMM i's flag word against the GEMM (its tensor indices checked): a 2:4
+ * GEMM's B must be what PLAN_GEMM_F_SPARSE24 promises, pattern included,
+ * since a sparse-tensor-core run of a weight that is not 2:4 would be
+ * silently wrong. */
+static int check_gemm_flags(const Plan *p, uint32_t i, const char *path, GpucErr *e) {
+  const PlanGemm *g = &p->gemms[i];
+  uint32_t fl = g->flags;
+  if (fl & ~PLAN_GEMM_F_KNOWN) return gpuc_err_set(e, "%s: corrupt plan: gemm %u flags %#x", path, i, fl);
+  if (!(fl & PLAN_GEMM_F_SPARSE24)) return 0;
+  const PlanTensor *b = &p->tensors[g->b];
+  int64_t rows = g->trans_b ? g->n : g->k, cols = g->trans_b ? g->k : g->n;
+  if (g->dt != GPUC_DT_F16 || b->dt != GPUC_DT_F16 || b->mem != PLAN_MEM_WEIGHTS || b->rank != 2 ||
+      b->dims[0] != rows || b->dims[1] != cols || g->ldb != cols || g->batch != 1 || g->trans_a ||
+      g->compute != PLAN_GEMM_COMPUTE_FLOAT ||
+      g->m % 16 || g->n % 16 || g->k % 16 || (g->c != UINT32_MAX && g->ldc != 0) ||
+      p->tensors[g->a].dt != GPUC_DT_F16 || (uint64_t)g->m > p->tensors[g->a].bytes / 2 / (uint64_t)g->k ||
+      p->tensors[g->y].dt != GPUC_DT_F16 || (uint64_t)g->m > p->tensors[g->y].bytes / 2 / (uint64_t)g->n ||
+      (g->c != UINT32_MAX && (p->tensors[g->c].dt != GPUC_DT_F16 || p->tensors[g->c].bytes != (uint64_t)g->n * 2)))
+    return gpuc_err_set(e, "%s: corrupt plan: gemm %u is marked 2:4 but is not a half GEMM of a constant "
+                        "[K,N] weight with m, n, k multiples of 16", path, i);
+  Tensor w = {.dt = GPUC_DT_F16, .rank = 2, .dims = {rows, cols}, .data = p->weights + b->offset};
+  if (!gpuc_tensor_is_24_sparse(&w, g->trans_b ? 1 : 0))
+    return gpuc_err_set(e, "%s: corrupt plan: gemm %u is marked 2:4 but its weight has more than 2 "
+                        "nonzeros in a group of 4 along K", path, i);
+  return 0;
+}
+
 Plan *gpuc_plan_read(const char *path, GpucErr *e) {
   FILE *f = fopen(path, "rb");
   if (!f) { gpuc_err_set(e, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
@@ -230,7 +300,8 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
   TAKE(PLAN_SEC_KERNELS, kernels, nkernels, PlanKernel);
   TAKE(PLAN_SEC_STEPS, steps, nsteps, PlanStep);
   TAKE(PLAN_SEC_ARGS, args, nargs, uint32_t);
-  TAKE(PLAN_SEC_GEMMS, gemms, ngemms, PlanGemm);
+  if (h.format_version >= 4) TAKE(PLAN_SEC_GEMMS, gemms, ngemms, PlanGemm);
+  else if (take_old_gemms(buf, tab, h.nsections, p, path, e)) goto fail;
   TAKE(PLAN_SEC_CONVS, convs, nconvs, PlanConv);
   TAKE(PLAN_SEC_COSTS, costs, ncosts, PlanCost);
   if (h.format_version >= 3) TAKE(PLAN_SEC_TUNE, tune, ntune, PlanTune);
@@ -266,9 +337,12 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
     const PlanGemm *g = &p->gemms[i];
     if (!tensor_ok(p, g->a, false) || !tensor_ok(p, g->b, false) || !tensor_ok(p, g->c, true) ||
         !tensor_ok(p, g->y, false) || g->m <= 0 || g->n <= 0 || g->k <= 0 || g->batch <= 0 ||
-        g->algo_index >= GPUC_GEMM_TUNE_MAX || (g->trans_a & ~0xff01u) || GPUC_GEMM_EPI(g->trans_a) > GPUC_GEMM_EPI_GELU ||
-        (GPUC_GEMM_EPI(g->trans_a) && (g->c == UINT32_MAX || g->ldc != 0 || p->hdr.format_version < 4)))
+        g->algo_index >= GPUC_GEMM_TUNE_MAX || !gemm_types_ok(p, g) || (g->trans_a & ~0xff01u) ||
+        GPUC_GEMM_EPI(g->trans_a) > GPUC_GEMM_EPI_GELU ||
+        (GPUC_GEMM_EPI(g->trans_a) && (g->c == UINT32_MAX || g->ldc != 0 || p->hdr.format_version < 4 ||
+                                       g->compute != PLAN_GEMM_COMPUTE_FLOAT)))
       BAD("%s: corrupt plan: gemm %u", path, i);
+    if (check_gemm_flags(p, i, path, e)) goto fail;
   }
   for (uint32_t i = 0; i < p->nconvs; i++) {
     const PlanConv *c = &p->convs[i];
@@ -320,8 +394,9 @@ static const char *role_name(int r) {
  * model's f32 outputs back count too. */
 static void print_fp32_steps(const Plan *p, FILE *f) {
   uint32_t n = 0;
+  const char *half = (p->hdr.flags & GPUC_PLAN_F_BF16) ? "bf16" : "fp16";
   for (int pass = 0; pass < 2; pass++) {
-    if (pass == 1) fprintf(f, "fp32 steps in this fp16 plan: %u\n", n);
+    if (pass == 1) fprintf(f, "fp32 steps in this %s plan: %u\n", half, n);
     for (uint32_t i = 0; i < p->nsteps; i++) {
       const PlanStep *s = &p->steps[i];
       uint32_t dt;
@@ -336,10 +411,23 @@ static void print_fp32_steps(const Plan *p, FILE *f) {
   }
 }
 
+/* --int8's layers: the int8 GEMM steps, by the ONNX nodes they cover. */
+static void print_int8_steps(const Plan *p, FILE *f) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < p->nsteps; i++)
+    n += p->steps[i].kind == PLAN_STEP_GEMM && p->gemms[p->steps[i].index].compute == PLAN_GEMM_COMPUTE_I32;
+  if (n == 0) return;
+  fprintf(f, "int8 GEMMs: %u", n);
+  for (uint32_t i = 0, k = 0; i < p->nsteps; i++)
+    if (p->steps[i].kind == PLAN_STEP_GEMM && p->gemms[p->steps[i].index].compute == PLAN_GEMM_COMPUTE_I32)
+      fprintf(f, "%s%s", k++ ? ", " : ": ", gpuc_plan_str(p, p->steps[i].nodes));
+  fprintf(f, "\n");
+}
+
 void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
   fprintf(f, "plan: %s\nformat %u, built by gpuc %.16s, target sm_%u%s\n", path,
           p->hdr.format_version, p->hdr.gpuc_version, p->hdr.sm,
-          (p->hdr.flags & GPUC_PLAN_F_FP16) ? ", fp16" : "");
+          (p->hdr.flags & GPUC_PLAN_F_FP16) ? ", fp16" : (p->hdr.flags & GPUC_PLAN_F_BF16) ? ", bf16" : "");
   fprintf(f, "arena: %llu bytes (naive sum %llu), workspace %llu bytes, weights %llu bytes\n",
           (unsigned long long)p->meta.arena_bytes, (unsigned long long)p->meta.naive_bytes,
           (unsigned long long)p->meta.workspace_bytes, (unsigned long long)p->meta.weight_bytes);
@@ -374,8 +462,10 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
     else if (s->kind == PLAN_STEP_GEMM) {
       const PlanGemm *g = &p->gemms[s->index];
       uint32_t epi = GPUC_GEMM_EPI(g->trans_a);
-      snprintf(what, sizeof what, "cublasLt gemm %lldx%lldx%lld batch %lld%s", (long long)g->m,
-               (long long)g->n, (long long)g->k, (long long)g->batch,
+      snprintf(what, sizeof what, "%s gemm%s %lldx%lldx%lld batch %lld%s",
+               (g->flags & PLAN_GEMM_F_SPARSE24) ? "2:4 sparse" : "cublasLt",
+               g->compute == PLAN_GEMM_COMPUTE_I32 ? " int8" : "", (long long)g->m, (long long)g->n,
+               (long long)g->k, (long long)g->batch,
                epi == GPUC_GEMM_EPI_RELU ? " +bias+relu" : epi == GPUC_GEMM_EPI_GELU ? " +bias+gelu" : "");
     } else
       snprintf(what, sizeof what, "cudnn conv%s%s", p->convs[s->index].nspatial == 3 ? "3d" : "2d",
@@ -393,5 +483,6 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
     ntuned += (p->tune[i].flags & PLAN_TUNE_F_BLOCK_TUNED) != 0;
   }
   fprintf(f, "block-size-free kernels: %u of %u, %u with a block -O3 chose\n", nfree, nk, ntuned);
-  if (p->hdr.flags & GPUC_PLAN_F_FP16) print_fp32_steps(p, f);
+  print_int8_steps(p, f);
+  if (p->hdr.flags & (GPUC_PLAN_F_FP16 | GPUC_PLAN_F_BF16)) print_fp32_steps(p, f);
 }

@@ -91,6 +91,24 @@ expect_grep "inspect: Add + LayerNorm is one kernel" "$WORK/out" \
   "kernel k[0-9]*_AddLayerNormalization .* bytes $((3 * 2*16*64*2 + 2 * 64*2)) flops $((9 * 2*16*64))  <- residual, ln"
 expect_grep "inspect: fp32 steps listed" "$WORK/out" "fp32 steps in this fp16 plan: 4"
 
+# --int8: the layers listed, flags checked, the note when nothing is quantized
+check "--int8 compile" 0 "$GPUC" "$MODELS/ffn_block.onnx" --int8 --fp16 --arch sm_90 --shape x=2x16x64 -o "$WORK/i8.gpuc"
+expect_grep "--int8 lists the int8 layers" "$WORK/out" "int8 layers (2, int8 x int8 -> int32 GEMMs)"
+expect_grep "--int8 summary line" "$WORK/out" "sm_90, -O2, fp16, int8"
+check "inspect an int8 plan" 0 "$GPUC" inspect "$WORK/i8.gpuc"
+expect_grep "inspect names int8 GEMM steps" "$WORK/out" "cublasLt gemm int8 32x256x64 batch 1 .*<- fc1/Add$"
+expect_grep "inspect lists the int8 layers" "$WORK/out" "int8 GEMMs: 2: fc1/Add, fc2/Add"
+check "--int8 on a model without Linear layers" 0 "$GPUC" "$MODELS/resnet_block.onnx" --int8 --arch sm_90 -o "$WORK/rb.gpuc"
+expect_grep "--int8 without Linear layers: a note" "$WORK/out" "note: --int8: nothing was quantized: the model has no Linear layer"
+check "--int8-skip keeps a layer in float" 0 "$GPUC" inspect "$MODELS/ffn_block.onnx" --int8 --int8-skip 'nothing,fc2*'
+expect_grep "--int8-skip says why" "$WORK/out" "kept in float: fc2/MatMul (MatMul): matches --int8-skip"
+check "--int8-skip without --int8" 2 "$GPUC" "$MODELS/ffn_block.onnx" --int8-skip 'fc2*' --arch sm_90
+check "--int8-skip without a pattern" 2 "$GPUC" "$MODELS/ffn_block.onnx" --int8 --int8-skip
+check "--int8-skip with an empty glob" 2 "$GPUC" "$MODELS/ffn_block.onnx" --int8 --int8-skip 'fc1,,fc2' --arch sm_90
+check "run --cpu --int8" 0 "$GPUC" run "$MODELS/ffn_block.onnx" --cpu --int8 --shape x=2x16x64 --out "$WORK/i8run"
+expect_grep "run --cpu --int8 reports its layers" "$WORK/err" "int8 layers (2"
+check "run PLAN --int8 is a usage error" 2 "$GPUC" run "$WORK/i8.gpuc" --int8
+
 # test-onnx on one conformance folder, and a folder that is not a test
 TD=/usr/share/libonnx-testdata/data/node/test_relu
 if [ -d "$TD" ]; then

@@ -115,6 +115,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--filter", default="")
+    ap.add_argument("--suites", default=",".join(SUITES), help="folders of --data to run")
     ap.add_argument("--gpu", action="store_true", help="run through the GPU backend (test-onnx --gpu)")
     ap.add_argument("--fp16", action="store_true", help="with --gpu: fp16 plans (looser tolerances)")
     ap.add_argument("--json", default=None, help="write every result as JSON")
@@ -122,7 +123,7 @@ def main():
                     help="JSON of a CPU run: report the GPU pass rate over tests the CPU passes")
     a = ap.parse_args()
     dirs = []
-    for s in SUITES:
+    for s in a.suites.split(","):
         root = os.path.join(a.data, s)
         if not os.path.isdir(root):
             print("missing %s (apt-get install libonnx-testdata)" % root)

@@ -41,6 +41,9 @@ def main():
     ap.add_argument("--archs", default="sm_80,sm_89,sm_90,sm_120")
     ap.add_argument("--data", default="/usr/share/libonnx-testdata/data")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--suites", default=",".join(SUITES), help="folders of --data to compile")
+    ap.add_argument("--no-bundled", action="store_true", help="only the --data models")
+    ap.add_argument("--fp16-too", action="store_true", help="compile the --data models with --fp16 too")
     a = ap.parse_args()
     jobs = []
     archs = a.archs.split(",")
@@ -55,11 +58,11 @@ def main():
                                         "--shape", "v=2x12x128x64", "--shape", "mask=2x1x1x128"]),
                ("attention_shapes.onnx", []),
                ("add_layernorm.onnx", [])]  # AddLayerNormalization: warp, block, thread rows
-    for arch in archs:
+    for arch in [] if a.no_bundled else archs:
         for m, extra in bundled:
-            for fp16 in ([], ["--fp16"]):
-                jobs.append((os.path.join(a.models, m), arch, extra + fp16, True))
-    for s in SUITES:
+            for half in ([], ["--fp16"], ["--bf16"]):
+                jobs.append((os.path.join(a.models, m), arch, extra + half, True))
+    for s in a.suites.split(","):
         root = os.path.join(a.data, s)
         for t in sorted(os.listdir(root)):
             model = os.path.join(root, t, "model.onnx")
@@ -67,7 +70,8 @@ def main():
             if not ops or not all(ok for ok, _ in ops):
                 continue
             for arch in archs:
-                jobs.append((model, arch, [], False))
+                for extra in ([], ["--fp16"]) if a.fp16_too else ([],):
+                    jobs.append((model, arch, extra, False))
     tmp = tempfile.mkdtemp()
     counts = {"pass": 0, "fail": 0, "skip": 0}
     with cf.ThreadPoolExecutor(a.jobs) as ex:

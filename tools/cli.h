@@ -4,6 +4,7 @@
 #ifndef GPUC_CLI_H
 #define GPUC_CLI_H
 #include "frontend.h"
+#include "pass_flags.h"
 
 enum { EXIT_OK = 0, EXIT_BAD_INPUT = 1, EXIT_USAGE = 2 };
 
@@ -13,6 +14,7 @@ int cmd_test_onnx(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 /* Compiling a model to a plan (shared by the compile command and
  * test-onnx --gpu). sm 0 = the present GPU. */
@@ -22,19 +24,36 @@ typedef struct CompileRequest {
   const GpucShapeBind *binds;
   int nbinds;
   int level, sm;
-  bool fp16;
+  PassFlags flags;               /* --fp16, --bf16, ... (tools/pass_flags.h) */
   int64_t mem_limit;
+  FILE *prune_report;            /* --prune's per-layer sparsity lines go here, or NULL */
   /* graph inputs compiled in as constants (test-onnx --gpu) */
   int nfreeze;
   const char **freeze_names;
   const Tensor **freeze_values;
 } CompileRequest;
 int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e);
+/* The same from a loaded graph (r->model and binds unused; the graph is
+ * rewritten, the caller frees it). */
+int compile_graph(Graph *g, const CompileRequest *r, CompileStats *st, GpucErr *e);
 void default_plan_path(const char *model, char *out, size_t n);
 int parse_arch(const char *a, int *sm);
 int parse_size(const char *s, int64_t *out);
+/* --int8-skip PATTERN (may repeat; a PATTERN may list globs separated by
+ * commas): appends the globs to skip[n] (comma-separated). Returns 0, or
+ * prints a usage error and returns EXIT_USAGE. */
 bool is_plan_file(const char *path);
 Tensor *load_tensor_file(const char *path, GpucErr *e);
+
+/* --data KIND:PATH (tools/data_arg.c): the spec's check (a usage error
+ * naming cmd, or 0) and its splits; tr NULL reads the test split only. */
+struct Dataset;
+int check_data_spec(const char *cmd, const char *spec);
+int load_data(const char *spec, struct Dataset *tr, struct Dataset *te, bool *has_test, GpucErr *e);
+/* --normalize MEAN,STD (a usage error or 0), and (x - mean) / std on every
+ * pixel of a set: train and eval must see the same pixels. */
+int parse_normalize(const char *v, double *mean, double *std);
+void normalize_data(struct Dataset *d, double mean, double std);
 
 /* "NAME=1x3x224x224" -> bind. Returns 0 or prints a usage error. */
 int parse_shape_arg(char *arg, GpucShapeBind *b);

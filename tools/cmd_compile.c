@@ -1,5 +1,6 @@
-/* gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16] [--arch A]
+/* gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16|--bf16] [--int8 [--int8-skip GLOB[,GLOB]]...] [--arch A]
  *                 [--shape NAME=DIMS]... [--mem-limit SIZE] [--tune-cache FILE|none]
+ *                 [--prune l1:FRACTION|2:4]
  * Import, run the passes of the level, generate code, write the plan. Works
  * without a GPU when --arch names the target. */
 #include "cli.h"
@@ -45,6 +46,16 @@ int parse_size(const char *s, int64_t *out) {
 
 int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e) {
   double t0 = now_s();
+  Graph *g = gpuc_onnx_load(r->model, r->binds, r->nbinds, e);
+  if (!g) return -1;
+  int rc = compile_graph(g, r, st, e);
+  st->compile_seconds = now_s() - t0; /* the import counts */
+  gpuc_graph_free(g);
+  return rc;
+}
+
+int compile_graph(Graph *g, const CompileRequest *r, CompileStats *st, GpucErr *e) {
+  double t0 = now_s();
   int sm = r->sm;
   if (sm == 0) {
     GpucErr ge = {0};
@@ -52,18 +63,18 @@ int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e) {
     if (sm < 0)
       return gpuc_err_set(e, "no GPU here (%s): name the target with --arch sm_80|sm_86|sm_89|sm_90|sm_120", ge.msg);
   }
-  Graph *g = gpuc_onnx_load(r->model, r->binds, r->nbinds, e);
-  if (!g) return -1;
   memset(st, 0, sizeof *st);
   st->nodes_in = g->nnodes;
   for (int i = 0; i < r->nfreeze; i++)
-    if (gpuc_graph_freeze_input(g, r->freeze_names[i], r->freeze_values[i], e)) { gpuc_graph_free(g); return -1; }
-  if (r->nfreeze && gpuc_graph_infer(g, e)) { gpuc_graph_free(g); return -1; }
+    if (gpuc_graph_freeze_input(g, r->freeze_names[i], r->freeze_values[i], e)) return -1;
+  if (r->nfreeze && gpuc_graph_infer(g, e)) return -1;
   PassOptions po;
   gpuc_pass_options_default(&po, r->level < 1 ? 1 : r->level); /* shapes must fold for codegen */
-  po.fp16 = r->fp16;
-  if (gpuc_passes_run(g, &po, e)) { gpuc_graph_free(g); return -1; }
-  CodegenOptions co = {.sm = sm, .fp16 = r->fp16, .level = r->level, .mem_limit = r->mem_limit};
+  pass_flags_apply(&r->flags, &po);
+  po.prune_report = r->prune_report;
+  if (gpuc_passes_run(g, &po, e)) return -1;
+  if (po.int8) gpuc_int8_report(g, &po, stdout);
+  CodegenOptions co = {.sm = sm, .fp16 = po.fp16, .bf16 = po.bf16, .level = r->level, .mem_limit = r->mem_limit};
   Plan *p = NULL;
   int rc = gpuc_codegen(g, &co, &p, st, e);
   if (!rc) {
@@ -73,7 +84,6 @@ int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e) {
   st->compile_seconds = now_s() - t0;
   st->sm = sm;
   gpuc_plan_free(p);
-  gpuc_graph_free(g);
   return rc;
 }
 
@@ -123,15 +133,15 @@ int cmd_compile(int argc, char **argv) {
   char outbuf[4096], cachebuf[4096];
   const char *out = NULL, *tune_cache = NULL;
   bool tune_cache_set = false;
-  for (int i = 0; i < argc; i++) {
+  for (int i = 0, pf; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-o")) {
       if (i + 1 >= argc) return usage_error("-o needs a file");
       out = argv[++i];
     } else if (!strcmp(a, "-O0") || !strcmp(a, "-O1") || !strcmp(a, "-O2") || !strcmp(a, "-O3")) {
       r.level = a[2] - '0';
-    } else if (!strcmp(a, "--fp16")) {
-      r.fp16 = true;
+    } else if ((pf = pass_flags_parse(&r.flags, argc, argv, &i)) != 0) {
+      if (pf < 0) return EXIT_USAGE;
     } else if (!strcmp(a, "--arch")) {
       if (i + 1 >= argc || parse_arch(argv[i + 1], &r.sm))
         return usage_error("--arch wants native or sm_80|sm_86|sm_89|sm_90|sm_120");
@@ -157,13 +167,24 @@ int cmd_compile(int argc, char **argv) {
     }
   }
   if (!r.model) return usage_error("no model given");
+  if (pass_flags_check(&r.flags)) return EXIT_USAGE;
   if (!out) { default_plan_path(r.model, outbuf, sizeof outbuf); out = outbuf; }
   r.binds = binds;
   r.out = out;
   GpucErr e = {0};
   CompileStats st;
-  if (compile_model(&r, &st, &e)) return report(&e);
-  printf("compiled %s -> %s (sm_%d, -O%d%s)\n", r.model, out, st.sm, r.level, r.fp16 ? ", fp16" : "");
+  char *prune_lines = NULL; /* the pass's per-layer lines, printed with the summary */
+  size_t prune_len = 0;
+  if (r.flags.prune_kind && !(r.prune_report = open_memstream(&prune_lines, &prune_len))) {
+    gpuc_err_set(&e, "out of memory");
+    return report(&e);
+  }
+  int crc = compile_model(&r, &st, &e);
+  if (r.prune_report) fclose(r.prune_report);
+  if (crc) { free(prune_lines); return report(&e); }
+  char label[64];
+  printf("compiled %s -> %s (sm_%d, -O%d%s)\n", r.model, out, st.sm, r.level,
+         pass_flags_label(&r.flags, label, sizeof label));
   printf("  nodes: %d imported, %d after passes\n", st.nodes_in, st.nodes_after);
   printf("  kernels generated: %d; library calls: %d cuBLASLt, %d cuDNN\n", st.kernels, st.gemms, st.convs);
   printf("  arena: %llu bytes (lower bound %llu, naive sum %llu); weights: %llu bytes; workspace: %llu bytes\n",
@@ -171,6 +192,13 @@ int cmd_compile(int argc, char **argv) {
          (unsigned long long)st.naive_bytes,
          (unsigned long long)st.weight_bytes, (unsigned long long)st.workspace_bytes);
   if (st.inplace_tensors) printf("  in place: %u outputs share their input's bytes\n", st.inplace_tensors);
+  if (prune_lines) {
+    fputs(prune_lines, stdout);
+    free(prune_lines);
+    if (r.flags.prune_kind == GPUC_PRUNE_24)
+      printf("  2:4 GEMMs: %d of %d run on sparse tensor cores where the GPU and cuSPARSELt allow (half, "
+             "sm_80+), else dense\n", st.gemms_24, st.gemms);
+  }
   printf("  compile time: %.2f s (NVRTC %.2f s)\n", st.compile_seconds, st.nvrtc_seconds);
   if (r.level >= 3) {
     if (!tune_cache_set) { /* $GPUC_TUNE_CACHE, else ~/.cache/gpuc/autotune.txt */

@@ -1,6 +1,6 @@
-/* gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1|-O2] [--fp16]
- *              [--dump-after PASS]
- * -O1 runs the graph passes before printing (fold, identity, cse, fold_bn, dce, fuse_conv, fuse_matmul, fuse_attention, fuse_add_layernorm, fp16, fuse_elementwise);
+/* gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1|-O2] [--fp16|--bf16]
+ *              [--int8 [--int8-skip GLOB]...] [--dump-after PASS]
+ * -O1 runs the graph passes before printing (fold, identity, cse, fold_bn, dce, fuse_conv, fuse_matmul, fuse_attention, fuse_add_layernorm, fp16, quantize_int8, fuse_elementwise);
  * --dump-after prints the graph after the named pass (implies -O1). */
 #include "cli.h"
 #include "passes.h"
@@ -10,19 +10,20 @@
 
 int cmd_inspect(int argc, char **argv) {
   const char *model = NULL;
-  bool dump = false, fp16 = false;
+  bool dump = false;
+  PassFlags flags = {0};
   int level = 0;
   const char *dump_after = NULL;
   GpucShapeBind binds[64];
   int nbinds = 0;
-  for (int i = 0; i < argc; i++) {
+  for (int i = 0, pf; i < argc; i++) {
     if (!strcmp(argv[i], "--dump")) dump = true;
     else if (!strcmp(argv[i], "-O0") || !strcmp(argv[i], "-O1") || !strcmp(argv[i], "-O2") ||
              !strcmp(argv[i], "-O3")) level = argv[i][2] - '0';
     else if (!strcmp(argv[i], "--dump-after")) {
       static const char *passes =
           "fold, identity, cse, fold_bn, dce, fuse_conv, fuse_matmul, fuse_attention, fuse_add_layernorm, "
-          "layout_nhwc, fp16, fuse_elementwise";
+          "layout_nhwc, fp16, quantize_int8, fuse_elementwise";
       if (i + 1 >= argc) return usage_error("--dump-after needs a pass name (%s)", passes);
       dump_after = argv[++i];
       /* a whole name of the list: bounded by ", " or its ends */
@@ -32,7 +33,9 @@ int cmd_inspect(int argc, char **argv) {
         return usage_error("--dump-after: unknown pass '%s' (%s)", dump_after, passes);
       if (level == 0) level = 1;
     }
-    else if (!strcmp(argv[i], "--fp16")) fp16 = true;
+    else if ((pf = pass_flags_parse(&flags, argc, argv, &i)) != 0) {
+      if (pf < 0) return EXIT_USAGE;
+    }
     else if (!strcmp(argv[i], "--shape")) {
       if (i + 1 >= argc) return usage_error("--shape needs NAME=DIMS");
       if (nbinds == 64) return usage_error("too many --shape flags");
@@ -42,6 +45,8 @@ int cmd_inspect(int argc, char **argv) {
     else return usage_error("inspect: more than one model given");
   }
   if (!model) return usage_error("inspect: no model given");
+  if (pass_flags_check(&flags)) return EXIT_USAGE;
+  if (flags.int8 && level == 0) level = 2; /* the int8 layers as a compile makes them */
   if (is_plan_file(model)) {
     GpucErr pe = {0};
     Plan *p = gpuc_plan_read(model, &pe);
@@ -56,9 +61,10 @@ int cmd_inspect(int argc, char **argv) {
   PassOptions o;
   gpuc_pass_options_default(&o, level);
   o.dump_after = dump_after;
-  o.fp16 = fp16;
+  pass_flags_apply(&flags, &o);
   if (gpuc_passes_run(g, &o, &e)) { gpuc_graph_free(g); return report(&e); }
   gpuc_graph_summary(g, stdout);
+  if (o.int8) gpuc_int8_report(g, &o, stdout);
   if (dump) gpuc_graph_dump(g, stdout);
   gpuc_graph_free(g);
   return EXIT_OK;

@@ -1,8 +1,13 @@
-/* gpuc run MODEL.onnx --cpu [--input NAME=FILE]... [--out DIR] [--shape ...]
+/* gpuc run MODEL.onnx --cpu [--fp16|--bf16] [--int8 [--int8-skip GLOB]...] [--prune l1:F|2:4]
+ *                          [--input NAME=FILE]... [--out DIR] [--shape ...]
  * Inputs not given are filled with seeded random values (a note says so),
- * which needs their shapes to be known. */
+ * which needs their shapes to be known. With a pass flag (tools/pass_flags.h)
+ * the reference runs the graph the -O2 passes leave with that flag (half
+ * storage rounds where the compiled plan would), to check a GPU plan
+ * compiled with the same flags against. */
 #include "cli.h"
 #include "npy.h"
+#include "passes.h"
 #include "ref.h"
 #include "session.h"
 #include <errno.h>
@@ -136,8 +141,14 @@ int cmd_run(int argc, char **argv) {
   GpucShapeBind binds[64];
   int nbinds = 0, ninputs = 0;
   const char *in_names[256], *in_files[256];
-  for (int i = 0; i < argc; i++) {
+  PassFlags flags = {0};
+  bool any_flag = false;
+  for (int i = 0, pf; i < argc; i++) {
     if (!strcmp(argv[i], "--cpu")) cpu = true;
+    else if ((pf = pass_flags_parse(&flags, argc, argv, &i)) != 0) {
+      if (pf < 0) return EXIT_USAGE;
+      any_flag = true;
+    }
     else if (!strcmp(argv[i], "--out")) {
       if (i + 1 >= argc) return usage_error("--out needs a folder");
       outdir = argv[++i];
@@ -158,7 +169,9 @@ int cmd_run(int argc, char **argv) {
     else return usage_error("run: more than one model given");
   }
   if (!model) return usage_error("run: no model given");
+  if (pass_flags_check(&flags)) return EXIT_USAGE;
   if (is_plan_file(model)) {
+    if (any_flag) return usage_error("run: --fp16/--bf16/--int8/--prune apply when compiling (or with MODEL.onnx --cpu), not to a plan");
     if (cpu) return usage_error("run: a plan runs on the GPU; give the .onnx model for --cpu");
     if (nbinds) return usage_error("run: --shape applies when compiling, not to a plan");
     return run_plan(model, ninputs, in_names, in_files, outdir);
@@ -167,6 +180,14 @@ int cmd_run(int argc, char **argv) {
   GpucErr e = {0};
   Graph *g = gpuc_onnx_load(model, binds, nbinds, &e);
   if (!g) return report(&e);
+  if (any_flag) {
+    PassOptions po;
+    gpuc_pass_options_default(&po, 2);
+    pass_flags_apply(&flags, &po);
+    po.prune_report = stderr;
+    if (gpuc_passes_run(g, &po, &e)) { gpuc_graph_free(g); return report(&e); }
+    if (po.int8) gpuc_int8_report(g, &po, stderr);
+  }
   int rc = EXIT_BAD_INPUT;
   Tensor **ins = calloc((size_t)g->ninputs + 1, sizeof *ins);
   Tensor **outs = calloc((size_t)g->noutputs + 1, sizeof *outs);

@@ -125,7 +125,7 @@ static int run_gpu(const GpuTest *gt, const Graph *g, Tensor **ins, Tensor **out
     if (frozen(g, k, ins[k])) { names[nf] = g->values[g->inputs[k]].name; vals[nf++] = ins[k]; }
   char plan[64];
   snprintf(plan, sizeof plan, "/tmp/gpuc_test_%d.gpuc", (int)getpid());
-  CompileRequest r = {.model = gt->model, .out = plan, .level = gt->level, .sm = 0, .fp16 = gt->fp16,
+  CompileRequest r = {.model = gt->model, .out = plan, .level = gt->level, .sm = 0, .flags = {.fp16 = gt->fp16},
                       .nfreeze = nf, .freeze_names = names, .freeze_values = vals};
   CompileStats st;
   GpucSession *s = NULL;

@@ -3,6 +3,7 @@
  * model's single float output; the labels are a new int64 input. */
 #include "cli.h"
 #include "onnx.pb-c.h"
+#include "passes.h"
 #include "train.h"
 #include <errno.h>
 #include <math.h>
@@ -101,43 +102,6 @@ done:
   return rc;
 }
 
-/* --data KIND:PATH. The test set is optional only for npy (two more files). */
-static int load_data(const char *spec, Dataset *tr, Dataset *te, bool *has_test, GpucErr *e) {
-  *has_test = true;
-  if (!strncmp(spec, "fashion-mnist:", 14) || !strncmp(spec, "mnist:", 6)) {
-    const char *dir = strchr(spec, ':') + 1;
-    return gpuc_dataset_fashion_mnist(dir, true, tr, e) || gpuc_dataset_fashion_mnist(dir, false, te, e) ? -1 : 0;
-  }
-  if (!strncmp(spec, "cifar10:", 8))
-    return gpuc_dataset_cifar10(spec + 8, true, tr, e) || gpuc_dataset_cifar10(spec + 8, false, te, e) ? -1 : 0;
-  /* npy:X,Y[,XTEST,YTEST] */
-  char buf[4096], *f[5] = {0};
-  snprintf(buf, sizeof buf, "%s", spec + 4);
-  int n = 0;
-  for (char *p = buf; p && n < 5; n++) {
-    f[n] = p;
-    if ((p = strchr(p, ','))) *p++ = 0;
-  }
-  *has_test = n == 4;
-  if (gpuc_dataset_npy(f[0], f[1], tr, e)) return -1;
-  return *has_test ? gpuc_dataset_npy(f[2], f[3], te, e) : 0;
-}
-
-static int check_data_spec(const char *d) {
-  static const char *kinds[] = {"fashion-mnist:", "mnist:", "cifar10:", "npy:"};
-  for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
-    size_t n = strlen(kinds[k]);
-    if (strncmp(d, kinds[k], n) || !d[n]) continue;
-    if (k < 3) return 0;
-    int commas = 0;
-    for (const char *p = d + n; *p; p++) commas += *p == ',';
-    if ((commas == 1 || commas == 3) && !strstr(d, ",,") && d[strlen(d) - 1] != ',') return 0;
-    return usage_error("train: --data npy:X.npy,Y.npy[,XTEST.npy,YTEST.npy], got '%s'", d);
-  }
-  return usage_error("train: --data wants fashion-mnist:DIR, mnist:DIR, cifar10:DIR or npy:X.npy,Y.npy, "
-                     "got '%s'", d);
-}
-
 static int parse_choice(const char *flag, const char *v, const char *const *names, int n, int *out) {
   for (int k = 0; k < n; k++)
     if (!strcmp(v, names[k])) { *out = k; return 0; }
@@ -160,7 +124,7 @@ static int parse_betas(const char *v, double *b1, double *b2) {
 
 typedef struct TrainArgs {
   const char *model, *data, *save;
-  bool cpu, amp, lr_set, wd_set;
+  bool cpu, amp, amp_bf16, lr_set, wd_set; /* --amp [fp16] / --amp bf16 */
   int64_t mem_limit;
   int sm, level, augment;
   long long crop_pad;
@@ -171,6 +135,10 @@ typedef struct TrainArgs {
   const char *checkpoint, *resume;
   const char *freeze[MAX_FREEZE];
   int nfreeze;
+  int prune_kind;
+  double prune_fraction;
+  long long prune_after;
+  bool prune_after_set;
 } TrainArgs;
 
 /* One flag with its value; returns 0, or usage_error's status. */
@@ -202,19 +170,11 @@ static int parse_flag(TrainArgs *a, const char *f, const char *v) {
     }
     if (!a->augment || strlen(v) >= sizeof buf) return usage_error("--augment wants flip, crop or flip,crop, got '%s'", v);
   }
-  else if (!strcmp(f, "--normalize")) {
-    char *end;
-    errno = 0;
-    a->norm_mean = strtod(v, &end);
-    bool ok = end != v && *end == ',' && !errno;
-    if (ok) {
-      const char *s2 = end + 1;
-      a->norm_std = strtod(s2, &end);
-      ok = end != s2 && !*end && !errno;
-    }
-    if (!ok || !isfinite(a->norm_mean) || !isfinite(a->norm_std) || a->norm_std <= 0 || fabs(a->norm_mean) > 1e6 || a->norm_std > 1e6)
-      return usage_error("--normalize wants MEAN,STD with STD > 0, got '%s'", v);
+  else if (!strcmp(f, "--normalize")) return parse_normalize(v, &a->norm_mean, &a->norm_std);
+  else if (!strcmp(f, "--prune")) {
+    if (gpuc_prune_parse(v, &a->prune_kind, &a->prune_fraction)) return usage_error(GPUC_PRUNE_USAGE "; got '%s'", v);
   }
+  else if (!strcmp(f, "--prune-after")) { a->prune_after_set = true; return parse_int(f, v, 0, INT64_MAX, &a->prune_after); }
   else if (!strcmp(f, "--crop-pad")) return parse_int(f, v, 0, 64, &a->crop_pad);
   else if (!strcmp(f, "--epochs")) return parse_int(f, v, 1, 1000, &a->epochs);
   else if (!strcmp(f, "--batch")) return parse_int(f, v, 1, 65536, &a->batch);
@@ -243,7 +203,12 @@ static int parse_args(int argc, char **argv, TrainArgs *a) {
     const char *f = argv[i];
     if (!strcmp(f, "--cpu")) a->cpu = true;
     else if (!strcmp(f, "-O0") || !strcmp(f, "-O2")) a->level = f[2] - '0';
-    else if (!strcmp(f, "--amp")) a->amp = true;
+    else if (!strcmp(f, "--amp")) {
+      /* an optional word: fp16 (the default, loss-scaled) or bf16 */
+      a->amp = true;
+      if (i + 1 < argc && (!strcmp(argv[i + 1], "fp16") || !strcmp(argv[i + 1], "bf16")))
+        a->amp_bf16 = !strcmp(argv[++i], "bf16");
+    }
     else if (f[0] == '-' && f[1] == '-') {
       if (i + 1 >= argc) return usage_error("%s needs a value", f);
       int rc = parse_flag(a, f, argv[++i]);
@@ -254,10 +219,11 @@ static int parse_args(int argc, char **argv, TrainArgs *a) {
   }
   if (!a->model) return usage_error("train: no model given");
   if (!a->data) return usage_error("train: --data KIND:PATH is required");
-  int rc = check_data_spec(a->data);
+  int rc = check_data_spec("train", a->data);
   if (rc) return rc;
   if (a->cpu && (a->amp || a->mem_limit || a->sm))
     return usage_error("train: --amp, --mem-limit and --arch are for the GPU trainer; --cpu trains in fp32 on the host");
+  if (a->prune_after_set && !a->prune_kind) return usage_error("train: --prune-after needs --prune 2:4|l1:FRACTION");
   /* PyTorch's AdamW defaults where not given */
   if (a->opt == GPUC_OPT_ADAMW && !a->lr_set) a->lr = 1e-3;
   if (a->opt == GPUC_OPT_ADAMW && !a->wd_set) a->wd = 0.01;
@@ -275,14 +241,16 @@ int cmd_train(int argc, char **argv) {
   int rc = EXIT_BAD_INPUT;
   if (load_data(a.data, &tr, &te, &has_test, &e)) { report(&e); goto done; }
   gpuc_dataset_limit(&tr, a.limit);
-  if (a.norm_std > 0) /* (x - mean) / std on every pixel of both sets, before anything sees them */
-    for (Dataset *d = &tr; d; d = d == &tr && has_test ? &te : NULL)
-      for (int64_t i = 0; i < d->n * d->dim; i++) d->x[i] = (float)((d->x[i] - a.norm_mean) / a.norm_std);
+  if (a.norm_std > 0) { /* on every pixel of both sets, before anything sees them */
+    normalize_data(&tr, a.norm_mean, a.norm_std);
+    if (has_test) normalize_data(&te, a.norm_mean, a.norm_std);
+  }
   for (;;) {
     if (!(t = gpuc_trainer_new(a.model, a.batch, &e))) { report(&e); goto done; }
     if (a.cpu) break;
-    TrainGpuOptions go = {.amp = a.amp, .sm = a.sm, .level = a.level, .mem_limit = a.mem_limit,
-                          .adamw = a.opt == GPUC_OPT_ADAMW, .accum = (int)a.accum};
+    TrainGpuOptions go = {.amp = a.amp, .bf16 = a.amp_bf16, .sm = a.sm, .level = a.level, .mem_limit = a.mem_limit,
+                          .adamw = a.opt == GPUC_OPT_ADAMW, .accum = (int)a.accum,
+                          .prune = a.prune_kind != GPUC_PRUNE_NONE};
     int grc = gpuc_trainer_use_gpu(t, &go, stdout, &e);
     if (!grc) break;
     /* over --mem-limit: the same step as micro-batches half as big,
@@ -304,7 +272,7 @@ int cmd_train(int argc, char **argv) {
   static const char *opt_names[] = {"sgd", "adamw"}, *sched_names[] = {"constant", "step", "cosine"};
   printf("training %s on the %s: %lld images, %d parameter tensors, batch %lld x accum %lld, %s lr %g "
          "(%s, warmup %lld), momentum %g, weight decay %g, seed %lld\n", a.model,
-         a.cpu ? "CPU" : a.amp ? "GPU (amp)" : "GPU", (long long)tr.n,
+         a.cpu ? "CPU" : a.amp_bf16 ? "GPU (amp bf16)" : a.amp ? "GPU (amp)" : "GPU", (long long)tr.n,
          gpuc_trainer_nparams(t), a.batch, a.accum, opt_names[a.opt], a.lr, sched_names[a.sched], a.warmup,
          a.momentum, a.wd, a.seed);
   TrainOptions o = {.epochs = (int)a.epochs, .batch = a.batch, .accum = (int)a.accum,
@@ -313,7 +281,9 @@ int cmd_train(int argc, char **argv) {
                     .sched = (GpucSchedule)a.sched, .warmup = a.warmup, .step_size = (int)a.step_size,
                     .seed = (uint64_t)a.seed, .log_every = (int)a.log_every, .log = stdout,
                     .checkpoint_dir = a.checkpoint, .resume_dir = a.resume, .freeze = a.freeze,
-                    .nfreeze = a.nfreeze, .augment = a.augment, .crop_pad = (int)a.crop_pad};
+                    .nfreeze = a.nfreeze, .augment = a.augment, .crop_pad = (int)a.crop_pad,
+                    .prune_kind = a.prune_kind, .prune_fraction = a.prune_fraction,
+                    .prune_after = a.prune_after};
   TrainResult r;
   if (gpuc_trainer_fit(t, &tr, has_test ? &te : NULL, &o, &r, &e)) { report(&e); goto done; }
   if (has_test)
@@ -322,7 +292,7 @@ int cmd_train(int argc, char **argv) {
   else
     printf("done after %d epoch%s, %.1f s (no test set given)\n", (int)a.epochs, a.epochs > 1 ? "s" : "",
            r.seconds);
-  if (a.amp) /* the skips count from the start of training, a resumed checkpoint's included */
+  if (a.amp && !a.amp_bf16) /* the skips count from the start of training, a resumed checkpoint's included */
     printf("final loss scale %g, skipped %lld steps\n", r.loss_scale, (long long)r.amp_skipped);
   if (a.save) {
     if (save_model(a.model, a.save, t, &e)) { report(&e); goto done; }

@@ -12,23 +12,31 @@
 
 static const char *usage_text =
     "usage:\n"
-    "  gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1|-O2] [--fp16] [--dump-after PASS]\n"
-    "  gpuc run MODEL.onnx --cpu [--input NAME=FILE]... [--out DIR] [--shape NAME=DIMS]...\n"
+    "  gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1|-O2] [--fp16|--bf16] [--int8] [--dump-after PASS]\n"
+    "  gpuc run MODEL.onnx --cpu [--fp16|--bf16] [--int8 [--int8-skip GLOB]...] [--prune l1:F|2:4] [--input NAME=FILE]...\n"
+    "           [--out DIR] [--shape NAME=DIMS]...\n"
     "  gpuc test-onnx DIR [--cpu | --gpu [-O0..-O3]]\n"
-    "  gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16] [--arch native|sm_XX]\n"
+    "  gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16|--bf16] [--int8 [--int8-skip GLOB[,GLOB]]...]\n"
+    "                  [--arch native|sm_XX]\n"
     "                  [--shape NAME=DIMS]... [--mem-limit SIZE] [--tune-cache FILE|none]\n"
+    "                  [--prune l1:FRACTION|2:4]\n"
     "  gpuc run PLAN.gpuc [--input NAME=FILE]... [--out DIR]\n"
     "  gpuc inspect PLAN.gpuc\n"
     "  gpuc bench PLAN.gpuc [--iters N] [--warmup N] [--profile]\n"
-    "  gpuc train MODEL.onnx --data KIND:PATH [--cpu | --amp] [--epochs N] [--batch B] [--accum K]\n"
+    "  gpuc train MODEL.onnx --data KIND:PATH [--cpu | --amp [fp16|bf16]] [--epochs N] [--batch B] [--accum K]\n"
     "             [--optimizer sgd|adamw] [--lr X] [--momentum M] [--betas B1,B2] [--weight-decay W]\n"
     "             [--schedule constant|step|cosine] [--warmup STEPS] [--step-size EPOCHS]\n"
     "             [--seed S] [--max-steps N] [--limit N] [--log-every N] [--freeze PATTERN]...\n"
     "             [--augment flip|crop|flip,crop] [--crop-pad P] [--normalize MEAN,STD]\n"
     "             [--checkpoint DIR] [--resume DIR] [--save OUT.onnx] [--mem-limit SIZE] [--arch sm_XX] [-O0|-O2]\n"
-    "             on the GPU (--amp: fp16 with a dynamic loss scale), or the CPU reference (--cpu);\n"
+    "             [--prune l1:FRACTION|2:4 [--prune-after STEPS]]\n"
+    "             on the GPU (--amp: fp16 with a dynamic loss scale; --amp bf16: bf16, no loss scale),\n"
+    "             or the CPU reference (--cpu);\n"
     "             KIND:PATH is fashion-mnist:DIR, mnist:DIR, cifar10:DIR or\n"
     "             npy:X.npy,Y.npy[,XTEST.npy,YTEST.npy]\n"
+    "  gpuc eval MODEL.onnx|PLAN.gpuc --data KIND:PATH [--cpu] [--fp16|--bf16] [--int8] [--prune P] [--batch B] [--limit N]\n"
+    "             [--normalize MEAN,STD] [--arch sm_XX] [-O0|-O2]: test loss and accuracy of a classifier\n"
+    "             on the test split\n"
     "inputs are .npy files or ONNX TensorProto .pb files; DIMS is like 1x3x224x224.\n"
     "exit status: 0 ok, 1 bad or unsupported model/input, 2 usage error\n";
 
@@ -110,6 +118,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "test-onnx")) return cmd_test_onnx(argc - 2, argv + 2);
   if (!strcmp(cmd, "bench")) return cmd_bench(argc - 2, argv + 2);
   if (!strcmp(cmd, "train")) return cmd_train(argc - 2, argv + 2);
+  if (!strcmp(cmd, "eval")) return cmd_eval(argc - 2, argv + 2);
   if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
     printf("%s", usage_text);
     return EXIT_OK;

@@ -5,6 +5,7 @@
  * forward-only copy of the model that gets the trained weights. */
 #include "train_internal.h"
 #include "autodiff.h"
+#include "passes.h"
 #include "frontend.h"
 #include "ref.h"
 #include <math.h>
@@ -29,7 +30,9 @@ void gpuc_trainer_free(Trainer *t) {
     if (t->state[0]) free(t->state[0][i]);
     if (t->state[1]) free(t->state[1][i]);
     if (t->gsum) free(t->gsum[i]);
+    if (t->mask) free(t->mask[i]);
   }
+  free(t->mask);
   free(t->state[0]);
   free(t->state[1]);
   free(t->gsum);
@@ -246,7 +249,8 @@ Trainer *gpuc_trainer_new(const char *model_path, int64_t batch, GpucErr *e) {
   t->state[0] = calloc(total, sizeof(float *));
   t->state[1] = calloc(total, sizeof(float *));
   t->gsum = calloc(total, sizeof(float *));
-  if (!t->param || !t->eval_param || !t->state[0] || !t->state[1] || !t->gsum) {
+  t->mask = calloc(total, sizeof(float *));
+  if (!t->mask || !t->param || !t->eval_param || !t->state[0] || !t->state[1] || !t->gsum) {
     gpuc_err_set(e, "out of memory");
     goto fail;
   }
@@ -338,6 +342,24 @@ int gpuc_trainer_logits(Trainer *t, const float *x, int64_t n, Tensor **logits, 
   return 0;
 }
 
+void gpuc_score_logits(const Tensor *y, const int64_t *labels, int64_t n, int64_t classes, int64_t *correct,
+                       double *loss_sum) {
+  for (int64_t i = 0; i < n; i++) {
+    int64_t best = 0;
+    double bv = -INFINITY;
+    for (int64_t k = 0; k < classes; k++) {
+      double v = gpuc_get_f64(y, i * classes + k);
+      if (v > bv) { bv = v; best = k; }
+    }
+    *correct += best == labels[i];
+    if (!loss_sum) continue;
+    /* -log softmax(y)[label] = log sum exp(y - max) - (y[label] - max) */
+    double s = 0;
+    for (int64_t k = 0; k < classes; k++) s += exp(gpuc_get_f64(y, i * classes + k) - bv);
+    *loss_sum += log(s) - (gpuc_get_f64(y, i * classes + labels[i]) - bv);
+  }
+}
+
 int gpuc_trainer_evaluate(Trainer *t, const Dataset *d, double *accuracy, GpucErr *e) {
   if (check_data(t, d, e)) return -1;
   const int64_t eb = 500;
@@ -346,15 +368,7 @@ int gpuc_trainer_evaluate(Trainer *t, const Dataset *d, double *accuracy, GpucEr
     int64_t b = d->n - s < eb ? d->n - s : eb;
     Tensor *y;
     if (gpuc_trainer_logits(t, d->x + s * d->dim, b, &y, e)) return -1;
-    for (int64_t i = 0; i < b; i++) {
-      int64_t best = 0;
-      double bv = -INFINITY;
-      for (int64_t k = 0; k < t->classes; k++) {
-        double v = gpuc_get_f64(y, i * t->classes + k);
-        if (v > bv) { bv = v; best = k; }
-      }
-      correct += best == d->y[s + i];
-    }
+    gpuc_score_logits(y, d->y + s, b, t->classes, &correct, NULL);
     gpuc_tensor_free(y);
   }
   *accuracy = (double)correct / (double)d->n;
@@ -446,9 +460,62 @@ static int train_step(Trainer *t, const Dataset *d, const TrainOptions *o, Loop 
     else
       gpuc_adamw_step(pt->data, t->state[0][i], t->state[1][i], g, n, (float)lr, (float)o->beta1,
                       (float)o->beta2, (float)o->eps, (float)o->weight_decay, step + 1);
+    if (t->mask[i]) { /* --prune: pruned weights stay zero */
+      float *p = pt->data;
+      for (int64_t j = 0; j < n; j++) p[j] *= t->mask[i][j];
+    }
   }
   loop_free_outs(t, l);
   return 0;
+}
+
+/* --prune: the Conv and Linear weights of the forward model (found in the
+ * eval graph, so the backward's GEMMs, which read the weights transposed,
+ * are not mistaken for layers) pruned as the compiler's pass prunes them
+ * (passes/prune.c), and a mask per pruned parameter kept for every later
+ * update. A resumed run prunes its loaded weights again: their zeros are
+ * the smallest magnitudes, so the mask comes out the same (up to weights
+ * that are exactly zero anyway). */
+static int prune_params(Trainer *t, const TrainOptions *o, int64_t step, GpucErr *e) {
+  const Graph *ev = t->eval;
+  int layers = 0;
+  int64_t zeros_all = 0, n_all = 0;
+  for (int k = 0; k < ev->nnodes; k++) {
+    int kaxis, v = gpuc_prune_target(ev, &ev->nodes[k], o->prune_kind, &kaxis);
+    int i = -1;
+    for (int j = 0; v >= 0 && j < t->np; j++)
+      if (t->eval_param[j] == v) i = j;
+    if (i < 0 || t->mask[i]) continue; /* not a parameter, or shared and done */
+    Tensor *w = &t->g->values[t->param[i]].t;
+    int64_t n = gpuc_numel(w);
+    int64_t zeros = gpuc_prune_weight(w, o->prune_kind, o->prune_fraction, kaxis, e);
+    if (zeros == -1) return -1;
+    if (zeros == -2) {
+      if (o->log) fprintf(o->log, "  --prune 2:4: '%s' stays dense: K = %lld does not divide by 4\n",
+                          ev->values[v].name, (long long)w->dims[kaxis]);
+      continue;
+    }
+    if (!(t->mask[i] = malloc(sizeof(float) * (size_t)(n + 1)))) return gpuc_err_set(e, "out of memory");
+    const float *wd = w->data;
+    for (int64_t j = 0; j < n; j++) t->mask[i][j] = wd[j] != 0.0f;
+    layers++;
+    zeros_all += zeros;
+    n_all += n;
+    if (o->log)
+      fprintf(o->log, "  pruned %s (%s) '%s': %.2f%% zeros (%lld of %lld)\n", ev->nodes[k].name,
+              gpuc_op_name(&ev->nodes[k]), ev->values[v].name, 100.0 * (double)zeros / (double)(n ? n : 1),
+              (long long)zeros, (long long)n);
+  }
+  if (o->log)
+    fprintf(o->log, "pruned %d layers (%s) before step %lld: %.2f%% of their %lld weights are zero; the masks "
+            "stay fixed\n", layers, o->prune_kind == GPUC_PRUNE_24 ? "2:4" : "l1", (long long)step + 1,
+            100.0 * (double)zeros_all / (double)(n_all ? n_all : 1), (long long)n_all);
+  if (!layers)
+    return gpuc_err_set(e, "%s: --prune: no %s reads a parameter as its weight", t->g->path,
+                        o->prune_kind == GPUC_PRUNE_24 ? "Linear layer (MatMul/Gemm with a 2-D B, K a multiple of 4)"
+                                                       : "Conv or Linear layer");
+  t->pruned = true;
+  return t->gpu ? gpu_set_masks(t, e) : 0;
 }
 
 static int loop_init(Trainer *t, const Dataset *d, const TrainOptions *o, Loop *l, GpucErr *e) {
@@ -534,6 +601,9 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
       double lr = gpuc_lr_at(o->sched, o->lr, st.step, total, spe, o->warmup, o->step_size), loss = 0;
       bool log_now = o->log && o->log_every > 0 && (s + 1) % o->log_every == 0;
       t->step = st.step;
+      if (o->prune_kind && !t->pruned && st.step >= o->prune_after &&
+          ((t->gpu && gpu_end_epoch(t, e)) || prune_params(t, o, st.step, e)))
+        goto done;
       if (t->gpu ? gpu_step(t, train, o, l.perm, s * K, ep, lr, e)
                  : train_step(t, train, o, &l, s * K, st.step, lr, &loss, e)) {
         gpuc_err_prefix(e, "training");
@@ -583,6 +653,9 @@ int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, cons
       if (o->log) fprintf(o->log, "checkpoint %s/checkpoint.bin (epoch %d)\n", o->checkpoint_dir, ep);
     }
   }
+  if (o->prune_kind && !t->pruned && o->log)
+    fprintf(o->log, "note: --prune-after %lld: training ended after step %lld, nothing was pruned\n",
+            (long long)o->prune_after, (long long)st.step);
   /* a resumed run with nothing left to do still reports the accuracy */
   if (test && st.epoch >= o->epochs && r->steps == 0 && gpuc_trainer_evaluate(t, test, &r->test_accuracy, e))
     goto done;

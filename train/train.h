@@ -66,6 +66,10 @@ typedef struct TrainOptions {
   int nfreeze;
   int augment;                  /* GPUC_AUG_* bits: images [C,H,W] only */
   int crop_pad;                 /* GPUC_AUG_CROP: pixels of zero padding around the random crop */
+  int prune_kind;               /* GPUC_PRUNE_* (passes.h): prune the Conv/Linear weights once, */
+  double prune_fraction;        /*   (l1: this fraction of each) */
+  int64_t prune_after;          /*   before optimizer step prune_after + 1 (0: at the start), then
+                                     keep each pruned weight's zeros through every update */
 } TrainOptions;
 enum { GPUC_AUG_FLIP = 1, GPUC_AUG_CROP = 2 };
 
@@ -84,18 +88,21 @@ Trainer *gpuc_trainer_new(const char *model_path, int64_t batch, GpucErr *e);
 void gpuc_trainer_free(Trainer *t);
 /* Train on the GPU from here on (train/train_gpu.c): the training graph
  * compiled for sm_<sm> (0: the present GPU), with amp as half storage and
- * compute with fp32 master weights and a dynamic loss scale. The device
+ * compute with fp32 master weights and a dynamic loss scale (with bf16:
+ * bfloat16 storage, no loss scale). The device
  * bytes a step needs (both plans, optimizer state for the optimizer and
  * accum given, masters, batches) are counted before anything is allocated:
  * above mem_limit (> 0) it returns GPUC_TRAIN_TOO_BIG with the account in
  * the message. Compile and count need no GPU; the rest does. */
 typedef struct TrainGpuOptions {
   bool amp;
+  bool bf16;                    /* with amp: bf16 half copies and no loss scale (--amp bf16) */
   int sm;
   int level;                    /* >= 2: elementwise fusion of the training graph */
   int64_t mem_limit;
   bool adamw;                   /* two state tensors per parameter, else one */
   int accum;
+  bool prune;                   /* --prune: a mask per parameter (counted for every one) */
 } TrainGpuOptions;
 #define GPUC_TRAIN_TOO_BIG (-2)
 int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucErr *e);
@@ -107,6 +114,13 @@ int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucEr
 const Graph *gpuc_trainer_graph(const Trainer *t);
 int gpuc_trainer_fit(Trainer *t, const Dataset *train, const Dataset *test, const TrainOptions *o,
                      TrainResult *r, GpucErr *e);
+/* Scoring a classifier's output, shared by the trainer's test accuracy and
+ * gpuc eval: logits y [n, classes] (any float dtype) against labels (each
+ * in [0, classes): the caller checks); adds the argmax hits to *correct
+ * and, when loss_sum is not NULL, the summed softmax cross-entropy
+ * (computed in double) to *loss_sum. */
+void gpuc_score_logits(const Tensor *y, const int64_t *labels, int64_t n, int64_t classes, int64_t *correct,
+                       double *loss_sum);
 /* Accuracy (argmax of the model's output) on d with the current weights. */
 int gpuc_trainer_evaluate(Trainer *t, const Dataset *d, double *accuracy, GpucErr *e);
 /* The model's output [n, classes] on n images x (n * the per-image size)

@@ -15,6 +15,9 @@
  *   - training-mode Dropout's counter (train/dropout.c): 16 bytes after
  *     the labels in the pinned and staging buffers, moved into the plan's
  *     counter input with them, so each replay draws that step's masks;
+ *   - --amp bf16: the same half copies in bfloat16, and no loss scale (bf16
+ *     has fp32's range: gradients neither underflow nor overflow where
+ *     fp32's would not), so no skipped steps;
  *   - the loss scale (--amp): device scalars, written into the backward's
  *     seed (d loss / d loss) before each micro-batch; the non-finite check,
  *     the skip and the scale update are kernels, so no step waits for the
@@ -39,7 +42,8 @@
 
 struct TrainGpu {
   GpucSession *s, *ev;
-  bool amp;
+  bool amp;                       /* fp16 AMP: the dynamic loss scale and skipped steps */
+  GpucDType half;                 /* the half copies' dtype (F16, BF16), or UNDEF without --amp */
   CUmodule mod;
   CUfunction f_acc, f_check, f_sgd, f_adamw, f_scale, f_loss, f_seed;
   CUstream main, copy;
@@ -108,17 +112,21 @@ static CUdeviceptr tensor_ptr(GpucSession *s, const char *name, GpucDType dt) {
 }
 
 /* The half twin passes/fp16.c gives a converted constant: "<name>.<dtype>". */
-static CUdeviceptr half_twin(GpucSession *s, const char *name) {
+static CUdeviceptr half_twin(const TrainGpu *G, const char *name) {
+  if (G->half == GPUC_DT_UNDEF) return 0;
   char n16[1100];
-  snprintf(n16, sizeof n16, "%s.%s", name, gpuc_dtype_name(GPUC_DT_F16));
-  return tensor_ptr(s, n16, GPUC_DT_F16);
+  snprintf(n16, sizeof n16, "%s.%s", name, gpuc_dtype_name(G->half));
+  return tensor_ptr(G->s, n16, G->half);
 }
 
-static Plan *compile_plan(const Graph *g, int sm, bool fp16, const char *what, FILE *log, GpucErr *e) {
-  CodegenOptions co = {.sm = sm, .fp16 = fp16, .level = 0};
+static Plan *compile_plan(const Graph *g, int sm, GpucDType half, const char *what, FILE *log, GpucErr *e) {
+  CodegenOptions co = {.sm = sm, .fp16 = half == GPUC_DT_F16, .bf16 = half == GPUC_DT_BF16, .level = 0};
   CompileStats st = {0};
   Plan *p = NULL;
   if (gpuc_codegen(g, &co, &p, &st, e)) return NULL;
+  /* the trainer rewrites these plans' weights; a GEMM on sparse tensor
+   * cores would keep computing with the copy compressed at load */
+  for (uint32_t i = 0; i < p->ngemms; i++) p->gemms[i].flags &= ~(uint32_t)PLAN_GEMM_F_SPARSE24;
   if (log)
     fprintf(log, "%s plan: %d kernels, %d GEMMs, %d convolutions, arena %.1f MB, weights %.1f MB, "
             "NVRTC %.2f s\n", what, st.kernels, st.gemms, st.convs, (double)st.arena_bytes / 1e6,
@@ -138,7 +146,7 @@ static uint64_t trainer_bytes(const Trainer *t, const Plan *p, const TrainGpuOpt
   for (int i = 0; i < t->np; i++) {
     const Value *v = &t->g->values[t->param[i]];
     uint64_t n = (uint64_t)gpuc_numel(&v->t) * sizeof(float);
-    b += n * (o->adamw ? 2 : 1) + (o->accum > 1 ? n : 0);
+    b += n * (o->adamw ? 2 : 1) + (o->accum > 1 ? n : 0) + (o->prune ? n : 0);
     bool f32 = false;
     for (uint32_t k = 0; k < p->ntensors && !f32; k++)
       f32 = p->tensors[k].dt == GPUC_DT_F32 && !strcmp(gpuc_plan_str(p, p->tensors[k].name), v->name);
@@ -150,7 +158,7 @@ static uint64_t trainer_bytes(const Trainer *t, const Plan *p, const TrainGpuOpt
 static int load_kernels(TrainGpu *G, int sm, GpucErr *e) {
   char *ptx = NULL;
   size_t ptx_size = 0;
-  if (gpuc_nvrtc_compile(gpuc_optim_kernels_src(), sm, &ptx, &ptx_size, NULL, NULL, e)) {
+  if (gpuc_nvrtc_compile(gpuc_optim_kernels_src(G->half == GPUC_DT_BF16), sm, &ptx, &ptx_size, NULL, NULL, e)) {
     gpuc_err_prefix(e, "the GPU trainer's optimizer kernels");
     return -1;
   }
@@ -177,17 +185,21 @@ static const char *seed_name(const Graph *g) {
 int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucErr *e) {
   int sm = o->sm;
   if (sm <= 0 && (sm = gpuc_gpu_sm(e)) < 0) return -1;
-  bool amp = o->amp;
+  bool amp = o->amp && !o->bf16; /* loss-scaled */
+  GpucDType half = !o->amp ? GPUC_DT_UNDEF : o->bf16 ? GPUC_DT_BF16 : GPUC_DT_F16;
   Graph *g = t->g;
   const char *seed = seed_name(g);
   if (!seed) return gpuc_err_set(e, "%s: the training graph has no loss gradient", g->path);
-  if (amp) {
-    /* half storage with fp32 islands, as inference --fp16; the parameters'
-     * own values stay (fp32, the host copies), their half twins are new */
+  if (half != GPUC_DT_UNDEF) {
+    /* half storage with fp32 islands, as inference --fp16 / --bf16; the
+     * parameters' own values stay (fp32, the host copies), their half
+     * twins are new */
     PassOptions po;
     gpuc_pass_options_default(&po, 0);
-    po.fp16 = true;
-    if (pass_fp16(g, &po, e) < 0 || gpuc_graph_verify(g, e)) return gpuc_err_prefix(e, "--amp"), -1;
+    po.fp16 = half == GPUC_DT_F16;
+    po.bf16 = half == GPUC_DT_BF16;
+    if (pass_fp16(g, &po, e) < 0 || gpuc_graph_verify(g, e))
+      return gpuc_err_prefix(e, o->bf16 ? "--amp bf16" : "--amp"), -1;
   }
   if (o->level >= 2) { /* elementwise chains of the backward (Relu's Greater-Where...) into one kernel */
     PassOptions po;
@@ -195,7 +207,8 @@ int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucEr
     po.training = true;
     if (pass_fuse_elementwise(g, &po, e) < 0 || gpuc_graph_verify(g, e)) return -1;
   }
-  Plan *tp = compile_plan(g, sm, amp, amp ? "training (amp)" : "training", log, e), *ep = NULL;
+  Plan *tp = compile_plan(g, sm, half, amp ? "training (amp)" : o->amp ? "training (amp bf16)" : "training", log, e),
+       *ep = NULL;
   if (!tp) return -1;
   {
     GpucShapeBind b = {.name = t->eval->values[t->eval->inputs[0]].name, .rank = t->in_rank};
@@ -210,7 +223,7 @@ int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucEr
       ok = !gpuc_dropout_eval_mode(eg, e) && !gpuc_graph_infer(eg, e) &&
            !gpuc_graph_bind_shape(eg, b.name, b.rank, b.dims, e) && !gpuc_graph_infer(eg, e);
     }
-    if (ok) ep = compile_plan(eg, sm, false, "evaluation", log, e);
+    if (ok) ep = compile_plan(eg, sm, GPUC_DT_UNDEF, "evaluation", log, e);
     gpuc_graph_free(eg);
     if (!ep) { gpuc_plan_free(tp); return -1; }
   }
@@ -244,6 +257,7 @@ int gpuc_trainer_use_gpu(Trainer *t, const TrainGpuOptions *o, FILE *log, GpucEr
   TrainGpu *G = calloc(1, sizeof *G);
   if (!G) { gpuc_plan_free(tp); gpuc_plan_free(ep); return gpuc_err_set(e, "out of memory"); }
   G->amp = amp;
+  G->half = half;
   G->s = gpuc_session_create_plan(tp, "the training plan", 0, e);
   G->ev = G->s ? gpuc_session_create_plan(ep, "the evaluation plan", 0, e) : (gpuc_plan_free(ep), NULL);
   if (!G->s || !G->ev) goto fail;
@@ -301,13 +315,14 @@ static bool is_frozen(const char *name, const TrainOptions *o) {
   return false;
 }
 
-/* host f32 data -> the fp32 location and the half twin of one parameter */
-static int upload_param(const float *h, int64_t n, CUdeviceptr p, CUdeviceptr p16, GpucErr *e) {
+/* host f32 data -> the fp32 location and the half twin (f16 or bf16) of
+ * one parameter */
+static int upload_param(const float *h, int64_t n, CUdeviceptr p, CUdeviceptr p16, GpucDType half, GpucErr *e) {
   if (p) CU(cu.cuMemcpyHtoD(p, h, sizeof(float) * (size_t)n));
   if (p16) {
     uint16_t *b = malloc(sizeof(uint16_t) * (size_t)n + 2);
     if (!b) return gpuc_err_set(e, "out of memory");
-    for (int64_t i = 0; i < n; i++) b[i] = gpuc_f32_to_f16(h[i]);
+    for (int64_t i = 0; i < n; i++) b[i] = half == GPUC_DT_BF16 ? gpuc_f32_to_bf16(h[i]) : gpuc_f32_to_f16(h[i]);
     CUresult r = cu.cuMemcpyHtoD(p16, b, sizeof(uint16_t) * (size_t)n);
     free(b);
     if (r != CUDA_SUCCESS) return gpuc_cu_fail(e, r, "cuMemcpyHtoD", __FILE__, __LINE__);
@@ -357,10 +372,10 @@ int gpu_begin(Trainer *t, const TrainOptions *o, const TrainState *st, GpucErr *
   for (int i = 0; i < t->np; i++) {
     const Value *v = &g->values[t->param[i]];
     int64_t n = gpuc_numel(&v->t);
-    CUdeviceptr p = tensor_ptr(G->s, v->name, GPUC_DT_F32), p16 = half_twin(G->s, v->name);
+    CUdeviceptr p = tensor_ptr(G->s, v->name, GPUC_DT_F32), p16 = half_twin(G, v->name);
     bool frozen = is_frozen(v->name, o);
     if (!frozen && !p && p16 && dev_alloc(G, &p, sizeof(float) * (size_t)n, e)) return -1; /* master */
-    if (upload_param(v->t.data, n, p, p16, e)) return -1;
+    if (upload_param(v->t.data, n, p, p16, G->half, e)) return -1;
     if (frozen || n == 0) continue;
     CUdeviceptr gr = tensor_ptr(G->s, g->values[g->outputs[1 + i]].name, GPUC_DT_F32);
     if (!p || !gr)
@@ -508,6 +523,35 @@ int gpu_end_epoch(Trainer *t, GpucErr *e) {
   }
   for (int j = 0; j < t->nbuf; j++)
     CU(cu.cuMemcpyDtoH(g->values[t->param[t->np + j]].t.data, G->bn_dst[j], G->bn_bytes[j]));
+  G->eval_stale = true;
+  return 0;
+}
+
+int gpu_set_masks(Trainer *t, GpucErr *e) {
+  TrainGpu *G = t->gpu;
+  CU(cu.cuStreamSynchronize(G->main));
+  for (int k = 0; k < G->nt; k++) {
+    OptTensor *x = &G->tab[k];
+    int i = G->tab_param[k];
+    if (!t->mask[i]) continue;
+    size_t bytes = sizeof(float) * (size_t)x->n;
+    CUdeviceptr m = x->mask;
+    if (!m && dev_alloc(G, &m, bytes, e)) return -1;
+    CU(cu.cuMemcpyHtoD(m, t->mask[i], bytes));
+    x->mask = m;
+    const Value *v = &t->g->values[t->param[i]];
+    if (upload_param(v->t.data, x->n, x->p, x->p16, G->half, e)) return -1;
+  }
+  /* frozen parameters are not in the table but were pruned too */
+  for (int i = 0; i < t->np; i++) {
+    bool in_tab = false;
+    for (int k = 0; k < G->nt; k++) in_tab |= G->tab_param[k] == i;
+    if (in_tab || !t->mask[i]) continue;
+    const Value *v = &t->g->values[t->param[i]];
+    if (upload_param(v->t.data, gpuc_numel(&v->t), tensor_ptr(G->s, v->name, GPUC_DT_F32), half_twin(G, v->name), G->half, e))
+      return -1;
+  }
+  if (G->nt) CU(cu.cuMemcpyHtoD(G->d_tab, G->tab, sizeof(OptTensor) * (size_t)G->nt));
   G->eval_stale = true;
   return 0;
 }

@@ -21,6 +21,8 @@ struct Trainer {
   TrainGpu *gpu;                /* NULL: the CPU reference runs the steps */
   bool counter;                 /* training-mode Dropout: g's input 2 is the counter (train/dropout.c) */
   int64_t step;                 /* optimizer steps done before the running one */
+  float **mask;                 /* --prune: per parameter 1/0 per element (0: pruned), NULL: not pruned */
+  bool pruned;                  /* the masks are set */
 };
 
 /* ---- training-mode Dropout (train/dropout.c) ----
@@ -60,5 +62,8 @@ int gpu_loss(Trainer *t, double *mean_loss, double *loss_scale, int64_t *skipped
 int gpu_end_epoch(Trainer *t, GpucErr *e);
 int gpu_amp_state(Trainer *t, TrainState *st, GpucErr *e);
 int gpu_logits(Trainer *t, const float *x, int64_t n, Tensor **logits, GpucErr *e);
+/* --prune: the host parameters (just pruned) and t->mask onto the device;
+ * from then on the optimizer kernels multiply each update by its mask. */
+int gpu_set_masks(Trainer *t, GpucErr *e);
 void gpu_free(TrainGpu *g);
 #endif

@@ -167,6 +167,7 @@ static int time_gemm(GpucSession *s, uint32_t i, const cublasLtMatmulAlgo_t *alg
 
 static int tune_gemm(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], GpucTuneStats *ts, GpucErr *e) {
   PlanGemm *g = &s->plan->gemms[i];
+  if (s->gemms[i].sparse) return 0; /* cuSPARSELt runs it: cuBLASLt's candidates do not apply */
   char key[1024];
   gemm_key(s, g, key, sizeof key);
   cublasLtMatmulHeuristicResult_t res[GPUC_GEMM_TUNE_MAX];

@@ -55,6 +55,7 @@ static double step_peak(const Plan *p, uint32_t i, const GpucPeaks *pk) {
   uint32_t dt = s->kind == PLAN_STEP_GEMM ? p->gemms[s->index].dt
               : s->kind == PLAN_STEP_CONV ? p->convs[s->index].dt
               : tensor ? GPUC_DT_F16 : GPUC_DT_F32;
+  if (dt == GPUC_DT_I8) return 2 * pk->fp16_tflops; /* int8 GEMMs: dense IMMA runs at twice the FP16 rate */
   if (dt == GPUC_DT_F16 || dt == GPUC_DT_BF16) return pk->fp16_tflops;
   if (dt == GPUC_DT_F64) return pk->fp64_tflops;
   return pk->fp32_tflops;
@@ -115,7 +116,11 @@ void gpuc_profile_print(FILE *f, const Plan *p, const double *ms, const GpucPeak
     GpucProfileRow r;
     gpuc_profile_row(p, i, ms, pk, &r);
     fprintf(f, "  %-5u %-10s %9.4f %5.1f%% %9.3f %9.4f %8.1f %8.3f",
-            i, st->kind == PLAN_STEP_KERNEL ? "kernel" : st->kind == PLAN_STEP_GEMM ? "cublasLt" : "cudnn",
+            i, st->kind == PLAN_STEP_KERNEL ? "kernel"
+               : st->kind != PLAN_STEP_GEMM ? "cudnn"
+               : (p->gemms[st->index].flags & PLAN_GEMM_F_SPARSE24) ? "gemm2:4"
+               : p->gemms[st->index].compute == PLAN_GEMM_COMPUTE_I32 ? "lt-int8"
+               : "cublasLt",
             r.ms, 100 * r.share, r.mb, r.gflop, r.gbs, r.tflops);
     pct(f, 7, r.bw_frac);
     pct(f, 8, r.flop_frac);

@@ -1,5 +1,6 @@
 /* Plan execution on the GPU with the CUDA driver API, cuBLASLt and cuDNN. */
 #include "session_internal.h"
+#include "sparse_gemm.h"
 #include <math.h>
 #include <errno.h>
 #include <stdio.h>
@@ -28,14 +29,21 @@ static cudaDataType_t cuda_type(uint32_t dt) {
   case GPUC_DT_F16: return CUDA_R_16F;
   case GPUC_DT_BF16: return CUDA_R_16BF;
   case GPUC_DT_F64: return CUDA_R_64F;
+  case GPUC_DT_I8: return CUDA_R_8I;
+  case GPUC_DT_I32: return CUDA_R_32I;
   default: return CUDA_R_32F;
   }
 }
 
+/* An int8 GEMM (PLAN_GEMM_COMPUTE_I32) is i8 x i8 -> i32 with int32 alpha
+ * and beta, in the "TN" order the reader checked (plan.h): cuBLASLt's A is
+ * our B stored [N,K] (transposed), its B our A [M,K]; its IMMA kernels
+ * then run on the regular (not COL32) layouts. */
 static int setup_gemm(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr *e) {
-  cudaDataType_t t = cuda_type(g->dt);
-  cublasComputeType_t ct = g->dt == GPUC_DT_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
-  cudaDataType_t scale = g->dt == GPUC_DT_F64 ? CUDA_R_64F : CUDA_R_32F;
+  bool i8 = g->compute == PLAN_GEMM_COMPUTE_I32;
+  cudaDataType_t t = cuda_type(g->dt), ta = cuda_type(g->a_dt), tb = cuda_type(g->b_dt), ty = cuda_type(g->y_dt);
+  cublasComputeType_t ct = i8 ? CUBLAS_COMPUTE_32I : g->dt == GPUC_DT_F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  cudaDataType_t scale = i8 ? CUDA_R_32I : g->dt == GPUC_DT_F64 ? CUDA_R_64F : CUDA_R_32F;
   CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescCreate(&st->op, ct, scale));
   /* Row-major Y = op(A) op(B) is column-major Y^T = op(B)^T op(A)^T: cuBLASLt's
    * "A" is our B and its "B" is our A. */
@@ -44,16 +52,16 @@ static int setup_gemm(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr 
   CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
   CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
   uint64_t ar = g->trans_b ? (uint64_t)g->k : (uint64_t)g->n, ac = g->trans_b ? (uint64_t)g->n : (uint64_t)g->k;
-  bool ta = GPUC_GEMM_TRANS_A(g->trans_a);
-  uint64_t br = ta ? (uint64_t)g->m : (uint64_t)g->k, bc = ta ? (uint64_t)g->k : (uint64_t)g->m;
-  CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->la, t, ar, ac, g->ldb));
-  CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->lb, t, br, bc, g->lda));
-  CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->ld, t, (uint64_t)g->n, (uint64_t)g->m, g->ldy));
+  bool trans_a = GPUC_GEMM_TRANS_A(g->trans_a);
+  uint64_t br = trans_a ? (uint64_t)g->m : (uint64_t)g->k, bc = trans_a ? (uint64_t)g->k : (uint64_t)g->m;
+  CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->la, tb, ar, ac, g->ldb));
+  CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->lb, ta, br, bc, g->lda));
+  CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->ld, ty, (uint64_t)g->n, (uint64_t)g->m, g->ldy));
   st->bias_epilogue = g->c != UINT32_MAX && g->ldc == 0;
   if (g->c != UINT32_MAX && !st->bias_epilogue)
     CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->lc, t, (uint64_t)g->n, (uint64_t)g->m, g->ldc));
   else
-    CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->lc, t, (uint64_t)g->n, (uint64_t)g->m, g->ldy));
+    CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->lc, ty, (uint64_t)g->n, (uint64_t)g->m, g->ldy));
   if (g->batch > 1) {
     int32_t bc32 = (int32_t)g->batch;
     int64_t sa = g->stride_b, sb = g->stride_a, sc = st->bias_epilogue || g->c == UINT32_MAX ? g->stride_y : g->stride_c,
@@ -178,7 +186,10 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
     xs[nd - 1] = ys[nd - 1] = 1;
     for (int i = nd - 2; i >= 0; i--) { xs[i] = xs[i + 1] * xd[i + 1]; ys[i] = ys[i + 1] * yd[i + 1]; }
   }
-  cudnnDataType_t t = c->dt == GPUC_DT_F16 ? CUDNN_DATA_HALF : c->dt == GPUC_DT_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  cudnnDataType_t t = c->dt == GPUC_DT_F16    ? CUDNN_DATA_HALF
+                      : c->dt == GPUC_DT_BF16 ? CUDNN_DATA_BFLOAT16
+                      : c->dt == GPUC_DT_F64  ? CUDNN_DATA_DOUBLE
+                                              : CUDNN_DATA_FLOAT;
   CUDNN_TRY(e, cudnn.cudnnCreateTensorDescriptor(&st->x));
   CUDNN_TRY(e, cudnn.cudnnCreateTensorDescriptor(&st->y));
   CUDNN_TRY(e, cudnn.cudnnCreateFilterDescriptor(&st->w));
@@ -192,8 +203,10 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
   CUDNN_TRY(e, cudnn.cudnnSetConvolutionNdDescriptor(st->conv, (int)c->nspatial, pads, strides, dil,
                                                      CUDNN_CROSS_CORRELATION, acc));
   CUDNN_TRY(e, cudnn.cudnnSetConvolutionGroupCount(st->conv, (int)c->groups));
-  /* fp32 stays fp32 (no TF32) so results match the reference to 1e-4 */
-  CUDNN_TRY(e, cudnn.cudnnSetConvolutionMathType(st->conv, c->dt == GPUC_DT_F16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  /* fp32 stays fp32 (no TF32) so results match the reference to 1e-4;
+   * fp16 and bf16 run on tensor cores, accumulating in fp32 */
+  bool half = c->dt == GPUC_DT_F16 || c->dt == GPUC_DT_BF16;
+  CUDNN_TRY(e, cudnn.cudnnSetConvolutionMathType(st->conv, half ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   if (c->mode != PLAN_CONV_FWD) return setup_conv_backward(s, c, st, e);
   /* the heuristic sees the NHWC descriptors: half NHWC is where its
    * tensor-core implicit-GEMM kernels run without internal transposes */
@@ -240,6 +253,34 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
   /* the workspace is runtime memory: grow it to what this GPU's algorithms
    * need (cuDNN's needs are only known with the device present) */
   if (need > s->workspace_bytes) s->workspace_bytes = need;
+  return 0;
+}
+
+/* The plan's 2:4 GEMMs on sparse tensor cores where cuSPARSELt and this
+ * GPU run them (GPUC_SPARSE=0 keeps them dense, to compare); the rest stay
+ * the dense cuBLASLt GEMMs setup_gemm made, and a note says why. */
+static int setup_sparse_gemms(GpucSession *s, GpucErr *e) {
+  const Plan *p = s->plan;
+  const char *env = getenv("GPUC_SPARSE");
+  for (uint32_t i = 0; i < p->ngemms; i++) {
+    if (!(p->gemms[i].flags & PLAN_GEMM_F_SPARSE24)) continue;
+    const PlanGemm *g = &p->gemms[i];
+    char why[256] = "GPUC_SPARSE=0";
+    size_t ws = 0;
+    int rc = env && !strcmp(env, "0") ? 1
+           : gpuc_sparse_gemm_setup(g, s->tptr[g->a], s->tptr[g->b], g->c != UINT32_MAX ? s->tptr[g->c] : 0,
+                                    s->tptr[g->y], s->stream, &s->gemms[i].sparse, &ws, why, sizeof why, e);
+    if (rc < 0) return -1;
+    if (rc == 0) {
+      s->gemms_sparse++;
+      if (ws > s->workspace_bytes) s->workspace_bytes = ws;
+    } else if (s->gemms_sparse_dense++ == 0) {
+      snprintf(s->sparse_why, sizeof s->sparse_why, "%s", why);
+    }
+  }
+  if (s->gemms_sparse_dense)
+    fprintf(stderr, "gpuc: note: %d of %d 2:4 GEMMs run dense on this GPU: %s\n", s->gemms_sparse_dense,
+            s->gemms_sparse + s->gemms_sparse_dense, s->sparse_why);
   return 0;
 }
 
@@ -304,6 +345,7 @@ GpucSession *gpuc_session_create_plan(Plan *p, const char *plan_path, int device
     if (cublaslt.cublasLtCreate(&s->lt) != CUBLAS_STATUS_SUCCESS) { gpuc_err_set(e, "cublasLtCreate failed"); goto fail; }
     for (uint32_t i = 0; i < p->ngemms; i++)
       if (setup_gemm(s, &p->gemms[i], &s->gemms[i], e)) goto fail;
+    if (setup_sparse_gemms(s, e)) goto fail;
   }
   if (p->nconvs) {
     if (gpuc_load_cudnn(e)) goto fail;
@@ -329,6 +371,7 @@ void gpuc_session_free(GpucSession *s) {
     if (s->plan && s->gemms)
       for (uint32_t i = 0; i < s->plan->ngemms; i++) {
         GemmState *g = &s->gemms[i];
+        gpuc_sparse_gemm_free(g->sparse);
         if (g->op) cublaslt.cublasLtMatmulDescDestroy(g->op);
         if (g->la) cublaslt.cublasLtMatrixLayoutDestroy(g->la);
         if (g->lb) cublaslt.cublasLtMatrixLayoutDestroy(g->lb);
@@ -418,14 +461,18 @@ int gpuc_gemm_run(GpucSession *s, uint32_t i, const cublasLtMatmulAlgo_t *algo, 
   const Plan *p = s->plan;
   const PlanGemm *g = &p->gemms[i];
   GemmState *gs = &s->gemms[i];
+  if (gs->sparse) return gpuc_sparse_gemm_run(gs->sparse, s->workspace, s->stream, e);
   float alpha = g->alpha, beta = gs->bias_epilogue || g->c == UINT32_MAX ? 0.0f : g->beta;
   double alpha64 = g->alpha, beta64 = beta;
-  bool f64 = g->dt == GPUC_DT_F64;
+  int32_t alpha32 = 1, beta32 = 0; /* int8 GEMMs: the reader allows only these */
+  bool f64 = g->dt == GPUC_DT_F64, i8 = g->compute == PLAN_GEMM_COMPUTE_I32;
+  void *pa = f64 ? (void *)&alpha64 : i8 ? (void *)&alpha32 : (void *)&alpha;
+  void *pb = f64 ? (void *)&beta64 : i8 ? (void *)&beta32 : (void *)&beta;
   void *C = (void *)(uintptr_t)(g->c != UINT32_MAX && !gs->bias_epilogue ? s->tptr[g->c] : s->tptr[g->y]);
-  CUBLAS_TRY(e, cublaslt.cublasLtMatmul(s->lt, gs->op, f64 ? (void *)&alpha64 : (void *)&alpha,
+  CUBLAS_TRY(e, cublaslt.cublasLtMatmul(s->lt, gs->op, pa,
                                         (void *)(uintptr_t)s->tptr[g->b], gs->la,
                                         (void *)(uintptr_t)s->tptr[g->a], gs->lb,
-                                        f64 ? (void *)&beta64 : (void *)&beta, C, gs->lc,
+                                        pb, C, gs->lc,
                                         (void *)(uintptr_t)s->tptr[g->y], gs->ld, algo,
                                         (void *)(uintptr_t)s->workspace, p->meta.workspace_bytes,
                                         (cudaStream_t)s->stream));

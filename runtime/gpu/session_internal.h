@@ -11,6 +11,7 @@ typedef struct GemmState {
   cublasLtMatrixLayout_t la, lb, lc, ld;
   cublasLtMatmulAlgo_t algo;
   bool bias_epilogue;
+  struct SparseGemm *sparse;     /* PLAN_GEMM_F_SPARSE24 on sparse tensor cores (sparse_gemm.c), or NULL: dense */
 } GemmState;
 
 typedef struct ConvState {
@@ -43,6 +44,8 @@ struct GpucSession {
                                     (GPUC_WORKSPACE_LIMIT, a diagnostic, overrides) */
   int sm;
   char devname[128];
+  int gemms_sparse, gemms_sparse_dense; /* 2:4 GEMMs on sparse tensor cores / run dense here */
+  char sparse_why[256];          /* why the first of the latter runs dense */
 };
 
 /* cuBLASLt's heuristic results for GEMM state st (up to max, the workspace

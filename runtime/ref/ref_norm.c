@@ -170,6 +170,60 @@ int ref_LayerNormalization(OpCtx *c) {
   return 0;
 }
 
+/* RMSNormalization: X as [outer, inner], y = x / sqrt(mean(x^2) + eps) *
+ * scale (broadcast over the inner shape). */
+int ref_RMSNormalization(OpCtx *c) {
+  const Tensor *x = c->in[0], *scale = c->in[1];
+  Tensor *y = c->out[0];
+  int axis;
+  if (gpuc_norm_axis(c, gpuc_attr_i(c->n, "axis", -1), x->rank, &axis)) return -1;
+  double eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
+  int64_t outer = prod(x->dims, axis), inner = prod(x->dims + axis, x->rank - axis);
+  Tensor norm = {.dt = x->dt, .rank = x->rank - axis};
+  for (int d = axis; d < x->rank; d++) norm.dims[d - axis] = x->dims[d];
+  int64_t *smap = ref_bcast_map(scale, &norm);
+  if (!smap) return gpuc_op_fail(c, "out of host memory");
+  for (int64_t o = 0; o < outer; o++) {
+    int64_t base = o * inner;
+    double sq = 0;
+    for (int64_t j = 0; j < inner; j++) sq += ld(x, base + j) * ld(x, base + j);
+    double inv = 1 / sqrt((inner ? sq / (double)inner : 0) + eps);
+    for (int64_t j = 0; j < inner; j++) st(y, base + j, ld(x, base + j) * inv * gpuc_get_f64(scale, smap[j]));
+  }
+  free(smap);
+  return 0;
+}
+
+/* GroupNormalization: per (n, group) of C/G channels x S positions, the
+ * mean and variance; then scale and bias per channel (opset 21) or per
+ * group (18). */
+int ref_GroupNormalization(OpCtx *c) {
+  const Tensor *x = c->in[0];
+  Tensor *y = c->out[0];
+  int64_t G;
+  if (gpuc_group_norm_groups(c, &G)) return -1;
+  double eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
+  bool per_channel = c->g->opset >= 21;
+  if (gpuc_numel(x) == 0) return 0;
+  int64_t N = x->dims[0], C = x->dims[1], S = prod(x->dims + 2, x->rank - 2), L = C / G * S;
+  for (int64_t row = 0; row < N * G; row++) {
+    int64_t base = row * L, g = row % G;
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < L; j++) mean += ld(x, base + j);
+    mean = L ? mean / (double)L : 0;
+    for (int64_t j = 0; j < L; j++) {
+      double d = ld(x, base + j) - mean;
+      var += d * d;
+    }
+    double inv = 1 / sqrt((L ? var / (double)L : 0) + eps);
+    for (int64_t j = 0; j < L; j++) {
+      int64_t p = per_channel ? g * (C / G) + j / S : g;
+      st(y, base + j, (ld(x, base + j) - mean) * inv * gpuc_get_f64(c->in[1], p) + gpuc_get_f64(c->in[2], p));
+    }
+  }
+  return 0;
+}
+
 /* AddLayerNormalization: A + B (B repeated when it is one row) into a temporary of A's dtype (rounded as
  * the unfused Add's output would be), then ref_LayerNormalization on it. */
 int ref_AddLayerNormalization(OpCtx *c) {

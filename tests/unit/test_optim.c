@@ -66,30 +66,34 @@ static void test_schedules(void) {
   near("constant", gpuc_lr_at(GPUC_SCHED_CONSTANT, 0.4, 50, 100, 5, 4, 30), 0.4, 1e-12);
 }
 
-/* The GPU trainer's kernels compile for every target (running them needs
- * a GPU: tests/gpu/train_gpu.sh); each entry point is in the PTX. */
+/* The GPU trainer's kernels compile for every target, with fp16 and with
+ * bf16 half copies (--amp bf16) (running them needs a GPU:
+ * tests/gpu/train_gpu.sh); each entry point is in the PTX; the bf16
+ * variant rounds to bf16 (cvt.rn.bf16.f32) where the other does f16. */
 static void test_gpu_kernels_compile(void) {
   const int sms[] = {80, 89, 90, 120};
   const char *entries[] = {"gpuc_grad_acc", "gpuc_grad_check", "gpuc_sgd", "gpuc_adamw",
                            "gpuc_scale_update", "gpuc_loss_acc", "gpuc_seed"};
-  for (size_t k = 0; k < sizeof sms / sizeof *sms; k++) {
+  for (size_t k = 0; k < 2 * sizeof sms / sizeof *sms; k++) {
     GpucErr e = {0};
     char *ptx = NULL;
     size_t n = 0;
-    int rc = gpuc_nvrtc_compile(gpuc_optim_kernels_src(), sms[k], &ptx, &n, NULL, NULL, &e);
+    bool bf16 = k % 2;
+    int rc = gpuc_nvrtc_compile(gpuc_optim_kernels_src(bf16), sms[k / 2], &ptx, &n, NULL, NULL, &e);
     if (rc && strstr(e.msg, "not found")) { printf("skip: NVRTC not installed (%s)\n", e.msg); return; }
     char what[64];
-    snprintf(what, sizeof what, "optimizer kernels compile for sm_%d", sms[k]);
+    snprintf(what, sizeof what, "optimizer kernels (%s) compile for sm_%d", bf16 ? "bf16" : "fp16", sms[k / 2]);
     CHECK(rc == 0 && ptx && n > 0, "%s: %s", what, e.msg);
+    if (ptx) CHECK(strstr(ptx, bf16 ? "cvt.rn.bf16.f32" : "cvt.rn.f16.f32") != NULL, "%s: no rounding to half", what);
     for (size_t i = 0; ptx && i < sizeof entries / sizeof *entries; i++) {
       char entry[96];
       snprintf(entry, sizeof entry, ".entry %s(", entries[i]);
-      CHECK(strstr(ptx, entry) != NULL, "sm_%d PTX has %s", sms[k], entries[i]);
+      CHECK(strstr(ptx, entry) != NULL, "sm_%d PTX has %s", sms[k / 2], entries[i]);
     }
     free(ptx);
   }
-  /* the host table entry matches the CUDA struct: 6 pointers + i64 */
-  CHECK(sizeof(OptTensor) == 56, "OptTensor is %zu bytes", sizeof(OptTensor));
+  /* the host table entry matches the CUDA struct: 7 pointers (--prune's mask the last) + i64 */
+  CHECK(sizeof(OptTensor) == 64, "OptTensor is %zu bytes", sizeof(OptTensor));
 }
 
 int main(void) {

@@ -12,6 +12,7 @@
 #include "plan.h"
 #include "check.h"
 #include "compile_model.h"
+#include "sparse_gemm.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,25 @@ static void patch_section(unsigned char *c, size_t n, uint32_t id, int64_t delta
   memcpy(c, &h, sizeof h);
   h.checksum = gpuc_fnv1a64(c, n, GPUC_FNV_INIT);
   memcpy(c, &h, sizeof h);
+}
+
+/* Rewrites the GEMM section of plan image c as format 2/3 wrote it: each
+ * record cut to its first PLAN_GEMM_V3_SIZE bytes (the checksum is fixed
+ * by a later patch_section). */
+static void old_gemm_records(unsigned char *c) {
+  PlanHeader h;
+  memcpy(&h, c, sizeof h);
+  for (uint32_t i = 0; i < h.nsections; i++) {
+    PlanSection sec;
+    memcpy(&sec, c + sizeof h + i * sizeof sec, sizeof sec);
+    if (sec.id != PLAN_SEC_GEMMS) continue;
+    uint64_t n = sec.size / sizeof(PlanGemm);
+    for (uint64_t k = 0; k < n; k++)
+      memmove(c + sec.offset + k * PLAN_GEMM_V3_SIZE, c + sec.offset + k * sizeof(PlanGemm), PLAN_GEMM_V3_SIZE);
+    memset(c + sec.offset + n * PLAN_GEMM_V3_SIZE, 0, sec.size - n * PLAN_GEMM_V3_SIZE);
+    sec.size = n * PLAN_GEMM_V3_SIZE;
+    memcpy(c + sizeof h + i * sizeof sec, &sec, sizeof sec);
+  }
 }
 
 /* mlp.onnx at batch 4: fc1 = Gemm(image[4,784], W1[256,784]^T, b1[256]) ->
@@ -272,6 +292,89 @@ static void check_nhwc_plan(const char *model, const char *a, const char *b, con
   gpuc_plan_free(p);
 }
 
+/* mlp.onnx at batch 16 with --prune 2:4 --fp16: fc1 (Gemm, W1 [256,784]
+ * with transB, m 16 n 256 k 784) is a 2:4 GEMM, fc2 (n 10) is not. The
+ * flag survives write -> read -> write byte-exact and inspect names it; a
+ * format-3 header reads every GEMM dense; a flag on a GEMM that cannot be
+ * 2:4, an unknown flag bit, and a 2:4 weight with a third nonzero in a
+ * group are refused. */
+static void check_sparse24_plan(const char *mlp, const char *a, const char *b, const char *bad) {
+  GpucShapeBind bind = {.name = "image", .rank = 2, .dims = {16, 784}};
+  GpucErr e = {0};
+  Graph *g = gpuc_onnx_load(mlp, &bind, 1, &e);
+  CHECK(g != NULL, "load %s: %s", mlp, e.msg);
+  if (!g) return;
+  PassOptions po;
+  gpuc_pass_options_default(&po, 2);
+  po.fp16 = true;
+  po.prune_kind = GPUC_PRUNE_24;
+  Plan *p = NULL;
+  CodegenOptions co = {.sm = 90, .level = 2, .fp16 = true};
+  CompileStats st;
+  CHECK(gpuc_passes_run(g, &po, &e) == 0 && gpuc_codegen(g, &co, &p, &st, &e) == 0 && p, "2:4 compile: %s", e.msg);
+  gpuc_graph_free(g);
+  if (!p) return;
+  uint32_t sp = UINT32_MAX, dense = UINT32_MAX;
+  for (uint32_t i = 0; i < p->ngemms; i++) {
+    if (p->gemms[i].flags & PLAN_GEMM_F_SPARSE24) sp = i;
+    else dense = i;
+  }
+  CHECK(st.gemms_24 == 1 && sp != UINT32_MAX && dense != UINT32_MAX && p->gemms[sp].n == 256 &&
+            p->gemms[sp].k == 784 && p->gemms[sp].trans_b,
+        "mlp b16 2:4: fc1 sparse (%d sparse GEMMs)", st.gemms_24);
+  if (sp == UINT32_MAX || dense == UINT32_MAX) { gpuc_plan_free(p); return; }
+  CHECK(gpuc_plan_write(p, a, &e) == 0, "write: %s", e.msg);
+  Plan *q = gpuc_plan_read(a, &e);
+  bool same_flags = q && q->ngemms == p->ngemms;
+  for (uint32_t i = 0; same_flags && i < p->ngemms; i++) same_flags = q->gemms[i].flags == p->gemms[i].flags;
+  CHECK(same_flags, "GEMM flags survive the round trip: %s", e.msg);
+  if (q) {
+    CHECK(gpuc_plan_write(q, b, &e) == 0, "rewrite: %s", e.msg);
+    size_t na, nb;
+    unsigned char *ba = slurp(a, &na), *bb = slurp(b, &nb);
+    CHECK(ba && bb && na == nb && !memcmp(ba, bb, na), "2:4 plan: write -> read -> write is byte-exact");
+    char *txt = NULL;
+    size_t ntxt = 0;
+    FILE *f = open_memstream(&txt, &ntxt);
+    gpuc_plan_print(q, a, f);
+    fclose(f);
+    CHECK(txt && strstr(txt, "2:4 sparse gemm 16x256x784"), "inspect marks the 2:4 GEMM:\n%s", txt ? txt : "");
+    free(txt);
+    free(ba);
+    free(bb);
+    q->gemms[dense].flags = PLAN_GEMM_F_SPARSE24;
+    refuse_tune(q, bad, "marked 2:4 but is not a half GEMM", "2:4 flag on fc2 (n 10)");
+    q->gemms[dense].flags = 1u << 7;
+    refuse_tune(q, bad, "flags", "an unknown GEMM flag");
+    q->gemms[dense].flags = 0;
+    /* a third nonzero in the first group of fc1's weight [256,784] (K along rows) */
+    const PlanTensor *w = &q->tensors[q->gemms[sp].b];
+    uint16_t *wd = (uint16_t *)(q->weights + w->offset);
+    for (int j = 0; j < 4; j++) wd[j] = 0x3c00; /* 1.0 */
+    refuse_tune(q, bad, "more than 2 nonzeros", "a 2:4 GEMM whose weight is not 2:4");
+    gpuc_plan_free(q);
+  }
+  /* the cuSPARSELt path is built where its headers were found (CI: always,
+   * scripts/deps.sh fetches them); without a GPU or the library, setup
+   * declines (1) with a reason and the session would run the GEMM dense */
+  const char *lib = gpuc_sparse_gemm_library();
+#ifdef GPUC_HAVE_CUSPARSELT
+  CHECK(lib && *lib && !strstr(lib, "built without"), "cuSPARSELt path built: %s", lib);
+#else
+  CHECK(lib && strstr(lib, "built without"), "stub says why: %s", lib);
+#endif
+  SparseGemm *sg = NULL;
+  size_t ws = 1;
+  char why[256] = "";
+  GpucErr e2 = {0};
+  if (strncmp(lib, "cuSPARSELt ", 11)) { /* no library here (CI): declined, with the reason */
+    int rc = gpuc_sparse_gemm_setup(&p->gemms[sp], 0, 0, 0, 0, NULL, &sg, &ws, why, sizeof why, &e2);
+    CHECK(rc == 1 && !sg && ws == 0 && *why, "sparse setup without cuSPARSELt declines: rc %d '%s'", rc, why);
+  }
+  gpuc_sparse_gemm_free(sg);
+  gpuc_plan_free(p);
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) { fprintf(stderr, "usage: test_plan MODELS_DIR WORKDIR\n"); return 2; }
   char mlp[4096], cnn[4096], a[4096], b[4096], bad[4096];
@@ -314,6 +417,24 @@ int main(int argc, char **argv) {
       CHECK(gpuc_plan_write(q, tuned, &e) == 0, "write: %s", e.msg);
       expect_refused(tuned, "corrupt plan: gemm", "gemm algo_index past the candidates");
       q->gemms[0].algo_index = 0;
+      /* format 4's dtypes and compute type are checked against the tensors */
+      PlanGemm keep = q->gemms[0];
+      q->gemms[0].compute = 7;
+      CHECK(gpuc_plan_write(q, tuned, &e) == 0, "write: %s", e.msg);
+      expect_refused(tuned, "corrupt plan: gemm", "gemm of an unknown compute type");
+      q->gemms[0] = keep;
+      q->gemms[0].compute = PLAN_GEMM_COMPUTE_I32; /* f32 tensors in an int8 GEMM */
+      CHECK(gpuc_plan_write(q, tuned, &e) == 0, "write: %s", e.msg);
+      expect_refused(tuned, "corrupt plan: gemm", "int8 compute on f32 tensors");
+      q->gemms[0] = keep;
+      q->gemms[0].y_dt = GPUC_DT_F16;
+      CHECK(gpuc_plan_write(q, tuned, &e) == 0, "write: %s", e.msg);
+      expect_refused(tuned, "corrupt plan: gemm", "gemm output dtype unlike its tensor");
+      q->gemms[0] = keep;
+      q->gemms[0].flags = 1u << 31;
+      CHECK(gpuc_plan_write(q, tuned, &e) == 0, "write: %s", e.msg);
+      expect_refused(tuned, "corrupt plan: gemm", "gemm with unknown flags");
+      q->gemms[0] = keep;
       /* format 4: an epilogue activation after the bias row (fc1 has one) */
       uint32_t ta = q->gemms[0].trans_a;
       q->gemms[0].trans_a = GPUC_GEMM_TRANS_A_PACK(ta, GPUC_GEMM_EPI_GELU);
@@ -361,6 +482,7 @@ int main(int argc, char **argv) {
        * a format-2 header on a file with a TUNE section is refused */
       h.format_version = 2;
       memcpy(c, &h, sizeof h);
+      old_gemm_records(c);
       patch_section(c, na, PLAN_SEC_TUNE, 0, 0); /* (only fixes the checksum) */
       spit(bad, c, na);
       expect_refused(bad, "format 2 plan with a tune section", "format 2 with a tune section");
@@ -373,6 +495,10 @@ int main(int argc, char **argv) {
         bool fixed = r && r->ntune == r->nsteps;
         for (uint32_t i = 0; r && i < r->ntune; i++) fixed = fixed && r->tune[i].flags == 0 && r->tune[i].items == 0;
         CHECK(fixed, "a format 2 plan's steps are all fixed");
+        bool same = r && r->ngemms == p->ngemms;
+        for (uint32_t i = 0; same && i < r->ngemms; i++)
+          same = !memcmp(&r->gemms[i], &p->gemms[i], sizeof(PlanGemm));
+        CHECK(same, "a format 2 plan's GEMMs read as float GEMMs of their dtype");
         gpuc_plan_free(r);
       }
       h.format_version = GPUC_PLAN_FORMAT_VERSION;
@@ -418,6 +544,7 @@ int main(int argc, char **argv) {
   char rb[4096];
   snprintf(rb, sizeof rb, "%s/resnet_block.onnx", argv[1]);
   check_nhwc_plan(rb, a, b, bad);
+  check_sparse24_plan(mlp, a, b, bad);
 out:
   return check_summary();
 }

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One device call for the compression and layout checks (issues 11, 12):
+# int8_check, prune_check, bf16_eval_check and layout_check, each under its
+# own time limit (seconds: INT8_S, PRUNE_S, BF16_S, LAYOUT_S), in that order,
+# logs under /tmp/gpuc_rounds/<check>/ and packed into $OUT/rounds.tgz; the
+# summary lines (PASS/FAIL, timings) go to $OUT/summary.txt.
+# Carry: build-carry/ (gpuc, models/ with the small bundled models, fmnist/).
+set -u
+OUT=${OUT:-/tmp/gpuc_out}
+mkdir -p "$OUT"
+R=/tmp/gpuc_rounds
+mkdir -p "$R"
+trap 'tar -czf "$OUT/rounds.tgz" -C "$R" . 2>/dev/null; true' EXIT
+export PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+cudnn=$($PY -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
+[ -n "$cudnn" ] && export LD_LIBRARY_PATH="$cudnn:${LD_LIBRARY_PATH:-}"
+B=$PWD/build-carry
+ln -sfn "$B" build-gpu 2>/dev/null || true
+run() { # name seconds command...
+  local name=$1 secs=$2; shift 2
+  mkdir -p "$R/$name"
+  echo "== $name (limit ${secs}s)" | tee -a "$OUT/summary.txt"
+  local t0=$SECONDS
+  OUT=$R/$name timeout "$secs" "$@" > "$R/$name/stdout.txt" 2>&1
+  local rc=$?
+  grep -E "PASS|FAIL|ratio|median|x faster|speedup|rel L2|ms" "$R/$name/stdout.txt" | tail -${TAIL:-40} >> "$OUT/summary.txt"
+  echo "-- $name rc=$rc in $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
+}
+what=${*:-int8 prune bf16 layout}
+nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader | tee -a "$OUT/summary.txt"
+for w in $what; do
+  case $w in
+    int8) run int8 "${INT8_S:-170}" tests/gpu/int8_check.sh "$B/gpuc" "$B/models" ;;
+    prune) run prune "${PRUNE_S:-150}" tests/gpu/prune_check.sh "$B/gpuc" "$B/models" ;;
+    bf16) run bf16 "${BF16_S:-120}" tests/gpu/bf16_eval_check.sh ;;
+    layout) GPUC=$B/gpuc run layout "${LAYOUT_S:-120}" tests/gpu/layout_check.sh ;;
+  esac
+done

@@ -1,0 +1,412 @@
+/* --int8 without a GPU:
+ *  - the reference kernels against a naive exact computation: QuantizeRows
+ *    (scales and int8 values by the rule of ir/quant_int8.h, recomputed in
+ *    double: ties, zero rows, a NaN, values past the clamp), MatMulInt8
+ *    (int64 sums, K up to the int32 limit's worth of products), and
+ *    DequantizeRows (f32 steps, half output);
+ *  - pass_quantize_int8 against the fp32 graph on the CPU reference with
+ *    seeded random inputs: relative L2 below 2e-2 per output (fp32, and
+ *    with --fp16), on mlp, ffn_block, attention and linears.onnx; which
+ *    layers it takes, which it keeps and why (--int8-skip, N % 4), one
+ *    QuantizeRows per shared input, the note when nothing is quantized;
+ *  - codegen: int8 plans build and their kernels compile with NVRTC for
+ *    sm_80/89/90/120; the int8 GEMM descriptors (TN, dtypes, leading dims);
+ *    an int8 plan round-trips byte-exact, and broken int8 GEMMs are refused.
+ *  - onnxruntime's quantize_dynamic output rewritten onto the int8 GEMM
+ *    (passes/matmulinteger_int8.c) against onnxruntime's own outputs.
+ * usage: test_int8 MODELS_DIR WORK_DIR ORT_DATA_DIR */
+#include "check.h"
+#include "codegen.h"
+#include "frontend.h"
+#include "passes.h"
+#include "plan.h"
+#include "quant_int8.h"
+#include "npy.h"
+#include "ref.h"
+#include <math.h>
+#include <string.h>
+
+static uint64_t rng = 7;
+static double urand(void) { /* [-1, 1) */
+  uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0 * 2 - 1;
+}
+
+static double rel_l2(const Tensor *a, const Tensor *w) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < gpuc_numel(w); i++) {
+    double d = gpuc_get_f64(a, i) - gpuc_get_f64(w, i);
+    num += d * d;
+    den += gpuc_get_f64(w, i) * gpuc_get_f64(w, i);
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* One node of op on the given inputs through the reference executor. */
+static int run_op(GpucOp op, int nin, const Tensor **ins, int nout, Tensor **outs, int to) {
+  Graph *g = gpuc_graph_new("test_int8");
+  int ni = gpuc_graph_add_node(g, op, "n", nin, nout);
+  Node *n = &g->nodes[ni];
+  for (int k = 0; k < nin; k++) n->in[k] = gpuc_graph_add_value(g, "i");
+  n = &g->nodes[ni];
+  for (int k = 0; k < nout; k++) n->out[k] = 0;
+  Attr a = {.name = "to", .kind = GPUC_ATTR_INT, .i = to};
+  if (to) { n->attrs = &a; n->nattr = 1; }
+  GpucErr e = {0};
+  int rc = gpuc_ref_run_node(g, n, ins, outs, &e);
+  CHECK(rc == 0, "%s: %s", gpuc_ops[op].name, e.msg);
+  n->attrs = NULL;
+  n->nattr = 0;
+  gpuc_graph_free(g);
+  return rc;
+}
+
+/* The rule recomputed independently: the product x * inv rounded to f32
+ * from its exact double value, then round half to even. */
+static int naive_q(float x, float absmax) {
+  if (!(absmax > 0)) return 0;
+  float inv = 127.0f / absmax; /* IEEE division: correctly rounded */
+  float p = (float)((double)x * (double)inv);
+  if (isnan(p)) return -127;
+  double r = nearbyint((double)p);
+  return r > 127 ? 127 : r < -127 ? -127 : (int)r;
+}
+
+static void check_reference_kernels(void) {
+  enum { R = 6, K = 40, N = 12 };
+  GpucErr e = {0};
+  int64_t xd[2] = {R, K}, wd[2] = {N, K};
+  Tensor *x = gpuc_tensor_new(GPUC_DT_F32, 2, xd, &e);
+  float *xv = x->data;
+  for (int i = 0; i < R * K; i++) xv[i] = (float)(urand() * 3);
+  for (int j = 0; j < K; j++) xv[1 * K + j] = 0;                 /* row 1: zeros -> scale 1, q 0 */
+  for (int j = 0; j < K; j++) xv[2 * K + j] = (float)(j - 20) * 0.5f; /* row 2: absmax 10, halves land on ties */
+  xv[2 * K + 0] = -127.0f;                                     /* absmax 127: inv 1, x.5 ties exact */
+  for (int j = 1; j < K; j++) xv[2 * K + j] = (float)(j - 20) + 0.5f;
+  xv[3 * K + 5] = NAN;                                         /* skipped by the absmax, q -127 */
+  xv[4 * K + 7] = 1e30f;                                       /* one huge value: the rest round to 0 */
+  const Tensor *qin[1] = {x};
+  Tensor *qout[2] = {0};
+  if (run_op(GPUC_OP_QUANTIZEROWS, 1, qin, 2, qout, 0)) return;
+  CHECK(qout[0]->dt == GPUC_DT_I8 && qout[1]->dt == GPUC_DT_F32 && qout[1]->rank == 2 && qout[1]->dims[1] == 1,
+        "QuantizeRows: i8 [R,K] and f32 [R,1]");
+  const int8_t *q = qout[0]->data;
+  const float *s = qout[1]->data;
+  int bad = 0;
+  for (int r = 0; r < R; r++) {
+    float m = 0;
+    for (int j = 0; j < K; j++)
+      if (!isnan(xv[r * K + j]) && fabsf(xv[r * K + j]) > m) m = fabsf(xv[r * K + j]);
+    float want_s = m > 0 ? m / 127.0f : 1.0f;
+    if (s[r] != want_s) bad++;
+    for (int j = 0; j < K; j++) bad += q[r * K + j] != naive_q(xv[r * K + j], m);
+  }
+  CHECK(bad == 0, "QuantizeRows: %d scales or values differ from the rule", bad);
+  CHECK(s[1] == 1.0f && q[1 * K + 3] == 0, "a zero row: scale 1, q 0");
+  CHECK(q[2 * K + 0] == -127 && q[2 * K + 1] == -18 && q[2 * K + 2] == -18 && q[2 * K + 3] == -16,
+        "ties round to even: -18.5 -> %d, -17.5 -> %d, -16.5 -> %d", q[2 * K + 1], q[2 * K + 2], q[2 * K + 3]);
+  CHECK(q[3 * K + 5] == -127, "NaN quantizes to -127, got %d", q[3 * K + 5]);
+  CHECK(q[4 * K + 7] == 127 && q[4 * K + 8] == 0, "a huge value: 127, the rest 0");
+
+  /* MatMulInt8 against int64 sums, with the extremes of int8 */
+  Tensor *w = gpuc_tensor_new(GPUC_DT_I8, 2, wd, &e);
+  int8_t *wv = w->data;
+  for (int i = 0; i < N * K; i++) wv[i] = (int8_t)(urand() * 127.9);
+  for (int j = 0; j < K; j++) wv[j] = -127;
+  const Tensor *min[2] = {qout[0], w};
+  Tensor *acc[1] = {0};
+  if (run_op(GPUC_OP_MATMULINT8, 2, min, 1, acc, 0) == 0) {
+    const int32_t *a = acc[0]->data;
+    bad = 0;
+    for (int r = 0; r < R; r++)
+      for (int n = 0; n < N; n++) {
+        int64_t sum = 0;
+        for (int j = 0; j < K; j++) sum += (int64_t)q[r * K + j] * wv[n * K + j];
+        bad += a[r * N + n] != sum;
+      }
+    CHECK(acc[0]->dt == GPUC_DT_I32 && acc[0]->dims[1] == N && bad == 0, "MatMulInt8: %d sums differ", bad);
+    /* DequantizeRows to half: ((acc * xs) * ws + b), rounded step by step */
+    int64_t nd = N;
+    Tensor *ws = gpuc_tensor_new(GPUC_DT_F32, 1, &nd, &e), *b = gpuc_tensor_new(GPUC_DT_F16, 1, &nd, &e);
+    for (int n = 0; n < N; n++) {
+      ((float *)ws->data)[n] = (float)(0.01 + 0.001 * n);
+      gpuc_set_f64(b, n, urand());
+    }
+    const Tensor *din[4] = {acc[0], qout[1], ws, b};
+    Tensor *y[1] = {0};
+    if (run_op(GPUC_OP_DEQUANTIZEROWS, 4, din, 1, y, 10) == 0) {
+      bad = 0;
+      for (int r = 0; r < R; r++)
+        for (int n = 0; n < N; n++) {
+          float t = (float)a[r * N + n] * s[r];
+          t = t * ((float *)ws->data)[n];
+          t = t + (float)gpuc_get_f64(b, n);
+          Tensor one = {.dt = GPUC_DT_F16, .rank = 0};
+          uint16_t h = 0;
+          one.data = &h;
+          gpuc_set_f64(&one, 0, t);
+          bad += ((uint16_t *)y[0]->data)[r * N + n] != h;
+        }
+      CHECK(y[0]->dt == GPUC_DT_F16 && bad == 0, "DequantizeRows (half): %d values differ", bad);
+      gpuc_tensor_free(y[0]);
+    }
+    gpuc_tensor_free(ws);
+    gpuc_tensor_free(b);
+    gpuc_tensor_free(acc[0]);
+  }
+  gpuc_tensor_free(w);
+  gpuc_tensor_free(x);
+  gpuc_tensor_free(qout[0]);
+  gpuc_tensor_free(qout[1]);
+}
+
+static int count_op(const Graph *g, GpucOp op) {
+  int n = 0;
+  for (int i = 0; i < g->nnodes; i++) n += g->nodes[i].op == op;
+  return n;
+}
+
+/* The int8 graph against the fp32 one on the reference, same random
+ * inputs; want_int8 int8 layers and want_q QuantizeRows. */
+static void compare_int8(const char *dir, const char *model, const GpucShapeBind *b, int nb, bool fp16,
+                         const char *skip, int want_int8, int want_q) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, model);
+  GpucErr e = {0};
+  Graph *g0 = gpuc_onnx_load(path, b, nb, &e), *g1 = gpuc_onnx_load(path, b, nb, &e);
+  CHECK(g0 && g1, "load %s: %s", path, e.msg);
+  if (!g0 || !g1) { gpuc_graph_free(g0); gpuc_graph_free(g1); return; }
+  PassOptions o;
+  gpuc_pass_options_default(&o, 2);
+  o.fp16 = fp16;
+  o.int8 = true;
+  o.int8_skip = skip;
+  int rc = gpuc_passes_run(g1, &o, &e);
+  CHECK(rc == 0, "passes --int8 on %s: %s", model, e.msg);
+  CHECK(count_op(g1, GPUC_OP_MATMULINT8) == want_int8 && count_op(g1, GPUC_OP_QUANTIZEROWS) == want_q &&
+            count_op(g1, GPUC_OP_DEQUANTIZEROWS) == want_int8,
+        "%s%s: %d int8 layers and %d QuantizeRows, want %d and %d", model, fp16 ? " fp16" : "",
+        count_op(g1, GPUC_OP_MATMULINT8), count_op(g1, GPUC_OP_QUANTIZEROWS), want_int8, want_q);
+  Tensor **ins = calloc((size_t)g0->ninputs + 1, sizeof *ins);
+  for (int k = 0; k < g0->ninputs; k++) {
+    const Tensor *d = &g0->values[g0->inputs[k]].t;
+    ins[k] = gpuc_tensor_new(d->dt, d->rank, d->dims, &e);
+    for (int64_t i = 0; i < gpuc_numel(d); i++) gpuc_set_f64(ins[k], i, urand());
+  }
+  Tensor *o0[16] = {0}, *o1[16] = {0};
+  int r0 = gpuc_ref_run(g0, (const Tensor *const *)ins, o0, &e);
+  CHECK(r0 == 0, "run fp32 %s: %s", model, e.msg);
+  int r1 = rc == 0 ? gpuc_ref_run(g1, (const Tensor *const *)ins, o1, &e) : -1;
+  CHECK(r1 == 0, "run int8 %s: %s", model, e.msg);
+  for (int k = 0; r0 == 0 && r1 == 0 && k < g0->noutputs && k < 16; k++) {
+    double r = rel_l2(o1[k], o0[k]);
+    /* int8 steps of 1/127 of each row's and channel's range: ~1% */
+    CHECK(o1[k]->dt == o0[k]->dt && r < 2e-2 && (want_int8 == 0 || r > 0),
+          "%s%s output %d: int8 relative L2 %.3g (bound 2e-2)", model, fp16 ? " fp16" : "", k, r);
+    printf("  %s%s%s output %d: relative L2 %.4f against fp32\n", model, fp16 ? " fp16" : "", skip ? " skip" : "",
+           k, r);
+  }
+  for (int k = 0; k < 16; k++) { gpuc_tensor_free(o0[k]); gpuc_tensor_free(o1[k]); }
+  for (int k = 0; k < g0->ninputs; k++) gpuc_tensor_free(ins[k]);
+  free(ins);
+  gpuc_graph_free(g0);
+  gpuc_graph_free(g1);
+}
+
+/* The report of a model after --int8: `want` must appear in it. */
+static void check_report(const char *dir, const char *model, const char *skip, const char *want) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, model);
+  GpucErr e = {0};
+  Graph *g = gpuc_onnx_load(path, NULL, 0, &e);
+  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  if (!g) return;
+  PassOptions o;
+  gpuc_pass_options_default(&o, 2);
+  o.int8 = true;
+  o.int8_skip = skip;
+  CHECK(gpuc_passes_run(g, &o, &e) == 0, "passes on %s: %s", model, e.msg);
+  char buf[8192] = "";
+  FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+  gpuc_int8_report(g, &o, f);
+  fclose(f);
+  CHECK(strstr(buf, want) != NULL, "%s report lacks '%s':\n%s", model, want, buf);
+  gpuc_graph_free(g);
+}
+
+static Plan *compile_int8(const char *path, const GpucShapeBind *b, int nb, int sm, bool fp16) {
+  GpucErr e = {0};
+  Graph *g = gpuc_onnx_load(path, b, nb, &e);
+  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  if (!g) return NULL;
+  PassOptions po;
+  gpuc_pass_options_default(&po, 2);
+  po.fp16 = fp16;
+  po.int8 = true;
+  Plan *p = NULL;
+  int rc = gpuc_passes_run(g, &po, &e);
+  CHECK(rc == 0, "passes on %s: %s", path, e.msg);
+  if (rc == 0) {
+    CodegenOptions co = {.sm = sm, .level = 2, .fp16 = fp16};
+    CHECK(gpuc_codegen(g, &co, &p, NULL, &e) == 0 && p, "codegen --int8 %s sm_%d: %s", path, sm, e.msg);
+  }
+  gpuc_graph_free(g);
+  return p;
+}
+
+static void expect_refused(const char *path, const char *what) {
+  GpucErr e = {0};
+  Plan *p = gpuc_plan_read(path, &e);
+  CHECK(p == NULL && strstr(e.msg, "corrupt plan: gemm"), "%s: %s", what, p ? "accepted" : e.msg);
+  gpuc_plan_free(p);
+}
+
+static void check_plans(const char *dir, const char *work) {
+  char path[4096], a[4200], b[4200], bad[4200];
+  snprintf(path, sizeof path, "%s/ffn_block.onnx", dir);
+  GpucShapeBind bind = {.name = "x", .rank = 3, .dims = {2, 16, 64}};
+  const int archs[] = {80, 89, 90, 120};
+  for (int i = 0; i < 4; i++)
+    for (int fp16 = 0; fp16 < 2; fp16++) gpuc_plan_free(compile_int8(path, &bind, 1, archs[i], fp16));
+  Plan *p = compile_int8(path, &bind, 1, 90, true);
+  if (!p) return;
+  /* fc1: [32,64] x [64,256] (stored [256,64]), fc2: [32,256] x [256,64] */
+  int n8 = 0, nq = 0;
+  for (uint32_t i = 0; i < p->nsteps; i++) {
+    const PlanStep *s = &p->steps[i];
+    if (s->kind == PLAN_STEP_KERNEL && strstr(gpuc_plan_str(p, p->kernels[s->index].name), "QuantizeRows")) nq++;
+    if (s->kind != PLAN_STEP_GEMM) continue;
+    const PlanGemm *g = &p->gemms[s->index];
+    if (g->compute != PLAN_GEMM_COMPUTE_I32) continue;
+    bool fc1 = g->n == 256;
+    n8++;
+    CHECK(g->a_dt == GPUC_DT_I8 && g->b_dt == GPUC_DT_I8 && g->y_dt == GPUC_DT_I32 && g->dt == GPUC_DT_I8 &&
+              !g->trans_a && g->trans_b && g->m == 32 && g->k == (fc1 ? 64 : 256) && g->n == (fc1 ? 256 : 64) &&
+              g->lda == g->k && g->ldb == g->k && g->ldy == g->n && g->c == UINT32_MAX && g->batch == 1,
+          "int8 GEMM %u: TN, i8 x i8 -> i32, [%lld,%lld]x[%lld,%lld]", s->index, (long long)g->m, (long long)g->k,
+          (long long)g->n, (long long)g->k);
+    CHECK(p->tensors[g->b].mem == PLAN_MEM_WEIGHTS && p->tensors[g->b].dims[0] == g->n,
+          "int8 GEMM %u: Wq [N,K] among the weights", s->index);
+  }
+  CHECK(n8 == 2 && nq == 2, "ffn_block --int8 --fp16: %d int8 GEMMs and %d QuantizeRows kernels, want 2 and 2", n8, nq);
+  snprintf(a, sizeof a, "%s/int8_a.gpuc", work);
+  snprintf(b, sizeof b, "%s/int8_b.gpuc", work);
+  snprintf(bad, sizeof bad, "%s/int8_bad.gpuc", work);
+  GpucErr e = {0};
+  CHECK(gpuc_plan_write(p, a, &e) == 0, "write: %s", e.msg);
+  Plan *q = gpuc_plan_read(a, &e);
+  CHECK(q != NULL, "an int8 plan reads back: %s", e.msg);
+  if (q) {
+    CHECK(q->ngemms == p->ngemms && !memcmp(q->gemms, p->gemms, p->ngemms * sizeof(PlanGemm)),
+          "int8 GEMM descriptors survive the round trip");
+    CHECK(gpuc_plan_write(q, b, &e) == 0, "rewrite: %s", e.msg);
+    size_t na = 0, nb = 0;
+    unsigned char *ba = slurp(a, &na), *bb = slurp(b, &nb);
+    CHECK(ba && bb && na == nb && !memcmp(ba, bb, na), "int8 plan: write -> read -> write is byte-exact");
+    free(ba);
+    free(bb);
+    uint32_t gi = UINT32_MAX;
+    for (uint32_t i = 0; i < q->ngemms; i++)
+      if (q->gemms[i].compute == PLAN_GEMM_COMPUTE_I32) gi = i;
+    if (gi != UINT32_MAX) {
+      PlanGemm keep = q->gemms[gi];
+      static const char *cases[] = {"K not a multiple of 4", "B not transposed", "int32 A", "alpha 2"};
+      for (int c = 0; c < 4; c++) {
+        q->gemms[gi] = keep;
+        if (c == 0) q->gemms[gi].k = keep.k - 2;
+        if (c == 1) q->gemms[gi].trans_b = 0;
+        if (c == 2) q->gemms[gi].a_dt = GPUC_DT_I32;
+        if (c == 3) q->gemms[gi].alpha = 2;
+        CHECK(gpuc_plan_write(q, bad, &e) == 0, "write: %s", e.msg);
+        expect_refused(bad, cases[c]);
+      }
+      q->gemms[gi] = keep;
+    }
+    gpuc_plan_free(q);
+  }
+  gpuc_plan_free(p);
+}
+
+/* onnxruntime's quantize_dynamic output (tests/data/ort_dynamic_ffn, made
+ * by tests/tools/make_ort_dynamic.py): at -O2 every MatMulInteger becomes
+ * the int8 GEMM with its zero-point correction; the integers are exact, so
+ * the outputs equal the unrewritten graph's (-O0) and onnxruntime's CPU
+ * outputs within 1e-2 relative L2 (seen: ~1e-7); with --fp16 too (the
+ * scale chain is one DequantizeRows, so the int32 sums are never half). */
+static void check_ort_dynamic(const char *data, bool fp16) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/model.onnx", data);
+  GpucShapeBind b = {.name = "x", .rank = 3, .dims = {2, 16, 64}};
+  GpucErr e = {0};
+  Graph *g0 = gpuc_onnx_load(path, &b, 1, &e), *g1 = gpuc_onnx_load(path, &b, 1, &e);
+  CHECK(g0 && g1, "load %s: %s", path, e.msg);
+  snprintf(path, sizeof path, "%s/in_x.npy", data);
+  Tensor *x = gpuc_npy_load(path, &e);
+  CHECK(x != NULL, "%s: %s", path, e.msg);
+  if (!g0 || !g1 || !x) { gpuc_graph_free(g0); gpuc_graph_free(g1); gpuc_tensor_free(x); return; }
+  PassOptions o;
+  gpuc_pass_options_default(&o, 2);
+  o.fp16 = fp16; /* the scales apply before the half store: no int32 sums cast to half */
+  CHECK(gpuc_passes_run(g1, &o, &e) == 0, "passes on the ORT model: %s", e.msg);
+  CHECK(count_op(g0, GPUC_OP_MATMULINTEGER) == 2 && count_op(g1, GPUC_OP_MATMULINTEGER) == 0 &&
+            count_op(g1, GPUC_OP_MATMULINT8) == 2,
+        "ORT model: MatMulIntegers %d -> %d, int8 GEMMs %d (want 2 -> 0, 2)", count_op(g0, GPUC_OP_MATMULINTEGER),
+        count_op(g1, GPUC_OP_MATMULINTEGER), count_op(g1, GPUC_OP_MATMULINT8));
+  const Tensor *ins[1] = {x};
+  Tensor *o0[4] = {0}, *o1[4] = {0};
+  int r0 = gpuc_ref_run(g0, ins, o0, &e);
+  CHECK(r0 == 0, "ORT model -O0: %s", e.msg);
+  int r1 = gpuc_ref_run(g1, ins, o1, &e);
+  CHECK(r1 == 0, "ORT model -O2: %s", e.msg);
+  for (int k = 0; r0 == 0 && r1 == 0 && k < g0->noutputs && k < 4; k++) {
+    snprintf(path, sizeof path, "%s/%s.npy", data, g0->values[g0->outputs[k]].name);
+    Tensor *want = gpuc_npy_load(path, &e);
+    CHECK(want != NULL, "%s: %s", path, e.msg);
+    if (!want) continue;
+    double r_ort = rel_l2(o1[k], want), r_o0 = rel_l2(o1[k], o0[k]);
+    CHECK(r_ort < 1e-2 && r_o0 < (fp16 ? 1e-2 : 1e-6),
+          "ORT model%s output %s: rel L2 %.3g against onnxruntime, %.3g against -O0", fp16 ? " fp16" : "",
+          g0->values[g0->outputs[k]].name, r_ort, r_o0);
+    printf("  ORT quantize_dynamic ffn_block%s output %s: relative L2 %.3g against onnxruntime, %.3g against -O0\n",
+           fp16 ? " fp16" : "", g0->values[g0->outputs[k]].name, r_ort, r_o0);
+    gpuc_tensor_free(want);
+  }
+  for (int k = 0; k < 4; k++) { gpuc_tensor_free(o0[k]); gpuc_tensor_free(o1[k]); }
+  gpuc_tensor_free(x);
+  gpuc_graph_free(g0);
+  gpuc_graph_free(g1);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 4) { fprintf(stderr, "usage: test_int8 MODELS_DIR WORK_DIR ORT_DATA_DIR\n"); return 2; }
+  const char *dir = argv[1];
+  check_reference_kernels();
+  GpucShapeBind mlp = {.name = "image", .rank = 2, .dims = {8, 784}};
+  GpucShapeBind ffn = {.name = "x", .rank = 3, .dims = {3, 16, 64}};
+  GpucShapeBind att[3] = {{.name = "x", .rank = 3, .dims = {2, 33, 64}},
+                          {.name = "mem", .rank = 3, .dims = {2, 20, 64}},
+                          {.name = "mask", .rank = 4, .dims = {2, 1, 1, 33}}};
+  GpucShapeBind lin[3] = {{.name = "x", .rank = 3, .dims = {3, 8, 64}}, {.name = "v", .rank = 2, .dims = {5, 64}},
+                          {.name = "w", .rank = 2, .dims = {7, 64}}};
+  /* mlp: fc2 (N 10) stays float; ffn_block: fc1 and fc2; attention: Q, K, V
+   * of two blocks, Q/K/V reading one input share its QuantizeRows */
+  for (int fp16 = 0; fp16 < 2; fp16++) {
+    compare_int8(dir, "mlp.onnx", &mlp, 1, fp16, NULL, 1, 1);
+    compare_int8(dir, "ffn_block.onnx", &ffn, 1, fp16, NULL, 2, 2);
+    compare_int8(dir, "attention.onnx", att, 3, fp16, NULL, 6, 3);
+    compare_int8(dir, "linears.onnx", lin, 3, fp16, NULL, 4, 3); /* fc_d: Gemm, alpha 0.5, beta 2, W [K,N] */
+  }
+  compare_int8(dir, "ffn_block.onnx", &ffn, 1, false, "x,fc2*", 1, 1);
+  compare_int8(dir, "ffn_block.onnx", &ffn, 1, false, "*", 0, 0);
+  check_report(dir, "mlp.onnx", NULL, "fc2 (Gemm): K or N not a multiple of 4");
+  check_report(dir, "ffn_block.onnx", "fc1*", "fc1/MatMul (MatMul): matches --int8-skip");
+  check_report(dir, "ffn_block.onnx", NULL, "int8 layers (2");
+  check_report(dir, "resnet_block.onnx", NULL, "nothing was quantized: the model has no Linear layer");
+  check_report(dir, "ffn_block.onnx", "*", "nothing was quantized: no Linear layer the int8 GEMM takes");
+  check_plans(dir, argv[2]);
+  check_ort_dynamic(argv[3], false);
+  check_ort_dynamic(argv[3], true);
+  return check_summary();
+}
