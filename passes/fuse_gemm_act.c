@@ -12,7 +12,8 @@
  * from the erf form by at most 4.7e-4 absolute (at x = -2.70, where GELU is
  * -0.0094): the size of half's rounding of values near 0.5 (ulp 4.9e-4),
  * within the fp16 tolerance, but not within fp32's 1e-4 rel L2. So the
- * erf GELU (2) is fused only for --fp16 plans; an f32 MatMulBias with
+ * erf GELU (2) is fused only for --fp16 and --bf16 plans (bf16 rounds
+ * coarser still); an f32 MatMulBias with
  * activation 2 (one the fp16 pass left in f32) runs the exact form in a
  * kernel after the GEMM. The CPU reference computes each form exactly.
  * Conditions: the MatMulBias's output is read only by the pattern and is
@@ -121,11 +122,11 @@ int pass_fuse_matmul_act(Graph *g, const PassOptions *o, GpucErr *e) {
     if (rn && drop[r]) continue;
     if (rn && rn->op == GPUC_OP_RELU) act = 1;
     else if (rn && rn->op == GPUC_OP_GELU && gpuc_gelu_tanh(rn) == 1) act = 3;
-    else if (rn && rn->op == GPUC_OP_GELU && gpuc_gelu_tanh(rn) == 0 && o->fp16) act = 2;
+    else if (rn && rn->op == GPUC_OP_GELU && gpuc_gelu_tanh(rn) == 0 && (o->fp16 || o->bf16)) act = 2;
     if (act) {
       out = rn->out[0];
       nodes[nabs++] = r;
-    } else if (o->fp16 && (out = erf_gelu(g, &u, y, nodes)) >= 0) {
+    } else if ((o->fp16 || o->bf16) && (out = erf_gelu(g, &u, y, nodes)) >= 0) {
       act = 2;
       nabs = 5;
     }

@@ -33,6 +33,10 @@ int pass_identity(Graph *g, const PassOptions *o, GpucErr *e);
 /* Common-subexpression elimination; returns the number of nodes merged. */
 int pass_cse(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fold_batchnorm(Graph *g, const PassOptions *o, GpucErr *e);
+/* Inference BatchNormalization no Conv absorbed -> Mul and Add per channel. */
+int pass_batchnorm_affine(Graph *g, const PassOptions *o, GpucErr *e);
+/* A Conv's bias into the next, unpadded Conv's bias when that alone reads it. */
+int pass_fold_conv_bias(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e);
 /* fp16 storage, or bf16 with o->bf16; fp32 islands (passes/fp16.c). */
 int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e);

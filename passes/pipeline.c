@@ -47,6 +47,9 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
   if (after(g, o, "cse", pass_cse(g, o, e), e) < 0) return -1;
   if (after(g, o, "fold_bn", pass_fold_batchnorm(g, o, e), e) < 0) return -1;
   if (after(g, o, "dce", pass_dead_code(g, o, e), e) < 0) return -1;
+  /* after fold_bn: BNs no Conv absorbed become elementwise ops */
+  if (o->level >= 2 && after(g, o, "batchnorm_affine", pass_batchnorm_affine(g, o, e), e) < 0) return -1;
+  if (o->level >= 2 && after(g, o, "fold_conv_bias", pass_fold_conv_bias(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fuse_conv", pass_fuse_conv(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fuse_matmul", pass_fuse_matmul_bias(g, o, e), e) < 0) return -1;
   /* an exact rewrite of integer math: quantized models from other tools */

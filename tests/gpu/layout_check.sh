@@ -9,6 +9,10 @@
 # median beside torch.compile(mode="reduce-overhead") fp16 channels_last,
 # and the top steps of gpuc bench --profile. PASS/FAIL lines; logs in $OUT.
 # usage: tests/gpu/layout_check.sh [MODELS (comma list)]
+# (or LAYOUT_MODELS / LAYOUT_BATCHES, e.g. LAYOUT_MODELS=convnext_tiny
+#  LAYOUT_BATCHES=32; all five at both batches take about 15 minutes,
+#  mostly torch.compile; under tests/gpu/compression_round.sh give it
+#  LAYOUT_S=900)
 set -u
 OUT=${OUT:-/tmp/gpuc_out}
 mkdir -p "$OUT"
@@ -17,8 +21,9 @@ cudnn=$($PY -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__
 [ -n "$cudnn" ] && export LD_LIBRARY_PATH="$cudnn:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1
 GPUC=${GPUC:-$PWD/build-gpu/gpuc}
-models=${1:-convnext_tiny,mobilenet_v3_large,efficientnet_b0,coatnet,maxvit}
+models=${1:-${LAYOUT_MODELS:-convnext_tiny,mobilenet_v3_large,efficientnet_b0,coatnet,maxvit}}
 (nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; $GPUC --version) 2>&1 | tee "$OUT/layout_log.txt"
 $PY tests/gpu/layout_models.py --gpuc "$GPUC" --work /tmp/gpuc_layout --out "$OUT" --models "$models" \
+    --batches "${LAYOUT_BATCHES:-1,32}" \
     2>&1 | tee -a "$OUT/layout_log.txt"
 exit "${PIPESTATUS[0]}"

@@ -435,6 +435,24 @@ int main(int argc, char **argv) {
       CHECK(gpuc_plan_write(q, tuned, &e) == 0, "write: %s", e.msg);
       expect_refused(tuned, "corrupt plan: gemm", "gemm with unknown flags");
       q->gemms[0] = keep;
+      /* format 4: an epilogue activation after the bias row (fc1 has one) */
+      uint32_t ta = q->gemms[0].trans_a;
+      q->gemms[0].trans_a = GPUC_GEMM_TRANS_A_PACK(ta, GPUC_GEMM_EPI_GELU);
+      CHECK(gpuc_plan_write(q, tuned, &e) == 0, "write: %s", e.msg);
+      r = gpuc_plan_read(tuned, &e);
+      CHECK(r && GPUC_GEMM_EPI(r->gemms[0].trans_a) == GPUC_GEMM_EPI_GELU && GPUC_GEMM_TRANS_A(r->gemms[0].trans_a) == ta,
+            "a GEMM's GELU epilogue survives: %s", e.msg);
+      gpuc_plan_free(r);
+      q->gemms[0].trans_a = GPUC_GEMM_TRANS_A_PACK(ta, GPUC_GEMM_EPI_GELU + 1);
+      CHECK(gpuc_plan_write(q, tuned, &e) == 0, "write: %s", e.msg);
+      expect_refused(tuned, "corrupt plan: gemm", "gemm epilogue past GELU");
+      int64_t ldc = q->gemms[0].ldc;
+      q->gemms[0].trans_a = GPUC_GEMM_TRANS_A_PACK(ta, GPUC_GEMM_EPI_RELU);
+      q->gemms[0].ldc = q->gemms[0].n;
+      CHECK(gpuc_plan_write(q, tuned, &e) == 0, "write: %s", e.msg);
+      expect_refused(tuned, "corrupt plan: gemm", "gemm epilogue without a bias row");
+      q->gemms[0].ldc = ldc;
+      q->gemms[0].trans_a = ta;
     }
     CHECK(gpuc_plan_write(q, b, &e) == 0, "rewrite: %s", e.msg);
     size_t na, nb;
