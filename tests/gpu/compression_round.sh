@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call for the compression and layout checks (issues 11, 12):
-# int8_check, prune_check, bf16_eval_check and layout_check, each under its
+# int8_check, prune_check, bf16_eval_check, layout_check, fp8_check and
+# dynops_check, each under its
 # own time limit (seconds: INT8_S, PRUNE_S, BF16_S, LAYOUT_S), in that order,
 # logs under /tmp/gpuc_rounds/<check>/ and packed into $OUT/rounds.tgz; the
 # summary lines (PASS/FAIL, timings) go to $OUT/summary.txt.
@@ -37,5 +38,7 @@ for w in $what; do
     prune) run prune "${PRUNE_S:-150}" tests/gpu/prune_check.sh "$B/gpuc" "$B/models" ;;
     bf16) run bf16 "${BF16_S:-120}" tests/gpu/bf16_eval_check.sh ;;
     layout) GPUC=$B/gpuc run layout "${LAYOUT_S:-120}" tests/gpu/layout_check.sh ;;
+    fp8) run fp8 "${FP8_S:-200}" tests/gpu/fp8_check.sh "$B/gpuc" "$B/models" ;;
+    dynops) run dynops "${DYNOPS_S:-90}" "$PY" tests/gpu/dynops_check.py "$B/gpuc" tests/models "$R/dynops" ;;
   esac
 done
