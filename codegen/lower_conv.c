@@ -136,7 +136,9 @@ static int lower_conv(LowerCtx *c, bool fused) {
   static const char *sum[3] = {"x0", "x0 + x1", "x0 + x1 + x2"},
                     *relu[3] = {"(x0 < 0.f ? 0.f : x0)", "(x0 + x1 < 0.f ? 0.f : x0 + x1)",
                                 "(x0 + x1 + x2 < 0.f ? 0.f : x0 + x1 + x2)"};
-  int rc = cg_elementwise(&e, which, nins, "float", NULL, (relu_kernel ? relu : sum)[nins - 1]);
+  GPUC_ASSERT(nins >= 1 && nins <= 3);
+  const char *expr = relu_kernel ? relu[nins - 1] : sum[nins - 1];
+  int rc = cg_elementwise(&e, which, nins, "float", NULL, expr);
   c->nkernels_emitted = e.nkernels_emitted;
   return rc;
 }
