@@ -17,133 +17,39 @@
  * says why): layers whose K or N is not a multiple of 16 (cuBLASLt's FP8
  * alignment), Gemm with transA, non-float inputs, and an activation fused
  * into a float GEMM's epilogue. */
-#include "passes.h"
+#include "linear_layers.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { ONNX_FLOAT = 1, ONNX_FLOAT16 = 10, ONNX_BFLOAT16 = 16 };
-
-typedef struct {
-  int x, w, bias;                /* values; bias -1 if none */
-  int64_t k, n;
-  bool w_t;                      /* W stored [N, K] (Gemm transB) */
-  float alpha, beta;
-} Linear;
-
-static bool is_float(GpucDType dt) { return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16; }
-
-static bool const_row(const Value *v, int64_t n) {
-  const Tensor *t = &v->t;
-  if (!v->is_const || !t->data || !is_float(t->dt) || t->rank < 1) return false;
-  for (int i = 0; i + 1 < t->rank; i++)
-    if (t->dims[i] != 1) return false;
-  return t->dims[t->rank - 1] == n;
-}
-
-/* 0: not a Linear layer; 1: one the FP8 GEMM takes (*L set); 2: kept in
- * float, *why says why. */
-static int classify(const Graph *g, const Node *nd, Linear *L, const char **why) {
-  if (nd->op != GPUC_OP_MATMUL && nd->op != GPUC_OP_GEMM && nd->op != GPUC_OP_MATMULBIAS) return 0;
-  if (nd->nin < 2 || nd->in[0] < 0 || nd->in[1] < 0 || nd->out[0] < 0) return 0;
-  const Value *w = &g->values[nd->in[1]];
-  if (!w->is_const || !w->t.data || w->t.rank != 2 || !is_float(w->t.dt)) return 0;
-  const Tensor *x = &g->values[nd->in[0]].t, *y = &g->values[nd->out[0]].t;
-  bool gemm = nd->op == GPUC_OP_GEMM;
-  *L = (Linear){.x = nd->in[0], .w = nd->in[1], .bias = -1, .alpha = 1, .beta = 1};
-  L->w_t = gemm && gpuc_attr_i(nd, "transB", 0);
-  L->k = L->w_t ? w->t.dims[1] : w->t.dims[0];
-  L->n = L->w_t ? w->t.dims[0] : w->t.dims[1];
-  if (!is_float(x->dt) || !is_float(y->dt)) { *why = "input or output is not f32/f16/bf16"; return 2; }
-  if (x->rank < 1 || x->dims[x->rank - 1] != L->k) { *why = "input rows of unknown length"; return 2; }
-  if (gemm && gpuc_attr_i(nd, "transA", 0)) { *why = "Gemm with transA"; return 2; }
-  if (L->k % 16 || L->n % 16) { *why = "K or N not a multiple of 16 (cuBLASLt's FP8 GEMM)"; return 2; }
-  if (nd->op == GPUC_OP_MATMULBIAS && gpuc_attr_i(nd, "activation", 0) != 0) {
-    *why = "an activation fused into the float GEMM's epilogue";
-    return 2;
-  }
-  if (nd->op == GPUC_OP_MATMULBIAS) L->bias = nd->in[2];
-  if (gemm) {
-    L->alpha = gpuc_attr_f(nd, "alpha", 1.0f);
-    L->beta = gpuc_attr_f(nd, "beta", 1.0f);
-    if (nd->nin > 2 && nd->in[2] >= 0 && L->beta != 0) {
-      if (!const_row(&g->values[nd->in[2]], L->n)) { *why = "Gemm's C is not a constant row of N values"; return 2; }
-      L->bias = nd->in[2];
-    }
-  }
-  return 1;
-}
-
-static int new_const(Graph *g, const char *name, GpucDType dt, int rank, const int64_t *dims, GpucErr *e) {
-  int v = gpuc_graph_add_value(g, name);
-  if (v < 0) return gpuc_err_set(e, "%s: out of memory", g->path);
-  gpuc_set_shape(&g->values[v].t, dt, rank, dims);
-  if (gpuc_tensor_alloc(&g->values[v].t, e)) return -1;
-  g->values[v].is_const = true;
-  return v;
-}
+static const LinearRules fp8_rules = {.multiple = 16,
+                                      .multiple_why = "K or N not a multiple of 16 (cuBLASLt's FP8 GEMM)"};
 
 /* Wq [N, K] e4m3 and ws [N] f32 (alpha folded in) from W. */
-static int quantize_weight(Graph *g, const Node *nd, const Linear *L, int *wq, int *ws, GpucErr *e) {
+static int quantize_weight(Graph *g, const Node *nd, const LinearLayer *L, int *wq, int *ws, GpucErr *e) {
   char name[512];
   int64_t dq[2] = {L->n, L->k}, n = L->n, k = L->k;
   snprintf(name, sizeof name, "%s.wf8", nd->name);
-  if ((*wq = new_const(g, name, GPUC_DT_F8E4M3, 2, dq, e)) < 0) return -1;
+  if ((*wq = gpuc_linear_new_const(g, name, GPUC_DT_F8E4M3, 2, dq, e)) < 0) return -1;
   snprintf(name, sizeof name, "%s.wf8scale", nd->name);
-  if ((*ws = new_const(g, name, GPUC_DT_F32, 1, &n, e)) < 0) return -1;
-  const Tensor *w = &g->values[L->w].t;
+  if ((*ws = gpuc_linear_new_const(g, name, GPUC_DT_F32, 1, &n, e)) < 0) return -1;
+  float *row = malloc(sizeof(float) * (size_t)(k + 1));
+  if (!row) return gpuc_err_set(e, "%s: out of memory", g->path);
   uint8_t *q = g->values[*wq].t.data;
   float *s = g->values[*ws].t.data;
   for (int64_t o = 0; o < n; o++) {
-#define W_AT(j) ((float)gpuc_get_f64(w, L->w_t ? o * k + (j) : (j) * n + o))
+    gpuc_linear_weight_row(g, L, o, row);
     float m = 0.0f;
-    for (int64_t j = 0; j < k; j++) m = fmaxf(m, fabsf(W_AT(j)));
+    for (int64_t j = 0; j < k; j++) m = fmaxf(m, fabsf(row[j]));
     float inv = m > 0.0f ? 448.0f / m : 0.0f;
     for (int64_t j = 0; j < k; j++) {
-      volatile float t = W_AT(j) * inv;
+      volatile float t = row[j] * inv;
       q[o * k + j] = gpuc_f32_to_f8e4m3(t);
     }
-#undef W_AT
     s[o] = (m > 0.0f ? m / 448.0f : 1.0f) * L->alpha;
   }
-  return 0;
-}
-
-/* The bias times beta as a new [N] constant of dtype dt. */
-static int bias_as(Graph *g, const Node *nd, const Linear *L, GpucDType dt, GpucErr *e) {
-  char name[512];
-  snprintf(name, sizeof name, "%s.f8bias", nd->name);
-  int64_t n = L->n;
-  int b = new_const(g, name, dt, 1, &n, e);
-  if (b < 0) return -1;
-  for (int64_t o = 0; o < n; o++)
-    gpuc_set_f64(&g->values[b].t, o, (double)((float)gpuc_get_f64(&g->values[L->bias].t, o) * L->beta));
-  return b;
-}
-
-static int onnx_float_type(GpucDType dt) {
-  return dt == GPUC_DT_F16 ? ONNX_FLOAT16 : dt == GPUC_DT_BF16 ? ONNX_BFLOAT16 : ONNX_FLOAT;
-}
-
-/* X's QuantizeRowsF8 outputs, made once per X (cache per value, -1 none). */
-static int quantize_rows(Graph *g, int x, int *cache_q, int *cache_s, GpucErr *e) {
-  if (cache_q[x] >= 0) return 0;
-  char name[512];
-  snprintf(name, sizeof name, "%s.f8", g->values[x].name);
-  int q = gpuc_graph_add_value(g, name);
-  snprintf(name, sizeof name, "%s.f8scale", g->values[x].name);
-  int s = q < 0 ? -1 : gpuc_graph_add_value(g, name);
-  snprintf(name, sizeof name, "%s.quantize_f8", g->values[x].name);
-  int ni = s < 0 ? -1 : gpuc_graph_add_node(g, GPUC_OP_QUANTIZEROWSF8, name, 1, 2);
-  if (ni < 0) return gpuc_err_set(e, "%s: out of memory", g->path);
-  Node *qn = &g->nodes[ni];
-  qn->in[0] = x;
-  qn->out[0] = q;
-  qn->out[1] = s;
-  g->values[q].producer = g->values[s].producer = ni;
-  cache_q[x] = q;
-  cache_s[x] = s;
+  free(row);
   return 0;
 }
 
@@ -155,16 +61,16 @@ int pass_quantize_fp8(Graph *g, const PassOptions *o, GpucErr *e) {
   if (!cache_q || !cache_s) { free(cache_q); free(cache_s); return gpuc_err_set(e, "%s: out of memory", g->path); }
   for (int i = 0; i < cap; i++) cache_q[i] = cache_s[i] = -1;
   for (int i = 0; i < nn; i++) {
-    Linear L;
+    LinearLayer L;
     const char *why = NULL;
-    if (classify(g, &g->nodes[i], &L, &why) != 1) continue;
+    if (gpuc_linear_classify(g, &g->nodes[i], &fp8_rules, &L, &why) != 1) continue;
     int wq, ws, y = g->nodes[i].out[0];
     GpucDType ydt = g->values[y].t.dt;
     bool epi = ydt != GPUC_DT_F32; /* f16/bf16: the bias in the GEMM's epilogue */
     if (quantize_weight(g, &g->nodes[i], &L, &wq, &ws, e)) goto done;
-    int bias = L.bias < 0 ? -1 : bias_as(g, &g->nodes[i], &L, epi ? ydt : GPUC_DT_F32, e);
+    int bias = L.bias < 0 ? -1 : gpuc_linear_bias_const(g, &g->nodes[i], &L, "f8bias", epi ? ydt : GPUC_DT_F32, e);
     if (L.bias >= 0 && bias < 0) goto done;
-    if (quantize_rows(g, L.x, cache_q, cache_s, e)) goto done;
+    if (gpuc_linear_quantize_rows(g, L.x, GPUC_OP_QUANTIZEROWSF8, "f8", "quantize_f8", cache_q, cache_s, e)) goto done;
     /* without an epilogue bias, the GEMM writes Yg and an Add makes Y */
     int yg = y;
     if (bias >= 0 && !epi) {
@@ -189,7 +95,7 @@ int pass_quantize_fp8(Graph *g, const PassOptions *o, GpucErr *e) {
     in[2] = cache_s[L.x];
     in[3] = ws;
     in[4] = epi ? bias : -1;
-    *to = (Attr){.name = "to", .kind = GPUC_ATTR_INT, .i = onnx_float_type(ydt)};
+    *to = (Attr){.name = "to", .kind = GPUC_ATTR_INT, .i = gpuc_linear_onnx_float_type(ydt)};
     mm->op = GPUC_OP_MATMULF8;
     mm->in = in;
     mm->nin = in[4] >= 0 ? 5 : 4;
@@ -214,9 +120,9 @@ void gpuc_fp8_report(const Graph *g, const PassOptions *o, FILE *f) {
   for (int i = 0; i < g->nnodes; i++) n8 += g->nodes[i].op == GPUC_OP_MATMULF8;
   int nf = 0;
   for (int i = 0; i < g->nnodes; i++) {
-    Linear L;
+    LinearLayer L;
     const char *why = NULL;
-    int k = classify(g, &g->nodes[i], &L, &why);
+    int k = gpuc_linear_classify(g, &g->nodes[i], &fp8_rules, &L, &why);
     if (k == 0) continue;
     nf++;
     fprintf(f, "  fp8: kept in float: %s (%s): %s\n", g->nodes[i].name, gpuc_op_name(&g->nodes[i]),
