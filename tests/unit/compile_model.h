@@ -7,6 +7,8 @@
 #include "codegen.h"
 #include "frontend.h"
 #include "passes.h"
+#include <stdlib.h>
+#include <string.h>
 
 /* Which precision rewrites the passes and codegen apply (all off: fp32). */
 typedef struct CompilePrecision { bool fp16, bf16, int8; } CompilePrecision;
@@ -47,6 +49,26 @@ static inline Plan *compile_model_as(const char *path, const GpucShapeBind *b, i
   }
   gpuc_graph_free(g);
   return p;
+}
+
+/* p written to a, read back and written again to b: the GEMM descriptors
+ * and the file's bytes must survive (CHECK failures name `what`). The plan
+ * read back, for the caller to patch and free, or NULL. */
+static inline Plan *plan_round_trip(Plan *p, const char *a, const char *b, const char *what) {
+  GpucErr e = {0};
+  CHECK(gpuc_plan_write(p, a, &e) == 0, "write: %s", e.msg);
+  Plan *q = gpuc_plan_read(a, &e);
+  CHECK(q != NULL, "an %s plan reads back: %s", what, e.msg);
+  if (!q) return NULL;
+  CHECK(q->ngemms == p->ngemms && !memcmp(q->gemms, p->gemms, p->ngemms * sizeof(PlanGemm)),
+        "%s GEMM descriptors survive the round trip", what);
+  CHECK(gpuc_plan_write(q, b, &e) == 0, "rewrite: %s", e.msg);
+  size_t na = 0, nb = 0;
+  unsigned char *ba = slurp(a, &na), *bb = slurp(b, &nb);
+  CHECK(ba && bb && na == nb && !memcmp(ba, bb, na), "%s plan: write -> read -> write is byte-exact", what);
+  free(ba);
+  free(bb);
+  return q;
 }
 
 static inline Plan *compile_model(const char *path, const GpucShapeBind *b, int nb, int sm, bool fp16,

@@ -23,6 +23,7 @@
 #include "ref.h"
 #include <math.h>
 #include <string.h>
+#include "compile_model.h"
 #include "fp8_known.h"
 
 static uint64_t rng = 11;
@@ -255,18 +256,8 @@ static void check_plans(const char *dir, const char *work) {
   snprintf(a, sizeof a, "%s/fp8_a.gpuc", work);
   snprintf(b, sizeof b, "%s/fp8_b.gpuc", work);
   snprintf(bad, sizeof bad, "%s/fp8_bad.gpuc", work);
-  CHECK(gpuc_plan_write(p, a, &e) == 0, "write: %s", e.msg);
-  Plan *q = gpuc_plan_read(a, &e);
-  CHECK(q != NULL, "an fp8 plan reads back: %s", e.msg);
+  Plan *q = plan_round_trip(p, a, b, "fp8");
   if (q) {
-    CHECK(q->ngemms == p->ngemms && !memcmp(q->gemms, p->gemms, p->ngemms * sizeof(PlanGemm)),
-          "FP8 GEMM descriptors survive the round trip");
-    CHECK(gpuc_plan_write(q, b, &e) == 0, "rewrite: %s", e.msg);
-    size_t na = 0, nb = 0;
-    unsigned char *ba = slurp(a, &na), *bb = slurp(b, &nb);
-    CHECK(ba && bb && na == nb && !memcmp(ba, bb, na), "fp8 plan: write -> read -> write is byte-exact");
-    free(ba);
-    free(bb);
     uint32_t gi = UINT32_MAX;
     for (uint32_t i = 0; i < q->ngemms; i++)
       if (q->gemms[i].compute == PLAN_GEMM_COMPUTE_F8) gi = i;
