@@ -99,15 +99,12 @@ static int set_activation(Graph *g, Node *n, int act, GpucErr *e) {
 
 int pass_fuse_matmul_act(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->training) return 0; /* a backward reads the forward's activations by name */
-  /* --int8 turns these MatMulBias nodes into QuantizeRows + MatMulInt8 +
-   * DequantizeRows later; the activation then joins DequantizeRows'
-   * elementwise group instead (cuBLASLt's int32 output has no epilogue) */
-  if (o->int8) return 0;
-  if (o->fp8) return 0; /* --fp8 likewise: its GEMM takes the bias only; the activation stays a kernel */
-  /* --prune 2:4: a GEMM with an epilogue activation stays dense (plan.h's
-   * PLAN_GEMM_F_SPARSE24); the sparse GEMM and a fused activation kernel
-   * after it beat the dense GEMM with the epilogue */
-  if (o->prune_kind == GPUC_PRUNE_24) return 0;
+  /* GEMMs that other passes take over have no activation epilogue here:
+   * --int8 (cuBLASLt's int32 output; the activation joins DequantizeRows'
+   * elementwise group), --fp8 (its GEMM takes the bias only) and --prune
+   * 2:4 (plan.h: a PLAN_GEMM_F_SPARSE24 GEMM has no epilogue, so an
+   * activation here would keep the GEMM dense) */
+  if (o->int8 || o->fp8 || o->prune_kind == GPUC_PRUNE_24) return 0;
   int nn = g->nnodes, changes = 0, rc = -1;
   Uses u = {malloc(sizeof(int) * ((size_t)g->nvalues + 1)), malloc(sizeof(int) * ((size_t)g->nvalues + 1))};
   bool *drop = calloc((size_t)nn + 1, 1);

@@ -142,12 +142,10 @@ int cmd_run(int argc, char **argv) {
   int nbinds = 0, ninputs = 0;
   const char *in_names[256], *in_files[256];
   PassFlags flags = {0};
-  bool any_flag = false;
   for (int i = 0, pf; i < argc; i++) {
     if (!strcmp(argv[i], "--cpu")) cpu = true;
     else if ((pf = pass_flags_parse(&flags, argc, argv, &i)) != 0) {
       if (pf < 0) return EXIT_USAGE;
-      any_flag = true;
     }
     else if (!strcmp(argv[i], "--out")) {
       if (i + 1 >= argc) return usage_error("--out needs a folder");
@@ -171,7 +169,7 @@ int cmd_run(int argc, char **argv) {
   if (!model) return usage_error("run: no model given");
   if (pass_flags_check(&flags)) return EXIT_USAGE;
   if (is_plan_file(model)) {
-    if (any_flag) return usage_error("run: --fp16/--bf16/--int8/--fp8/--prune apply when compiling (or with MODEL.onnx --cpu), not to a plan");
+    if (pass_flags_any(&flags)) return usage_error("run: --fp16/--bf16/--int8/--fp8/--prune apply when compiling (or with MODEL.onnx --cpu), not to a plan");
     if (cpu) return usage_error("run: a plan runs on the GPU; give the .onnx model for --cpu");
     if (nbinds) return usage_error("run: --shape applies when compiling, not to a plan");
     return run_plan(model, ninputs, in_names, in_files, outdir);
@@ -180,7 +178,7 @@ int cmd_run(int argc, char **argv) {
   GpucErr e = {0};
   Graph *g = gpuc_onnx_load(model, binds, nbinds, &e);
   if (!g) return report(&e);
-  if (any_flag) {
+  if (pass_flags_any(&flags)) {
     PassOptions po;
     gpuc_pass_options_default(&po, 2);
     pass_flags_apply(&flags, &po);
