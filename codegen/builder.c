@@ -426,14 +426,22 @@ GpucErr *cg_builder_err(PlanBuilder *pb) { return pb->e; }
 Plan *cg_builder_plan(PlanBuilder *pb) { return pb->p; }
 const CodegenOptions *cg_builder_opt(PlanBuilder *pb) { return pb->opt; }
 
+static int lower_node(PlanBuilder *pb, int i, struct EwCapture *cap, const RowFuse *row, const char *label);
 int cg_lower_node(PlanBuilder *pb, int i, struct EwCapture *cap, const char *label) {
+  return lower_node(pb, i, cap, NULL, label);
+}
+int cg_lower_node_row(PlanBuilder *pb, int i, const RowFuse *row, const char *label) {
+  return lower_node(pb, i, NULL, row, label);
+}
+
+static int lower_node(PlanBuilder *pb, int i, struct EwCapture *cap, const RowFuse *row, const char *label) {
   const Graph *g = pb->g;
   const Node *n = &g->nodes[i];
   const Tensor *ins[GPUC_MAX_IO], *outs[GPUC_MAX_IO];
   uint32_t tin[GPUC_MAX_IO], tout[GPUC_MAX_IO];
   LowerCtx c = {.g = g, .n = n, .node_index = i, .nin = n->nin, .nout = n->nout, .in = ins,
                 .out = outs, .tin = tin, .tout = tout, .pb = pb, .opt = pb->opt, .err = pb->e,
-                .capture = cap, .label = label, .src_start = pb->src.len};
+                .capture = cap, .label = label, .src_start = pb->src.len, .row = row};
   snprintf(c.kname, sizeof c.kname, "k%d_%s", i, gpuc_op_name(n));
   for (int k = 0; k < n->nin; k++) {
     int v = n->in[k];
@@ -441,6 +449,7 @@ int cg_lower_node(PlanBuilder *pb, int i, struct EwCapture *cap, const char *lab
     /* while capturing, values of the node's own group stay in registers */
     bool internal = cap && v >= 0 && g->values[v].producer >= 0 &&
                     g->nodes[g->values[v].producer].fuse_group == n->fuse_group;
+    internal |= row && row->dq >= 0 && k == 0; /* X is dequantized as it is loaded: never stored */
     tin[k] = v >= 0 && !internal ? value_tensor(pb, v) : UINT32_MAX;
   }
   for (int k = 0; k < n->nout; k++) {

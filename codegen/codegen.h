@@ -63,7 +63,21 @@ typedef struct LowerCtx {
   struct EwCapture *capture;
   const char *label;             /* ONNX nodes the steps cover; NULL: n->name */
   size_t src_start;              /* module source length when the lowering began: its kernels lie past it */
+  const struct RowFuse *row;     /* a norm's fused dequantize/quantize (codegen/lower_row_group.c); NULL: none */
 } LowerCtx;
+
+/* What a norm lowering (codegen/lower_norm.c) fuses when LowerCtx.row is
+ * set (passes/fuse_quantize_rows.c): with dq >= 0, X (input 0) is
+ * DequantizeRows node dq's output, loaded as acc * xs * ws + bias from
+ * those plan tensors (tbias UINT32_MAX: none) and rounded to X's dtype;
+ * with q >= 0, Y is also quantized per row by QuantizeRows(F8) node q into
+ * tq (int8 or e4m3) and ts (f32 scale per row). */
+typedef struct RowFuse {
+  int dq, q;
+  uint32_t tacc, txs, tws, tbias, tq, ts;
+} RowFuse;
+/* The norm lowering takes LowerCtx.row for node n (codegen/lower_norm.c). */
+bool cg_norm_row_fusable(const Graph *g, const Node *n);
 
 /* The module source kernels are appended to. Kernels are
  * extern "C" __global__ and take tensor pointers in argument order. */
@@ -120,6 +134,8 @@ uint32_t cg_value_tensor(PlanBuilder *pb, int v);
  * emitted, and values made by nodes of its fusion group get no tensor.
  * label (may be NULL) names the ONNX nodes its steps cover. */
 int cg_lower_node(PlanBuilder *pb, int i, struct EwCapture *cap, const char *label);
+/* Lower norm node i with its fused dequantize/quantize (LowerCtx.row). */
+int cg_lower_node_row(PlanBuilder *pb, int i, const RowFuse *row, const char *label);
 /* Lower fusion group `members` (node indices in order; the last one's
  * output is the group's) as one kernel; as separate nodes when a member
  * cannot be inlined. */

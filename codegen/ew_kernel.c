@@ -81,49 +81,12 @@ static bool in_place_candidate(LowerCtx *c, const EwProgram *p, int k, const int
   return gpuc_plan_base_tensor(plan, p->ty) != base;
 }
 
-int cg_ew_program(LowerCtx *c, const EwProgram *p) {
+/* The element at index i (declared by the caller): its coordinates when
+ * an input is broadcast, the external inputs e<k> (vector lane u when vec
+ * > 1) and the terms v0..v<nterms-1>, each in its own scope. */
+static void emit_element(StrBuf *b, const EwProgram *p, const int *kind, int vec, bool need_idx, bool idx32) {
   const Tensor *y = p->y;
   int r = y->rank;
-  int64_t n = gpuc_numel(y);
-  int kind[EW_MAX_EXT];
-  bool need_idx = false;
-  /* V: 16-byte vectors for the widest contiguous tensor (f32: 4, f16: 8):
-   * a memory-bound kernel on the H200 needs that many bytes in flight per
-   * thread (8-byte f16 vectors reached 37% of DRAM bandwidth) */
-  size_t widest = gpuc_dtype_size(y->dt);
-  for (int k = 0; k < p->next; k++) {
-    kind[k] = ext_kind(&p->ext[k], y);
-    if (kind[k] == EXT_BCAST) need_idx = true;
-    if (kind[k] == EXT_SAME && gpuc_dtype_size(p->ext[k].view.dt) > widest) widest = gpuc_dtype_size(p->ext[k].view.dt);
-  }
-  int vec = widest <= 4 && widest > 0 ? (int)(16 / widest) : 1;
-  if (vec > 8) vec = 8;
-  while (vec > 1 && (n <= 0 || n % vec != 0)) vec /= 2;
-  bool idx32 = n <= 0x7fffffffLL;
-  bool in_place[EW_MAX_EXT], any_in_place = false;
-  for (int k = 0; k < p->next; k++) any_in_place |= in_place[k] = in_place_candidate(c, p, k, kind);
-  StrBuf *b = cg_src(c);
-  const char *name = cg_kernel_name(c);
-  uint32_t args[EW_MAX_EXT + 1];
-  sb_printf(b, "extern \"C\" __global__ void %s(", name);
-  /* a pointer the output may share is not __restrict__, nor is the output */
-  for (int k = 0; k < p->next; k++) {
-    sb_printf(b, "const %s* %sin%d, ", cg_ctype(p->ext[k].view.dt), in_place[k] ? "" : "__restrict__ ", k);
-    args[k] = p->ext[k].tensor;
-  }
-  sb_printf(b, "%s* %sout0) {\n", cg_ctype(y->dt), any_in_place ? "" : "__restrict__ ");
-  args[p->next] = p->ty;
-  sb_printf(b, "  GRID_STRIDE(j, %lldLL) {\n", (long long)(n / vec));
-  if (vec > 1) {
-    for (int k = 0; k < p->next; k++)
-      if (kind[k] == EXT_SAME)
-        sb_printf(b, "    const Vec<%s, %d> a%d = ((const Vec<%s, %d>*)in%d)[j];\n", cg_ctype(p->ext[k].view.dt),
-                  vec, k, cg_ctype(p->ext[k].view.dt), vec, k);
-    sb_printf(b, "    Vec<%s, %d> res;\n", cg_ctype(y->dt), vec);
-    sb_printf(b, "#pragma unroll\n    for (int u = 0; u < %d; u++) {\n    const i64 i = j * %d + u;\n", vec, vec);
-  } else {
-    sb_printf(b, "    {\n    const i64 i = j;\n");
-  }
   if (need_idx) {
     const char *it = idx32 ? "unsigned" : "i64";
     sb_printf(b, "    %s rem = (%s)i;\n", it, it);
@@ -177,6 +140,51 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
     if (m->dt == GPUC_DT_BOOL) sb_printf(b, "      v%d = (unsigned char)((%s) != 0);\n    }\n", t, m->expr);
     else sb_printf(b, "      v%d = (%s)(%s);\n    }\n", t, vt, m->expr);
   }
+}
+
+int cg_ew_program(LowerCtx *c, const EwProgram *p) {
+  const Tensor *y = p->y;
+  int64_t n = gpuc_numel(y);
+  int kind[EW_MAX_EXT];
+  bool need_idx = false;
+  /* V: 16-byte vectors for the widest contiguous tensor (f32: 4, f16: 8):
+   * a memory-bound kernel on the H200 needs that many bytes in flight per
+   * thread (8-byte f16 vectors reached 37% of DRAM bandwidth) */
+  size_t widest = gpuc_dtype_size(y->dt);
+  for (int k = 0; k < p->next; k++) {
+    kind[k] = ext_kind(&p->ext[k], y);
+    if (kind[k] == EXT_BCAST) need_idx = true;
+    if (kind[k] == EXT_SAME && gpuc_dtype_size(p->ext[k].view.dt) > widest) widest = gpuc_dtype_size(p->ext[k].view.dt);
+  }
+  int vec = widest <= 4 && widest > 0 ? (int)(16 / widest) : 1;
+  if (vec > 8) vec = 8;
+  while (vec > 1 && (n <= 0 || n % vec != 0)) vec /= 2;
+  bool idx32 = n <= 0x7fffffffLL;
+  bool in_place[EW_MAX_EXT], any_in_place = false;
+  for (int k = 0; k < p->next; k++) any_in_place |= in_place[k] = in_place_candidate(c, p, k, kind);
+  StrBuf *b = cg_src(c);
+  const char *name = cg_kernel_name(c);
+  uint32_t args[EW_MAX_EXT + 1];
+  sb_printf(b, "extern \"C\" __global__ void %s(", name);
+  /* a pointer the output may share is not __restrict__, nor is the output */
+  for (int k = 0; k < p->next; k++) {
+    sb_printf(b, "const %s* %sin%d, ", cg_ctype(p->ext[k].view.dt), in_place[k] ? "" : "__restrict__ ", k);
+    args[k] = p->ext[k].tensor;
+  }
+  sb_printf(b, "%s* %sout0) {\n", cg_ctype(y->dt), any_in_place ? "" : "__restrict__ ");
+  args[p->next] = p->ty;
+  sb_printf(b, "  GRID_STRIDE(j, %lldLL) {\n", (long long)(n / vec));
+  if (vec > 1) {
+    for (int k = 0; k < p->next; k++)
+      if (kind[k] == EXT_SAME)
+        sb_printf(b, "    const Vec<%s, %d> a%d = ((const Vec<%s, %d>*)in%d)[j];\n", cg_ctype(p->ext[k].view.dt),
+                  vec, k, cg_ctype(p->ext[k].view.dt), vec, k);
+    sb_printf(b, "    Vec<%s, %d> res;\n", cg_ctype(y->dt), vec);
+    sb_printf(b, "#pragma unroll\n    for (int u = 0; u < %d; u++) {\n    const i64 i = j * %d + u;\n", vec, vec);
+  } else {
+    sb_printf(b, "    {\n    const i64 i = j;\n");
+  }
+  emit_element(b, p, kind, vec, need_idx, idx32);
   char last[16];
   snprintf(last, sizeof last, "v%d", p->nterms - 1);
   sb_printf(b, "    ");
@@ -191,4 +199,82 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
   for (int k = 0; k < p->next; k++)
     if (in_place[k]) cg_in_place(c, p->ext[k].tensor, p->ty);
   return 0;
+}
+
+/* Rows of the output's last dim, one block a row (BLOCK threads, U
+ * elements a thread held in registers): each element's terms as above, the
+ * last one rounded to y's dtype (the value the unfused graph stores and
+ * QuantizeRows reads back), then the row's absmax across the block and the
+ * row quantized by QuantizeRows' rule (ir/quant_int8.h) or QuantizeRowsF8's
+ * (absmax / 448, cvt.rn.satfinite e4m3) into q and s[row]. y itself is not
+ * stored: the quantize step was its only reader. 1: rows too long for the
+ * registers (the caller lowers the nodes one by one). */
+int cg_ew_rows_quantize(LowerCtx *c, const EwProgram *p, bool f8, uint32_t tq, uint32_t ts) {
+  const Tensor *y = p->y;
+  int64_t n = gpuc_numel(y), k = y->rank ? y->dims[y->rank - 1] : 1, rows = k ? n / k : 0;
+  if (n <= 0 || k <= 0 || (y->dt != GPUC_DT_F32 && y->dt != GPUC_DT_F16 && y->dt != GPUC_DT_BF16)) return 1;
+  int block = k >= 256 ? 256 : (int)((k + 31) / 32 * 32);
+  int64_t per = (k + block - 1) / block;
+  if (per > 32) return 1;
+  int kind[EW_MAX_EXT];
+  bool need_idx = false;
+  for (int x = 0; x < p->next; x++) {
+    kind[x] = ext_kind(&p->ext[x], y);
+    if (kind[x] == EXT_BCAST) need_idx = true;
+  }
+  StrBuf *b = cg_src(c);
+  const char *name = cg_kernel_name(c);
+  uint32_t args[EW_MAX_EXT + 2];
+  sb_printf(b, "extern \"C\" __global__ void %s(", name);
+  for (int x = 0; x < p->next; x++) {
+    sb_printf(b, "const %s* __restrict__ in%d, ", cg_ctype(p->ext[x].view.dt), x);
+    args[x] = p->ext[x].tensor;
+  }
+  sb_printf(b, "float* __restrict__ qs, unsigned char* __restrict__ qo) {\n"
+               "  __shared__ float red[32];\n"
+               "  for (i64 row = blockIdx.x; row < %lldLL; row += gridDim.x) {\n"
+               "    float w[%lld];\n"
+               "#pragma unroll\n"
+               "    for (int uu = 0; uu < %lld; uu++) {\n"
+               "      const int jr = threadIdx.x + uu * %d;\n"
+               "      w[uu] = 0.0f;\n"
+               "      if (jr >= %lld) continue;\n"
+               "    const i64 i = row * %lldLL + jr;\n",
+            (long long)rows, (long long)per, (long long)per, block, (long long)k, (long long)k);
+  emit_element(b, p, kind, 1, need_idx, n <= 0x7fffffffLL);
+  sb_printf(b, "    w[uu] = ldf(stf<%s>((float)v%d));\n    }\n", cg_ctype(y->dt), p->nterms - 1);
+  const char *lim = f8 ? "448.0f" : "127.0f";
+  sb_printf(b, "    float m = 0.0f;\n"
+               "#pragma unroll\n    for (int uu = 0; uu < %lld; uu++) m = fmaxf(m, fabsf(w[uu]));\n"
+               "    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));\n"
+               "    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;\n"
+               "    __syncthreads();\n"
+               "    if (threadIdx.x < 32) {\n"
+               "      m = threadIdx.x < %d ? red[threadIdx.x] : 0.0f;\n"
+               "      for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));\n"
+               "      if (threadIdx.x == 0) red[0] = m;\n"
+               "    }\n"
+               "    __syncthreads();\n"
+               "    m = red[0];\n"
+               "    const float qinv = m > 0.0f ? %s / m : 0.0f;\n"
+               "    if (threadIdx.x == 0) qs[row] = m > 0.0f ? m / %s : 1.0f;\n"
+               "#pragma unroll\n    for (int uu = 0; uu < %lld; uu++) {\n"
+               "      const int jr = threadIdx.x + uu * %d;\n"
+               "      if (jr >= %lld) continue;\n",
+            (long long)per, block / 32, lim, lim, (long long)per, block, (long long)k);
+  if (f8)
+    sb_printf(b, "      unsigned short d;\n"
+                 "      asm(\"cvt.rn.satfinite.e4m3x2.f32 %%0, %%1, %%2;\" : \"=h\"(d) : \"f\"(0.0f), "
+                 "\"f\"(__fmul_rn(w[uu], qinv)));\n"
+                 "      qo[row * %lldLL + jr] = (unsigned char)(d & 0xff);\n",
+              (long long)k);
+  else
+    sb_printf(b, "      qo[row * %lldLL + jr] = (unsigned char)(signed char)fminf(fmaxf(rintf(__fmul_rn(w[uu], qinv)), "
+                 "-127.0f), 127.0f);\n",
+              (long long)k);
+  /* the next row reuses red[]: every thread has read red[0] */
+  sb_printf(b, "    }\n    __syncthreads();\n  }\n}\n");
+  args[p->next] = ts;
+  args[p->next + 1] = tq;
+  return cg_launch(c, name, (uint64_t)rows * (uint64_t)block, (unsigned)block, 0, p->next + 2, args) ? -1 : 0;
 }

@@ -56,4 +56,22 @@ int ew_ext(EwProgram *p, uint32_t tensor, const Tensor *view);
 int ew_ext_strided(EwProgram *p, uint32_t tensor, const Tensor *view, const int64_t *stride);
 /* Emit and launch the program's kernel. */
 int cg_ew_program(LowerCtx *c, const EwProgram *p);
+/* The program per row of y's last dim, y rounded to its dtype and
+ * quantized per row (QuantizeRows, or QuantizeRowsF8 with f8) into plan
+ * tensors tq and ts instead of stored; 1 when the rows do not fit the
+ * kernel (then nothing is emitted). */
+int cg_ew_rows_quantize(LowerCtx *c, const EwProgram *p, bool f8, uint32_t tq, uint32_t ts);
+/* Fill p with the terms of fusion-group members m[0..nm) (each lowered
+ * with LowerCtx.capture): 0, 1 when a member is not one inlinable
+ * elementwise expression (the caller lowers the members one by one), -1 on
+ * error. caps[nm] hold the captures; the caller clears them. */
+int ew_group_program(PlanBuilder *pb, const Graph *g, const int *m, int nm, EwProgram *p, EwCapture *caps);
+/* The checks of a fusion group of elementwise members (codegen/lower_fused.c):
+ * single outputs of one shape, intermediates read by members only. */
+bool cg_group_valid(const Graph *g, const int *m, int nm, const int *reader_group);
+/* The members lowered as separate nodes, in order. */
+int cg_lower_one_by_one(PlanBuilder *pb, const int *m, int nm);
+/* A group whose last member is a QuantizeRows(F8) or a norm
+ * (passes/fuse_quantize_rows.c), as one row kernel (codegen/lower_row_group.c). */
+int cg_lower_row_group(PlanBuilder *pb, const Graph *g, const int *m, int nm, const int *reader_group);
 #endif

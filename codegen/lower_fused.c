@@ -26,7 +26,7 @@ static int term_of(const Graph *g, const int *m, int nm, int v) {
 
 /* reader_group[v]: the fusion group of every node reading value v (0:
  * ungrouped nodes), -1 when readers differ, -2 when nothing reads it */
-static bool group_valid(const Graph *g, const int *m, int nm, const int *reader_group) {
+bool cg_group_valid(const Graph *g, const int *m, int nm, const int *reader_group) {
   if (nm < 2 || nm > EW_MAX_TERMS) return false;
   const Tensor *y = &g->values[g->nodes[m[nm - 1]].out[0]].t;
   for (int t = 0; t < nm; t++) {
@@ -76,31 +76,23 @@ static int transpose_term(PlanBuilder *pb, const Graph *g, const Node *n, EwProg
   return 0;
 }
 
-static int one_by_one(PlanBuilder *pb, const int *m, int nm) {
+int cg_lower_one_by_one(PlanBuilder *pb, const int *m, int nm) {
   for (int t = 0; t < nm; t++)
     if (cg_lower_node(pb, m[t], NULL, NULL)) return -1;
   return 0;
 }
 
-int cg_lower_group(PlanBuilder *pb, const Graph *g, const int *m, int nm, const int *reader_group) {
-  if (!group_valid(g, m, nm, reader_group)) return one_by_one(pb, m, nm);
-  EwProgram *p = calloc(1, sizeof *p);
-  EwCapture *caps = calloc((size_t)nm, sizeof *caps);
-  StrBuf label = {0};
-  int rc = -1;
-  GpucErr *e = NULL;
-  if (!p || !caps) goto oom;
-  bool inline_ok = true;
-  for (int t = 0; t < nm && inline_ok; t++) {
+int ew_group_program(PlanBuilder *pb, const Graph *g, const int *m, int nm, EwProgram *p, EwCapture *caps) {
+  for (int t = 0; t < nm; t++) {
     const Node *n = &g->nodes[m[t]];
     if (n->op == GPUC_OP_TRANSPOSE) { /* the group reads its input through permuted strides */
-      if (transpose_term(pb, g, n, p, t)) inline_ok = false;
+      if (transpose_term(pb, g, n, p, t)) return 1;
       p->nterms = t + 1;
       continue;
     }
-    if (cg_lower_node(pb, m[t], &caps[t], NULL)) goto out; /* the op's own error */
+    if (cg_lower_node(pb, m[t], &caps[t], NULL)) return -1; /* the op's own error */
     EwCapture *cap = &caps[t];
-    if (cap->calls != 1 || cap->other) { inline_ok = false; break; }
+    if (cap->calls != 1 || cap->other) return 1;
     EwTerm *term = &p->term[t];
     term->nargs = cap->nargs;
     term->ct = cap->ct;
@@ -112,12 +104,29 @@ int cg_lower_group(PlanBuilder *pb, const Graph *g, const int *m, int nm, const 
       int q = term_of(g, m, t, v); /* an earlier member's output? */
       term->arg[k].term = q;
       term->arg[k].ext = q >= 0 ? -1 : ew_ext(p, cg_value_tensor(pb, v), &cap->view[k]);
-      if (q < 0 && term->arg[k].ext < 0) inline_ok = false; /* too many inputs */
+      if (q < 0 && term->arg[k].ext < 0) return 1; /* too many inputs */
     }
     p->nterms = t + 1;
   }
-  if (!inline_ok) {
-    rc = one_by_one(pb, m, nm);
+  return 0;
+}
+
+int cg_lower_group(PlanBuilder *pb, const Graph *g, const int *m, int nm, const int *reader_group) {
+  GpucOp last = g->nodes[m[nm - 1]].op;
+  if (last == GPUC_OP_QUANTIZEROWS || last == GPUC_OP_QUANTIZEROWSF8 || last == GPUC_OP_LAYERNORMALIZATION ||
+      last == GPUC_OP_ADDLAYERNORMALIZATION)
+    return cg_lower_row_group(pb, g, m, nm, reader_group); /* passes/fuse_quantize_rows.c */
+  if (!cg_group_valid(g, m, nm, reader_group)) return cg_lower_one_by_one(pb, m, nm);
+  EwProgram *p = calloc(1, sizeof *p);
+  EwCapture *caps = calloc((size_t)nm, sizeof *caps);
+  StrBuf label = {0};
+  int rc = -1;
+  GpucErr *e = NULL;
+  if (!p || !caps) goto oom;
+  int built = ew_group_program(pb, g, m, nm, p, caps);
+  if (built < 0) goto out;
+  if (built > 0) {
+    rc = cg_lower_one_by_one(pb, m, nm);
     goto out;
   }
   const Node *sink = &g->nodes[m[nm - 1]];

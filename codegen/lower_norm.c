@@ -251,21 +251,117 @@ static int ln_args(const LnIn *in, uint32_t *args) {
   return na;
 }
 
+/* warp_rows_open for X = DequantizeRows(acc, xs, ws, db) of dtype xdt
+ * (LowerCtx.row): each element ((float)acc * xs[row]) * ws[j] + db[j],
+ * each step rounded (as ref_DequantizeRows and lower_DequantizeRows), then
+ * rounded to xdt as the unfused graph stores it, then + x2 as
+ * AddLayerNormalization loads it. acc is int32, read 16 bytes a lane. */
+static void warp_rows_open_dequant(StrBuf *b, int64_t nrows, int64_t n, int vec, GpucDType xdt, GpucDType dt2,
+                                   bool x2_row, bool xs1, bool ws1, bool db) {
+  int groups = (int)((n + 32 * vec - 1) / (32 * vec));
+  sb_printf(b, "  const int lane = threadIdx.x & 31;\n"
+               "  const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;\n"
+               "  for (i64 row = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < %lldLL; row += nwarps) {\n"
+               "    const i64 base = row * %lldLL;\n"
+               "    const float rs = dq_xs[%s];\n"
+               "    float v[%d];\n"
+               "#pragma unroll\n"
+               "    for (int g = 0; g < %d; g++) {\n"
+               "      const int j0 = (lane + 32 * g) * %d;\n"
+               "      if (j0 < %lld) {\n"
+               "        const Vec<int, %d> a = *(const Vec<int, %d>*)(x + base + j0);\n",
+            LL(nrows), LL(n), xs1 ? "0" : "row", groups * vec, groups, vec, LL(n), vec, vec);
+  if (dt2 != GPUC_DT_UNDEF)
+    sb_printf(b, "        const Vec<%s, %d> a2 = *(const Vec<%s, %d>*)(x2 + %sj0);\n", cg_ctype(dt2), vec,
+              cg_ctype(dt2), vec, x2_row ? "" : "base + ");
+  sb_printf(b, "#pragma unroll\n        for (int u = 0; u < %d; u++) {\n"
+               "          float t = __fmul_rn(__fmul_rn((float)a.v[u], rs), dq_ws[%s]);\n",
+            vec, ws1 ? "0" : "j0 + u");
+  if (db) sb_printf(b, "          t = __fadd_rn(t, ldf(dq_b[j0 + u]));\n");
+  sb_printf(b, "          v[g * %d + u] = ldf(stf<%s>(t))", vec, cg_ctype(xdt));
+  if (dt2 != GPUC_DT_UNDEF) sb_printf(b, " + ldf(a2.v[u])");
+  sb_printf(b, ";\n        }\n      } else {\n#pragma unroll\n        for (int u = 0; u < %d; u++) v[g * %d + u] = 0.0f;\n"
+               "      }\n    }\n", vec, vec);
+}
+
+/* After the row's Y is stored with v[k] = Y's values as stored: QuantizeRows'
+ * rule (ir/quant_int8.h) or QuantizeRowsF8's (absmax / 448, e4m3 by
+ * cvt.rn.satfinite) over v, into q (16-byte-aligned runs of vec bytes) and
+ * s[row]. */
+static void warp_rows_quantize(StrBuf *b, int64_t n, int vec, bool f8) {
+  int groups = (int)((n + 32 * vec - 1) / (32 * vec));
+  sb_printf(b, "    float m = 0.0f;\n");
+  warp_rows_for(b, n, vec);
+  sb_printf(b, "      m = fmaxf(m, fabsf(v[k]));\n    }\n");
+  warp_allreduce(b, "m", "float", "fmaxf(a, b)");
+  sb_printf(b, "    const float qinv = m > 0.0f ? %s / m : 0.0f;\n"
+               "    if (lane == 0) qs[row] = m > 0.0f ? m / %s : 1.0f;\n",
+            f8 ? "448.0f" : "127.0f", f8 ? "448.0f" : "127.0f");
+  const char *wt = vec == 8 ? "uint2" : vec == 4 ? "unsigned int" : vec == 2 ? "unsigned short" : "unsigned char";
+  sb_printf(b, "#pragma unroll\n    for (int g = 0; g < %d; g++) {\n"
+               "      const int j0 = (lane + 32 * g) * %d;\n      if (j0 >= %lld) continue;\n"
+               "      union { %s w; unsigned char c[%d]; } o;\n",
+            groups, vec, LL(n), wt, vec);
+  if (!f8) {
+    sb_printf(b, "#pragma unroll\n      for (int u = 0; u < %d; u++)\n"
+                 "        o.c[u] = (unsigned char)(signed char)fminf(fmaxf(rintf(__fmul_rn(v[g * %d + u], qinv)), "
+                 "-127.0f), 127.0f);\n",
+              vec, vec);
+  } else if (vec % 2 == 0) {
+    /* cvt.rn.satfinite.e4m3x2.f32 d, a, b: a to the high byte, b to the low */
+    sb_printf(b, "#pragma unroll\n      for (int u = 0; u < %d; u += 2) {\n"
+                 "        unsigned short d;\n"
+                 "        asm(\"cvt.rn.satfinite.e4m3x2.f32 %%0, %%1, %%2;\" : \"=h\"(d)\n"
+                 "            : \"f\"(__fmul_rn(v[g * %d + u + 1], qinv)), \"f\"(__fmul_rn(v[g * %d + u], qinv)));\n"
+                 "        o.c[u] = (unsigned char)(d & 0xff);\n        o.c[u + 1] = (unsigned char)(d >> 8);\n"
+                 "      }\n",
+              vec, vec, vec);
+  } else {
+    sb_printf(b, "      {\n        unsigned short d;\n"
+                 "        asm(\"cvt.rn.satfinite.e4m3x2.f32 %%0, %%1, %%2;\" : \"=h\"(d) : \"f\"(0.0f), "
+                 "\"f\"(__fmul_rn(v[g], qinv)));\n"
+                 "        o.c[0] = (unsigned char)(d & 0xff);\n      }\n");
+  }
+  sb_printf(b, "      *(%s*)(qo + base + j0) = o.w;\n    }\n", wt);
+}
+
 /* LayerNorm over contiguous rows of 17..1024 elements in float (BERT's
  * 768): one warp per row held in registers (with x2, x + x2 summed as the
  * row is loaded); mean, then the variance about it (two passes over
  * registers, as the general kernel does over memory). Scale and bias have
- * the row's shape or one element. */
+ * the row's shape or one element. With c->row (passes/fuse_quantize_rows.c)
+ * X is dequantized from int32 as it is loaded and/or Y is also quantized
+ * per row (Y's stored values, kept in v[]). */
 static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, double eps, bool rms) {
   const Tensor *y = c->out[0], *scale = in->scale, *bias = in->bias;
+  const RowFuse *rf = c->row;
+  bool dq = rf && rf->dq >= 0, qz = rf && rf->q >= 0;
+  bool f8 = qz && c->g->nodes[rf->q].op == GPUC_OP_QUANTIZEROWSF8;
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
   char e[64];
   sb_printf(b, "extern \"C\" __global__ void %s(", name);
-  ln_params(b, in);
+  if (dq) sb_printf(b, "const int* __restrict__ x, ");
+  else sb_printf(b, "const %s* __restrict__ x, ", cg_ctype(in->x->dt));
+  if (in->x2) sb_printf(b, "const %s* __restrict__ x2, ", cg_ctype(in->x2->dt));
+  sb_printf(b, "const %s* __restrict__ scale, ", cg_ctype(in->scale->dt));
+  if (in->bias) sb_printf(b, "const %s* __restrict__ bias, ", cg_ctype(in->bias->dt));
+  const Tensor *db = NULL;
+  bool xs1 = false, ws1 = false;
+  if (dq) {
+    const Node *d = &c->g->nodes[rf->dq];
+    db = d->nin > 3 && d->in[3] >= 0 ? &c->g->values[d->in[3]].t : NULL;
+    xs1 = gpuc_numel(&c->g->values[d->in[1]].t) == 1;
+    ws1 = gpuc_numel(&c->g->values[d->in[2]].t) == 1;
+    sb_printf(b, "const float* __restrict__ dq_xs, const float* __restrict__ dq_ws, ");
+    if (db) sb_printf(b, "const %s* __restrict__ dq_b, ", cg_ctype(db->dt));
+  }
+  if (qz) sb_printf(b, "float* __restrict__ qs, unsigned char* __restrict__ qo, ");
   sb_printf(b, "%s* __restrict__ y) {\n", cg_ctype(y->dt));
-  int vec = warp_rows_vec(n, in->x->dt, x2_dt(in), y->dt);
-  warp_rows_open(b, rows, n, vec, "float", in->x->dt, x2_dt(in), in->x2 && gpuc_numel(in->x2) == n, "0.0f");
+  int vec = warp_rows_vec(n, dq ? GPUC_DT_I32 : in->x->dt, x2_dt(in), y->dt);
+  bool x2_row = in->x2 && gpuc_numel(in->x2) == n;
+  if (dq) warp_rows_open_dequant(b, rows, n, vec, in->x->dt, x2_dt(in), x2_row, xs1, ws1, db != NULL);
+  else warp_rows_open(b, rows, n, vec, "float", in->x->dt, x2_dt(in), x2_row, "0.0f");
   if (rms) {
     sb_printf(b, "    const float mean = 0;\n");
   } else {
@@ -290,12 +386,54 @@ static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, 
   }
   sb_printf(b, ";\n      ");
   cg_store(b, y->dt, "r.v", "u", "float", "o");
+  if (qz) sb_printf(b, "      v[k] = ldf(r.v[u]); /* the value as stored: what QuantizeRows would read */\n");
   warp_rows_store_end(b, vec, y->dt);
+  if (qz) warp_rows_quantize(b, n, vec, f8);
   sb_printf(b, "  }\n}\n");
-  uint32_t args[5];
-  int na = ln_args(in, args);
+  uint32_t args[12];
+  int na = 0;
+  args[na++] = dq ? rf->tacc : in->tx;
+  if (in->x2) args[na++] = in->tx2;
+  args[na++] = in->tscale;
+  if (in->bias) args[na++] = in->tbias;
+  if (dq) {
+    args[na++] = rf->txs;
+    args[na++] = rf->tws;
+    if (db) args[na++] = rf->tbias;
+  }
+  if (qz) {
+    args[na++] = rf->ts;
+    args[na++] = rf->tq;
+  }
   args[na++] = c->tout[0];
   return warp_rows_launch(c, name, rows, na, args);
+}
+
+/* The norm node's lowering takes LowerCtx.row: a LayerNormalization or
+ * AddLayerNormalization over the last axis that the warp-per-row kernel
+ * runs (float statistics, rows of 17..WARP_ROW_MAX, Scale and B per
+ * element or one; B of an Add one row or X's shape), with Y only. */
+bool cg_norm_row_fusable(const Graph *g, const Node *n) {
+  if ((n->op != GPUC_OP_LAYERNORMALIZATION && n->op != GPUC_OP_ADDLAYERNORMALIZATION) || n->out[0] < 0) return false;
+  for (int k = 1; k < n->nout; k++)
+    if (n->out[k] >= 0) return false;
+  bool add = n->op == GPUC_OP_ADDLAYERNORMALIZATION;
+  int k = add ? 1 : 0;
+  if (n->nin < k + 2 || n->in[0] < 0 || n->in[k + 1] < 0) return false;
+  const Tensor *x = &g->values[n->in[0]].t, *sc = &g->values[n->in[k + 1]].t;
+  const Tensor *bi = n->nin > k + 2 && n->in[k + 2] >= 0 ? &g->values[n->in[k + 2]].t : NULL;
+  if (x->rank < 1 || !is_flt(x->dt) || x->dt == GPUC_DT_F64 || gpuc_attr_i(n, "stash_type", 1) == 11 ||
+      !is_flt(sc->dt) || (bi && !is_flt(bi->dt)))
+    return false;
+  int64_t axis = gpuc_attr_i(n, "axis", -1), inner = x->dims[x->rank - 1];
+  if (axis != -1 && axis != x->rank - 1) return false;
+  if (add) {
+    const Tensor *x2 = &g->values[n->in[1]].t;
+    if (!is_flt(x2->dt) || x2->dt == GPUC_DT_F64 || (gpuc_numel(x2) != gpuc_numel(x) && gpuc_numel(x2) != inner))
+      return false;
+  }
+  return inner > 16 && inner <= WARP_ROW_MAX && (gpuc_numel(sc) == inner || gpuc_numel(sc) == 1) &&
+         (!bi || gpuc_numel(bi) == inner || gpuc_numel(bi) == 1);
 }
 
 /* X as [outer, inner] with inner = prod(dims[axis:]); y = (x - mean) * inv
@@ -325,6 +463,7 @@ static int layernorm(LowerCtx *c, bool add, bool rms) {
                     (!bias || gpuc_numel(bias) == inner || gpuc_numel(bias) == 1);
   if (!mo && !io && !strcmp(ct, "float") && inner > 16 && inner <= WARP_ROW_MAX && row_params)
     return layernorm_warp(c, &in, outer, inner, eps, rms);
+  if (c->row) return lower_fail(c, "internal: a fused dequantize/quantize on a norm the warp kernel does not run");
   Rows r = rows_pick(outer, inner, true);
   StrBuf *b = cg_src(c);
   char name[128], e[64], sidx[32], bidx[32];

@@ -55,6 +55,7 @@ int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e);
 /* Residual Add + LayerNormalization -> AddLayerNormalization. */
 int pass_fuse_add_layernorm(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e);
+int pass_fuse_quantize_rows(Graph *g, const PassOptions *o, GpucErr *e);
 /* --int8 (o->int8): MatMul/Gemm/MatMulBias with constant weights ->
  * QuantizeRows + MatMulInt8 + DequantizeRows; returns the layers changed. */
 int pass_quantize_int8(Graph *g, const PassOptions *o, GpucErr *e);

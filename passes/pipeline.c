@@ -76,5 +76,7 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->fp8 && after(g, o, "quantize_fp8", pass_quantize_fp8(g, o, e), e) < 0) return -1;
   /* last: groups are over the final nodes, Casts from the fp16 pass too */
   if (o->level >= 2 && after(g, o, "fuse_elementwise", pass_fuse_elementwise(g, o, e), e) < 0) return -1;
+  /* after it: the int8/fp8 row quantize and dequantize steps join the groups and norms beside them */
+  if (o->level >= 2 && after(g, o, "fuse_quantize_rows", pass_fuse_quantize_rows(g, o, e), e) < 0) return -1;
   return 0;
 }

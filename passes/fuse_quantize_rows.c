@@ -1,0 +1,136 @@
+/* The --int8 / --fp8 row steps fused into the kernels next to them, so the
+ * half activation and the int32 GEMM output cross memory once each:
+ *
+ *   QuantizeRows(X) / QuantizeRowsF8(X) where X is made by
+ *     - an elementwise group (passes/fuse_elementwise.c; the dequantize,
+ *       bias, GELU of a Linear layer) or one elementwise node, X read by
+ *       nothing else: the group's kernel becomes a row kernel that
+ *       evaluates the group per row, takes the row's absmax and writes
+ *       only Xq and the scale (X itself is never stored);
+ *     - a LayerNormalization or AddLayerNormalization over the last axis:
+ *       its row kernel, which holds the row in registers, also writes Xq
+ *       and the scale (Y stays: the residual path reads it).
+ *   DequantizeRows(acc, xs, ws, b) read only by an AddLayerNormalization
+ *     (or a LayerNormalization): the norm kernel loads acc (int32) and
+ *     dequantizes each element as it loads the row; the half value is
+ *     never stored.
+ *
+ * The pass does not rewrite nodes: it puts the members in one fusion group
+ * (Node.fuse_group, as fuse_elementwise does), and codegen
+ * (codegen/lower_row_group.c) lowers such a group as one kernel. The
+ * fused kernels round each intermediate to the dtype the unfused graph
+ * stores it in before using it, so they compute the bits the separate
+ * kernels (and the CPU reference, which ignores groups) compute.
+ *
+ * A group is lowered where its last member stands, so every reader of a
+ * value the group writes for others (a norm's Y) must come after that
+ * member in node order; the pass checks it. Runs last, after
+ * fuse_elementwise. */
+#include "passes.h"
+#include <stdlib.h>
+#include <string.h>
+
+static bool is_quantize(GpucOp op) { return op == GPUC_OP_QUANTIZEROWS || op == GPUC_OP_QUANTIZEROWSF8; }
+static bool is_norm(GpucOp op) { return op == GPUC_OP_LAYERNORMALIZATION || op == GPUC_OP_ADDLAYERNORMALIZATION; }
+
+static bool same_dims(const Tensor *a, const Tensor *b) {
+  return a->rank == b->rank && !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
+}
+
+static bool half_or_f32(GpucDType dt) { return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16; }
+
+/* A norm over the last axis with Y only (no Mean/InvStdDev outputs). */
+static bool norm_fusable(const Graph *g, const Node *n) {
+  if (!is_norm(n->op) || n->fuse_group || n->out[0] < 0) return false;
+  for (int k = 1; k < n->nout; k++)
+    if (n->out[k] >= 0) return false;
+  const Tensor *y = &g->values[n->out[0]].t;
+  int64_t axis = gpuc_attr_i(n, "axis", -1);
+  return gpuc_shape_known(y) && y->rank >= 1 && (axis == -1 || axis == y->rank - 1) && half_or_f32(y->dt);
+}
+
+/* Every node reading v, other than q, stands after q in node order. */
+static bool readers_after(const Graph *g, int v, int q) {
+  for (int j = 0; j < q; j++) {
+    const Node *r = &g->nodes[j];
+    for (int k = 0; k < r->nin; k++)
+      if (r->in[k] == v) return false;
+  }
+  return true;
+}
+
+/* The QuantizeRows node reading v, fusable at node index > after; -1 if none. */
+static int quantize_reader(const Graph *g, int v, int after) {
+  for (int j = after + 1; j < g->nnodes; j++) {
+    const Node *q = &g->nodes[j];
+    if (is_quantize(q->op) && q->nin >= 1 && q->in[0] == v && !q->fuse_group) return j;
+  }
+  return -1;
+}
+
+/* v is made by an ungrouped DequantizeRows that nothing else reads: row
+ * scale one per row (or one), column scale and bias per column. */
+static bool dequant_only(const Graph *g, const int *readers, int v) {
+  int p = v >= 0 ? g->values[v].producer : -1;
+  if (p < 0) return false;
+  const Node *d = &g->nodes[p];
+  if (d->op != GPUC_OP_DEQUANTIZEROWS || d->fuse_group || d->out[0] != v || readers[v] != 1 || g->values[v].is_output)
+    return false;
+  const Tensor *acc = &g->values[d->in[0]].t, *y = &g->values[v].t;
+  int64_t cols = y->dims[y->rank - 1], rows = cols ? gpuc_numel(y) / cols : 0;
+  int64_t nx = gpuc_numel(&g->values[d->in[1]].t), nw = gpuc_numel(&g->values[d->in[2]].t);
+  bool bias_ok = d->nin < 4 || d->in[3] < 0 || gpuc_numel(&g->values[d->in[3]].t) == cols;
+  return acc->dt == GPUC_DT_I32 && same_dims(acc, y) && (nx == rows || nx == 1) && (nw == cols || nw == 1) &&
+         bias_ok && half_or_f32(y->dt);
+}
+
+int pass_fuse_quantize_rows(Graph *g, const PassOptions *o, GpucErr *e) {
+  (void)o;
+  int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  if (!readers) return gpuc_err_set(e, "%s: out of memory", g->path);
+  gpuc_graph_count_readers(g, readers, NULL);
+  int next = 0, fused = 0;
+  for (int i = 0; i < g->nnodes; i++)
+    if (g->nodes[i].fuse_group > next) next = g->nodes[i].fuse_group;
+  /* norms: a dequantize before, a quantize after */
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = &g->nodes[i];
+    if (!norm_fusable(g, n)) continue;
+    int y = n->out[0];
+    int dq = -1;
+    if (n->op == GPUC_OP_ADDLAYERNORMALIZATION && n->nin >= 2 && n->in[1] >= 0 &&
+        !dequant_only(g, readers, n->in[0]) && dequant_only(g, readers, n->in[1]) &&
+        same_dims(&g->values[n->in[0]].t, &g->values[n->in[1]].t)) {
+      int t = n->in[0]; /* A + B = B + A bit for bit: the dequantized input goes first */
+      n->in[0] = n->in[1];
+      n->in[1] = t;
+    }
+    if (n->nin >= 1 && dequant_only(g, readers, n->in[0])) dq = g->values[n->in[0]].producer;
+    int q = g->values[y].is_output ? -1 : quantize_reader(g, y, i);
+    if (q >= 0 && !readers_after(g, y, q)) q = -1;
+    if (dq < 0 && q < 0) continue;
+    next++;
+    if (dq >= 0) { g->nodes[dq].fuse_group = next; fused++; }
+    n->fuse_group = next;
+    if (q >= 0) { g->nodes[q].fuse_group = next; fused++; }
+  }
+  /* quantize after an elementwise group or node whose output it alone reads */
+  for (int j = 0; j < g->nnodes; j++) {
+    Node *q = &g->nodes[j];
+    if (!is_quantize(q->op) || q->fuse_group || q->nin < 1 || q->in[0] < 0) continue;
+    int x = q->in[0], p = g->values[x].producer;
+    if (p < 0 || readers[x] != 1 || g->values[x].is_output) continue;
+    const Node *pn = &g->nodes[p];
+    bool ew = (gpuc_ops[pn->op].flags & GPUC_OPF_ELEMWISE) && pn->op != GPUC_OP_IDENTITY && pn->op != GPUC_OP_DROPOUT;
+    if (!ew || pn->out[0] != x || !half_or_f32(g->values[x].t.dt)) continue;
+    bool single_out = true;
+    for (int k = 1; k < pn->nout; k++) single_out &= pn->out[k] < 0;
+    if (!single_out) continue;
+    int grp = pn->fuse_group;
+    if (!grp) g->nodes[p].fuse_group = grp = ++next;
+    g->nodes[j].fuse_group = grp;
+    fused++;
+  }
+  free(readers);
+  return fused;
+}
