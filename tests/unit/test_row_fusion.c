@@ -1,0 +1,260 @@
+/* passes/fuse_quantize_rows.c and codegen/lower_row_group.c without a GPU:
+ *  - which nodes join: QuantizeRows(F8) into the LayerNorm / AddLayerNorm
+ *    or elementwise group (dequantize, bias, GELU; Relu) that makes its
+ *    row, DequantizeRows into the AddLayerNorm reading it; not when the
+ *    row is a graph output, and a norm's Y stays for its other readers;
+ *  - the graph the pass leaves computes, on the CPU reference with seeded
+ *    random inputs, exactly what the same graph without the row groups
+ *    computes, and within int8's/e4m3's error of the fp32 model;
+ *  - codegen: the plans compile (NVRTC, sm_80/89/90/120; fp8 from sm_89),
+ *    no QuantizeRows or DequantizeRows kernel of their own is left where
+ *    they were fused, the fused steps write the int8 row and its scale,
+ *    the row the quantize step alone read is never a plan tensor, and the
+ *    plan moves fewer bytes than the same graph lowered without the row
+ *    groups (counted as gpuc inspect counts them).
+ * The kernels' numbers are checked on a GPU by tests/gpu/int8_check.sh and
+ * fp8_check.sh (via tests/gpu/compression_round.sh) against the reference.
+ * usage: test_row_fusion MODELS_DIR */
+#include "check.h"
+#include "codegen.h"
+#include "frontend.h"
+#include "passes.h"
+#include "plan.h"
+#include "ref.h"
+#include "graph_build.h"
+#include <math.h>
+#include <string.h>
+
+enum { PREC_INT8, PREC_FP8 };
+
+static bool is_quantize(GpucOp op) { return op == GPUC_OP_QUANTIZEROWS || op == GPUC_OP_QUANTIZEROWSF8; }
+static bool is_norm(GpucOp op) { return op == GPUC_OP_LAYERNORMALIZATION || op == GPUC_OP_ADDLAYERNORMALIZATION; }
+
+/* The groups the row pass made, undone: a group holding a norm loses every
+ * member; otherwise its quantize member leaves (the elementwise group that
+ * fuse_elementwise made stays as it was). */
+static void unfuse_rows(Graph *g) {
+  for (int i = 0; i < g->nnodes; i++) {
+    int grp = g->nodes[i].fuse_group;
+    if (!grp || !is_norm(g->nodes[i].op)) continue;
+    for (int j = 0; j < g->nnodes; j++)
+      if (g->nodes[j].fuse_group == grp && j != i) g->nodes[j].fuse_group = 0;
+    g->nodes[i].fuse_group = 0;
+  }
+  for (int i = 0; i < g->nnodes; i++)
+    if (is_quantize(g->nodes[i].op)) g->nodes[i].fuse_group = 0;
+}
+
+static int passes(Graph *g, int prec, bool fp16) {
+  PassOptions po;
+  gpuc_pass_options_default(&po, 2);
+  po.fp16 = fp16;
+  po.int8 = prec == PREC_INT8;
+  po.fp8 = prec == PREC_FP8;
+  GpucErr e = {0};
+  int rc = gpuc_passes_run(g, &po, &e);
+  CHECK(rc == 0, "passes: %s", e.msg);
+  return rc;
+}
+
+/* quantize nodes whose fuse_group holds an op of kind `with` (norm, or
+ * an elementwise op), and DequantizeRows nodes grouped with a norm */
+static void count_joined(const Graph *g, int *q_norm, int *q_ew, int *dq_norm, int *q_all) {
+  *q_norm = *q_ew = *dq_norm = *q_all = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = &g->nodes[i];
+    *q_all += is_quantize(n->op);
+    if (!n->fuse_group || (!is_quantize(n->op) && n->op != GPUC_OP_DEQUANTIZEROWS)) continue;
+    bool norm = false, ew = false;
+    for (int j = 0; j < g->nnodes; j++) {
+      if (j == i || g->nodes[j].fuse_group != n->fuse_group) continue;
+      norm |= is_norm(g->nodes[j].op);
+      ew |= (gpuc_ops[g->nodes[j].op].flags & GPUC_OPF_ELEMWISE) != 0;
+    }
+    if (is_quantize(n->op)) { *q_norm += norm; *q_ew += ew && !norm; }
+    else *dq_norm += norm;
+  }
+}
+
+/* Steps that are a kernel of its own for op name `opname` ("k12_QuantizeRows"),
+ * steps whose covered nodes name a quantize and are not that kernel. */
+static int own_kernels(const Plan *p, const char *opname) {
+  int n = 0;
+  char suffix[64];
+  snprintf(suffix, sizeof suffix, "_%s", opname);
+  for (uint32_t s = 0; s < p->nsteps; s++) {
+    if (p->steps[s].kind != PLAN_STEP_KERNEL) continue;
+    const char *k = gpuc_plan_str(p, p->kernels[p->steps[s].index].name);
+    size_t lk = strlen(k), ls = strlen(suffix);
+    n += lk >= ls && !strcmp(k + lk - ls, suffix);
+  }
+  return n;
+}
+
+static uint64_t plan_bytes(const Plan *p) {
+  uint64_t b = 0;
+  for (uint32_t s = 0; s < p->nsteps && s < p->ncosts; s++) b += p->costs[s].bytes;
+  return b;
+}
+
+/* a plan tensor named name? */
+static bool has_tensor(const Plan *p, const char *name) {
+  for (uint32_t t = 0; t < p->ntensors; t++)
+    if (!strcmp(gpuc_plan_str(p, p->tensors[t].name), name)) return true;
+  return false;
+}
+
+/* The rewritten graph against the fp32 one on the same random inputs:
+ * relative L2 per output at most tol (int8 and e4m3 errors are not
+ * elementwise-small). */
+static void compare_l2(const char *what, Graph *g0, Graph *g1, double tol) {
+  GpucErr e = {0};
+  Tensor **ins = random_inputs(g0), *o0[MAX_IO] = {0}, *o1[MAX_IO] = {0};
+  int r0 = gpuc_ref_run(g0, (const Tensor *const *)ins, o0, &e);
+  CHECK(r0 == 0, "%s: run: %s", what, e.msg);
+  int r1 = r0 == 0 ? gpuc_ref_run(g1, (const Tensor *const *)ins, o1, &e) : -1;
+  CHECK(r1 == 0, "%s: run rewritten: %s", what, e.msg);
+  for (int k = 0; r0 == 0 && r1 == 0 && k < g0->noutputs; k++) {
+    double err = rel_l2(o1[k], o0[k]);
+    CHECK(err <= tol, "%s: output %d: rel L2 %.3g against fp32 (bound %g)", what, k, err, tol);
+  }
+  free_inputs(ins);
+  for (int k = 0; k < MAX_IO; k++) { gpuc_tensor_free(o0[k]); gpuc_tensor_free(o1[k]); }
+}
+
+static Plan *codegen(const Graph *g, int sm, bool fp16, const char *what) {
+  CodegenOptions co = {.sm = sm, .level = 2, .fp16 = fp16};
+  Plan *p = NULL;
+  GpucErr e = {0};
+  CHECK(gpuc_codegen(g, &co, &p, NULL, &e) == 0 && p, "%s: codegen sm_%d: %s", what, sm, e.msg);
+  return p;
+}
+
+/* Graph g0 (unrewritten, fp32) and a copy through the passes: the rows
+ * joined as wanted, the reference equal with and without the groups, the
+ * plans compiled and smaller. want_*: counts of count_joined. */
+static void check_graph(const char *what, Graph *(*build)(const void *), const void *arg, int prec, bool fp16,
+                        int want_qnorm, int want_qew, int want_dqnorm, double tol_fp32) {
+  char tag[160];
+  snprintf(tag, sizeof tag, "%s %s%s", what, prec == PREC_FP8 ? "--fp8" : "--int8", fp16 ? " --fp16" : "");
+  Graph *g0 = build(arg), *g1 = build(arg), *g2 = build(arg);
+  if (!g0 || !g1 || !g2 || passes(g1, prec, fp16) || passes(g2, prec, fp16)) goto done;
+  int qn, qe, dqn, qa;
+  count_joined(g1, &qn, &qe, &dqn, &qa);
+  CHECK(qa > 0 && qn == want_qnorm && qe == want_qew && dqn == want_dqnorm,
+        "%s: quantize steps joined to norms %d (want %d), to elementwise groups %d (want %d); dequantize into "
+        "norms %d (want %d); %d quantize steps",
+        tag, qn, want_qnorm, qe, want_qew, dqn, want_dqnorm, qa);
+  unfuse_rows(g2);
+  /* the reference ignores groups: the same bits, and int8/e4m3 error against fp32 */
+  compare(tag, g2, g1, 0.0);
+  compare_l2(tag, g0, g1, tol_fp32);
+  /* every target with --fp16 (NVRTC time: the fp32 plans on sm_90 only) */
+  int sm0 = !fp16 ? 90 : prec == PREC_FP8 ? 89 : 80;
+  for (int sm = sm0; sm <= (fp16 ? 120 : 90); sm = sm == 80 ? 89 : sm == 89 ? 90 : sm == 90 ? 120 : 999) {
+    Plan *p1 = codegen(g1, sm, fp16, tag), *p2 = sm == 90 ? codegen(g2, sm, fp16, tag) : NULL;
+    if (p1) {
+      const char *qop = prec == PREC_FP8 ? "QuantizeRowsF8" : "QuantizeRows";
+      CHECK(own_kernels(p1, qop) == qa - qn - qe, "%s sm_%d: %d %s kernels of their own (want %d)", tag, sm,
+            own_kernels(p1, qop), qop, qa - qn - qe);
+      /* an elementwise row the quantize alone read is never stored */
+      for (int i = 0; i < g1->nnodes; i++) {
+        const Node *q = &g1->nodes[i];
+        if (!is_quantize(q->op) || !q->fuse_group) continue;
+        int x = q->in[0], px = g1->values[x].producer;
+        bool ew_made = px >= 0 && !is_norm(g1->nodes[px].op);
+        CHECK(has_tensor(p1, g1->values[q->out[0]].name) && has_tensor(p1, g1->values[q->out[1]].name),
+              "%s: the fused step writes %s and its scale", tag, g1->values[q->out[0]].name);
+        CHECK(!ew_made || !has_tensor(p1, g1->values[x].name), "%s: row %s is not stored", tag, g1->values[x].name);
+      }
+    }
+    if (p1 && p2) {
+      CHECK(plan_bytes(p1) < plan_bytes(p2) && p1->nsteps < p2->nsteps,
+            "%s: fused plan moves %llu bytes in %u steps, unfused %llu in %u", tag,
+            (unsigned long long)plan_bytes(p1), p1->nsteps, (unsigned long long)plan_bytes(p2), p2->nsteps);
+      if (want_dqnorm)
+        CHECK(own_kernels(p1, "DequantizeRows") < own_kernels(p2, "DequantizeRows") ||
+                  own_kernels(p2, "DequantizeRows") == 0,
+              "%s: fewer DequantizeRows kernels fused", tag);
+      printf("  %s: %u steps, %llu bytes (without the row groups: %u steps, %llu bytes)\n", tag, p1->nsteps,
+             (unsigned long long)plan_bytes(p1), p2->nsteps, (unsigned long long)plan_bytes(p2));
+    }
+    gpuc_plan_free(p1);
+    gpuc_plan_free(p2);
+  }
+done:
+  gpuc_graph_free(g0);
+  gpuc_graph_free(g1);
+  gpuc_graph_free(g2);
+}
+
+/* x [R, K] -> LayerNorm -> y; y -> Linear (K -> K) -> z; Add(z, y) -> out:
+ * y has two readers (the quantize and the residual Add); with
+ * row_out, y is also a graph output (no quantize may take it then... it
+ * still may: the norm writes y either way). */
+static Graph *ln_linear(const void *arg) {
+  const int64_t *d = arg; /* R, K */
+  Graph *g = graph_new(17);
+  int64_t xd[2] = {d[0], d[1]}, k1[1] = {d[1]}, w[2] = {d[1], d[1]};
+  int x = input(g, "x", 2, xd);
+  int y = NODE(g, GPUC_OP_LAYERNORMALIZATION, x, constant(g, 1, k1, 11, 0.5, 1.5), constant(g, 1, k1, 12, -0.2, 0.2));
+  attr_i(g, "axis", -1);
+  attr_f(g, "epsilon", 1e-5f);
+  int z = NODE(g, GPUC_OP_MATMUL, y, constant(g, 2, w, 13, -0.2, 0.2));
+  int zb = NODE(g, GPUC_OP_ADD, z, constant(g, 1, k1, 14, -0.1, 0.1));
+  output(g, NODE(g, GPUC_OP_ADD, zb, y));
+  return g;
+}
+
+/* x [R, K] -> Linear (K -> 4K) -> Relu -> Linear (4K -> K) -> + x ->
+ * LayerNorm -> out: the Relu row quantized in its group, the second
+ * layer's dequantize inside the AddLayerNormalization. */
+static Graph *mlp_ln(const void *arg) {
+  const int64_t *d = arg;
+  Graph *g = graph_new(17);
+  int64_t xd[2] = {d[0], d[1]}, k1[1] = {d[1]}, n1[1] = {4 * d[1]}, w1[2] = {d[1], 4 * d[1]}, w2[2] = {4 * d[1], d[1]};
+  int x = input(g, "x", 2, xd);
+  int h = NODE(g, GPUC_OP_MATMUL, x, constant(g, 2, w1, 21, -0.2, 0.2));
+  h = NODE(g, GPUC_OP_ADD, h, constant(g, 1, n1, 22, -0.1, 0.1));
+  h = NODE(g, GPUC_OP_RELU, h);
+  int z = NODE(g, GPUC_OP_MATMUL, h, constant(g, 2, w2, 23, -0.2, 0.2));
+  z = NODE(g, GPUC_OP_ADD, z, constant(g, 1, k1, 24, -0.1, 0.1));
+  int s = NODE(g, GPUC_OP_ADD, z, x);
+  int y = NODE(g, GPUC_OP_LAYERNORMALIZATION, s, constant(g, 1, k1, 25, 0.5, 1.5), constant(g, 1, k1, 26, -0.2, 0.2));
+  attr_i(g, "axis", -1);
+  output(g, y);
+  return g;
+}
+
+static const char *models_dir;
+static Graph *ffn_block(const void *arg) {
+  (void)arg;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/ffn_block.onnx", models_dir);
+  GpucShapeBind b = {.name = "x", .rank = 3, .dims = {4, 16, 64}};
+  GpucErr e = {0};
+  Graph *g = gpuc_onnx_load(path, &b, 1, &e);
+  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  return g;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) { fprintf(stderr, "usage: test_row_fusion MODELS_DIR\n"); return 2; }
+  models_dir = argv[1];
+  const int64_t small[2] = {24, 96}, bert[2] = {8, 768}, odd[2] = {5, 40};
+  for (int fp16 = 0; fp16 <= 1; fp16++) {
+    /* the LayerNorm's Y: quantized there, kept for the residual */
+    check_graph("ln_linear 24x96", ln_linear, small, PREC_INT8, fp16, 1, 0, 0, 2e-2);
+    check_graph("ln_linear 8x768", ln_linear, bert, PREC_INT8, fp16, 1, 0, 0, 2e-2);
+    check_graph("ln_linear 5x40", ln_linear, odd, PREC_INT8, fp16, 1, 0, 0, 2e-2);
+    /* Relu group + quantize; dequantize into AddLayerNorm (fuse_add_layernorm made it) */
+    check_graph("mlp_ln 24x96", mlp_ln, small, PREC_INT8, fp16, 0, 1, fp16 ? 1 : 1, 2e-2);
+    check_graph("mlp_ln 8x768", mlp_ln, bert, PREC_INT8, fp16, 0, 1, 1, 2e-2);
+    /* PyTorch's BERT feed-forward block: erf GELU group + quantize, dequantize into AddLayerNorm */
+    check_graph("ffn_block", ffn_block, NULL, PREC_INT8, fp16, 0, 1, 1, 2e-2);
+    check_graph("ln_linear 24x96", ln_linear, small, PREC_FP8, fp16, 1, 0, 0, 8e-2);
+    check_graph("mlp_ln 8x768", mlp_ln, bert, PREC_FP8, fp16, 0, 1, 0, 8e-2);
+    check_graph("ffn_block", ffn_block, NULL, PREC_FP8, fp16, 0, 1, 0, 8e-2);
+  }
+  return check_summary();
+}
