@@ -201,7 +201,8 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
   return 0;
 }
 
-/* Rows of the output's last dim, one block a row (BLOCK threads, U
+/* Rows of k consecutive output elements (the last dim, or a Reshape's
+ * last dim: the same elements in the same order), one block a row (BLOCK threads, U
  * elements a thread held in registers): each element's terms as above, the
  * last one rounded to y's dtype (the value the unfused graph stores and
  * QuantizeRows reads back), then the row's absmax across the block and the
@@ -209,10 +210,10 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
  * (absmax / 448, cvt.rn.satfinite e4m3) into q and s[row]. y itself is not
  * stored: the quantize step was its only reader. 1: rows too long for the
  * registers (the caller lowers the nodes one by one). */
-int cg_ew_rows_quantize(LowerCtx *c, const EwProgram *p, bool f8, uint32_t tq, uint32_t ts) {
+int cg_ew_rows_quantize(LowerCtx *c, const EwProgram *p, int64_t k, bool f8, uint32_t tq, uint32_t ts) {
   const Tensor *y = p->y;
-  int64_t n = gpuc_numel(y), k = y->rank ? y->dims[y->rank - 1] : 1, rows = k ? n / k : 0;
-  if (n <= 0 || k <= 0 || (y->dt != GPUC_DT_F32 && y->dt != GPUC_DT_F16 && y->dt != GPUC_DT_BF16)) return 1;
+  int64_t n = gpuc_numel(y), rows = k > 0 ? n / k : 0;
+  if (n <= 0 || k <= 0 || n % k || (y->dt != GPUC_DT_F32 && y->dt != GPUC_DT_F16 && y->dt != GPUC_DT_BF16)) return 1;
   int block = k >= 256 ? 256 : (int)((k + 31) / 32 * 32);
   int64_t per = (k + block - 1) / block;
   if (per > 32) return 1;

@@ -56,11 +56,11 @@ int ew_ext(EwProgram *p, uint32_t tensor, const Tensor *view);
 int ew_ext_strided(EwProgram *p, uint32_t tensor, const Tensor *view, const int64_t *stride);
 /* Emit and launch the program's kernel. */
 int cg_ew_program(LowerCtx *c, const EwProgram *p);
-/* The program per row of y's last dim, y rounded to its dtype and
- * quantized per row (QuantizeRows, or QuantizeRowsF8 with f8) into plan
- * tensors tq and ts instead of stored; 1 when the rows do not fit the
- * kernel (then nothing is emitted). */
-int cg_ew_rows_quantize(LowerCtx *c, const EwProgram *p, bool f8, uint32_t tq, uint32_t ts);
+/* The program per row of k consecutive elements of y, y rounded to its
+ * dtype and quantized per row (QuantizeRows, or QuantizeRowsF8 with f8)
+ * into plan tensors tq and ts instead of stored; 1 when the rows do not
+ * fit the kernel (then nothing is emitted). */
+int cg_ew_rows_quantize(LowerCtx *c, const EwProgram *p, int64_t k, bool f8, uint32_t tq, uint32_t ts);
 /* Fill p with the terms of fusion-group members m[0..nm) (each lowered
  * with LowerCtx.capture): 0, 1 when a member is not one inlinable
  * elementwise expression (the caller lowers the members one by one), -1 on

@@ -4,7 +4,7 @@
  *     the norm's warp-per-row kernel (codegen/lower_norm.c, LowerCtx.row)
  *     loads X as int32 and dequantizes it, and/or quantizes its Y per row
  *     as a second output;
- *   elementwise members ... -> QuantizeRows(F8)
+ *   elementwise members (or a Transpose) ... [-> Reshape] -> QuantizeRows(F8)
  *     one block per row evaluates the members' program (ew_kernel.c),
  *     rounds the result to the dtype the graph stores it in and quantizes
  *     the row; the float row is never stored.
@@ -70,10 +70,17 @@ static int ew_quantize_group(PlanBuilder *pb, const Graph *g, const int *m, int 
   const Node *qn = &g->nodes[m[nm - 1]];
   int ne = nm - 1;
   if (ne < 1 || !is_quantize(qn->op) || qn->nout < 2 || qn->out[0] < 0 || qn->out[1] < 0) return 1;
+  int x = qn->in[0], px = g->values[x].producer; /* the row: the sink's output, or a Reshape of it */
+  if (ne >= 2 && m[ne - 1] == px && g->nodes[px].op == GPUC_OP_RESHAPE) ne--; /* the view is not lowered */
   const Node *sink = &g->nodes[m[ne - 1]];
-  if (qn->in[0] != sink->out[0]) return 1;
+  if (x != sink->out[0] &&
+      (px < 0 || g->nodes[px].op != GPUC_OP_RESHAPE || g->nodes[px].in[0] != sink->out[0] ||
+       gpuc_numel(&g->values[x].t) != gpuc_numel(&g->values[sink->out[0]].t)))
+    return 1;
   if (ne >= 2 && !cg_group_valid(g, m, ne, reader_group)) return 1;
-  if (ne == 1 && (!(gpuc_ops[sink->op].flags & GPUC_OPF_ELEMWISE) || sink->nin > EW_MAX_ARGS)) return 1;
+  if (ne == 1 && sink->op != GPUC_OP_TRANSPOSE &&
+      (!(gpuc_ops[sink->op].flags & GPUC_OPF_ELEMWISE) || sink->nin > EW_MAX_ARGS))
+    return 1;
   EwProgram *p = calloc(1, sizeof *p);
   EwCapture *caps = calloc((size_t)ne, sizeof *caps);
   StrBuf label = {0};
@@ -93,7 +100,8 @@ static int ew_quantize_group(PlanBuilder *pb, const Graph *g, const int *m, int 
                 .tin = tin, .tout = tout, .pb = pb, .opt = cg_builder_opt(pb), .err = cg_builder_err(pb),
                 .label = label.s};
   snprintf(c.kname, sizeof c.kname, "k%d_Fused%dQuantize", m[nm - 1], ne);
-  rc = cg_ew_rows_quantize(&c, p, qn->op == GPUC_OP_QUANTIZEROWSF8, tq, ts);
+  const Tensor *xt = &g->values[x].t;
+  rc = cg_ew_rows_quantize(&c, p, xt->rank ? xt->dims[xt->rank - 1] : 1, qn->op == GPUC_OP_QUANTIZEROWSF8, tq, ts);
   if (rc) goto out;
   rc = cg_cost_steps(cg_builder_plan(pb), &c);
   if (!rc) { /* the estimate: one operation per member per element, and the absmax */

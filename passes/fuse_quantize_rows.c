@@ -3,10 +3,12 @@
  *
  *   QuantizeRows(X) / QuantizeRowsF8(X) where X is made by
  *     - an elementwise group (passes/fuse_elementwise.c; the dequantize,
- *       bias, GELU of a Linear layer) or one elementwise node, X read by
- *       nothing else: the group's kernel becomes a row kernel that
- *       evaluates the group per row, takes the row's absmax and writes
- *       only Xq and the scale (X itself is never stored);
+ *       bias, GELU of a Linear layer) or one elementwise node or a
+ *       Transpose that keeps the innermost dim (attention's heads merged
+ *       back), X (or a Reshape of X) read by nothing else: the group's
+ *       kernel becomes a row kernel that evaluates the group per row,
+ *       takes the row's absmax and writes only Xq and the scale (X itself
+ *       is never stored);
  *     - a LayerNormalization or AddLayerNormalization over the last axis:
  *       its row kernel, which holds the row in registers, also writes Xq
  *       and the scale (Y stays: the residual path reads it).
@@ -47,6 +49,16 @@ static bool norm_fusable(const Graph *g, const Node *n) {
   const Tensor *y = &g->values[n->out[0]].t;
   int64_t axis = gpuc_attr_i(n, "axis", -1);
   return gpuc_shape_known(y) && y->rank >= 1 && (axis == -1 || axis == y->rank - 1) && half_or_f32(y->dt);
+}
+
+/* A Transpose whose output's innermost dim is its input's: a row kernel
+ * reading through it reads runs of that dim (attention's heads merged
+ * back: [B, H, S, D] -> [B, S, H, D], runs of D). */
+static bool keeps_last_dim(const Node *n, const Tensor *y) {
+  const int64_t *pv;
+  int np = gpuc_attr_ints(n, "perm", &pv), r = y->rank;
+  if (r < 1 || np != r) return false;
+  return pv[r - 1] == r - 1 || pv[r - 1] == -1;
 }
 
 /* Every node reading v, other than q, stands after q in node order. */
@@ -114,20 +126,30 @@ int pass_fuse_quantize_rows(Graph *g, const PassOptions *o, GpucErr *e) {
     n->fuse_group = next;
     if (q >= 0) { g->nodes[q].fuse_group = next; fused++; }
   }
-  /* quantize after an elementwise group or node whose output it alone reads */
+  /* quantize after an elementwise group or node whose output it alone
+   * reads, possibly through a Reshape (a view: the rows are runs of the
+   * same elements in the same order) */
   for (int j = 0; j < g->nnodes; j++) {
     Node *q = &g->nodes[j];
     if (!is_quantize(q->op) || q->fuse_group || q->nin < 1 || q->in[0] < 0) continue;
-    int x = q->in[0], p = g->values[x].producer;
+    int x = q->in[0], p = g->values[x].producer, reshape = -1;
     if (p < 0 || readers[x] != 1 || g->values[x].is_output) continue;
+    if (g->nodes[p].op == GPUC_OP_RESHAPE && g->nodes[p].nin >= 1 && g->nodes[p].in[0] >= 0 && !g->nodes[p].fuse_group) {
+      reshape = p;
+      x = g->nodes[p].in[0];
+      p = g->values[x].producer;
+      if (p < 0 || readers[x] != 1 || g->values[x].is_output) continue;
+    }
     const Node *pn = &g->nodes[p];
     bool ew = (gpuc_ops[pn->op].flags & GPUC_OPF_ELEMWISE) && pn->op != GPUC_OP_IDENTITY && pn->op != GPUC_OP_DROPOUT;
+    ew |= pn->op == GPUC_OP_TRANSPOSE && !pn->fuse_group && keeps_last_dim(pn, &g->values[x].t);
     if (!ew || pn->out[0] != x || !half_or_f32(g->values[x].t.dt)) continue;
     bool single_out = true;
     for (int k = 1; k < pn->nout; k++) single_out &= pn->out[k] < 0;
     if (!single_out) continue;
     int grp = pn->fuse_group;
     if (!grp) g->nodes[p].fuse_group = grp = ++next;
+    if (reshape >= 0) g->nodes[reshape].fuse_group = grp; /* a view: lowered by nobody */
     g->nodes[j].fuse_group = grp;
     fused++;
   }

@@ -69,7 +69,7 @@ static void count_joined(const Graph *g, int *q_norm, int *q_ew, int *dq_norm, i
     for (int j = 0; j < g->nnodes; j++) {
       if (j == i || g->nodes[j].fuse_group != n->fuse_group) continue;
       norm |= is_norm(g->nodes[j].op);
-      ew |= (gpuc_ops[g->nodes[j].op].flags & GPUC_OPF_ELEMWISE) != 0;
+      ew |= (gpuc_ops[g->nodes[j].op].flags & GPUC_OPF_ELEMWISE) != 0 || g->nodes[j].op == GPUC_OP_TRANSPOSE;
     }
     if (is_quantize(n->op)) { *q_norm += norm; *q_ew += ew && !norm; }
     else *dq_norm += norm;
@@ -226,6 +226,33 @@ static Graph *mlp_ln(const void *arg) {
   return g;
 }
 
+/* attention's heads merged back: x [B, H, S, D] -> Transpose(0, 2, 1, 3)
+ * -> Reshape [B, S, H * D] -> Linear (H * D -> H * D) -> out. The quantize
+ * reads the heads through the Transpose's strides and the Reshape (a
+ * view); neither is stored. */
+static Graph *heads_linear(const void *arg) {
+  const int64_t *d = arg; /* B, H, S, D */
+  Graph *g = graph_new(17);
+  int64_t xd[4] = {d[0], d[1], d[2], d[3]}, hd = d[1] * d[3], w[2] = {hd, hd}, perm[4] = {0, 2, 1, 3};
+  int x = input(g, "x", 4, xd);
+  int t = transpose(g, x, 4, perm);
+  char name[32];
+  snprintf(name, sizeof name, "shape%d", g->nvalues);
+  int sv = gpuc_graph_add_value(g, name);
+  int64_t three = 3;
+  GpucErr e = {0};
+  Tensor *st = gpuc_tensor_new(GPUC_DT_I64, 1, &three, &e);
+  GPUC_ASSERT(st);
+  int64_t *sd = st->data;
+  sd[0] = d[0]; sd[1] = d[2]; sd[2] = hd;
+  g->values[sv].t = *st;
+  free(st);
+  g->values[sv].is_const = true;
+  int r = NODE(g, GPUC_OP_RESHAPE, t, sv);
+  output(g, NODE(g, GPUC_OP_MATMUL, r, constant(g, 2, w, 31, -0.2, 0.2)));
+  return g;
+}
+
 static const char *models_dir;
 static Graph *ffn_block(const void *arg) {
   (void)arg;
@@ -252,6 +279,9 @@ int main(int argc, char **argv) {
     check_graph("mlp_ln 8x768", mlp_ln, bert, PREC_INT8, fp16, 0, 1, 1, 2e-2);
     /* PyTorch's BERT feed-forward block: erf GELU group + quantize, dequantize into AddLayerNorm */
     check_graph("ffn_block", ffn_block, NULL, PREC_INT8, fp16, 0, 1, 1, 2e-2);
+    const int64_t heads[4] = {2, 4, 8, 32};
+    check_graph("heads_linear 2x4x8x32", heads_linear, heads, PREC_INT8, fp16, 0, 1, 0, 2e-2);
+    check_graph("heads_linear 2x4x8x32", heads_linear, heads, PREC_FP8, fp16, 0, 1, 0, 8e-2);
     check_graph("ln_linear 24x96", ln_linear, small, PREC_FP8, fp16, 1, 0, 0, 8e-2);
     check_graph("mlp_ln 8x768", mlp_ln, bert, PREC_FP8, fp16, 0, 1, 0, 8e-2);
     check_graph("ffn_block", ffn_block, NULL, PREC_FP8, fp16, 0, 1, 0, 8e-2);
