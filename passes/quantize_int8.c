@@ -91,6 +91,75 @@ static int static_rows(Graph *g, int x, int *cache_q, int *cache_s, GpucErr *e) 
   return 0;
 }
 
+/* DequantizeRows(acc, xs, ws, b) -> y read only by a Reshape to z that
+ * keeps the last dim (GPT-2's Conv1D: Gemm on [B*S, K], then back to [B,
+ * S, N]) becomes DequantizeRows(Reshape(acc), Reshape(xs), ws, b) -> z:
+ * the Reshapes are views, the same elements in the same order, so every
+ * output bit is the same, and the dequantize then meets the residual Add
+ * or GELU after it in one fusion group (fuse_elementwise wants one shape).
+ * The Reshape node becomes acc's; xs gets a new one unless it is one value.
+ * Returns the number moved, or -1. */
+static int dequantize_after_reshape(Graph *g, GpucErr *e) {
+  int moved = 0, nn = g->nnodes;
+  int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *reader = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  if (!readers || !reader) { free(readers); free(reader); return gpuc_err_set(e, "%s: out of memory", g->path); }
+  gpuc_graph_count_readers(g, readers, reader);
+  for (int i = 0; i < nn; i++) {
+    const Node *d = &g->nodes[i];
+    if (d->op != GPUC_OP_DEQUANTIZEROWS || d->nin < 3 || d->out[0] < 0) continue;
+    int y = d->out[0], ri = reader[y];
+    if (readers[y] != 1 || g->values[y].is_output || ri < 0 || g->nodes[ri].op != GPUC_OP_RESHAPE ||
+        g->nodes[ri].in[0] != y || g->nodes[ri].out[0] < 0)
+      continue;
+    int z = g->nodes[ri].out[0], acc = d->in[0], xs = d->in[1];
+    const Tensor yt = g->values[y].t, zt = g->values[z].t;
+    if (!gpuc_shape_known(&yt) || !gpuc_shape_known(&zt) || yt.rank < 1 || zt.rank < 1 ||
+        yt.dims[yt.rank - 1] != zt.dims[zt.rank - 1] || !gpuc_shape_known(&g->values[acc].t))
+      continue;
+    bool xs_one = gpuc_numel(&g->values[xs].t) == 1;
+    char name[512];
+    snprintf(name, sizeof name, "%s.reshaped", g->values[acc].name);
+    int accr = gpuc_graph_add_value(g, name), xsr = xs, shape = -1, xn = -1;
+    if (accr < 0) goto oom;
+    if (!xs_one) {
+      int64_t sd[GPUC_MAX_RANK], rank = zt.rank;
+      for (int k = 0; k < zt.rank - 1; k++) sd[k] = zt.dims[k];
+      sd[zt.rank - 1] = 1;
+      snprintf(name, sizeof name, "%s.shape", g->values[xs].name);
+      if ((shape = gpuc_linear_new_const(g, name, GPUC_DT_I64, 1, &rank, e)) < 0) goto fail;
+      memcpy(g->values[shape].t.data, sd, sizeof(int64_t) * (size_t)rank);
+      snprintf(name, sizeof name, "%s.reshaped", g->values[xs].name);
+      xsr = gpuc_graph_add_value(g, name);
+      snprintf(name, sizeof name, "%s.scale_view", g->nodes[i].name);
+      xn = xsr < 0 ? -1 : gpuc_graph_add_node(g, GPUC_OP_RESHAPE, name, 2, 1);
+      if (xn < 0) goto oom;
+      Node *r = &g->nodes[xn];
+      r->in[0] = xs;
+      r->in[1] = shape;
+      r->out[0] = xsr;
+      g->values[xsr].producer = xn;
+    }
+    Node *r = &g->nodes[ri], *dn = &g->nodes[i]; /* adding nodes may move the array */
+    r->in[0] = acc;
+    r->out[0] = accr;
+    g->values[accr].producer = ri;
+    dn->in[0] = accr;
+    dn->in[1] = xsr;
+    dn->out[0] = z;
+    g->values[z].producer = i;
+    g->values[y].producer = -1; /* no longer made or read */
+    moved++;
+  }
+  free(readers); free(reader);
+  if (moved && (gpuc_graph_toposort(g, e) || gpuc_graph_infer(g, e))) return -1;
+  return moved;
+oom:
+  gpuc_err_set(e, "%s: out of memory", g->path);
+fail:
+  free(readers); free(reader);
+  return -1;
+}
+
 /* --int8 (o->int8): every Linear layer; static Q/DQ (-O2, always): the
  * layers whose X is a DequantizeLinear of int8 (their int8 values go to the
  * GEMM as they are). */
@@ -148,6 +217,7 @@ static int rewrite(Graph *g, const PassOptions *o, bool all, GpucErr *e) {
   }
   if (changes && (gpuc_graph_toposort(g, e) || gpuc_graph_infer(g, e))) goto done;
   if (changes && pass_dead_code(g, o, e) < 0) goto done; /* DequantizeLinears now unread */
+  if (changes && o->level >= 2 && dequantize_after_reshape(g, e) < 0) goto done;
   rc = changes;
 done:
   free(cache_q);

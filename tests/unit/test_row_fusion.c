@@ -253,6 +253,63 @@ static Graph *heads_linear(const void *arg) {
   return g;
 }
 
+static int shape_const(Graph *g, int rank, const int64_t *dims) {
+  char name[32];
+  snprintf(name, sizeof name, "shape%d", g->nvalues);
+  int sv = gpuc_graph_add_value(g, name);
+  int64_t r = rank;
+  GpucErr e = {0};
+  Tensor *st = gpuc_tensor_new(GPUC_DT_I64, 1, &r, &e);
+  GPUC_ASSERT(st);
+  memcpy(st->data, dims, sizeof(int64_t) * (size_t)rank);
+  g->values[sv].t = *st;
+  free(st);
+  g->values[sv].is_const = true;
+  return sv;
+}
+
+/* GPT-2's Conv1D: x [B, S, K] -> (Reshape [B*S, K]) -> Linear -> (Reshape
+ * [B, S, K]) -> + x -> out; arg[4] = 1: with the Reshapes. */
+static Graph *conv1d_residual(const void *arg) {
+  const int64_t *d = arg; /* B, S, K, -, reshape */
+  Graph *g = graph_new(17);
+  int64_t xd[3] = {d[0], d[1], d[2]}, flat[2] = {d[0] * d[1], d[2]}, k1[1] = {d[2]}, w[2] = {d[2], d[2]};
+  int x = input(g, "x", 3, xd), h = x;
+  if (d[4]) h = NODE(g, GPUC_OP_RESHAPE, x, shape_const(g, 2, flat));
+  h = NODE(g, GPUC_OP_MATMUL, h, constant(g, 2, w, 41, -0.2, 0.2));
+  h = NODE(g, GPUC_OP_ADD, h, constant(g, 1, k1, 42, -0.1, 0.1));
+  if (d[4]) h = NODE(g, GPUC_OP_RESHAPE, h, shape_const(g, 3, xd));
+  output(g, NODE(g, GPUC_OP_ADD, h, x));
+  return g;
+}
+
+/* The dequantize moved behind GPT-2's Reshape (passes/quantize_int8.c):
+ * the same bits as the graph without Reshapes, and one group with the
+ * residual Add. */
+static void check_dequantize_reshape(bool fp16) {
+  const int64_t with[5] = {2, 12, 64, 0, 1}, without[5] = {2, 12, 64, 0, 0};
+  Graph *a = conv1d_residual(with), *b = conv1d_residual(without);
+  if (!passes(a, PREC_INT8, fp16) && !passes(b, PREC_INT8, fp16)) {
+    int dq = -1;
+    for (int i = 0; i < a->nnodes; i++)
+      if (a->nodes[i].op == GPUC_OP_DEQUANTIZEROWS) dq = i;
+    const Tensor *y = dq >= 0 ? &a->values[a->nodes[dq].out[0]].t : NULL;
+    bool grouped = false;
+    for (int i = 0; dq >= 0 && i < a->nnodes; i++)
+      grouped |= i != dq && a->nodes[dq].fuse_group && a->nodes[i].fuse_group == a->nodes[dq].fuse_group &&
+                 a->nodes[i].op == GPUC_OP_ADD;
+    CHECK(y && y->rank == 3 && y->dims[0] == 2 && y->dims[1] == 12 && grouped,
+          "conv1d%s: DequantizeRows writes [2,12,64] in the residual Add's group", fp16 ? " --fp16" : "");
+    compare(fp16 ? "conv1d --int8 --fp16: with vs without Reshapes" : "conv1d --int8: with vs without Reshapes", b,
+            a, 0.0);
+    Plan *p = codegen(a, 90, fp16, "conv1d");
+    CHECK(p && own_kernels(p, "DequantizeRows") == 0, "conv1d: no DequantizeRows kernel of its own");
+    gpuc_plan_free(p);
+  }
+  gpuc_graph_free(a);
+  gpuc_graph_free(b);
+}
+
 static const char *models_dir;
 static Graph *ffn_block(const void *arg) {
   (void)arg;
@@ -279,6 +336,7 @@ int main(int argc, char **argv) {
     check_graph("mlp_ln 8x768", mlp_ln, bert, PREC_INT8, fp16, 0, 1, 1, 2e-2);
     /* PyTorch's BERT feed-forward block: erf GELU group + quantize, dequantize into AddLayerNorm */
     check_graph("ffn_block", ffn_block, NULL, PREC_INT8, fp16, 0, 1, 1, 2e-2);
+    check_dequantize_reshape(fp16);
     const int64_t heads[4] = {2, 4, 8, 32};
     check_graph("heads_linear 2x4x8x32", heads_linear, heads, PREC_INT8, fp16, 0, 1, 0, 2e-2);
     check_graph("heads_linear 2x4x8x32", heads_linear, heads, PREC_FP8, fp16, 0, 1, 0, 8e-2);
