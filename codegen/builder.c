@@ -454,7 +454,8 @@ static int lower_node(PlanBuilder *pb, int i, struct EwCapture *cap, const RowFu
   }
   for (int k = 0; k < n->nout; k++) {
     outs[k] = n->out[k] >= 0 ? &g->values[n->out[k]].t : NULL;
-    tout[k] = n->out[k] >= 0 && !cap ? value_tensor(pb, n->out[k]) : UINT32_MAX;
+    bool dropped = row && row->drop_y && k == 0; /* quantized in the same kernel, read by nothing else */
+    tout[k] = n->out[k] >= 0 && !cap && !dropped ? value_tensor(pb, n->out[k]) : UINT32_MAX;
   }
   if (pb->oom) return gpuc_err_set(pb->e, "%s: out of memory", g->path);
   int rc = lower_fns[n->op](&c);

@@ -74,6 +74,7 @@ typedef struct LowerCtx {
  * tq (int8 or e4m3) and ts (f32 scale per row). */
 typedef struct RowFuse {
   int dq, q;
+  bool drop_y;                   /* Y is read only by the quantize: not stored, no plan tensor */
   uint32_t tacc, txs, tws, tbias, tq, ts;
 } RowFuse;
 /* The norm lowering takes LowerCtx.row for node n (codegen/lower_norm.c). */

@@ -356,8 +356,10 @@ static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, 
     sb_printf(b, "const float* __restrict__ dq_xs, const float* __restrict__ dq_ws, ");
     if (db) sb_printf(b, "const %s* __restrict__ dq_b, ", cg_ctype(db->dt));
   }
-  if (qz) sb_printf(b, "float* __restrict__ qs, unsigned char* __restrict__ qo, ");
-  sb_printf(b, "%s* __restrict__ y) {\n", cg_ctype(y->dt));
+  bool ky = !(rf && rf->drop_y); /* Y stored: something besides the quantize reads it */
+  if (qz) sb_printf(b, "float* __restrict__ qs, unsigned char* __restrict__ qo%s", ky ? ", " : "");
+  if (ky) sb_printf(b, "%s* __restrict__ y", cg_ctype(y->dt));
+  sb_printf(b, ") {\n");
   int vec = warp_rows_vec(n, dq ? GPUC_DT_I32 : in->x->dt, x2_dt(in), y->dt);
   bool x2_row = in->x2 && gpuc_numel(in->x2) == n;
   if (dq) warp_rows_open_dequant(b, rows, n, vec, in->x->dt, x2_dt(in), x2_row, xs1, ws1, db != NULL);
@@ -387,7 +389,8 @@ static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, 
   sb_printf(b, ";\n      ");
   cg_store(b, y->dt, "r.v", "u", "float", "o");
   if (qz) sb_printf(b, "      v[k] = ldf(r.v[u]); /* the value as stored: what QuantizeRows would read */\n");
-  warp_rows_store_end(b, vec, y->dt);
+  if (ky) warp_rows_store_end(b, vec, y->dt);
+  else sb_printf(b, "      }\n    }\n");
   if (qz) warp_rows_quantize(b, n, vec, f8);
   sb_printf(b, "  }\n}\n");
   uint32_t args[12];
@@ -405,7 +408,7 @@ static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, 
     args[na++] = rf->ts;
     args[na++] = rf->tq;
   }
-  args[na++] = c->tout[0];
+  if (ky) args[na++] = c->tout[0];
   return warp_rows_launch(c, name, rows, na, args);
 }
 

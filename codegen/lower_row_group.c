@@ -29,19 +29,31 @@ static int norm_group(PlanBuilder *pb, const Graph *g, const int *m, int nm) {
   int t = 0, dq = -1, q = -1;
   if (nm > 0 && g->nodes[m[0]].op == GPUC_OP_DEQUANTIZEROWS) dq = m[t++];
   if (t >= nm) return 1;
-  int ni = m[t++];
+  int ni = m[t++], reshape = -1;
   const Node *n = &g->nodes[ni];
+  if (t < nm && g->nodes[m[t]].op == GPUC_OP_RESHAPE) reshape = m[t++]; /* a view of Y: not lowered */
   if (t < nm && is_quantize(g->nodes[m[t]].op)) q = m[t++];
   if (t != nm || (dq < 0 && q < 0) || !cg_norm_row_fusable(g, n)) return 1;
+  if (reshape >= 0 && (q < 0 || g->nodes[reshape].in[0] != n->out[0] || g->nodes[q].in[0] != g->nodes[reshape].out[0]))
+    return 1;
   if (dq >= 0) {
     const Node *d = &g->nodes[dq];
     if (d->out[0] != n->in[0] || d->nin < 3 || g->values[d->in[0]].t.dt != GPUC_DT_I32) return 1;
   }
   if (q >= 0) {
     const Node *qn = &g->nodes[q];
-    if (qn->in[0] != n->out[0] || qn->out[0] < 0 || qn->nout < 2 || qn->out[1] < 0) return 1;
+    if ((reshape < 0 && qn->in[0] != n->out[0]) || qn->out[0] < 0 || qn->nout < 2 || qn->out[1] < 0) return 1;
+    const Tensor *xt = &g->values[qn->in[0]].t, *yt = &g->values[n->out[0]].t;
+    if (xt->dims[xt->rank - 1] != yt->dims[yt->rank - 1]) return 1; /* the quantize's rows are the norm's */
   }
-  RowFuse rf = {.dq = dq, .q = q, .tacc = UINT32_MAX, .txs = UINT32_MAX, .tws = UINT32_MAX, .tbias = UINT32_MAX,
+  /* Y stored only when a node outside the group reads it (or it is a graph output) */
+  int y = n->out[0];
+  bool y_read = g->values[y].is_output;
+  for (int i = 0; i < g->nnodes && !y_read; i++) {
+    if (i == q || i == reshape) continue;
+    for (int k = 0; k < g->nodes[i].nin; k++) y_read |= g->nodes[i].in[k] == y;
+  }
+  RowFuse rf = {.dq = dq, .q = q, .drop_y = q >= 0 && !y_read, .tacc = UINT32_MAX, .txs = UINT32_MAX, .tws = UINT32_MAX, .tbias = UINT32_MAX,
                 .tq = UINT32_MAX, .ts = UINT32_MAX};
   if (dq >= 0) {
     const Node *d = &g->nodes[dq];

@@ -9,9 +9,11 @@
  *       kernel becomes a row kernel that evaluates the group per row,
  *       takes the row's absmax and writes only Xq and the scale (X itself
  *       is never stored);
- *     - a LayerNormalization or AddLayerNormalization over the last axis:
- *       its row kernel, which holds the row in registers, also writes Xq
- *       and the scale (Y stays: the residual path reads it).
+ *     - a LayerNormalization or AddLayerNormalization over the last axis
+ *       (X its Y, or a Reshape of Y that keeps the rows): its row kernel,
+ *       which holds the row in registers, also writes Xq and the scale; Y
+ *       is stored only when something else reads it (BERT's residual
+ *       path; not GPT-2's pre-LN ln_1/ln_2).
  *   DequantizeRows(acc, xs, ws, b) read only by an AddLayerNormalization
  *     (or a LayerNormalization): the norm kernel loads acc (int32) and
  *     dequantizes each element as it loads the row; the half value is
@@ -61,9 +63,11 @@ static bool keeps_last_dim(const Node *n, const Tensor *y) {
   return pv[r - 1] == r - 1 || pv[r - 1] == -1;
 }
 
-/* Every node reading v, other than q, stands after q in node order. */
-static bool readers_after(const Graph *g, int v, int q) {
+/* Every node reading v, other than q and `member` (a Reshape of the
+ * group, or -1), stands after q in node order. */
+static bool readers_after(const Graph *g, int v, int q, int member) {
   for (int j = 0; j < q; j++) {
+    if (j == member) continue;
     const Node *r = &g->nodes[j];
     for (int k = 0; k < r->nin; k++)
       if (r->in[k] == v) return false;
@@ -118,12 +122,25 @@ int pass_fuse_quantize_rows(Graph *g, const PassOptions *o, GpucErr *e) {
       n->in[1] = t;
     }
     if (n->nin >= 1 && dequant_only(g, readers, n->in[0])) dq = g->values[n->in[0]].producer;
-    int q = g->values[y].is_output ? -1 : quantize_reader(g, y, i);
-    if (q >= 0 && !readers_after(g, y, q)) q = -1;
+    int q = quantize_reader(g, y, i), reshape = -1;
+    if (q < 0) { /* through a Reshape that keeps the rows (GPT-2's Conv1D input) */
+      for (int j = i + 1; j < g->nnodes && reshape < 0; j++) {
+        const Node *r = &g->nodes[j];
+        int rv = r->out[0];
+        if (r->op != GPUC_OP_RESHAPE || r->nin < 1 || r->in[0] != y || r->fuse_group || rv < 0 || readers[rv] != 1 ||
+            g->values[rv].is_output)
+          continue;
+        const Tensor *rt = &g->values[rv].t, *yt = &g->values[y].t;
+        if (!gpuc_shape_known(rt) || rt->rank < 1 || rt->dims[rt->rank - 1] != yt->dims[yt->rank - 1]) continue;
+        if ((q = quantize_reader(g, rv, j)) >= 0) reshape = j;
+      }
+    }
+    if (q >= 0 && !readers_after(g, y, q, reshape)) { q = -1; reshape = -1; }
     if (dq < 0 && q < 0) continue;
     next++;
     if (dq >= 0) { g->nodes[dq].fuse_group = next; fused++; }
     n->fuse_group = next;
+    if (reshape >= 0) g->nodes[reshape].fuse_group = next; /* a view: lowered by nobody */
     if (q >= 0) { g->nodes[q].fuse_group = next; fused++; }
   }
   /* quantize after an elementwise group or node whose output it alone

@@ -167,6 +167,21 @@ static void check_graph(const char *what, Graph *(*build)(const void *), const v
               "%s: the fused step writes %s and its scale", tag, g1->values[q->out[0]].name);
         CHECK(!ew_made || !has_tensor(p1, g1->values[x].name), "%s: row %s is not stored", tag, g1->values[x].name);
       }
+      /* a norm's Y is stored exactly when something outside its group reads it */
+      for (int i = 0; i < g1->nnodes; i++) {
+        const Node *n = &g1->nodes[i];
+        if (!is_norm(n->op) || !n->fuse_group) continue;
+        int y = n->out[0];
+        bool read = g1->values[y].is_output, quantized = false;
+        for (int j = 0; j < g1->nnodes; j++) {
+          bool reads = false;
+          for (int k = 0; k < g1->nodes[j].nin; k++) reads |= g1->nodes[j].in[k] == y;
+          read |= reads && g1->nodes[j].fuse_group != n->fuse_group;
+          quantized |= g1->nodes[j].fuse_group == n->fuse_group && is_quantize(g1->nodes[j].op);
+        }
+        CHECK(has_tensor(p1, g1->values[y].name) == (read || !quantized), "%s: norm output %s %s", tag,
+              g1->values[y].name, read || !quantized ? "stored (read elsewhere)" : "not stored (only quantized)");
+      }
     }
     if (p1 && p2) {
       CHECK(plan_bytes(p1) < plan_bytes(p2) && p1->nsteps < p2->nsteps,
@@ -310,6 +325,23 @@ static void check_dequantize_reshape(bool fp16) {
   gpuc_graph_free(b);
 }
 
+/* GPT-2's pre-LN: x [B, S, K] -> LayerNorm -> Reshape [B*S, K] -> Linear
+ * -> Reshape -> + x: the LayerNorm's Y only feeds the quantize (not stored). */
+static Graph *preln_conv1d(const void *arg) {
+  const int64_t *d = arg; /* B, S, K */
+  Graph *g = graph_new(17);
+  int64_t xd[3] = {d[0], d[1], d[2]}, flat[2] = {d[0] * d[1], d[2]}, k1[1] = {d[2]}, w[2] = {d[2], d[2]};
+  int x = input(g, "x", 3, xd);
+  int y = NODE(g, GPUC_OP_LAYERNORMALIZATION, x, constant(g, 1, k1, 51, 0.5, 1.5), constant(g, 1, k1, 52, -0.2, 0.2));
+  attr_i(g, "axis", -1);
+  int h = NODE(g, GPUC_OP_RESHAPE, y, shape_const(g, 2, flat));
+  h = NODE(g, GPUC_OP_MATMUL, h, constant(g, 2, w, 53, -0.2, 0.2));
+  h = NODE(g, GPUC_OP_ADD, h, constant(g, 1, k1, 54, -0.1, 0.1));
+  h = NODE(g, GPUC_OP_RESHAPE, h, shape_const(g, 3, xd));
+  output(g, NODE(g, GPUC_OP_ADD, h, x));
+  return g;
+}
+
 static const char *models_dir;
 static Graph *ffn_block(const void *arg) {
   (void)arg;
@@ -337,6 +369,9 @@ int main(int argc, char **argv) {
     /* PyTorch's BERT feed-forward block: erf GELU group + quantize, dequantize into AddLayerNorm */
     check_graph("ffn_block", ffn_block, NULL, PREC_INT8, fp16, 0, 1, 1, 2e-2);
     check_dequantize_reshape(fp16);
+    const int64_t preln[3] = {2, 12, 64};
+    check_graph("preln_conv1d 2x12x64", preln_conv1d, preln, PREC_INT8, fp16, 1, 0, 0, 2e-2);
+    check_graph("preln_conv1d 2x12x64", preln_conv1d, preln, PREC_FP8, fp16, 1, 0, 0, 8e-2);
     const int64_t heads[4] = {2, 4, 8, 32};
     check_graph("heads_linear 2x4x8x32", heads_linear, heads, PREC_INT8, fp16, 0, 1, 0, 2e-2);
     check_graph("heads_linear 2x4x8x32", heads_linear, heads, PREC_FP8, fp16, 0, 1, 0, 8e-2);
