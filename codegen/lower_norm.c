@@ -255,7 +255,7 @@ static int ln_args(const LnIn *in, uint32_t *args) {
  * (LowerCtx.row): each element ((float)acc * xs[row]) * ws[j] + db[j],
  * each step rounded (as ref_DequantizeRows and lower_DequantizeRows), then
  * rounded to xdt as the unfused graph stores it, then + x2 as
- * AddLayerNormalization loads it. acc is int32, read 16 bytes a lane. */
+ * AddLayerNormalization loads it. acc is int32, vec of them a load. */
 static void warp_rows_open_dequant(StrBuf *b, int64_t nrows, int64_t n, int vec, GpucDType xdt, GpucDType dt2,
                                    bool x2_row, bool xs1, bool ws1, bool db) {
   int groups = (int)((n + 32 * vec - 1) / (32 * vec));
@@ -360,7 +360,10 @@ static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, 
   if (qz) sb_printf(b, "float* __restrict__ qs, unsigned char* __restrict__ qo%s", ky ? ", " : "");
   if (ky) sb_printf(b, "%s* __restrict__ y", cg_ctype(y->dt));
   sb_printf(b, ") {\n");
-  int vec = warp_rows_vec(n, dq ? GPUC_DT_I32 : in->x->dt, x2_dt(in), y->dt);
+  /* X's dtype decides the lanes' elements even when X is dequantized from
+   * int32 (32-byte int loads for 8 halves): the sums run in the same order
+   * as the unfused kernel's, so the fused kernel's bits are its bits */
+  int vec = warp_rows_vec(n, in->x->dt, x2_dt(in), y->dt);
   bool x2_row = in->x2 && gpuc_numel(in->x2) == n;
   if (dq) warp_rows_open_dequant(b, rows, n, vec, in->x->dt, x2_dt(in), x2_row, xs1, ws1, db != NULL);
   else warp_rows_open(b, rows, n, vec, "float", in->x->dt, x2_dt(in), x2_row, "0.0f");
