@@ -202,7 +202,15 @@ static int compress(SparseGemm *s, const PlanGemm *g, CUdeviceptr b, CUstream st
   CUdeviceptr tmp = 0; /* the check's int, then the compression scratch */
   if (cu_check(e, cu.cuMemAlloc(&tmp, 256 + cbuf), "cuMemAlloc")) return -1;
   int invalid = 1, rc = 0;
-  CUresult cr = CUDA_SUCCESS;
+  /* the result word starts at 0: the check writes it when it finds a bad
+   * group, so left as cuMemAlloc gave it (reused bytes of earlier
+   * compressions' scratch) it said "not 2:4" for weights that were: 11 of
+   * BERT's 72 ran dense on the H200 (docs/BENCHMARKS.md) */
+  CUresult cr = cu.cuMemsetD8Async(tmp, 0, sizeof(int), stream);
+  if (cr != CUDA_SUCCESS) {
+    cu.cuMemFree(tmp);
+    return gpuc_cu_fail(e, cr, "cuMemsetD8Async", __FILE__, __LINE__);
+  }
   cusparseStatus_t r = lt.cusparseLtSpMMAPruneCheck(&handle, &s->mm, (const void *)(uintptr_t)b,
                                                     (int *)(uintptr_t)tmp, (cudaStream_t)stream);
   if (r != CUSPARSE_STATUS_SUCCESS) rc = lt_fail(r, "cusparseLtSpMMAPruneCheck", why, nwhy);
