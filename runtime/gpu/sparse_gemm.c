@@ -192,6 +192,34 @@ static int make_plan(SparseGemm *s, const PlanGemm *g, CUdeviceptr bias, char *w
   return 0;
 }
 
+/* What the host sees in the half weight at b ([K,N], or [N,K] with
+ * trans_b), groups of 4 along K: groups with more than 2 nonzero values,
+ * and with more than 2 nonzero bit patterns (-0 counted), so a refusal
+ * says whether the bytes or the check disagree. */
+static void pattern_why(const PlanGemm *g, CUdeviceptr b, char *out, size_t n) {
+  size_t count = (size_t)g->n * (size_t)g->k;
+  uint16_t *w = malloc(count * 2 + 2);
+  if (!w || cu.cuMemcpyDtoH(w, b, count * 2) != CUDA_SUCCESS) {
+    snprintf(out, n, "weight not read back");
+    free(w);
+    return;
+  }
+  long long by_value = 0, by_bits = 0, groups = 0;
+  for (int64_t o = 0; o < g->n; o++)
+    for (int64_t k0 = 0; k0 + 4 <= g->k; k0 += 4, groups++) {
+      int nv = 0, nb = 0;
+      for (int j = 0; j < 4; j++) {
+        uint16_t h = w[g->trans_b ? o * g->k + k0 + j : (k0 + j) * g->n + o];
+        nv += (h & 0x7fff) != 0;
+        nb += h != 0;
+      }
+      by_value += nv > 2;
+      by_bits += nb > 2;
+    }
+  snprintf(out, n, "host: %lld of %lld groups over 2 by value, %lld by bits", by_value, groups, by_bits);
+  free(w);
+}
+
 /* The dense 2:4 weight at b checked (cuSPARSELt must see it 2:4 in the
  * layout above, or the product would be wrong) and compressed into a
  * buffer of s's own. 0, 1 with why, or -1 on a CUDA error. */
@@ -202,10 +230,12 @@ static int compress(SparseGemm *s, const PlanGemm *g, CUdeviceptr b, CUstream st
   CUdeviceptr tmp = 0; /* the check's int, then the compression scratch */
   if (cu_check(e, cu.cuMemAlloc(&tmp, 256 + cbuf), "cuMemAlloc")) return -1;
   int invalid = 1, rc = 0;
-  /* the result word starts at 0: the check writes it when it finds a bad
-   * group, so left as cuMemAlloc gave it (reused bytes of earlier
-   * compressions' scratch) it said "not 2:4" for weights that were: 11 of
-   * BERT's 72 ran dense on the H200 (docs/BENCHMARKS.md) */
+  /* the result word starts at 0: left as cuMemAlloc gave it (reused bytes
+   * of earlier compressions' scratch), a check that writes it only for a
+   * bad group reads back garbage. The likely cause of the 11 of BERT's 72
+   * weights refused on the H200 (docs/BENCHMARKS.md): a data-dependent few
+   * of one shape, while gpuc's own check of the same bytes passed; a
+   * refusal now also says what the host sees in the bytes (pattern_why) */
   CUresult cr = cu.cuMemsetD8Async(tmp, 0, sizeof(int), stream);
   if (cr != CUDA_SUCCESS) {
     cu.cuMemFree(tmp);
@@ -216,8 +246,10 @@ static int compress(SparseGemm *s, const PlanGemm *g, CUdeviceptr b, CUstream st
   if (r != CUSPARSE_STATUS_SUCCESS) rc = lt_fail(r, "cusparseLtSpMMAPruneCheck", why, nwhy);
   if (!rc && (cr = cu.cuStreamSynchronize(stream)) == CUDA_SUCCESS) cr = cu.cuMemcpyDtoH(&invalid, tmp, sizeof invalid);
   if (!rc && cr == CUDA_SUCCESS && invalid) {
-    snprintf(why, nwhy, "cuSPARSELt does not see the weight of GEMM %lldx%lldx%lld as 2:4", (long long)g->m,
-             (long long)g->n, (long long)g->k);
+    char host[160];
+    pattern_why(g, b, host, sizeof host);
+    snprintf(why, nwhy, "cuSPARSELt does not see the weight of GEMM %lldx%lldx%lld as 2:4 (%s)", (long long)g->m,
+             (long long)g->n, (long long)g->k, host);
     rc = 1;
   }
   if (!rc && cr == CUDA_SUCCESS && !s->compressed) cr = cu.cuMemAlloc(&s->compressed, csize ? csize : 256);
