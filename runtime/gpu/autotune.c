@@ -25,6 +25,7 @@
  * ignored. Kernels are keyed by the hash of their source (name left out)
  * and item count, so the same kernel in another model shares the entry. */
 #include "session_internal.h"
+#include "sparse_gemm.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,6 +196,45 @@ static int tune_gemm(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], Gp
   return 0;
 }
 
+/* ---- 2:4 GEMMs: sparse tensor cores or dense ---- */
+/* A GEMM on cuSPARSELt (PLAN_GEMM_F_SPARSE24) timed against the same GEMM
+ * on cuBLASLt (the session made both), alone. Where dense is faster (by 2%)
+ * the sparse state is parked and the flag cleared, so the plan written
+ * after tuning runs it dense (BERT-base b32 on the H200: cuSPARSELt's
+ * default kernels lost to dense at these sizes, docs/BENCHMARKS.md); the
+ * whole plan's time then decides (keep_if_faster), as for the other groups.
+ * Cached under the GEMM's key + "|2:4" (1: dense). */
+static int tune_sparse(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], struct SparseGemm **parked,
+                       GpucTuneStats *ts, GpucErr *e) {
+  GemmState *gs = &s->gemms[i];
+  if (!gs->sparse) return 0;
+  char key[1100];
+  gemm_key(s, &s->plan->gemms[i], key, sizeof key - 8);
+  strcat(key, "|2:4");
+  long dense = cache_get(cache, key, 1);
+  if (dense >= 0) ts->sparse_cached++;
+  else {
+    float ms_sparse, ms_dense;
+    if (time_gemm(s, i, &gs->algo, ev, &ms_sparse, e)) return -1;
+    struct SparseGemm *sp = gs->sparse;
+    gs->sparse = NULL; /* gpuc_gemm_run then runs cuBLASLt */
+    GpucErr ignore = {0};
+    int rc = time_gemm(s, i, &gs->algo, ev, &ms_dense, &ignore);
+    gs->sparse = sp;
+    if (rc) return 0; /* the dense call failed here: stay sparse */
+    dense = ms_dense < ms_sparse * 0.98f;
+    cache_put(cache, key, dense);
+  }
+  ts->sparse++;
+  if (dense) {
+    parked[i] = gs->sparse;
+    gs->sparse = NULL;
+    s->plan->gemms[i].flags &= ~PLAN_GEMM_F_SPARSE24;
+    ts->sparse_dense++;
+  }
+  return 0;
+}
+
 /* ---- generated kernels' block sizes ---- */
 static const uint32_t block_candidates[] = {64, 128, 256, 512, 1024}; /* GpucTuneStats.blocks_chosen */
 #define BLOCK_SAMPLES 5
@@ -298,13 +338,21 @@ typedef struct Saved {
   PlanStep *steps;               /* launch shapes */
   PlanTune *tune;
   uint64_t workspace_bytes;
+  struct SparseGemm **parked;    /* 2:4 GEMMs tune_sparse moved to dense */
 } Saved;
 
-enum { GROUP_GEMMS, GROUP_CONVS, GROUP_BLOCKS };
+enum { GROUP_GEMMS, GROUP_CONVS, GROUP_BLOCKS, GROUP_SPARSE };
 
 static void restore(GpucSession *s, const Saved *v, int group) {
   Plan *p = s->plan;
-  if (group == GROUP_BLOCKS) {
+  if (group == GROUP_SPARSE) {
+    for (uint32_t i = 0; i < p->ngemms; i++)
+      if (v->parked[i]) {
+        s->gemms[i].sparse = v->parked[i];
+        v->parked[i] = NULL;
+        p->gemms[i].flags |= PLAN_GEMM_F_SPARSE24;
+      }
+  } else if (group == GROUP_BLOCKS) {
     memcpy(p->steps, v->steps, p->nsteps * sizeof *p->steps);
     memcpy(p->tune, v->tune, p->nsteps * sizeof *p->tune);
   } else if (group == GROUP_GEMMS)
@@ -344,15 +392,23 @@ int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats 
   Saved v = {.gemm = calloc(p->ngemms + 1, sizeof *v.gemm), .conv = calloc(p->nconvs + 1, sizeof *v.conv),
              .pg = calloc(p->ngemms + 1, sizeof *v.pg), .pc = calloc(p->nconvs + 1, sizeof *v.pc),
              .steps = calloc(p->nsteps + 1, sizeof *v.steps), .tune = calloc(p->nsteps + 1, sizeof *v.tune),
-             .workspace_bytes = p->meta.workspace_bytes};
-  if (!v.gemm || !v.conv || !v.pg || !v.pc || !v.steps || !v.tune) { gpuc_err_set(e, "out of memory"); goto done_saved; }
+             .workspace_bytes = p->meta.workspace_bytes, .parked = calloc(p->ngemms + 1, sizeof *v.parked)};
+  if (!v.gemm || !v.conv || !v.pg || !v.pc || !v.steps || !v.tune || !v.parked) {
+    gpuc_err_set(e, "out of memory");
+    goto done_saved;
+  }
   memcpy(v.steps, p->steps, p->nsteps * sizeof *p->steps);
   memcpy(v.tune, p->tune, p->nsteps * sizeof *p->tune);
   for (uint32_t i = 0; i < p->ngemms; i++) { v.gemm[i] = s->gemms[i].algo; v.pg[i] = p->gemms[i]; }
   for (uint32_t i = 0; i < p->nconvs; i++) { v.conv[i] = s->convs[i].algo; v.pc[i] = p->convs[i]; }
   if (plan_ms(s, &ts->ms_heuristic, e)) goto done_saved;
   double best = ts->ms_heuristic;
-  /* GEMMs first: they run with the plan's workspace size, which a tuned
+  /* 2:4 GEMMs sparse or dense first: the dense ones are then tuned with the rest */
+  for (uint32_t i = 0; i < p->ngemms; i++)
+    if (tune_sparse(s, i, &cache, ev, v.parked, ts, e)) goto done_saved;
+  if (ts->sparse_dense && keep_if_faster(s, &v, GROUP_SPARSE, &best, &ts->sparse_reverted, e)) goto done_saved;
+  for (uint32_t i = 0; i < p->ngemms; i++) v.pg[i] = p->gemms[i]; /* the GEMM group's restore keeps those flags */
+  /* GEMMs next: they run with the plan's workspace size, which a tuned
    * convolution may raise */
   for (uint32_t i = 0; i < p->ngemms; i++)
     if (tune_gemm(s, i, &cache, ev, ts, e)) goto done_saved;
@@ -380,7 +436,8 @@ int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats 
   if (s->graph) { cu.cuGraphExecDestroy(s->graph); s->graph = NULL; }
   rc = 0;
 done_saved:
-  free(v.gemm); free(v.conv); free(v.pg); free(v.pc); free(v.steps); free(v.tune);
+  for (uint32_t i = 0; v.parked && i < p->ngemms; i++) gpuc_sparse_gemm_free(v.parked[i]); /* dense for good */
+  free(v.gemm); free(v.conv); free(v.pg); free(v.pc); free(v.steps); free(v.tune); free(v.parked);
 done:
   for (int k = 0; k < 2; k++)
     if (ev[k]) cu.cuEventDestroy(ev[k]);
