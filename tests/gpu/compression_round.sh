@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # One device call for the compression and layout checks (issues 11, 12):
-# int8_check, prune_check, bf16_eval_check, layout_check, fp8_check and
-# dynops_check, each under its
-# own time limit (seconds: INT8_S, PRUNE_S, BF16_S, LAYOUT_S), in that order,
+# int8_check, prune_check, bf16_eval_check, layout_check, fp8_check,
+# dynops_check and row_fusion_bench.py (rowfuse: the --int8/--fp8 row
+# fusions against the unfused plans and the CPU reference; bert, gpt2:
+# BERT-base b32 s128 / GPT-2 b8 s512 timed --fp16, --int8 --fp16 (with and
+# without the row fusions), --fp8 --fp16, --prune 2:4 --fp16 in one run,
+# with the profile's top steps), each under its
+# own time limit (seconds: INT8_S, PRUNE_S, BF16_S, LAYOUT_S, FP8_S,
+# DYNOPS_S, ROWFUSE_S, BERT_S, GPT2_S), in the order given,
 # logs under /tmp/gpuc_rounds/<check>/ and packed into $OUT/rounds.tgz; the
 # summary lines (PASS/FAIL, timings) go to $OUT/summary.txt.
 # Carry: build-carry/ (gpuc, models/ with the small bundled models, fmnist/).
@@ -27,7 +32,8 @@ run() { # name seconds command...
   local t0=$SECONDS
   OUT=$R/$name timeout "$secs" "$@" > "$R/$name/stdout.txt" 2>&1
   local rc=$?
-  grep -E "PASS|FAIL|ok$|ratio|median|faster|speedup|rel L2|latency" "$R/$name/stdout.txt" | tail -${TAIL:-40} >> "$OUT/summary.txt"
+  grep -E "PASS|FAIL|ok$|ratio|median|faster|speedup|rel L2|latency|speed of|top:|run dense" "$R/$name/stdout.txt" |
+    tail -${TAIL:-60} >> "$OUT/summary.txt"
   echo "-- $name rc=$rc in $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 }
 what=${*:-int8 prune bf16 layout}
@@ -40,5 +46,11 @@ for w in $what; do
     layout) GPUC=$B/gpuc run layout "${LAYOUT_S:-120}" tests/gpu/layout_check.sh ;;
     fp8) run fp8 "${FP8_S:-200}" tests/gpu/fp8_check.sh "$B/gpuc" "$B/models" ;;
     dynops) run dynops "${DYNOPS_S:-90}" "$PY" tests/gpu/dynops_check.py "$B/gpuc" tests/models "$R/dynops" ;;
+    rowfuse) run rowfuse "${ROWFUSE_S:-240}" "$PY" tests/gpu/row_fusion_bench.py "$B/gpuc" "$B/models" \
+               tests/models/zoo "$R/rowfuse" check ;;
+    bert) run bert "${BERT_S:-540}" "$PY" tests/gpu/row_fusion_bench.py "$B/gpuc" "$B/models" \
+            tests/models/zoo "$R/bench" bert ;;
+    gpt2) run gpt2 "${GPT2_S:-540}" "$PY" tests/gpu/row_fusion_bench.py "$B/gpuc" "$B/models" \
+            tests/models/zoo "$R/bench" gpt2 ;;
   esac
 done
