@@ -29,20 +29,25 @@ static int norm_group(PlanBuilder *pb, const Graph *g, const int *m, int nm) {
   int t = 0, dq = -1, q = -1;
   if (nm > 0 && g->nodes[m[0]].op == GPUC_OP_DEQUANTIZEROWS) dq = m[t++];
   if (t >= nm) return 1;
-  int ni = m[t++], reshape = -1;
+  int ni = m[t++], r0 = t;
   const Node *n = &g->nodes[ni];
-  if (t < nm && g->nodes[m[t]].op == GPUC_OP_RESHAPE) reshape = m[t++]; /* a view of Y: not lowered */
+  while (t < nm && g->nodes[m[t]].op == GPUC_OP_RESHAPE) t++; /* views of Y: not lowered */
+  int nreshape = t - r0;
   if (t < nm && is_quantize(g->nodes[m[t]].op)) q = m[t++];
-  if (t != nm || (dq < 0 && q < 0) || !cg_norm_row_fusable(g, n)) return 1;
-  if (reshape >= 0 && (q < 0 || g->nodes[reshape].in[0] != n->out[0] || g->nodes[q].in[0] != g->nodes[reshape].out[0]))
-    return 1;
+  if (t != nm || (dq < 0 && q < 0) || (nreshape && q < 0) || !cg_norm_row_fusable(g, n)) return 1;
+  for (int k = 0, v = n->out[0]; k <= nreshape; k++) { /* Y -> Reshape ... -> the quantize, in order */
+    const Node *r = &g->nodes[k < nreshape ? m[r0 + k] : q >= 0 ? q : ni];
+    if (k == nreshape && q < 0) break;
+    if (r->in[0] != v) return 1;
+    v = r->out[0];
+  }
   if (dq >= 0) {
     const Node *d = &g->nodes[dq];
     if (d->out[0] != n->in[0] || d->nin < 3 || g->values[d->in[0]].t.dt != GPUC_DT_I32) return 1;
   }
   if (q >= 0) {
     const Node *qn = &g->nodes[q];
-    if ((reshape < 0 && qn->in[0] != n->out[0]) || qn->out[0] < 0 || qn->nout < 2 || qn->out[1] < 0) return 1;
+    if (qn->out[0] < 0 || qn->nout < 2 || qn->out[1] < 0) return 1;
     const Tensor *xt = &g->values[qn->in[0]].t, *yt = &g->values[n->out[0]].t;
     if (xt->dims[xt->rank - 1] != yt->dims[yt->rank - 1]) return 1; /* the quantize's rows are the norm's */
   }
@@ -50,7 +55,7 @@ static int norm_group(PlanBuilder *pb, const Graph *g, const int *m, int nm) {
   int y = n->out[0];
   bool y_read = g->values[y].is_output;
   for (int i = 0; i < g->nnodes && !y_read; i++) {
-    if (i == q || i == reshape) continue;
+    if (i == q || (nreshape && i == m[r0])) continue;
     for (int k = 0; k < g->nodes[i].nin; k++) y_read |= g->nodes[i].in[k] == y;
   }
   RowFuse rf = {.dq = dq, .q = q, .drop_y = q >= 0 && !y_read, .tacc = UINT32_MAX, .txs = UINT32_MAX, .tws = UINT32_MAX, .tbias = UINT32_MAX,
@@ -82,13 +87,16 @@ static int ew_quantize_group(PlanBuilder *pb, const Graph *g, const int *m, int 
   const Node *qn = &g->nodes[m[nm - 1]];
   int ne = nm - 1;
   if (ne < 1 || !is_quantize(qn->op) || qn->nout < 2 || qn->out[0] < 0 || qn->out[1] < 0) return 1;
-  int x = qn->in[0], px = g->values[x].producer; /* the row: the sink's output, or a Reshape of it */
-  if (ne >= 2 && m[ne - 1] == px && g->nodes[px].op == GPUC_OP_RESHAPE) ne--; /* the view is not lowered */
+  /* the row: the sink's output, or Reshapes of it (views: not lowered) */
+  int x = qn->in[0], v = x;
+  while (ne >= 2 && g->nodes[m[ne - 1]].op == GPUC_OP_RESHAPE) {
+    const Node *r = &g->nodes[m[ne - 1]];
+    if (r->out[0] != v || r->nin < 1) return 1;
+    v = r->in[0];
+    ne--;
+  }
   const Node *sink = &g->nodes[m[ne - 1]];
-  if (x != sink->out[0] &&
-      (px < 0 || g->nodes[px].op != GPUC_OP_RESHAPE || g->nodes[px].in[0] != sink->out[0] ||
-       gpuc_numel(&g->values[x].t) != gpuc_numel(&g->values[sink->out[0]].t)))
-    return 1;
+  if (v != sink->out[0] || gpuc_numel(&g->values[x].t) != gpuc_numel(&g->values[v].t)) return 1;
   if (ne >= 2 && !cg_group_valid(g, m, ne, reader_group)) return 1;
   if (ne == 1 && sink->op != GPUC_OP_TRANSPOSE &&
       (!(gpuc_ops[sink->op].flags & GPUC_OPF_ELEMWISE) || sink->nin > EW_MAX_ARGS))

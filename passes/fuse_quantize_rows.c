@@ -63,6 +63,23 @@ static bool keeps_last_dim(const Node *n, const Tensor *y) {
   return pv[r - 1] == r - 1 || pv[r - 1] == -1;
 }
 
+enum { MAX_RESHAPES = 4 };
+
+/* The Reshape (ungrouped, after node `after`) reading v whose output keeps
+ * rows of `row` elements and is read by one node, no graph output; -1. */
+static int reshape_reader(const Graph *g, const int *readers, int v, int after, int64_t row) {
+  for (int j = after + 1; j < g->nnodes; j++) {
+    const Node *r = &g->nodes[j];
+    int rv = r->out[0];
+    if (r->op != GPUC_OP_RESHAPE || r->nin < 1 || r->in[0] != v || r->fuse_group || rv < 0 || readers[rv] != 1 ||
+        g->values[rv].is_output)
+      continue;
+    const Tensor *rt = &g->values[rv].t;
+    if (gpuc_shape_known(rt) && rt->rank >= 1 && rt->dims[rt->rank - 1] == row) return j;
+  }
+  return -1;
+}
+
 /* Every node reading v, other than q and `member` (a Reshape of the
  * group, or -1), stands after q in node order. */
 static bool readers_after(const Graph *g, int v, int q, int member) {
@@ -127,25 +144,22 @@ int pass_fuse_quantize_rows(Graph *g, const PassOptions *o, GpucErr *e) {
       n->in[1] = t;
     }
     if (n->nin >= 1 && dequant_only(g, readers, n->in[0])) dq = g->values[n->in[0]].producer;
-    int q = quantize_reader(g, y, i), reshape = -1;
-    if (q < 0) { /* through a Reshape that keeps the rows (GPT-2's Conv1D input) */
-      for (int j = i + 1; j < g->nnodes && reshape < 0; j++) {
-        const Node *r = &g->nodes[j];
-        int rv = r->out[0];
-        if (r->op != GPUC_OP_RESHAPE || r->nin < 1 || r->in[0] != y || r->fuse_group || rv < 0 || readers[rv] != 1 ||
-            g->values[rv].is_output)
-          continue;
-        const Tensor *rt = &g->values[rv].t, *yt = &g->values[y].t;
-        if (!gpuc_shape_known(rt) || rt->rank < 1 || rt->dims[rt->rank - 1] != yt->dims[yt->rank - 1]) continue;
-        if ((q = quantize_reader(g, rv, j)) >= 0) reshape = j;
-      }
+    /* the quantize reads Y, or a chain of Reshapes of Y that keep the rows
+     * (GPT-2's Conv1D input), each read by the next alone */
+    int q = -1, chain[MAX_RESHAPES], nchain = 0, v = y, at = i;
+    while ((q = quantize_reader(g, v, at)) < 0 && nchain < MAX_RESHAPES) {
+      int r = reshape_reader(g, readers, v, at, g->values[y].t.dims[g->values[y].t.rank - 1]);
+      if (r < 0) break;
+      chain[nchain++] = at = r;
+      v = g->nodes[r].out[0];
     }
-    if (q >= 0 && !readers_after(g, y, q, reshape)) { q = -1; reshape = -1; }
+    if (q >= 0 && !readers_after(g, y, q, nchain ? chain[0] : -1)) q = -1;
+    if (q < 0) nchain = 0;
     if (dq < 0 && q < 0) continue;
     next++;
     if (dq >= 0) { g->nodes[dq].fuse_group = next; fused++; }
     n->fuse_group = next;
-    if (reshape >= 0) g->nodes[reshape].fuse_group = next; /* a view: lowered by nobody */
+    for (int c = 0; c < nchain; c++) g->nodes[chain[c]].fuse_group = next; /* views: lowered by nobody */
     if (q >= 0) { g->nodes[q].fuse_group = next; fused++; }
   }
   /* quantize after an elementwise group or node whose output it alone
@@ -154,14 +168,16 @@ int pass_fuse_quantize_rows(Graph *g, const PassOptions *o, GpucErr *e) {
   for (int j = 0; j < g->nnodes; j++) {
     Node *q = &g->nodes[j];
     if (!is_quantize(q->op) || q->fuse_group || q->nin < 1 || q->in[0] < 0) continue;
-    int x = q->in[0], p = g->values[x].producer, reshape = -1;
+    int x = q->in[0], p = g->values[x].producer, chain[MAX_RESHAPES], nchain = 0;
     if (p < 0 || readers[x] != 1 || g->values[x].is_output) continue;
-    if (g->nodes[p].op == GPUC_OP_RESHAPE && g->nodes[p].nin >= 1 && g->nodes[p].in[0] >= 0 && !g->nodes[p].fuse_group) {
-      reshape = p;
+    while (g->nodes[p].op == GPUC_OP_RESHAPE && nchain < MAX_RESHAPES && g->nodes[p].nin >= 1 &&
+           g->nodes[p].in[0] >= 0 && !g->nodes[p].fuse_group) {
+      chain[nchain++] = p;
       x = g->nodes[p].in[0];
       p = g->values[x].producer;
-      if (p < 0 || readers[x] != 1 || g->values[x].is_output) continue;
+      if (p < 0 || readers[x] != 1 || g->values[x].is_output) break;
     }
+    if (p < 0 || readers[x] != 1 || g->values[x].is_output) continue;
     const Node *pn = &g->nodes[p];
     bool ew = (gpuc_ops[pn->op].flags & GPUC_OPF_ELEMWISE) && pn->op != GPUC_OP_IDENTITY && pn->op != GPUC_OP_DROPOUT;
     ew |= pn->op == GPUC_OP_TRANSPOSE && !pn->fuse_group && keeps_last_dim(pn, &g->values[x].t);
@@ -171,7 +187,7 @@ int pass_fuse_quantize_rows(Graph *g, const PassOptions *o, GpucErr *e) {
     if (!single_out) continue;
     int grp = pn->fuse_group;
     if (!grp) g->nodes[p].fuse_group = grp = ++next;
-    if (reshape >= 0) g->nodes[reshape].fuse_group = grp; /* a view: lowered by nobody */
+    for (int c = 0; c < nchain; c++) g->nodes[chain[c]].fuse_group = grp; /* views: lowered by nobody */
     g->nodes[j].fuse_group = grp;
     fused++;
   }

@@ -241,12 +241,14 @@ static Graph *mlp_ln(const void *arg) {
   return g;
 }
 
+static int shape_const(Graph *g, int rank, const int64_t *dims);
+
 /* attention's heads merged back: x [B, H, S, D] -> Transpose(0, 2, 1, 3)
  * -> Reshape [B, S, H * D] -> Linear (H * D -> H * D) -> out. The quantize
  * reads the heads through the Transpose's strides and the Reshape (a
  * view); neither is stored. */
 static Graph *heads_linear(const void *arg) {
-  const int64_t *d = arg; /* B, H, S, D */
+  const int64_t *d = arg; /* B, H, S, D, and 1: a second Reshape to [B*S, H*D] (GPT-2's Conv1D) */
   Graph *g = graph_new(17);
   int64_t xd[4] = {d[0], d[1], d[2], d[3]}, hd = d[1] * d[3], w[2] = {hd, hd}, perm[4] = {0, 2, 1, 3};
   int x = input(g, "x", 4, xd);
@@ -264,6 +266,10 @@ static Graph *heads_linear(const void *arg) {
   free(st);
   g->values[sv].is_const = true;
   int r = NODE(g, GPUC_OP_RESHAPE, t, sv);
+  if (d[4]) {
+    const int64_t flat[2] = {d[0] * d[2], hd};
+    r = NODE(g, GPUC_OP_RESHAPE, r, shape_const(g, 2, flat));
+  }
   output(g, NODE(g, GPUC_OP_MATMUL, r, constant(g, 2, w, 31, -0.2, 0.2)));
   return g;
 }
@@ -372,8 +378,9 @@ int main(int argc, char **argv) {
     const int64_t preln[3] = {2, 12, 64};
     check_graph("preln_conv1d 2x12x64", preln_conv1d, preln, PREC_INT8, fp16, 1, 0, 0, 2e-2);
     check_graph("preln_conv1d 2x12x64", preln_conv1d, preln, PREC_FP8, fp16, 1, 0, 0, 8e-2);
-    const int64_t heads[4] = {2, 4, 8, 32};
+    const int64_t heads[5] = {2, 4, 8, 32, 0}, heads2[5] = {2, 4, 8, 32, 1};
     check_graph("heads_linear 2x4x8x32", heads_linear, heads, PREC_INT8, fp16, 0, 1, 0, 2e-2);
+    check_graph("heads_linear two Reshapes", heads_linear, heads2, PREC_INT8, fp16, 0, 1, 0, 2e-2);
     check_graph("heads_linear 2x4x8x32", heads_linear, heads, PREC_FP8, fp16, 0, 1, 0, 8e-2);
     check_graph("ln_linear 24x96", ln_linear, small, PREC_FP8, fp16, 1, 0, 0, 8e-2);
     check_graph("mlp_ln 8x768", mlp_ln, bert, PREC_FP8, fp16, 0, 1, 0, 8e-2);
