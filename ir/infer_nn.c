@@ -3,6 +3,7 @@
  * The window/resize geometry functions are also what the reference kernels
  * call (infer_nn.h), so shapes and kernels cannot disagree. */
 #include "infer_nn.h"
+#include "conv_act.h"
 #include <math.h>
 #include <string.h>
 
@@ -892,6 +893,7 @@ int infer_FusedConv(OpCtx *c) {
     if (!same) return gpuc_op_fail(c, "the residual input must have the convolution's shape and dtype");
   }
   int64_t act = gpuc_attr_i(c->n, "activation", 0);
-  if (act != 0 && act != 1) return gpuc_op_fail(c, "activation %lld is not 0 (none) or 1 (Relu)", (long long)act);
+  if (act < 0 || act >= GPUC_FCONV_ACT_COUNT)
+    return gpuc_op_fail(c, "activation %lld is not 0..%d (ir/conv_act.h)", (long long)act, GPUC_FCONV_ACT_COUNT - 1);
   return 0;
 }

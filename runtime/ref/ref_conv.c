@@ -14,6 +14,8 @@
  * The Conv gradients (ConvGradInput / ConvGradWeight, ref_conv.h) reuse the
  * same table, im2col (gather) and col2im (scatter). */
 #include "ref_conv.h"
+#include "conv_act.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -365,14 +367,14 @@ int ref_FusedConv(OpCtx *c) {
   if (nhwc ? conv_nhwc(&conv) : ref_Conv(&conv)) return -1;
   Tensor *y = c->out[0];
   const Tensor *z = c->nin > 3 ? c->in[3] : NULL;
-  bool relu = gpuc_attr_i(c->n, "activation", 0) == 1;
-  if (!z && !relu) return 0;
+  int act = (int)gpuc_attr_i(c->n, "activation", 0);
+  double lo = gpuc_attr_f(c->n, "act_min", -INFINITY), hi = gpuc_attr_f(c->n, "act_max", INFINITY);
+  if (!z && act == GPUC_FCONV_ACT_NONE) return 0;
   int64_t n = gpuc_numel(y);
   for (int64_t i = 0; i < n; i++) {
     double v = gpuc_get_f64(y, i);
     if (z) v += gpuc_get_f64(z, i);
-    if (relu && v < 0) v = 0;
-    gpuc_set_f64(y, i, v);
+    gpuc_set_f64(y, i, gpuc_conv_act_ref(act, v, lo, hi));
   }
   return 0;
 }
