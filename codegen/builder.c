@@ -564,6 +564,16 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   size_t ptx_size = 0, cubin_size = 0;
+  /* GPUC_SAVE_SOURCE=FILE: the module's CUDA C as NVRTC gets it, for
+   * reading and for tests that run a generated kernel's text on the host
+   * (tests/dwconv_host_test.py) */
+  const char *save = getenv("GPUC_SAVE_SOURCE");
+  if (save && *save) {
+    FILE *f = fopen(save, "w");
+    bool ok = f && fwrite(pb.src.s, 1, pb.src.len, f) == pb.src.len;
+    if (f && fclose(f)) ok = false;
+    if (!ok) { gpuc_err_set(e, "GPUC_SAVE_SOURCE: cannot write %s", save); goto done; }
+  }
   if (gpuc_nvrtc_compile(pb.src.s, o->sm, &p->ptx, &ptx_size, &p->cubin, &cubin_size, e)) goto done;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   p->ptx_size = ptx_size;

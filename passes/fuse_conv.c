@@ -9,6 +9,8 @@
  * Then a projection shortcut's bias moves into its consumer's (see
  * fold_shortcut_bias). */
 #include "passes.h"
+#include "conv_act.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,4 +163,129 @@ int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e) {
   free(last);
   int folded = fold_shortcut_bias(g, o->training, e);
   return folded < 0 ? -1 : changes + folded;
+}
+
+/* ---- activations into NHWC depthwise convolutions -------------------- */
+
+/* NHWC FusedConv n is depthwise (groups == C == K, W [K,R,S,1]) with
+ * activation 0 and no residual: codegen/lower_dwconv.c runs it as one
+ * generated kernel that can apply any activation of ir/conv_act.h. */
+static bool dw_nhwc_plain(const Graph *g, const Node *n) {
+  if (n->op != GPUC_OP_FUSEDCONV || gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NHWC ||
+      gpuc_attr_i(n, "activation", 0) != 0 || (n->nin > 3 && n->in[3] >= 0) || n->nin < 2 || n->in[0] < 0 ||
+      n->in[1] < 0 || n->out[0] < 0)
+    return false;
+  const Tensor *x = &g->values[n->in[0]].t, *w = &g->values[n->in[1]].t, *y = &g->values[n->out[0]].t;
+  int64_t groups = gpuc_attr_i(n, "group", 1);
+  return x->rank == 4 && w->rank == 4 && y->rank == 4 && gpuc_shape_known(y) && groups > 1 && groups == x->dims[3] &&
+         w->dims[0] == groups && w->dims[3] == 1 && gpuc_dtype_is_float(y->dt);
+}
+
+/* A scalar constant's value (Clip's min / max inputs), or `dflt` when the
+ * input is absent; false when present but not a constant scalar. */
+static bool scalar_or(const Graph *g, const Node *n, int k, double dflt, double *v) {
+  if (k >= n->nin || n->in[k] < 0) { *v = dflt; return true; }
+  const Value *c = &g->values[n->in[k]];
+  if (!c->is_const || !c->t.data || gpuc_numel(&c->t) != 1) return false;
+  *v = gpuc_get_f64(&c->t, 0);
+  return true;
+}
+
+/* Relu, Clip (constant bounds), HardSwish, erf Gelu, or SiLU (Sigmoid(y)
+ * and Mul(y, that), y read by those two alone) reading NHWC depthwise
+ * FusedConv outputs y, alone -> the conv's activation attribute (ir/
+ * conv_act.h); the conv writes the activation's output. The reference
+ * computes the same function on the same rounded sum (ref_FusedConv), and
+ * the GPU kernel applies it before its one store. After the fp16 pass
+ * (the activation's dtype is the conv's) and before fuse_elementwise
+ * (which would otherwise split the bias off into the activation's group).
+ * Returns the number fused, or -1. */
+int pass_fuse_conv_act(Graph *g, const PassOptions *o, GpucErr *e) {
+  if (o->training) return 0; /* FusedConv's gradient rule knows no activations */
+  int fused = 0, nv = g->nvalues;
+  bool *drop = calloc((size_t)g->nnodes + 1, 1);
+  int *readers = malloc(sizeof(int) * ((size_t)nv + 1)), *last = malloc(sizeof(int) * ((size_t)nv + 1));
+  if (!drop || !readers || !last) { free(drop); free(readers); free(last); return gpuc_err_set(e, "%s: out of memory", g->path); }
+  gpuc_graph_count_readers(g, readers, last);
+  for (int i = 0; i < g->nnodes; i++) {
+    if (!dw_nhwc_plain(g, &g->nodes[i])) continue;
+    int y = g->nodes[i].out[0];
+    if (g->values[y].is_output || readers[y] < 1 || readers[y] > 2) continue;
+    /* the reader(s): one activation node, or SiLU's Sigmoid + Mul */
+    int rd[2], nrd = 0;
+    for (int j = i + 1; j < g->nnodes && nrd < 2; j++) {
+      bool reads = false;
+      for (int k = 0; k < g->nodes[j].nin; k++) reads |= g->nodes[j].in[k] == y;
+      if (reads && !drop[j]) rd[nrd++] = j;
+    }
+    if (nrd != readers[y]) continue; /* a node reading y twice, or one already fused */
+    int act = -1, a = nrd == 1 ? rd[0] : -1, b = -1; /* a: the node whose output the conv takes over; b: a Sigmoid dropped too */
+    if (nrd == 2) {
+      int sig = g->nodes[rd[0]].op == GPUC_OP_SIGMOID ? 0 : g->nodes[rd[1]].op == GPUC_OP_SIGMOID ? 1 : -1;
+      if (sig < 0) continue;
+      b = rd[sig];
+      a = rd[1 - sig];
+    }
+    double lo = 0, hi = 0;
+    const Tensor *yt = &g->values[y].t;
+    if (a < 0) continue;
+    const Node *r = &g->nodes[a];
+    int out = r->out[0];
+    if (out < 0 || r->nout < 1 || g->values[out].t.dt != yt->dt || r->in[0] < 0) continue;
+    for (int k = 1; k < r->nout; k++) if (r->out[k] >= 0) out = -1;
+    if (out < 0) continue;
+    if (readers[y] == 2) { /* SiLU: s = Sigmoid(y), Mul(y, s) in either order */
+      if (b < 0 || r->op != GPUC_OP_MUL || r->nin != 2) continue;
+      int s = g->nodes[b].out[0];
+      bool pair = (r->in[0] == y && r->in[1] == s) || (r->in[1] == y && r->in[0] == s);
+      if (!pair || s < 0 || readers[s] != 1 || g->values[s].is_output || g->values[s].t.dt != yt->dt) continue;
+      act = GPUC_FCONV_ACT_SILU;
+    } else if (r->in[0] != y) {
+      continue;
+    } else if (r->op == GPUC_OP_RELU) {
+      act = GPUC_FCONV_ACT_RELU;
+    } else if (r->op == GPUC_OP_HARDSWISH) {
+      act = GPUC_FCONV_ACT_HARDSWISH;
+    } else if (r->op == GPUC_OP_GELU && !strcmp(gpuc_attr_s(r, "approximate", "none"), "none")) {
+      act = GPUC_FCONV_ACT_GELU;
+    } else if (r->op == GPUC_OP_CLIP) {
+      if (g->opset < 11) {
+        lo = gpuc_attr_f(r, "min", -INFINITY);
+        hi = gpuc_attr_f(r, "max", INFINITY);
+      } else if (!scalar_or(g, r, 1, -INFINITY, &lo) || !scalar_or(g, r, 2, INFINITY, &hi)) {
+        continue;
+      }
+      if (isnan(lo) || isnan(hi) || lo > hi) continue; /* Clip's own rule for crossed bounds: not ours */
+      act = GPUC_FCONV_ACT_CLIP;
+    } else {
+      continue;
+    }
+    if (!same_type(&g->values[out].t, yt)) continue;
+    Node *n = &g->nodes[i];
+    int extra = 3; /* act_min, act_max (Clip), activation if absent */
+    Attr *attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr) * ((size_t)n->nattr + (size_t)extra));
+    if (!attrs) { free(drop); free(readers); free(last); return gpuc_err_set(e, "%s: out of memory", g->path); }
+    int na = 0;
+    for (int k = 0; k < n->nattr; k++)
+      if (strcmp(n->attrs[k].name, "act_min") && strcmp(n->attrs[k].name, "act_max")) attrs[na++] = n->attrs[k];
+    bool has_act = false;
+    for (int k = 0; k < na; k++)
+      if (!strcmp(attrs[k].name, "activation")) { attrs[k].i = act; has_act = true; }
+    if (!has_act) attrs[na++] = (Attr){.name = "activation", .kind = GPUC_ATTR_INT, .i = act};
+    if (act == GPUC_FCONV_ACT_CLIP) {
+      attrs[na++] = (Attr){.name = "act_min", .kind = GPUC_ATTR_FLOAT, .f = (float)lo};
+      attrs[na++] = (Attr){.name = "act_max", .kind = GPUC_ATTR_FLOAT, .f = (float)hi};
+    }
+    n->attrs = attrs;
+    n->nattr = na;
+    g->values[y].producer = -1;
+    n->out[0] = out;
+    g->values[out].producer = i;
+    drop[a] = true;
+    if (b >= 0 && act == GPUC_FCONV_ACT_SILU) drop[b] = true;
+    fused++;
+  }
+  gpuc_graph_remove_nodes(g, drop);
+  free(drop); free(readers); free(last);
+  return fused;
 }
