@@ -57,9 +57,11 @@ static int lower_conv(LowerCtx *c, bool fused) {
   if ((n = gpuc_attr_ints(c->n, "strides", &v)) == ns) for (int i = 0; i < ns; i++) st[i] = v[i];
   if ((n = gpuc_attr_ints(c->n, "dilations", &v)) == ns) for (int i = 0; i < ns; i++) dil[i] = v[i];
   conv_pads(c, ns, x->dims + sp0, k, st, dil, y->dims + sp0, pb, pe);
-  if (nhwc) { /* depthwise: a generated kernel (codegen/lower_dwconv.c) where it applies */
+  if (nhwc) { /* depthwise: a generated kernel (codegen/lower_dwconv.c); 1x1: a GEMM
+                * (codegen/lower_se.c), where they apply */
     int rc = cg_dwconv_nhwc(c, pb, st, dil);
     if (rc <= 0) return rc;
+    if ((rc = cg_conv1x1_nhwc_gemm(c, pb, pe, st, dil)) <= 0) return rc;
   }
   uint32_t xin = c->tin[0];
   bool asym = false;

@@ -48,6 +48,12 @@ int cg_conv_act_expr(char *buf, size_t cap, const Node *n, const char *v);
  * caller uses cuDNN), -1 error. pb: begin pads, st / dil: strides and
  * dilations of the two spatial dims. */
 int cg_dwconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int64_t *dil);
+/* An NHWC GlobalAveragePool [N,H,W,C] -> [N,1,1,C] (codegen/lower_se.c). */
+int cg_gap_nhwc(LowerCtx *c);
+/* An NHWC 1x1 FusedConv (stride 1, no pads, one group, no residual, half)
+ * as one cuBLASLt GEMM with the bias (and Relu) in its epilogue
+ * (codegen/lower_se.c): 0 done, 1 not its case, -1 error. */
+int cg_conv1x1_nhwc_gemm(LowerCtx *c, const int64_t *pb, const int64_t *pe, const int64_t *st, const int64_t *dil);
 /* The taps of a pooling window inside X (codegen/lower_pool.c): loops,
  * bounds and "i64 off"; returns the innermost indentation. */
 struct NnWindow;

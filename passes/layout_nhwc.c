@@ -9,8 +9,9 @@
  *   - layout-agnostic elementwise ops (Relu, Clip, Add of a residual, Mul
  *     by a per-channel constant...): every input a rank-4 computed value,
  *     or a constant of rank <= 4 (re-laid-out), with a rank-4 output,
- *   - 2-D MaxPools without Indices (ResNet's after the stem), which get
- *     layout = 1 too,
+ *   - 2-D MaxPools without Indices (ResNet's after the stem) and 2-D
+ *     GlobalAveragePools (squeeze-and-excitation, the classifier's pool),
+ *     which get layout = 1 too,
  * joined where one reads another's output; a region without a convolution
  * is left alone. Inside it every value is NHWC: convolutions get
  * layout = 1 and weights [K,C/g,R,S] -> [K,R,S,C/g]; constants read by
@@ -20,8 +21,7 @@
  * reads, or that is a graph output, leaves through one Transpose [0,3,1,2]
  * which writes the original value (so the outside keeps its names, shapes
  * and outputs). Between two convolutions of a region there is no
- * Transpose. Anything else ends a region: other pools (GlobalAveragePool:
- * a Transpose of the last, smallest activation), Flatten/Reshape,
+ * Transpose. Anything else ends a region: other pools, Flatten/Reshape,
  * Concat, Gemm, ops reading a rank-4 value with a lower-rank computed
  * operand (broadcast that would mean something else in NHWC).
  *
@@ -67,6 +67,18 @@ static bool maxpool2d(const Graph *g, const Node *n) {
          (x->t.dt == GPUC_DT_F32 || x->t.dt == GPUC_DT_F16 || x->t.dt == GPUC_DT_BF16);
 }
 
+/* A GlobalAveragePool of a 2-D float image: its NHWC form (attribute
+ * layout 1) reduces over H, W of [N,H,W,C] into [N,1,1,C], so a
+ * squeeze-and-excitation block stays NHWC instead of leaving through a
+ * Transpose of its whole input (codegen/lower_se.c). */
+static bool gap2d(const Graph *g, const Node *n) {
+  if (n->op != GPUC_OP_GLOBALAVERAGEPOOL || n->in[0] < 0 || n->out[0] < 0) return false;
+  if (gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NCHW) return false;
+  const Value *x = &g->values[n->in[0]];
+  return known4(&x->t) && !x->is_const && known4(&g->values[n->out[0]].t) &&
+         (x->t.dt == GPUC_DT_F32 || x->t.dt == GPUC_DT_F16 || x->t.dt == GPUC_DT_BF16);
+}
+
 /* An elementwise op that computes the same in NHWC once its inputs are. */
 static bool agnostic(const Graph *g, const Node *n) {
   if (!(gpuc_ops[n->op].flags & GPUC_OPF_ELEMWISE) || n->op == GPUC_OP_DROPOUT) return false;
@@ -95,7 +107,7 @@ static bool layout_input(const Graph *g, const Node *n, int k) {
   int v = n->in[k];
   if (v < 0) return false;
   if (n->op == GPUC_OP_CONV || n->op == GPUC_OP_FUSEDCONV) return k == 0 || k == 3;
-  if (n->op == GPUC_OP_MAXPOOL) return k == 0;
+  if (n->op == GPUC_OP_MAXPOOL || n->op == GPUC_OP_GLOBALAVERAGEPOOL) return k == 0;
   return !has_data(&g->values[v]);
 }
 
@@ -213,7 +225,7 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
   for (int i = 0; i < nn; i++) {
     parent[i] = i;
     isconv[i] = conv2d(g, &g->nodes[i]);
-    pool[i] = maxpool2d(g, &g->nodes[i]);
+    pool[i] = maxpool2d(g, &g->nodes[i]) || gap2d(g, &g->nodes[i]);
     elig[i] = isconv[i] || pool[i] || agnostic(g, &g->nodes[i]);
   }
   for (int i = 0; i < nn; i++) {
