@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The NHWC depthwise kernel (codegen/lower_dwconv.c) run on the host.
+"""The NHWC depthwise kernel (codegen/lower_dwconv.c) and the NHWC
+GlobalAveragePool kernels (codegen/lower_se.c) run on the host.
 
 No GPU here, so the kernel's own text is checked instead: for each case a
 tiny ONNX model (depthwise Conv + bias + activation, batch 2) is compiled
@@ -14,7 +15,9 @@ values within the half type's rounding of the result (fp16 2e-3, bf16
 1.6e-2 of max |y|). Cases cover 3/5/7 and non-square kernels, strides 1
 and 2, symmetric and asymmetric pads, C a multiple of 4 (8-byte vectors),
 of 2 and odd (scalar), row tails (OW not a multiple of the pixels per
-thread) and each activation the fusion makes.
+thread) and each activation the fusion makes. The pool's two kernels
+(partial sums over pixel slices, then their fixed-order sum) run on
+random fp16 [2,H,W,C] against numpy's mean (2e-3 of max |y|).
 usage: dwconv_host_test.py GPUC [WORKDIR]   (CXX picks the compiler; g++)
 Prints one line per case and 'N passed, N failed'.
 """
@@ -145,6 +148,77 @@ def kernel_text(src):
     return out
 
 
+GAP_MAIN = r"""
+int main(int argc, char **argv) {
+  (void)argc;
+  const size_t nx = %(nx)d, np_ = %(np)d, ny = %(ny)d;
+  T *x = (T *)load(argv[1], nx * sizeof(T));
+  float *part = (float *)aligned_alloc(64, (np_ * sizeof(float) + 63) / 64 * 64);
+  T *y = (T *)aligned_alloc(64, (ny * sizeof(T) + 63) / 64 * 64);
+  %(k1)s(x, part);
+  %(k2)s(part, y);
+  FILE *f = fopen(argv[2], "wb");
+  if (!f || fwrite(y, sizeof(T), ny, f) != ny) return 1;
+  fclose(f);
+  return 0;
+}
+"""
+
+# NHWC GlobalAveragePool (codegen/lower_se.c): C, H, W of a depthwise
+# conv -> pool model (the conv makes the region NHWC)
+GAP_CASES = [("gap_c96_56", 96, 56, 56), ("gap_c5_7", 5, 7, 7), ("gap_c6_13x11", 6, 13, 11)]
+
+
+def gap_case(gpuc, work, cxx, name, C, H, W):
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    w = (rng.standard_normal((C, 1, 3, 3)) * 0.3).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], group=C, kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["c"], ["y"])]
+    g = helper.make_graph(nodes, "gap", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, C, H, W])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, C, 1, 1])],
+                          [numpy_helper.from_array(w, "w")])
+    onnx_path = os.path.join(work, name + ".onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), onnx_path)
+    src_path = os.path.join(work, name + ".cu")
+    r = subprocess.run([gpuc, onnx_path, "-O2", "--fp16", "--arch", "sm_90", "-o", os.path.join(work, name + ".gpuc")],
+                       capture_output=True, text=True, env=dict(os.environ, GPUC_SAVE_SOURCE=src_path))
+    if r.returncode:
+        return "compile failed: " + (r.stderr + r.stdout)[-300:]
+    src = open(src_path).read()
+    at = src.find("/* NHWC GlobalAveragePool, partial sums")
+    if at < 0:
+        return "no NHWC GlobalAveragePool kernel in the module"
+    end = src.find('extern "C"', src.find('extern "C"', src.find('extern "C"', at) + 1) + 1)
+    text = src[at:end if end >= 0 else len(src)]
+    names = re.findall(r"void (\w+)\(", text)
+    part = re.search(r"part \[(\d+),(\d+),(\d+)\]", text)
+    if len(names) != 2 or not part:
+        return "unexpected pool kernels: %s" % names
+    npart = int(part.group(1)) * int(part.group(2)) * int(part.group(3))
+    host = os.path.join(work, name + "_host.cpp")
+    with open(host, "w") as f:
+        f.write(SHIM + "typedef __half T;\n" + text + "\n" + MAIN.split("int main")[0] +
+                GAP_MAIN % dict(nx=2 * H * W * C, np=npart, ny=2 * C, k1=names[0], k2=names[1]))
+    exe = os.path.join(work, name + "_host")
+    r = subprocess.run([cxx, "-O1", "-std=c++17", "-Wno-unknown-pragmas", host, "-o", exe], capture_output=True, text=True)
+    if r.returncode:
+        return "host compile failed: " + r.stderr[-400:]
+    x = rng.standard_normal((2, H, W, C)).astype(np.float16)
+    x.tofile(os.path.join(work, "x.bin"))
+    r = subprocess.run([exe, os.path.join(work, "x.bin"), os.path.join(work, "y.bin")], capture_output=True, text=True)
+    if r.returncode:
+        return "host run failed: " + r.stderr[-300:]
+    y = np.fromfile(os.path.join(work, "y.bin"), dtype=np.float16).astype(np.float64)
+    ref = x.astype(np.float64).mean(axis=(1, 2)).reshape(-1)
+    err = np.abs(y - ref).max() if y.size == ref.size else np.inf
+    tol = 2e-3 * max(1.0, np.abs(ref).max())
+    if not np.isfinite(err) or err > tol:
+        return "max |error| %.3g over %.3g" % (err, tol)
+    print("PASS %-16s fp16 NHWC GlobalAveragePool [2,%d,%d,%d]: max |error| %.3g (tolerance %.3g)" %
+          (name, H, W, C, err, tol))
+    return None
+
+
 def main():
     gpuc = os.path.abspath(sys.argv[1])
     work = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="gpuc_dwconv_")
@@ -206,6 +280,13 @@ def main():
                 else:
                     print("PASS %-16s %s C=%d %dx%d k%dx%d s%d pads %s %s: max |error| %.3g (tolerance %.3g)" %
                           (name, prec, C, H, W, k[0], k[1], st[0], pads, act, err, tol))
+        if why is None:
+            passed += 1
+        else:
+            failed += 1
+            print("FAIL %-16s %s" % (name, why))
+    for name, C, H, W in GAP_CASES:
+        why = gap_case(gpuc, work, cxx, name, C, H, W)
         if why is None:
             passed += 1
         else:

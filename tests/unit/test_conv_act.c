@@ -125,6 +125,52 @@ static void test_pipeline(void) {
   gpuc_graph_free(g1);
 }
 
+/* -O2 --fp16 on a squeeze-and-excitation block: x [2,16,9,9] -> 1x1 Conv
+ * -> Relu -> depthwise 3x3 -> HardSwish = a; GlobalAveragePool(a) -> 1x1
+ * Conv 16->8 -> Relu -> 1x1 Conv 8->16 -> HardSigmoid = s; a * s -> 1x1
+ * Conv -> out. The pool must run NHWC (layout 1) and the only Transposes
+ * are the input's and the output's. */
+static Graph *build_se(void) {
+  Graph *g = graph_new(14);
+  int64_t xd[4] = {2, 16, 9, 9}, w1[4] = {16, 16, 1, 1}, wd[4] = {16, 1, 3, 3}, f1[4] = {8, 16, 1, 1};
+  int64_t f2[4] = {16, 8, 1, 1}, b16[1] = {16}, b8[1] = {8}, pads[4] = {1, 1, 1, 1}, ks[2] = {3, 3};
+  int x = input(g, "x", 4, xd);
+  int h = NODE(g, GPUC_OP_RELU, NODE(g, GPUC_OP_CONV, x, constant(g, 4, w1, 91, -0.4, 0.4), constant(g, 1, b16, 92, -1, 1)));
+  int d = NODE(g, GPUC_OP_CONV, h, constant(g, 4, wd, 93, -0.6, 0.6), constant(g, 1, b16, 94, -1, 1));
+  attr_i(g, "group", 16);
+  attr_ints(g, "kernel_shape", 2, ks);
+  attr_ints(g, "pads", 4, pads);
+  int a = NODE(g, GPUC_OP_HARDSWISH, d);
+  int p = NODE(g, GPUC_OP_GLOBALAVERAGEPOOL, a);
+  int q = NODE(g, GPUC_OP_RELU, NODE(g, GPUC_OP_CONV, p, constant(g, 4, f1, 95, -0.5, 0.5), constant(g, 1, b8, 96, -1, 1)));
+  int s = NODE(g, GPUC_OP_HARDSIGMOID, NODE(g, GPUC_OP_CONV, q, constant(g, 4, f2, 97, -0.5, 0.5), constant(g, 1, b16, 98, -1, 1)));
+  attr_f(g, "alpha", 1.0f / 6);
+  int m = NODE(g, GPUC_OP_MUL, a, s);
+  output(g, NODE(g, GPUC_OP_CONV, m, constant(g, 4, w1, 99, -0.4, 0.4), constant(g, 1, b16, 100, -1, 1)));
+  return g;
+}
+
+static void test_se(void) {
+  GpucErr e = {0};
+  Graph *g0 = build_se(), *g1 = build_se();
+  CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "se: bad test graph: %s", e.msg);
+  PassOptions o;
+  gpuc_pass_options_default(&o, 2);
+  o.fp16 = true;
+  CHECK(gpuc_passes_run(g1, &o, &e) == 0, "se: passes: %s", e.msg);
+  int nhwc_pool = 0, big_transposes = 0;
+  for (int k = 0; k < g1->nnodes; k++) {
+    const Node *n = &g1->nodes[k];
+    if (n->op == GPUC_OP_GLOBALAVERAGEPOOL && gpuc_attr_i(n, "layout", 0) == GPUC_LAYOUT_NHWC) nhwc_pool++;
+    if (n->op == GPUC_OP_TRANSPOSE) big_transposes++;
+  }
+  CHECK(nhwc_pool == 1 && big_transposes == 2, "se: %d NHWC pools, %d Transposes (expected the input's and the output's)", nhwc_pool,
+        big_transposes);
+  compare("se -O2 --fp16", g0, g1, 2e-2);
+  gpuc_graph_free(g0);
+  gpuc_graph_free(g1);
+}
+
 int main(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const Case *c = &cases[i];
@@ -155,5 +201,6 @@ int main(void) {
     gpuc_graph_free(g1);
   }
   test_pipeline();
+  test_se();
   return check_summary();
 }
