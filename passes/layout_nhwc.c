@@ -210,9 +210,44 @@ static int mark_layout(Rw *r, int i) {
   return 0;
 }
 
+/* ReduceMean over axes {2, 3} of a float [N,C,H,W] with keepdims is
+ * GlobalAveragePool (the dynamo exporter's squeeze-and-excitation pool:
+ * torch's mean((2, 3), keepdim=True)); as one, it joins the region (gap2d)
+ * and keeps half storage (a reduction would be an fp32 island with Casts).
+ * Both average in the reference's double sum, so the values are the
+ * same. Returns the number rewritten. */
+static int reducemean_as_gap(Graph *g) {
+  int n = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *r = &g->nodes[i];
+    if (r->op != GPUC_OP_REDUCEMEAN || r->in[0] < 0 || r->out[0] < 0 || gpuc_attr_i(r, "keepdims", 1) != 1) continue;
+    const Tensor *x = &g->values[r->in[0]].t;
+    if (!known4(x) || !gpuc_dtype_is_float(x->dt) || x->dt == GPUC_DT_F64) continue;
+    const int64_t *ax = NULL;
+    int na = -1;
+    if (r->nin > 1 && r->in[1] >= 0) { /* opset 18: axes as a constant input */
+      const Value *a = &g->values[r->in[1]];
+      if (!has_data(a) || a->t.dt != GPUC_DT_I64 || a->t.rank != 1) continue;
+      ax = a->t.data;
+      na = (int)a->t.dims[0];
+    } else {
+      na = gpuc_attr_ints(r, "axes", &ax);
+    }
+    if (na != 2) continue;
+    int64_t a0 = ax[0] < 0 ? ax[0] + 4 : ax[0], a1 = ax[1] < 0 ? ax[1] + 4 : ax[1];
+    if (!((a0 == 2 && a1 == 3) || (a0 == 3 && a1 == 2))) continue;
+    r->op = GPUC_OP_GLOBALAVERAGEPOOL;
+    r->nin = 1;
+    r->nattr = 0;
+    n++;
+  }
+  return n;
+}
+
 int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
   (void)o;
-  int nn = g->nnodes, nv = g->nvalues, changed = 0, rc = -1;
+  int pools = reducemean_as_gap(g);
+  int nn = g->nnodes, nv = g->nvalues, changed = pools, rc = -1;
   int *parent = malloc(sizeof(int) * ((size_t)nn + 1));
   bool *elig = calloc((size_t)nn + 1, 1), *isconv = calloc((size_t)nn + 1, 1);
   bool *has_conv = calloc((size_t)nn + 1, 1), *region = calloc((size_t)nn + 1, 1);

@@ -128,10 +128,11 @@ static void test_pipeline(void) {
 /* -O2 --fp16 on a squeeze-and-excitation block: x [2,16,9,9] -> 1x1 Conv
  * -> Relu -> depthwise 3x3 -> HardSwish = a; GlobalAveragePool(a) -> 1x1
  * Conv 16->8 -> Relu -> 1x1 Conv 8->16 -> HardSigmoid = s; a * s -> 1x1
- * Conv -> out. The pool must run NHWC (layout 1) and the only Transposes
+ * Conv -> out; also with ReduceMean(axes (2, -1), keepdims) for the pool,
+ * as the dynamo exporter writes it. The pool must run NHWC (layout 1) and the only Transposes
  * are the input's and the output's. */
-static Graph *build_se(void) {
-  Graph *g = graph_new(14);
+static Graph *build_se(bool reducemean) {
+  Graph *g = graph_new(reducemean ? 18 : 14);
   int64_t xd[4] = {2, 16, 9, 9}, w1[4] = {16, 16, 1, 1}, wd[4] = {16, 1, 3, 3}, f1[4] = {8, 16, 1, 1};
   int64_t f2[4] = {16, 8, 1, 1}, b16[1] = {16}, b8[1] = {8}, pads[4] = {1, 1, 1, 1}, ks[2] = {3, 3};
   int x = input(g, "x", 4, xd);
@@ -141,7 +142,17 @@ static Graph *build_se(void) {
   attr_ints(g, "kernel_shape", 2, ks);
   attr_ints(g, "pads", 4, pads);
   int a = NODE(g, GPUC_OP_HARDSWISH, d);
-  int p = NODE(g, GPUC_OP_GLOBALAVERAGEPOOL, a);
+  int64_t two[1] = {2};
+  int p = reducemean ? NODE(g, GPUC_OP_REDUCEMEAN, a, constant(g, 1, two, 0, 0, 0)) : NODE(g, GPUC_OP_GLOBALAVERAGEPOOL, a);
+  if (reducemean) { /* axes (2, 3) as an int64 input, as the dynamo exporter writes torch's mean((2, 3), keepdim) */
+    Tensor *ax = &g->values[g->nodes[g->nnodes - 1].in[1]].t;
+    free(ax->data);
+    int64_t axes[2] = {2, -1};
+    gpuc_set_shape(ax, GPUC_DT_I64, 1, two);
+    GpucErr e;
+    GPUC_ASSERT(gpuc_tensor_alloc(ax, &e) == 0);
+    memcpy(ax->data, axes, sizeof axes);
+  }
   int q = NODE(g, GPUC_OP_RELU, NODE(g, GPUC_OP_CONV, p, constant(g, 4, f1, 95, -0.5, 0.5), constant(g, 1, b8, 96, -1, 1)));
   int s = NODE(g, GPUC_OP_HARDSIGMOID, NODE(g, GPUC_OP_CONV, q, constant(g, 4, f2, 97, -0.5, 0.5), constant(g, 1, b16, 98, -1, 1)));
   attr_f(g, "alpha", 1.0f / 6);
@@ -150,9 +161,9 @@ static Graph *build_se(void) {
   return g;
 }
 
-static void test_se(void) {
+static void test_se(bool reducemean) {
   GpucErr e = {0};
-  Graph *g0 = build_se(), *g1 = build_se();
+  Graph *g0 = build_se(reducemean), *g1 = build_se(reducemean);
   CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "se: bad test graph: %s", e.msg);
   PassOptions o;
   gpuc_pass_options_default(&o, 2);
@@ -201,6 +212,7 @@ int main(void) {
     gpuc_graph_free(g1);
   }
   test_pipeline();
-  test_se();
+  test_se(false);
+  test_se(true); /* the dynamo exporter's ReduceMean over (2, 3) becomes the pool */
   return check_summary();
 }
