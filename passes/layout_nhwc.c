@@ -260,7 +260,11 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
   for (int i = 0; i < nn; i++) {
     parent[i] = i;
     isconv[i] = conv2d(g, &g->nodes[i]);
-    pool[i] = maxpool2d(g, &g->nodes[i]) || gap2d(g, &g->nodes[i]);
+    /* a GlobalAveragePool only of a value a region may make: one that
+     * reads an NCHW value would make the region Transpose that whole
+     * value in, not its [N,C,1,1] result out */
+    int xp = g->nodes[i].in[0] >= 0 ? g->values[g->nodes[i].in[0]].producer : -1;
+    pool[i] = maxpool2d(g, &g->nodes[i]) || (gap2d(g, &g->nodes[i]) && xp >= 0 && xp < i && elig[xp]);
     elig[i] = isconv[i] || pool[i] || agnostic(g, &g->nodes[i]);
   }
   for (int i = 0; i < nn; i++) {

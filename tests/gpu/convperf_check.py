@@ -20,7 +20,7 @@ efficientnet_b0; random weights, BatchNorm calibrated as the zoo does):
 PASS/FAIL lines; OUT/convperf.json, OUT/convperf_profiles.txt.
 usage: convperf_check.py --gpuc build/gpuc --out DIR [--models a,b] [--batch 32] [--opts -O2,-O3]
 """
-import argparse, json, math, os, sys, time
+import argparse, concurrent.futures, json, math, os, sys, time
 
 import numpy as np
 
@@ -84,9 +84,18 @@ def main():
         shapes = [(n, (b,) + tuple(s[0])) for n, s in zip(names, model.spec.values())]
         plans = [(o, "fp16") for o in a.opts.split(",")] + [("-O2", "fp32")]
         row = dict(model=name, batch=b)
-        for opt, prec in plans:  # one at a time: -O3 times candidates on this GPU
-            plan = os.path.join(a.work, "%s_b%d%s_%s.gpuc" % (name, b, opt, prec))
-            r = zoo.gpuc_compile(z, onnx, plan, shapes, opt, prec == "fp16", 300)
+        cb = a.cpu_batch
+        small_plan = os.path.join(a.work, "%s_b%d-O2_fp16.gpuc" % (name, cb))
+        cshapes = [(n, (cb,) + tuple(s[0])) for n, s in zip(names, model.spec.values())]
+        jobs = [(opt, prec, os.path.join(a.work, "%s_b%d%s_%s.gpuc" % (name, b, opt, prec)), shapes)
+                for opt, prec in plans] + ([("-O2", "small", small_plan, cshapes)] if cb > 0 else [])
+        # in parallel, except -O3 (it times candidates on this GPU): alone, after
+        with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+            futs = {pool.submit(zoo.gpuc_compile, z, onnx, j[2], j[3], j[0], j[1] != "fp32", 300): j
+                    for j in jobs if j[0] != "-O3"}
+            done = [(futs[f], f.result()) for f in concurrent.futures.as_completed(futs)]
+        done += [(j, zoo.gpuc_compile(z, onnx, j[2], j[3], j[0], True, 300)) for j in jobs if j[0] == "-O3"]
+        for (opt, prec, plan, _), r in done:
             row["%s_%s" % (opt, prec)] = dict(r, plan=plan)
             log("  compiled %s %s: %s" % (opt, prec, "ok %.1fs" % r["compile_s"] if r["ok"] else r["error"]))
         inputs = zm.make_inputs(model.spec, b, np.random.default_rng(4321 + b))
@@ -128,11 +137,8 @@ def main():
                     name, b, opt, c["ms"], "%.3f" % cms if cms else row.get("compile_error"),
                     ", speedup %.2fx" % (cms / c["ms"]) if cms else ""))
         # the same rewritten graph on the CPU reference, small batch
-        if a.cpu_batch > 0 and row.get("-O2_fp16", {}).get("ok"):
-            cb = a.cpu_batch
-            cshapes = [(n, (cb,) + tuple(s[0])) for n, s in zip(names, model.spec.values())]
-            plan = os.path.join(a.work, "%s_b%d-O2_fp16.gpuc" % (name, cb))
-            r = zoo.gpuc_compile(z, onnx, plan, cshapes, "-O2", True, 300)
+        if cb > 0:
+            r, plan = row.pop("-O2_small"), small_plan
             small = zm.make_inputs(model.spec, cb, np.random.default_rng(99))
             cargs = zoo.save_inputs(small, names, a.work)
             tag = "%s b%d -O2 fp16" % (name, cb)
