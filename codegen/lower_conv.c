@@ -57,12 +57,37 @@ static int lower_conv(LowerCtx *c, bool fused) {
   if ((n = gpuc_attr_ints(c->n, "strides", &v)) == ns) for (int i = 0; i < ns; i++) st[i] = v[i];
   if ((n = gpuc_attr_ints(c->n, "dilations", &v)) == ns) for (int i = 0; i < ns; i++) dil[i] = v[i];
   conv_pads(c, ns, x->dims + sp0, k, st, dil, y->dims + sp0, pb, pe);
-  if (nhwc) { /* depthwise: a generated kernel (codegen/lower_dwconv.c); 1x1: a GEMM
-                * (codegen/lower_se.c), where they apply */
-    int rc = cg_dwconv_nhwc(c, pb, st, dil);
-    if (rc <= 0) return rc;
-    if ((rc = cg_conv1x1_nhwc_gemm(c, pb, pe, st, dil)) <= 0) return rc;
+  /* depthwise: a generated kernel (codegen/lower_dwconv.c) where it
+   * applies, with the input activation too */
+  int rc = nhwc ? cg_dwconv_nhwc(c, pb, st, dil) : 1;
+  if (rc <= 0) return rc;
+  /* elsewhere the input activation (ir/conv_act.h) is a kernel of its own
+   * writing the activated X, which the convolution then reads */
+  LowerCtx cx;
+  uint32_t tin_x[4];
+  if (fused && gpuc_attr_i(c->n, "in_activation", 0) != GPUC_FCONV_ACT_NONE) {
+    char expr[256];
+    if (cg_conv_act_expr(expr, sizeof expr, c->n, true, "v")) return lower_fail(c, "internal: in_activation");
+    uint32_t xa = cg_scratch(c, x->dt, x->rank, x->dims);
+    const Tensor *ins[1] = {x}, *outs[1] = {x};
+    uint32_t tins[1] = {c->tin[0]}, touts[1] = {xa};
+    LowerCtx e = *c;
+    e.in = ins;
+    e.tin = tins;
+    e.nin = 1;
+    e.out = outs;
+    e.tout = touts;
+    static const int which[1] = {0};
+    if (cg_elementwise(&e, which, 1, "float", "const float v = x0;", expr)) return -1;
+    c->nkernels_emitted = e.nkernels_emitted;
+    cx = *c;
+    for (int i = 0; i < c->nin && i < 4; i++) tin_x[i] = c->tin[i];
+    tin_x[0] = xa;
+    cx.tin = tin_x;
+    c = &cx;
   }
+  /* 1x1: a GEMM (codegen/lower_se.c) where it applies */
+  if (nhwc && (rc = cg_conv1x1_nhwc_gemm(c, pb, pe, st, dil)) <= 0) return rc;
   uint32_t xin = c->tin[0];
   bool asym = false;
   for (int i = 0; i < ns; i++) if (pb[i] != pe[i] || pb[i] < 0) asym = true;
@@ -144,8 +169,8 @@ static int lower_conv(LowerCtx *c, bool fused) {
   static const char *sum[3] = {"const float v = x0;", "const float v = x0 + x1;", "const float v = x0 + x1 + x2;"};
   GPUC_ASSERT(nins >= 1 && nins <= 3);
   char expr[256];
-  if (cg_conv_act_expr(expr, sizeof expr, c->n, "v") || !act_kernel) snprintf(expr, sizeof expr, "v");
-  int rc = cg_elementwise(&e, which, nins, "float", sum[nins - 1], expr);
+  if (cg_conv_act_expr(expr, sizeof expr, c->n, false, "v") || !act_kernel) snprintf(expr, sizeof expr, "v");
+  rc = cg_elementwise(&e, which, nins, "float", sum[nins - 1], expr);
   c->nkernels_emitted = e.nkernels_emitted;
   return rc;
 }

@@ -36,11 +36,11 @@ enum { MAX_TAP = 9, MAX_STRIDE = 4, MAX_TW = 8 };
 
 /* The activation of FusedConv node n applied to float variable `v`, as a
  * float expression (the formulas of ir/conv_act.h). */
-int cg_conv_act_expr(char *buf, size_t cap, const Node *n, const char *v) {
-  int act = (int)gpuc_attr_i(n, "activation", 0);
+int cg_conv_act_expr(char *buf, size_t cap, const Node *n, bool input, const char *v) {
+  int act = (int)gpuc_attr_i(n, input ? "in_activation" : "activation", 0);
   char lo[64], hi[64];
-  cg_float_lit(lo, sizeof lo, gpuc_attr_f(n, "act_min", -INFINITY), "float");
-  cg_float_lit(hi, sizeof hi, gpuc_attr_f(n, "act_max", INFINITY), "float");
+  cg_float_lit(lo, sizeof lo, gpuc_attr_f(n, input ? "in_act_min" : "act_min", -INFINITY), "float");
+  cg_float_lit(hi, sizeof hi, gpuc_attr_f(n, input ? "in_act_max" : "act_max", INFINITY), "float");
   int w;
   switch (act) {
   case GPUC_FCONV_ACT_NONE: w = snprintf(buf, cap, "%s", v); break;
@@ -80,8 +80,9 @@ int cg_dwconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int6
   if (R < 1 || S < 1 || R > MAX_TAP || S > MAX_TAP || dil[0] != 1 || dil[1] != 1) return 1;
   if (st[0] < 1 || st[1] < 1 || st[0] > MAX_STRIDE || st[1] > MAX_STRIDE) return 1;
   if (gpuc_numel(y) == 0) return 1;
-  char act[256];
-  if (cg_conv_act_expr(act, sizeof act, c->n, "v")) return 1;
+  char act[256], in_act[256];
+  if (cg_conv_act_expr(act, sizeof act, c->n, false, "v") || cg_conv_act_expr(in_act, sizeof in_act, c->n, true, "v"))
+    return 1;
   /* channels per thread: one 8-byte (half) or 16-byte (f32) vector */
   int V = C % 4 == 0 ? 4 : C % 2 == 0 ? 2 : 1;
   int TW = pixels_per_thread(OW);
@@ -145,7 +146,7 @@ int cg_dwconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int6
             "        if (iw >= 0 && iw < %lld) {\n"
             "          const Vec<%s, %d> q = *(const Vec<%s, %d>*)(xr + iw * %lld);\n"
             "#pragma unroll\n"
-            "          for (int v = 0; v < %d; v++) xv[v] = ldf(q.v[v]);\n"
+            "          for (int u = 0; u < %d; u++) { const float v = ldf(q.v[u]); xv[u] = %s; }\n"
             "        } else {\n"
             "#pragma unroll\n"
             "          for (int v = 0; v < %d; v++) xv[v] = 0.f;\n"
@@ -171,7 +172,7 @@ int cg_dwconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int6
             (long long)CV, (long long)OWB, TW, (long long)OWB, (long long)OH, (long long)OH, TW, V, V, V, TW, V,
             (long long)R, (long long)st[0], (long long)pb[0], (long long)H, t, (long long)H, (long long)W,
             (long long)C, (long long)S, V, (long long)S, V, V, (long long)S, (long long)C, V, (long long)span,
-            (long long)st[1], (long long)pb[1], V, (long long)W, t, V, t, V, (long long)C, V, V, TW,
+            (long long)st[1], (long long)pb[1], V, (long long)W, t, V, t, V, (long long)C, V, in_act, V, TW,
             (long long)st[1], (long long)S, V, TW, (long long)OW, (long long)OH, (long long)OW, (long long)C);
   if (z)
     sb_printf(b, "      const Vec<%s, %d> zv = *(const Vec<%s, %d>*)(z + o);\n", t, V, t, V);

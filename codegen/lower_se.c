@@ -108,7 +108,7 @@ int cg_conv1x1_nhwc_gemm(LowerCtx *c, const int64_t *pb, const int64_t *pe, cons
   if (cg_gemm(c, &g)) return -1;
   if (act == GPUC_FCONV_ACT_NONE || epi != GPUC_GEMM_EPI_NONE) return 0;
   char expr[256];
-  if (cg_conv_act_expr(expr, sizeof expr, c->n, "v")) return lower_fail(c, "internal: activation %lld", LL(act));
+  if (cg_conv_act_expr(expr, sizeof expr, c->n, false, "v")) return lower_fail(c, "internal: activation %lld", LL(act));
   const Tensor *ins[1] = {y};
   uint32_t tins[1] = {c->tout[0]};
   LowerCtx e = *c;

@@ -40,9 +40,10 @@ void cg_float_lit(char *buf, size_t n, double v, const char *ct);
 /* BatchNormalization in training mode (codegen/lower_train_nn.c); its
  * inference mode stays in lower_norm.c, which dispatches here. */
 int lower_bn_training(LowerCtx *c);
-/* FusedConv's activation (ir/conv_act.h) of float variable v as a float
- * expression into buf; -1 for an unknown code (codegen/lower_dwconv.c). */
-int cg_conv_act_expr(char *buf, size_t cap, const Node *n, const char *v);
+/* FusedConv's activation (ir/conv_act.h; input: its in_activation) of
+ * float variable v as a float expression into buf; -1 for an unknown code
+ * (codegen/lower_dwconv.c). */
+int cg_conv_act_expr(char *buf, size_t cap, const Node *n, bool input, const char *v);
 /* An NHWC depthwise FusedConv as one generated kernel with bias, residual
  * and activation (codegen/lower_dwconv.c): 0 done, 1 not its case (the
  * caller uses cuDNN), -1 error. pb: begin pads, st / dil: strides and

@@ -5,6 +5,11 @@
  * them in registers. Where cuDNN runs such a convolution instead, one
  * generated kernel adds the bias and applies the activation after it.
  * Clip takes attributes act_min / act_max (floats; Relu6 is Clip(0, 6)).
+ * Attribute `in_activation` (the same codes; Clip's bounds in_act_min /
+ * in_act_max) is applied to X's elements before the convolution: the
+ * padding is of the activated input, so it stays zero. The depthwise
+ * kernel applies it as it loads X; elsewhere one kernel writes the
+ * activated X first.
  * The reference (runtime/ref/ref_conv.c) and the kernels use the formulas
  * below; the elementwise ops they replace compute the same functions. */
 #ifndef GPUC_CONV_ACT_H

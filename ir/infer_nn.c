@@ -904,5 +904,8 @@ int infer_FusedConv(OpCtx *c) {
   int64_t act = gpuc_attr_i(c->n, "activation", 0);
   if (act < 0 || act >= GPUC_FCONV_ACT_COUNT)
     return gpuc_op_fail(c, "activation %lld is not 0..%d (ir/conv_act.h)", (long long)act, GPUC_FCONV_ACT_COUNT - 1);
+  int64_t in_act = gpuc_attr_i(c->n, "in_activation", 0);
+  if (in_act < 0 || in_act >= GPUC_FCONV_ACT_COUNT)
+    return gpuc_op_fail(c, "in_activation %lld is not 0..%d (ir/conv_act.h)", (long long)in_act, GPUC_FCONV_ACT_COUNT - 1);
   return 0;
 }

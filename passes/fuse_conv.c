@@ -167,13 +167,13 @@ int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e) {
 
 /* ---- activations into NHWC depthwise convolutions -------------------- */
 
-/* NHWC FusedConv n is depthwise (groups == C == K, W [K,R,S,1]) with
- * activation 0 and no residual: codegen/lower_dwconv.c runs it as one
- * generated kernel that can apply any activation of ir/conv_act.h. */
-static bool dw_nhwc_plain(const Graph *g, const Node *n) {
+/* NHWC FusedConv n is depthwise (groups == C == K, W [K,R,S,1]) without a
+ * residual: codegen/lower_dwconv.c runs it as one generated kernel that
+ * can apply any activation of ir/conv_act.h to its inputs as it loads them
+ * and to its sums before the store. */
+static bool dw_nhwc(const Graph *g, const Node *n) {
   if (n->op != GPUC_OP_FUSEDCONV || gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NHWC ||
-      gpuc_attr_i(n, "activation", 0) != 0 || (n->nin > 3 && n->in[3] >= 0) || n->nin < 2 || n->in[0] < 0 ||
-      n->in[1] < 0 || n->out[0] < 0)
+      (n->nin > 3 && n->in[3] >= 0) || n->nin < 2 || n->in[0] < 0 || n->in[1] < 0 || n->out[0] < 0)
     return false;
   const Tensor *x = &g->values[n->in[0]].t, *w = &g->values[n->in[1]].t, *y = &g->values[n->out[0]].t;
   int64_t groups = gpuc_attr_i(n, "group", 1);
@@ -191,101 +191,153 @@ static bool scalar_or(const Graph *g, const Node *n, int k, double dflt, double 
   return true;
 }
 
-/* Relu, Clip (constant bounds), HardSwish, erf Gelu, or SiLU (Sigmoid(y)
- * and Mul(y, that), y read by those two alone) reading NHWC depthwise
- * FusedConv outputs y, alone -> the conv's activation attribute (ir/
- * conv_act.h); the conv writes the activation's output. The reference
- * computes the same function on the same rounded sum (ref_FusedConv), and
- * the GPU kernel applies it before its one store. After the fp16 pass
- * (the activation's dtype is the conv's) and before fuse_elementwise
- * (which would otherwise split the bias off into the activation's group).
- * Returns the number fused, or -1. */
+/* An activation applied to value y: the nodes reading y are one Relu,
+ * Clip (constant bounds), HardSwish or erf Gelu, or SiLU's Sigmoid(y) and
+ * Mul(y, that) in either order, nothing else, y not a graph output, and
+ * the activation's output of y's type. */
+typedef struct {
+  int act;        /* GPUC_FCONV_ACT_* */
+  double lo, hi;  /* Clip's bounds */
+  int node;       /* the node writing the activation's output */
+  int sigmoid;    /* SiLU's Sigmoid node, or -1 */
+} ActMatch;
+
+static bool match_act(const Graph *g, const int *readers, const bool *drop, int y, ActMatch *m) {
+  if (g->values[y].is_output || readers[y] < 1 || readers[y] > 2) return false;
+  int rd[2], nrd = 0;
+  for (int j = 0; j < g->nnodes && nrd < 2; j++) {
+    bool reads = false;
+    for (int k = 0; k < g->nodes[j].nin; k++) reads |= g->nodes[j].in[k] == y;
+    if (reads && !drop[j]) rd[nrd++] = j;
+  }
+  if (nrd != readers[y]) return false; /* a node reading y twice, or one already fused */
+  *m = (ActMatch){.act = -1, .node = nrd == 1 ? rd[0] : -1, .sigmoid = -1};
+  if (nrd == 2) {
+    int sig = g->nodes[rd[0]].op == GPUC_OP_SIGMOID ? 0 : g->nodes[rd[1]].op == GPUC_OP_SIGMOID ? 1 : -1;
+    if (sig < 0) return false;
+    m->sigmoid = rd[sig];
+    m->node = rd[1 - sig];
+  }
+  const Tensor *yt = &g->values[y].t;
+  const Node *r = &g->nodes[m->node];
+  int out = r->out[0];
+  if (out < 0 || r->nout < 1 || r->in[0] < 0 || !same_type(&g->values[out].t, yt)) return false;
+  for (int k = 1; k < r->nout; k++)
+    if (r->out[k] >= 0) return false;
+  if (nrd == 2) { /* SiLU: s = Sigmoid(y), Mul(y, s) in either order */
+    int s = g->nodes[m->sigmoid].out[0];
+    bool pair = r->op == GPUC_OP_MUL && r->nin == 2 &&
+                ((r->in[0] == y && r->in[1] == s) || (r->in[1] == y && r->in[0] == s));
+    if (!pair || s < 0 || readers[s] != 1 || g->values[s].is_output || g->values[s].t.dt != yt->dt) return false;
+    m->act = GPUC_FCONV_ACT_SILU;
+    return true;
+  }
+  if (r->in[0] != y) return false;
+  switch (r->op) {
+  case GPUC_OP_RELU: m->act = GPUC_FCONV_ACT_RELU; return true;
+  case GPUC_OP_HARDSWISH: m->act = GPUC_FCONV_ACT_HARDSWISH; return true;
+  case GPUC_OP_GELU:
+    if (strcmp(gpuc_attr_s(r, "approximate", "none"), "none")) return false;
+    m->act = GPUC_FCONV_ACT_GELU;
+    return true;
+  case GPUC_OP_CLIP:
+    if (g->opset < 11) {
+      m->lo = gpuc_attr_f(r, "min", -INFINITY);
+      m->hi = gpuc_attr_f(r, "max", INFINITY);
+    } else if (!scalar_or(g, r, 1, -INFINITY, &m->lo) || !scalar_or(g, r, 2, INFINITY, &m->hi)) {
+      return false;
+    }
+    if (isnan(m->lo) || isnan(m->hi) || m->lo > m->hi) return false; /* Clip's own rule for crossed bounds */
+    m->act = GPUC_FCONV_ACT_CLIP;
+    return true;
+  default: return false;
+  }
+}
+
+/* Node n's attributes with `key` (int) = act and, for Clip, `lo_key` /
+ * `hi_key` (floats) set; false when out of memory. */
+static bool set_act_attrs(Graph *g, Node *n, const char *key, const char *lo_key, const char *hi_key, const ActMatch *m) {
+  Attr *attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr) * ((size_t)n->nattr + 3));
+  if (!attrs) return false;
+  int na = 0;
+  bool has = false;
+  for (int k = 0; k < n->nattr; k++) {
+    if (!strcmp(n->attrs[k].name, lo_key) || !strcmp(n->attrs[k].name, hi_key)) continue;
+    attrs[na] = n->attrs[k];
+    if (!strcmp(attrs[na].name, key)) { attrs[na].i = m->act; has = true; }
+    na++;
+  }
+  if (!has) attrs[na++] = (Attr){.name = key, .kind = GPUC_ATTR_INT, .i = m->act};
+  if (m->act == GPUC_FCONV_ACT_CLIP) {
+    attrs[na++] = (Attr){.name = lo_key, .kind = GPUC_ATTR_FLOAT, .f = (float)m->lo};
+    attrs[na++] = (Attr){.name = hi_key, .kind = GPUC_ATTR_FLOAT, .f = (float)m->hi};
+  }
+  n->attrs = attrs;
+  n->nattr = na;
+  return true;
+}
+
+/* NHWC depthwise FusedConvs take the activations around them (ir/
+ * conv_act.h):
+ *   - after: Relu, Clip (constant bounds), HardSwish, erf Gelu or SiLU
+ *     reading the conv's output alone -> attribute activation (act_min,
+ *     act_max); the conv writes the activation's output;
+ *   - before: the same activations of a value y whose output only the conv
+ *     reads (MobileNetV3's HardSwish and EfficientNet's SiLU after each
+ *     1x1 expansion) -> attribute in_activation (in_act_min, in_act_max);
+ *     the conv reads y and activates each element as it loads it (the
+ *     zero padding stays zero), so the activated tensor, the largest of
+ *     the block, is never written.
+ * The reference computes the same functions on the same rounded values
+ * (ref_FusedConv). After the fp16 pass (the activations' dtype is the
+ * conv's) and before fuse_elementwise (which would split the conv's bias
+ * off into the activation's group). Returns the number fused, or -1. */
 int pass_fuse_conv_act(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->training) return 0; /* FusedConv's gradient rule knows no activations */
   int fused = 0, nv = g->nvalues;
   bool *drop = calloc((size_t)g->nnodes + 1, 1);
-  int *readers = malloc(sizeof(int) * ((size_t)nv + 1)), *last = malloc(sizeof(int) * ((size_t)nv + 1));
-  if (!drop || !readers || !last) { free(drop); free(readers); free(last); return gpuc_err_set(e, "%s: out of memory", g->path); }
-  gpuc_graph_count_readers(g, readers, last);
+  int *readers = malloc(sizeof(int) * ((size_t)nv + 1));
+  if (!drop || !readers) { free(drop); free(readers); return gpuc_err_set(e, "%s: out of memory", g->path); }
+  gpuc_graph_count_readers(g, readers, NULL);
   for (int i = 0; i < g->nnodes; i++) {
-    if (!dw_nhwc_plain(g, &g->nodes[i])) continue;
+    if (!dw_nhwc(g, &g->nodes[i])) continue;
+    ActMatch m;
+    /* after */
     int y = g->nodes[i].out[0];
-    if (g->values[y].is_output || readers[y] < 1 || readers[y] > 2) continue;
-    /* the reader(s): one activation node, or SiLU's Sigmoid + Mul */
-    int rd[2], nrd = 0;
-    for (int j = i + 1; j < g->nnodes && nrd < 2; j++) {
-      bool reads = false;
-      for (int k = 0; k < g->nodes[j].nin; k++) reads |= g->nodes[j].in[k] == y;
-      if (reads && !drop[j]) rd[nrd++] = j;
+    if (gpuc_attr_i(&g->nodes[i], "activation", 0) == 0 && match_act(g, readers, drop, y, &m)) {
+      if (!set_act_attrs(g, &g->nodes[i], "activation", "act_min", "act_max", &m)) goto oom;
+      int out = g->nodes[m.node].out[0];
+      g->values[y].producer = -1;
+      g->nodes[i].out[0] = out;
+      g->values[out].producer = i;
+      drop[m.node] = true;
+      if (m.sigmoid >= 0) drop[m.sigmoid] = true;
+      fused++;
     }
-    if (nrd != readers[y]) continue; /* a node reading y twice, or one already fused */
-    int act = -1, a = nrd == 1 ? rd[0] : -1, b = -1; /* a: the node whose output the conv takes over; b: a Sigmoid dropped too */
-    if (nrd == 2) {
-      int sig = g->nodes[rd[0]].op == GPUC_OP_SIGMOID ? 0 : g->nodes[rd[1]].op == GPUC_OP_SIGMOID ? 1 : -1;
-      if (sig < 0) continue;
-      b = rd[sig];
-      a = rd[1 - sig];
-    }
-    double lo = 0, hi = 0;
-    const Tensor *yt = &g->values[y].t;
-    if (a < 0) continue;
-    const Node *r = &g->nodes[a];
-    int out = r->out[0];
-    if (out < 0 || r->nout < 1 || g->values[out].t.dt != yt->dt || r->in[0] < 0) continue;
-    for (int k = 1; k < r->nout; k++) if (r->out[k] >= 0) out = -1;
-    if (out < 0) continue;
-    if (readers[y] == 2) { /* SiLU: s = Sigmoid(y), Mul(y, s) in either order */
-      if (b < 0 || r->op != GPUC_OP_MUL || r->nin != 2) continue;
-      int s = g->nodes[b].out[0];
-      bool pair = (r->in[0] == y && r->in[1] == s) || (r->in[1] == y && r->in[0] == s);
-      if (!pair || s < 0 || readers[s] != 1 || g->values[s].is_output || g->values[s].t.dt != yt->dt) continue;
-      act = GPUC_FCONV_ACT_SILU;
-    } else if (r->in[0] != y) {
+    /* before: x = act(y), read by this conv alone */
+    int x = g->nodes[i].in[0], p = g->values[x].producer;
+    if (gpuc_attr_i(&g->nodes[i], "in_activation", 0) != 0 || p < 0 || drop[p] || readers[x] != 1 ||
+        g->values[x].is_output)
       continue;
-    } else if (r->op == GPUC_OP_RELU) {
-      act = GPUC_FCONV_ACT_RELU;
-    } else if (r->op == GPUC_OP_HARDSWISH) {
-      act = GPUC_FCONV_ACT_HARDSWISH;
-    } else if (r->op == GPUC_OP_GELU && !strcmp(gpuc_attr_s(r, "approximate", "none"), "none")) {
-      act = GPUC_FCONV_ACT_GELU;
-    } else if (r->op == GPUC_OP_CLIP) {
-      if (g->opset < 11) {
-        lo = gpuc_attr_f(r, "min", -INFINITY);
-        hi = gpuc_attr_f(r, "max", INFINITY);
-      } else if (!scalar_or(g, r, 1, -INFINITY, &lo) || !scalar_or(g, r, 2, INFINITY, &hi)) {
-        continue;
-      }
-      if (isnan(lo) || isnan(hi) || lo > hi) continue; /* Clip's own rule for crossed bounds: not ours */
-      act = GPUC_FCONV_ACT_CLIP;
-    } else {
-      continue;
+    const Node *a = &g->nodes[p];
+    int yin = -1;
+    for (int k = 0; k < a->nin && yin < 0; k++) { /* Mul(y, s) or Mul(s, y): y is the one not made by a Sigmoid */
+      int v = a->in[k], q = v >= 0 ? g->values[v].producer : -1;
+      if (v >= 0 && !(a->op == GPUC_OP_MUL && q >= 0 && g->nodes[q].op == GPUC_OP_SIGMOID)) yin = v;
     }
-    if (!same_type(&g->values[out].t, yt)) continue;
-    Node *n = &g->nodes[i];
-    int extra = 3; /* act_min, act_max (Clip), activation if absent */
-    Attr *attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr) * ((size_t)n->nattr + (size_t)extra));
-    if (!attrs) { free(drop); free(readers); free(last); return gpuc_err_set(e, "%s: out of memory", g->path); }
-    int na = 0;
-    for (int k = 0; k < n->nattr; k++)
-      if (strcmp(n->attrs[k].name, "act_min") && strcmp(n->attrs[k].name, "act_max")) attrs[na++] = n->attrs[k];
-    bool has_act = false;
-    for (int k = 0; k < na; k++)
-      if (!strcmp(attrs[k].name, "activation")) { attrs[k].i = act; has_act = true; }
-    if (!has_act) attrs[na++] = (Attr){.name = "activation", .kind = GPUC_ATTR_INT, .i = act};
-    if (act == GPUC_FCONV_ACT_CLIP) {
-      attrs[na++] = (Attr){.name = "act_min", .kind = GPUC_ATTR_FLOAT, .f = (float)lo};
-      attrs[na++] = (Attr){.name = "act_max", .kind = GPUC_ATTR_FLOAT, .f = (float)hi};
-    }
-    n->attrs = attrs;
-    n->nattr = na;
-    g->values[y].producer = -1;
-    n->out[0] = out;
-    g->values[out].producer = i;
-    drop[a] = true;
-    if (b >= 0 && act == GPUC_FCONV_ACT_SILU) drop[b] = true;
+    if (yin < 0 || g->values[yin].is_const || !match_act(g, readers, drop, yin, &m) || m.node != p) continue;
+    if (!set_act_attrs(g, &g->nodes[i], "in_activation", "in_act_min", "in_act_max", &m)) goto oom;
+    g->nodes[i].in[0] = yin;
+    drop[p] = true;
+    if (m.sigmoid >= 0) drop[m.sigmoid] = true;
+    g->values[x].producer = -1;
+    readers[yin] = 1;
     fused++;
   }
   gpuc_graph_remove_nodes(g, drop);
-  free(drop); free(readers); free(last);
+  free(drop); free(readers);
   return fused;
+oom:
+  free(drop); free(readers);
+  return gpuc_err_set(e, "%s: out of memory", g->path);
 }

@@ -15,7 +15,8 @@ values within the half type's rounding of the result (fp16 2e-3, bf16
 1.6e-2 of max |y|). Cases cover 3/5/7 and non-square kernels, strides 1
 and 2, symmetric and asymmetric pads, C a multiple of 4 (8-byte vectors),
 of 2 and odd (scalar), row tails (OW not a multiple of the pixels per
-thread) and each activation the fusion makes. The pool's two kernels
+thread), each activation the fusion makes after the convolution and
+input activations (applied as the kernel loads X). The pool's two kernels
 (partial sums over pixel slices, then their fixed-order sum) run on
 random fp16 [2,H,W,C] against numpy's mean (2e-3 of max |y|).
 usage: dwconv_host_test.py GPUC [WORKDIR]   (CXX picks the compiler; g++)
@@ -76,17 +77,20 @@ int main(int argc, char **argv) {
 }
 """
 
-ACTS = {
-    "relu": (lambda g, x: g.append(helper.make_node("Relu", [x], ["y"])), lambda v: np.maximum(v, 0)),
-    "hardswish": (lambda g, x: g.append(helper.make_node("HardSwish", [x], ["y"])),
+ACTS = {  # name: (append the nodes computing out = act(x), the function)
+    "relu": (lambda g, x, out: g.append(helper.make_node("Relu", [x], [out])), lambda v: np.maximum(v, 0)),
+    "hardswish": (lambda g, x, out: g.append(helper.make_node("HardSwish", [x], [out])),
                   lambda v: v * np.clip(v / 6 + 0.5, 0, 1)),
-    "silu": (lambda g, x: g.extend([helper.make_node("Sigmoid", [x], ["s"]), helper.make_node("Mul", [x, "s"], ["y"])]),
+    "silu": (lambda g, x, out: g.extend([helper.make_node("Sigmoid", [x], [out + "_s"]),
+                                         helper.make_node("Mul", [x, out + "_s"], [out])]),
              lambda v: v / (1 + np.exp(-v))),
-    "relu6": (lambda g, x: g.append(helper.make_node("Clip", [x, "lo", "hi"], ["y"])), lambda v: np.clip(v, 0, 6)),
+    "relu6": (lambda g, x, out: g.append(helper.make_node("Clip", [x, "lo", "hi"], [out])), lambda v: np.clip(v, 0, 6)),
 }
 
-# name, C, H, W, kernel (kh, kw), strides, pads (t, l, b, r), activation, precision
+# name, C, H, W, kernel (kh, kw), strides, pads (t, l, b, r), activation, precision[, input activation]
 CASES = [
+    ("pre_hardswish", 24, 8, 8, (3, 3), (1, 1), (1, 1, 1, 1), "relu", "fp16", "hardswish"),
+    ("pre_silu_k5s2", 32, 11, 11, (5, 5), (2, 2), (2, 2, 2, 2), "silu", "fp16", "silu"),
     ("k3s1_c16_tail", 16, 9, 9, (3, 3), (1, 1), (1, 1, 1, 1), "relu", "fp16"),
     ("k5s2_c72", 72, 15, 15, (5, 5), (2, 2), (2, 2, 2, 2), "relu", "fp16"),
     ("k7s1_c6_vec2", 6, 10, 10, (7, 7), (1, 1), (3, 3, 3, 3), "relu", "fp16"),
@@ -108,12 +112,15 @@ def half_round(a, prec):
     return u.astype(np.uint32).view(np.float32).astype(np.float64)
 
 
-def model(path, C, H, W, k, st, pads, act, rng):
+def model(path, C, H, W, k, st, pads, act, rng, pre=None):
     w = (rng.standard_normal((C, 1, k[0], k[1])) * 0.3).astype(np.float32)
     b = (rng.standard_normal(C) * 0.5).astype(np.float32)
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], group=C, kernel_shape=list(k), strides=list(st),
-                              pads=[pads[0], pads[1], pads[2], pads[3]])]
-    ACTS[act][0](nodes, "c")
+    nodes = []
+    if pre:
+        ACTS[pre][0](nodes, "x", "xa")
+    nodes.append(helper.make_node("Conv", ["xa" if pre else "x", "w", "b"], ["c"], group=C, kernel_shape=list(k),
+                                  strides=list(st), pads=[pads[0], pads[1], pads[2], pads[3]]))
+    ACTS[act][0](nodes, "c", "y")
     inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"),
              numpy_helper.from_array(np.array(0, np.float32), "lo"),
              numpy_helper.from_array(np.array(6, np.float32), "hi")]
@@ -125,8 +132,10 @@ def model(path, C, H, W, k, st, pads, act, rng):
     return w, b, oh, ow
 
 
-def reference(x, w, b, k, st, pads, oh, ow, act):
-    """x [N,H,W,C] float64, w [C,1,kh,kw] -> act(conv + b) [N,OH,OW,C]"""
+def reference(x, w, b, k, st, pads, oh, ow, act, pre=None):
+    """x [N,H,W,C] float64, w [C,1,kh,kw] -> act(conv(pre(x)) + b) [N,OH,OW,C]"""
+    if pre:
+        x = ACTS[pre][1](x)
     n, h, wd, c = x.shape
     xp = np.zeros((n, h + pads[0] + pads[2] + k[0], wd + pads[1] + pads[3] + k[1], c))
     xp[:, pads[0]:pads[0] + h, pads[1]:pads[1] + wd] = x
@@ -225,10 +234,12 @@ def main():
     os.makedirs(work, exist_ok=True)
     cxx = os.environ.get("CXX", "g++")
     passed = failed = 0
-    for name, C, H, W, k, st, pads, act, prec in CASES:
+    for case in CASES:
+        name, C, H, W, k, st, pads, act, prec = case[:9]
+        pre = case[9] if len(case) > 9 else None
         rng = np.random.default_rng(zlib.crc32(name.encode()))
         onnx_path = os.path.join(work, name + ".onnx")
-        w, b, oh, ow = model(onnx_path, C, H, W, k, st, pads, act, rng)
+        w, b, oh, ow = model(onnx_path, C, H, W, k, st, pads, act, rng, pre)
         src_path = os.path.join(work, name + ".cu")
         env = dict(os.environ, GPUC_SAVE_SOURCE=src_path)
         r = subprocess.run([gpuc, onnx_path, "-O2", "--" + prec, "--arch", "sm_90", "-o",
@@ -272,14 +283,14 @@ def main():
                 raw = np.fromfile(os.path.join(work, "y.bin"), dtype=xdt)
                 y = raw.astype(np.float64) if prec == "fp16" else \
                     (raw.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-                ref = reference(xh, wh, bh, k, st, pads, oh, ow, act)
+                ref = reference(xh, wh, bh, k, st, pads, oh, ow, act, pre)
                 tol = (2e-3 if prec == "fp16" else 1.6e-2) * max(1.0, np.abs(ref).max())
                 err = np.abs(y.reshape(ref.shape) - ref).max() if y.size == ref.size else np.inf
                 if not np.isfinite(err) or err > tol:
                     why = "max |error| %.3g over %.3g" % (err, tol)
                 else:
-                    print("PASS %-16s %s C=%d %dx%d k%dx%d s%d pads %s %s: max |error| %.3g (tolerance %.3g)" %
-                          (name, prec, C, H, W, k[0], k[1], st[0], pads, act, err, tol))
+                    print("PASS %-16s %s C=%d %dx%d k%dx%d s%d pads %s %s%s: max |error| %.3g (tolerance %.3g)" %
+                          (name, prec, C, H, W, k[0], k[1], st[0], pads, act, ", input " + pre if pre else "", err, tol))
         if why is None:
             passed += 1
         else:

@@ -8,6 +8,8 @@
  * computed at run time, tanh Gelu, a Sigmoid whose output is read
  * elsewhere, a training graph); and every rewritten graph computes what
  * the original did on the reference (f32: |a-b| <= 1e-5 + 1e-5|b|).
+ * Input activations (in_activation): HardSwish, SiLU and Clip of a value
+ * only the conv reads fuse, one read elsewhere too does not.
  * Then the -O2 --fp16 pipeline on an NCHW depthwise Conv + HardSwish
  * (batch 2): the activation ends in an NHWC FusedConv and the outputs
  * match -O0 within fp16's rounding (|a-b| <= 1e-2 + 1e-2|b|). */
@@ -92,6 +94,61 @@ static const Case cases[] = {
     {"sigmoid output also a graph output", SIGMOID_SHARED, 13, -1},
     {"training graph", TRAINING, 13, -1},
 };
+
+/* Input activations: x [2,6,7,8] -> Add(x, c) = y -> activation (variant)
+ * -> NHWC depthwise FusedConv (-> out). */
+enum { PRE_HARDSWISH, PRE_SILU, PRE_CLIP, PRE_SHARED, PRE_INPUT };
+static int pre_variant;
+
+static void build_pre(Graph *g) {
+  int64_t xd[4] = {2, 6, 7, 8}, wd[4] = {8, 3, 3, 1}, bd[1] = {8}, pads[4] = {1, 1, 1, 1}, ks[2] = {3, 3};
+  int x = input(g, "x", 4, xd);
+  int y = pre_variant == PRE_INPUT ? x : NODE(g, GPUC_OP_ADD, x, constant(g, 1, bd, 73, -1, 1));
+  int a;
+  if (pre_variant == PRE_SILU) a = NODE(g, GPUC_OP_MUL, NODE(g, GPUC_OP_SIGMOID, y), y);
+  else if (pre_variant == PRE_CLIP) a = NODE(g, GPUC_OP_CLIP, y, scalar(g, 0), scalar(g, 0.5));
+  else a = NODE(g, GPUC_OP_HARDSWISH, y);
+  int out = NODE(g, GPUC_OP_FUSEDCONV, a, constant(g, 4, wd, 74, -0.6, 0.6), constant(g, 1, bd, 75, -1, 1));
+  attr_i(g, "group", 8);
+  attr_ints(g, "kernel_shape", 2, ks);
+  attr_ints(g, "pads", 4, pads);
+  attr_i(g, "layout", GPUC_LAYOUT_NHWC);
+  attr_i(g, "activation", 0);
+  output(g, out);
+  if (pre_variant == PRE_SHARED) output(g, NODE(g, GPUC_OP_NEG, a));
+}
+
+static void test_pre(void) {
+  static const struct { const char *what; int variant, want; } pre[] = {
+      {"input hardswish", PRE_HARDSWISH, GPUC_FCONV_ACT_HARDSWISH},
+      {"input silu", PRE_SILU, GPUC_FCONV_ACT_SILU},
+      {"input clip(0, 0.5)", PRE_CLIP, GPUC_FCONV_ACT_CLIP},
+      {"input activation read elsewhere too", PRE_SHARED, 0},
+      {"input activation of a graph input", PRE_INPUT, GPUC_FCONV_ACT_HARDSWISH},
+  };
+  for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
+    GpucErr e = {0};
+    pre_variant = pre[i].variant;
+    Graph *g0 = graph_new(13), *g1 = graph_new(13);
+    build_pre(g0);
+    build_pre(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "%s: bad test graph: %s", pre[i].what, e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    o.fp16 = true;
+    int got = pass_fuse_conv_act(g1, &o, &e), in_act = -1;
+    for (int k = 0; k < g1->nnodes; k++)
+      if (g1->nodes[k].op == GPUC_OP_FUSEDCONV) in_act = (int)gpuc_attr_i(&g1->nodes[k], "in_activation", 0);
+    CHECK(got == (pre[i].want > 0) && in_act == pre[i].want, "%s: %d fused, in_activation %d, expected %d (%s)",
+          pre[i].what, got, in_act, pre[i].want, e.msg);
+    int left = (pre[i].variant == PRE_INPUT ? 0 : 1) + 1; /* the Add (if any) and the conv */
+    if (pre[i].want > 0) CHECK(g1->nnodes == left, "%s: %d nodes left, expected %d", pre[i].what, g1->nnodes, left);
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "%s: verify: %s", pre[i].what, e.msg);
+    compare(pre[i].what, g0, g1, 1e-5);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
 
 /* -O2 --fp16 on x [2,8,9,9] -> depthwise Conv 3x3 (bias) -> HardSwish */
 static Graph *build_nchw(void) {
@@ -211,6 +268,7 @@ int main(void) {
     gpuc_graph_free(g0);
     gpuc_graph_free(g1);
   }
+  test_pre();
   test_pipeline();
   test_se(false);
   test_se(true); /* the dynamo exporter's ReduceMean over (2, 3) becomes the pool */
