@@ -21,5 +21,5 @@ GPUC=${GPUC:-$PWD/build-gpu/gpuc}
 models=${1:-convnext_tiny,mobilenet_v3_large,efficientnet_b0}
 (nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; $GPUC --version) 2>&1 | tee "$OUT/convperf_log.txt"
 $PY tests/gpu/convperf_check.py --gpuc "$GPUC" --out "$OUT" --models "$models" \
-    --batch "${CONVPERF_BATCH:-32}" --opts "${CONVPERF_OPTS:--O2,-O3}" 2>&1 | tee -a "$OUT/convperf_log.txt"
+    --batch "${CONVPERF_BATCH:-32}" --opts="${CONVPERF_OPTS:--O2,-O3}" 2>&1 | tee -a "$OUT/convperf_log.txt"
 exit "${PIPESTATUS[0]}"
