@@ -114,6 +114,9 @@ int cg_gemm_flagged(LowerCtx *c, const PlanGemm *g, uint32_t flags);
 int cg_conv(LowerCtx *c, const PlanConv *cv);
 /* A temporary arena tensor for this node (freed after its last use). */
 uint32_t cg_scratch(LowerCtx *c, GpucDType dt, int rank, const int64_t *dims);
+/* A constant tensor made at compile time (a weight re-laid-out for a
+ * kernel): its bytes are appended to the plan's weights now. */
+uint32_t cg_weights(LowerCtx *c, const char *name, const Tensor *t);
 /* out tensor o becomes a view of tensor `src` (same bytes): Reshape & co. */
 int cg_alias(LowerCtx *c, int o, uint32_t src);
 /* The step just made reads `in` and writes `out` element for element (each

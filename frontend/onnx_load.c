@@ -346,9 +346,9 @@ static int convert_graph(Loader *L, const Onnx__GraphProto *gp, const GpucFlatNo
     for (size_t k = 0; k < np->n_attribute && !rc; k++)
       rc = convert_attr(L, np, nname, np->attribute[k], &n->attrs[k]);
     if (!rc) rc = check_attr_dups(L, n, op_type);
-    /* `layout` on MaxPool is gpuc's own (passes/layout_nhwc.c), not ONNX's */
-    if (!rc && op == GPUC_OP_MAXPOOL && gpuc_attr(n, "layout"))
-      rc = gpuc_err_set(e, "%s: node '%s' (%s): MaxPool has no attribute 'layout'", g->path, nname, op_type);
+    /* `layout` on MaxPool and GlobalAveragePool is gpuc's own (passes/layout_nhwc.c), not ONNX's */
+    if (!rc && (op == GPUC_OP_MAXPOOL || op == GPUC_OP_GLOBALAVERAGEPOOL) && gpuc_attr(n, "layout"))
+      rc = gpuc_err_set(e, "%s: node '%s' (%s): %s has no attribute 'layout'", g->path, nname, op_type, op_type);
     for (size_t k = 0; k < nout && !rc; k++) {
       if (!valid_name(np->output[k])) continue;
       char what[1024];

@@ -39,6 +39,9 @@ int pass_batchnorm_affine(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fold_conv_bias(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e);
 /* fp16 storage, or bf16 with o->bf16; fp32 islands (passes/fp16.c). */
+/* After fp16: Relu/Clip/HardSwish/SiLU/GELU after an NHWC depthwise
+ * FusedConv into its activation attribute (ir/conv_act.h; fuse_conv.c). */
+int pass_fuse_conv_act(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e);
 /* 2-D convolutions and the elementwise ops between them in NHWC, with
  * Transposes only where values enter or leave such a region (--fp16,

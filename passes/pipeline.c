@@ -69,6 +69,9 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->level >= 2 && after(g, o, "simplify_transpose", pass_simplify_transpose(g, o, e), e) < 0) return -1;
   /* the pass is "fp16" for --dump-after with either half type */
   if (half && after(g, o, "fp16", pass_fp16(g, o, e), e) < 0) return -1;
+  /* after fp16 (the activation's dtype is the conv's), before
+   * fuse_elementwise (which would split the conv's bias off) */
+  if (o->level >= 2 && half && after(g, o, "fuse_conv_act", pass_fuse_conv_act(g, o, e), e) < 0) return -1;
   /* after fuse_matmul (MatMulBias's bias goes to the dequantize step) and
    * after fp16 (the precision of everything else is decided; Y keeps it) */
   if (o->level >= 2 && after(g, o, "qdq_int8", pass_qdq_int8(g, o, e), e) < 0) return -1;
