@@ -2,6 +2,7 @@
  * lower_<Op>, then memory planning, weights, and the NVRTC compile. */
 #include "lower_util.h"
 #include "ew_kernel.h"
+#include "device_fault.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@ struct PlanBuilder {
   InPlaceHint *inplace;          /* steps that may write an output over a dying input */
   uint32_t ninplace, cap_inplace;
   uint32_t inplace_shared;       /* tensors the planner placed over their input */
+  bool fault_emitted;            /* the device error record is in the module (cg_fault_step) */
   const Graph *g;
   const CodegenOptions *opt;
   GpucErr *e;
@@ -252,6 +254,15 @@ int cg_conv(LowerCtx *c, const PlanConv *cv) {
   if (cv->b != UINT32_MAX) args[n++] = cv->b;
   if (cv->z != UINT32_MAX) args[n++] = cv->z;
   return add_step(c, &s, NULL, (int)n, args);
+}
+
+unsigned cg_fault_step(LowerCtx *c) {
+  PlanBuilder *pb = c->pb;
+  if (!pb->fault_emitted) {
+    sb_printf(&pb->src, "%s", gpuc_fault_cuda_src);
+    pb->fault_emitted = true;
+  }
+  return pb->p->nsteps;
 }
 
 void cg_mark_tensor_math(LowerCtx *c) {

@@ -330,8 +330,10 @@ int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats 
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
-  /* defined inputs for the timing runs: zeros, not whatever the allocation held */
+  /* defined inputs for the timing runs: zeros, not whatever the allocation held; an
+   * index they make out of range is not the user's error (fault_quiet) */
   CU_TRY(e, cu.cuMemsetD8Async(s->arena, 0, s->plan->meta.arena_bytes ? s->plan->meta.arena_bytes : 1, s->stream));
+  s->fault_quiet = true;
   Cache cache;
   cache_open(&cache, cache_path);
   CUevent ev[2] = {0, 0};
@@ -385,6 +387,8 @@ done:
   for (int k = 0; k < 2; k++)
     if (ev[k]) cu.cuEventDestroy(ev[k]);
   cache_close(&cache);
+  s->fault_quiet = false;
+  if (gpuc_fault_reset(s, rc ? NULL : e)) rc = -1; /* the timed kernels' reports, if any, go */
   clock_gettime(CLOCK_MONOTONIC, &t1);
   ts->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   return rc;
