@@ -563,7 +563,7 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   size_t ptx_size = 0, cubin_size = 0;
-  if (gpuc_nvrtc_compile(pb.src.s, o->sm, &p->ptx, &ptx_size, &p->cubin, &cubin_size, e)) goto done;
+  if (!o->skip_nvrtc && gpuc_nvrtc_compile(pb.src.s, o->sm, &p->ptx, &ptx_size, &p->cubin, &cubin_size, e)) goto done;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   p->ptx_size = ptx_size;
   p->cubin_size = cubin_size;
