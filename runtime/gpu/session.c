@@ -385,6 +385,7 @@ GpucSession *gpuc_session_create_plan(Plan *p, const char *plan_path, int device
   snprintf(parts, sizeof parts, "the library workspace the chosen cuDNN algorithms need");
   if (gpuc_session_fits(s, plan_path, s->workspace_bytes, parts, e)) goto fail;
   TRYF(cu.cuMemAlloc(&s->workspace, s->workspace_bytes ? s->workspace_bytes : 256));
+  if (getenv("GPUC_DEBUG_TENSORS") && *getenv("GPUC_DEBUG_TENSORS") == '1') gpuc_session_print_tensors(s, stderr);
   return s;
 fail:
   gpuc_session_free(s);

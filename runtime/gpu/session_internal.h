@@ -64,6 +64,8 @@ void gpuc_fault_free(GpucSession *s);
 /* -1 with "needs N bytes (parts), the GPU has F free of T" when `bytes`
  * more device memory do not fit in what is free now (device_memory.c). */
 int gpuc_session_fits(GpucSession *s, const char *what, uint64_t bytes, const char *parts, GpucErr *e);
+/* Every tensor's device address and size (GPUC_DEBUG_TENSORS=1 at session creation). */
+void gpuc_session_print_tensors(const GpucSession *s, FILE *f);
 
 /* cuBLASLt's heuristic results for GEMM state st (up to max, the workspace
  * limited to the plan's); *found how many. */
