@@ -157,7 +157,7 @@ def run_case(tool, name, cmd, env_extra=None):
 
 
 # ---- cases -------------------------------------------------------------------------------
-cases = []
+cases, initcheck_only = [], []
 bundled = [("mlp", "mlp.onnx", ["--shape", "image=4x784"]), ("small_cnn", "small_cnn.onnx", []),
            ("mobile_block", "mobile_block.onnx", ["--fp16"]), ("resnet_block", "resnet_block.onnx", ["--fp16"]),
            ("add_layernorm", "add_layernorm.onnx", ["--fp16"]), ("linears", "linears.onnx", []),
@@ -248,8 +248,17 @@ torch.onnx.export(m, (ids, mask), sys.argv[1], dynamo=False, input_names=["input
             ids = np.random.default_rng(1).integers(0, 30522, (1, 128)).astype(np.int64)
             np.save(os.path.join(good, "ids.npy"), ids)
             np.save(os.path.join(good, "mask.npy"), np.ones((1, 128), np.int64))
-            cases.insert(0, ("bert_b1", [gpuc, "run", plan, "--input", "input_ids=" + os.path.join(good, "ids.npy"),
-                                         "--input", "attention_mask=" + os.path.join(good, "mask.npy")], None))
+            bert_in = ["--input", "input_ids=" + os.path.join(good, "ids.npy"),
+                       "--input", "attention_mask=" + os.path.join(good, "mask.npy")]
+            cases.insert(0, ("bert_b1", [gpuc, "run", plan] + bert_in, None))
+            # issue 14's initcheck report, bisected: the same model with the tiled
+            # tensor-core attention and with the fp32-FMA one (initcheck only)
+            for kind, var in [("tiled", "GPUC_ATTENTION_TILED"), ("fma", "GPUC_ATTENTION_FMA")]:
+                p2 = plan + "." + kind
+                rc, out = sh([gpuc, onnx_path, "--fp16", "-o", p2, "--shape", "input_ids=1x128", "--shape",
+                              "attention_mask=1x128"], env=dict(os.environ, **{var: "1"}))
+                if rc == 0:
+                    initcheck_only.append(("bert_b1_" + kind, [gpuc, "run", p2] + bert_in, None))
 
 # training: the MLP on random data, 3 steps, fp32 and --amp
 x = np.random.default_rng(2).random((64, 784), dtype=np.float32)
@@ -266,7 +275,7 @@ if os.path.exists(mlp):
 print("%d cases x %d tools, limit %.0f s" % (len(cases), len(TOOLS), LIMIT), flush=True)
 # the tools in the outer loop: every case gets memcheck before any gets racecheck (the slowest)
 for tool in TOOLS:
-    for name, cmd, env in cases:
+    for name, cmd, env in cases + (initcheck_only if tool == "initcheck" else []):
         run_case(tool, name, cmd, env)
 
 print("\n".join(["", "summary (%.0f s):" % (time.time() - t_start)] + rows))
