@@ -37,6 +37,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CodegenOptions co = {.sm = 90, .level = 2, .skip_nvrtc = true};
   Plan *p = NULL;
   if (gpuc_codegen(g, &co, &p, NULL, &e)) fuzz_refused(&e, "codegen");
+  if (getenv("GPUC_FUZZ_STAGES")) /* how far the input got (the replay's -v) */
+    fprintf(stderr, "%s: %s\n", p ? "codegen ok" : "codegen refused", p ? "" : e.msg);
   gpuc_plan_free(p);
   gpuc_graph_free(g);
   return 0;
