@@ -2,6 +2,7 @@
  * lower_<Op>, then memory planning, weights, and the NVRTC compile. */
 #include "lower_util.h"
 #include "ew_kernel.h"
+#include "device_fault.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@ struct PlanBuilder {
   InPlaceHint *inplace;          /* steps that may write an output over a dying input */
   uint32_t ninplace, cap_inplace;
   uint32_t inplace_shared;       /* tensors the planner placed over their input */
+  bool fault_emitted;            /* the device error record is in the module (cg_fault_step) */
   const Graph *g;
   const CodegenOptions *opt;
   GpucErr *e;
@@ -264,6 +266,15 @@ int cg_conv(LowerCtx *c, const PlanConv *cv) {
   if (cv->b != UINT32_MAX) args[n++] = cv->b;
   if (cv->z != UINT32_MAX) args[n++] = cv->z;
   return add_step(c, &s, NULL, (int)n, args);
+}
+
+unsigned cg_fault_step(LowerCtx *c) {
+  PlanBuilder *pb = c->pb;
+  if (!pb->fault_emitted) {
+    sb_printf(&pb->src, "%s", gpuc_fault_cuda_src);
+    pb->fault_emitted = true;
+  }
+  return pb->p->nsteps;
 }
 
 void cg_mark_tensor_math(LowerCtx *c) {
@@ -584,7 +595,7 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
     if (f && fclose(f)) ok = false;
     if (!ok) { gpuc_err_set(e, "GPUC_SAVE_SOURCE: cannot write %s", save); goto done; }
   }
-  if (gpuc_nvrtc_compile(pb.src.s, o->sm, &p->ptx, &ptx_size, &p->cubin, &cubin_size, e)) goto done;
+  if (!o->skip_nvrtc && gpuc_nvrtc_compile(pb.src.s, o->sm, &p->ptx, &ptx_size, &p->cubin, &cubin_size, e)) goto done;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   p->ptx_size = ptx_size;
   p->cubin_size = cubin_size;

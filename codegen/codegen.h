@@ -15,6 +15,7 @@ typedef struct CodegenOptions {
   bool fp16, bf16;               /* the plan is marked GPUC_PLAN_F_FP16 / _BF16 */
   int level;
   int64_t mem_limit;             /* 0 = none */
+  bool skip_nvrtc;               /* the plan without PTX/CUBIN (the fuzzer: codegen runs, NVRTC does not) */
 } CodegenOptions;
 
 typedef struct CompileStats {

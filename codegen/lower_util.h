@@ -3,6 +3,7 @@
 #define GPUC_LOWER_UTIL_H
 #include "codegen.h"
 #include "infer_util.h"
+#include "device_fault.h"
 
 /* OpCtx view of a LowerCtx (inputs and outputs included), for
  * gpuc_op_fail and the shared shape helpers of ir/ (windows, axes...). */
@@ -37,6 +38,13 @@ unsigned long long cg_elem_bits(GpucDType dt, const void *p);
 int cg_copy(LowerCtx *c, uint32_t src, uint32_t dst, uint64_t bytes);
 /* A float literal that round-trips (e.g. "1.00000001e-05f"). */
 void cg_float_lit(char *buf, size_t n, double v, const char *ct);
+/* Data-dependent errors (runtime/device_fault.h): puts the device error
+ * record and gpuc_fault_report() into the module (once), and returns the
+ * step number the next launch gets. Call it just before emitting the
+ * kernel that reports, after any earlier launch of the node; the kernel
+ * calls `gpuc_fault_report(step, GPUC_FAULT_*, value, pos, bound, axis)`
+ * where the reference would fail, and never touches memory out of range. */
+unsigned cg_fault_step(LowerCtx *c);
 /* BatchNormalization in training mode (codegen/lower_train_nn.c); its
  * inference mode stays in lower_norm.c, which dispatches here. */
 int lower_bn_training(LowerCtx *c);

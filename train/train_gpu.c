@@ -500,6 +500,7 @@ int gpu_loss(Trainer *t, double *mean_loss, double *loss_scale, int64_t *skipped
   TrainGpu *G = t->gpu;
   float sc[SC_COUNT];
   CU(cu.cuStreamSynchronize(G->main));
+  if (gpuc_session_check(G->s, e)) return -1; /* a label or index the kernels found out of range */
   CU(cu.cuMemcpyDtoH(sc, G->sc, sizeof sc));
   *mean_loss = sc[SC_LOSS_N] > 0 ? (double)sc[SC_LOSS_SUM] / (double)sc[SC_LOSS_N] : 0.0;
   *loss_scale = sc[SC_SCALE];

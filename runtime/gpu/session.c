@@ -353,6 +353,12 @@ GpucSession *gpuc_session_create_plan(Plan *p, const char *plan_path, int device
   if (!s->funcs || !s->tptr || !s->gemms || !s->convs) { gpuc_err_set(e, "out of memory"); goto fail; }
   for (uint32_t i = 0; i < p->nkernels; i++)
     TRYF(cu.cuModuleGetFunction(&s->funcs[i], s->module, gpuc_plan_str(p, p->kernels[i].name)));
+  if (gpuc_fault_setup(s, plan_path, e)) goto fail;
+  char parts[160];
+  snprintf(parts, sizeof parts, "arena %llu + weights %llu + library workspace %llu",
+           (unsigned long long)p->meta.arena_bytes, (unsigned long long)p->weights_size,
+           (unsigned long long)s->workspace_bytes);
+  if (gpuc_session_fits(s, plan_path, p->meta.arena_bytes + p->weights_size + s->workspace_bytes, parts, e)) goto fail;
   TRYF(cu.cuMemAlloc(&s->arena, p->meta.arena_bytes ? p->meta.arena_bytes : 256));
   TRYF(cu.cuMemAlloc(&s->weights, p->weights_size ? p->weights_size : 256));
   if (p->weights_size) TRYF(cu.cuMemcpyHtoD(s->weights, p->weights, p->weights_size));
@@ -376,7 +382,10 @@ GpucSession *gpuc_session_create_plan(Plan *p, const char *plan_path, int device
     for (uint32_t i = 0; i < p->nconvs; i++)
       if (setup_conv(s, &p->convs[i], &s->convs[i], e)) goto fail;
   }
+  snprintf(parts, sizeof parts, "the library workspace the chosen cuDNN algorithms need");
+  if (gpuc_session_fits(s, plan_path, s->workspace_bytes, parts, e)) goto fail;
   TRYF(cu.cuMemAlloc(&s->workspace, s->workspace_bytes ? s->workspace_bytes : 256));
+  if (getenv("GPUC_DEBUG_TENSORS") && *getenv("GPUC_DEBUG_TENSORS") == '1') gpuc_session_print_tensors(s, stderr);
   return s;
 fail:
   gpuc_session_free(s);
@@ -415,11 +424,12 @@ void gpuc_session_free(GpucSession *s) {
     cu_free(s->arena);
     cu_free(s->weights);
     cu_free(s->workspace);
+    gpuc_fault_free(s);
     if (s->module) cu.cuModuleUnload(s->module);
     if (s->stream) cu.cuStreamDestroy(s->stream);
     cu.cuDevicePrimaryCtxRelease(s->dev);
   }
-  free(s->funcs); free(s->tptr); free(s->gemms); free(s->convs);
+  free(s->funcs); free(s->tptr); free(s->gemms); free(s->convs); free(s->what);
   gpuc_plan_free(s->plan);
   free(s);
 }
@@ -573,6 +583,7 @@ static int ensure_graph(GpucSession *s, GpucErr *e) {
   CUgraph g;
   CU_TRY(e, cu.cuStreamBeginCapture(s->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
   int rc = issue(s, e, NULL);
+  if (!rc) rc = gpuc_fault_enqueue(s, e); /* the device error record's copy: the graph's last node */
   CUresult r = cu.cuStreamEndCapture(s->stream, &g);
   if (rc) return -1;
   if (r != CUDA_SUCCESS) return gpuc_cu_fail(e, r, "cuStreamEndCapture", __FILE__, __LINE__);
@@ -588,7 +599,7 @@ int gpuc_session_run(GpucSession *s, GpucErr *e) {
   if (ensure_graph(s, e)) return -1;
   CU_TRY(e, cu.cuGraphLaunch(s->graph, s->stream));
   CU_TRY(e, cu.cuStreamSynchronize(s->stream));
-  return 0;
+  return gpuc_fault_check(s, e);
 }
 
 int gpuc_session_launch(GpucSession *s, GpucErr *e) {
@@ -601,8 +612,10 @@ int gpuc_session_launch(GpucSession *s, GpucErr *e) {
 int gpuc_session_sync(GpucSession *s, GpucErr *e) {
   CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
   CU_TRY(e, cu.cuStreamSynchronize(s->stream));
-  return 0;
+  return gpuc_fault_check(s, e);
 }
+
+int gpuc_session_check(GpucSession *s, GpucErr *e) { return gpuc_fault_check(s, e); }
 
 int gpuc_session_tensor(const GpucSession *s, const char *name) {
   const Plan *p = s->plan;
@@ -658,6 +671,7 @@ int gpuc_session_bench(GpucSession *s, int warmup, int iters, GpucBench *b, doub
     CU_TRY(e, cu.cuEventElapsedTime(&f, t0, t1));
     ms[i] = f;
   }
+  if (gpuc_fault_check(s, e)) { free(ms); return -1; } /* the runs are complete: t1 was the last */
   qsort(ms, (size_t)iters, sizeof *ms, cmp_d);
   b->median_ms = ms[iters / 2];
   b->p90_ms = ms[(int)(iters * 0.9) < iters ? (int)(iters * 0.9) : iters - 1];

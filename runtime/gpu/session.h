@@ -29,6 +29,11 @@ Tensor *gpuc_session_get_output(GpucSession *s, const char *name, GpucErr *e);
  * with the replays. */
 int gpuc_session_launch(GpucSession *s, GpucErr *e);
 int gpuc_session_sync(GpucSession *s, GpucErr *e);
+/* Data errors the kernels found (an index or label out of range,
+ * runtime/device_fault.h): run, sync and bench fail with the reference's
+ * message (node, value, bound) and the session stays usable. Code that
+ * waits on the stream itself calls this after its wait. */
+int gpuc_session_check(GpucSession *s, GpucErr *e);
 int gpuc_session_tensor(const GpucSession *s, const char *name);
 uint64_t gpuc_session_tensor_ptr(const GpucSession *s, uint32_t i);
 void *gpuc_session_stream(const GpucSession *s);

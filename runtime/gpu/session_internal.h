@@ -46,7 +46,26 @@ struct GpucSession {
   char devname[128];
   int gemms_sparse, gemms_sparse_dense; /* 2:4 GEMMs on sparse tensor cores / run dense here */
   char sparse_why[256];          /* why the first of the latter runs dense */
+  char *what;                    /* the plan's file (or what made it), for messages */
+  CUdeviceptr fault;             /* the module's device error record (runtime/device_fault.h); 0: none */
+  uint64_t *fault_host;          /* pinned: its copy, the captured graph's last node */
+  bool fault_quiet;              /* -O3's timing runs (zeroed arena, not the user's data): reset, not reported */
 };
+
+/* The device error record (device_fault_gpu.c): found after the module
+ * loads; its copy enqueued at the end of the captured schedule; checked
+ * after a run completes (-1 with the reference's message, the record
+ * reset); freed with the session. */
+int gpuc_fault_setup(GpucSession *s, const char *what, GpucErr *e);
+int gpuc_fault_enqueue(GpucSession *s, GpucErr *e);
+int gpuc_fault_check(GpucSession *s, GpucErr *e);
+int gpuc_fault_reset(GpucSession *s, GpucErr *e);
+void gpuc_fault_free(GpucSession *s);
+/* -1 with "needs N bytes (parts), the GPU has F free of T" when `bytes`
+ * more device memory do not fit in what is free now (device_memory.c). */
+int gpuc_session_fits(GpucSession *s, const char *what, uint64_t bytes, const char *parts, GpucErr *e);
+/* Every tensor's device address and size (GPUC_DEBUG_TENSORS=1 at session creation). */
+void gpuc_session_print_tensors(const GpucSession *s, FILE *f);
 
 /* cuBLASLt's heuristic results for GEMM state st (up to max, the workspace
  * limited to the plan's); *found how many. */
