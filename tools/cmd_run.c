@@ -84,6 +84,35 @@ static int make_outdir(const char *outdir, GpucErr *e) {
   return 0;
 }
 
+/* --cpu: the symbolic dims of the inputs --input gives take the files'
+ * sizes (so random inputs sharing a dim's name match them); what is left
+ * unbound defaults to 1, as when compiling, with a note. */
+static int bind_from_files(Graph *g, int ninputs, const char **in_names, const char **in_files, GpucErr *e) {
+  for (int k = 0; k < ninputs; k++)
+    for (int j = 0; j < g->ninputs; j++) {
+      Value *v = &g->values[g->inputs[j]];
+      if (strcmp(v->name, in_names[k]) || gpuc_shape_known(&v->t)) continue;
+      Tensor *t = load_tensor_file(in_files[k], e);
+      if (!t) return -1;
+      bool fits = v->t.rank < 0 || v->t.rank == t->rank; /* else the run names the mismatch */
+      int rc = fits ? gpuc_graph_bind_shape(g, v->name, t->rank, t->dims, e) : 0;
+      gpuc_tensor_free(t);
+      if (rc) return -1;
+    }
+  if (gpuc_graph_bind_symbols(g, e)) return -1;
+  bool unbound = false;
+  for (int j = 0; j < g->ninputs; j++) {
+    const Value *v = &g->values[g->inputs[j]];
+    bool given = false;
+    for (int k = 0; k < ninputs; k++) given |= !strcmp(v->name, in_names[k]);
+    unbound |= !given && !gpuc_shape_known(&v->t);
+  }
+  char note[1024];
+  if (unbound && gpuc_graph_default_dims(g, note, sizeof note) > 0)
+    fprintf(stderr, "gpuc: note: %s: %s\n", g->path, note);
+  return gpuc_graph_infer(g, e);
+}
+
 /* gpuc run PLAN: inputs by name into the session, outputs back. */
 static int run_plan(const char *plan, int ninputs, const char **in_names, const char **in_files,
                     const char *outdir) {
@@ -178,6 +207,7 @@ int cmd_run(int argc, char **argv) {
   GpucErr e = {0};
   Graph *g = gpuc_onnx_load(model, binds, nbinds, &e);
   if (!g) return report(&e);
+  if (bind_from_files(g, ninputs, in_names, in_files, &e)) { gpuc_graph_free(g); return report(&e); }
   if (pass_flags_any(&flags)) {
     PassOptions po;
     gpuc_pass_options_default(&po, 2);
