@@ -161,7 +161,7 @@ void gpuc_plan_free(Plan *p) {
 }
 
 const Plan *gpuc_plan_bucket(const Plan *p, uint32_t i) {
-  return p->nbuckets && i < p->nbuckets && p->bucket_plans[i] ? p->bucket_plans[i] : p;
+  return p->nbuckets && i < p->nbuckets && p->bucket_plans && p->bucket_plans[i] ? p->bucket_plans[i] : p;
 }
 
 const char *gpuc_plan_str(const Plan *p, uint32_t off) {

@@ -70,6 +70,11 @@ int parse_shape_range(char *arg, ShapeRange *r);
  * flags (-O3 tunes each, caching in tune_cache) and writes base->out. */
 int compile_buckets(const CompileRequest *base, const ShapeRange *sr, int nsr, const char **bucket_lists,
                     int nlists, const char *tune_cache, GpucErr *e);
+/* The shape `gpuc run/bench PLAN --shape ...` gives input `name`: its own
+ * --shape, else the plan's with each ranged dim sized by the --shape of
+ * an input sharing its axis (a bucket plan; the top of the range if none). */
+int plan_input_dims(const Plan *p, const char *name, const GpucShapeBind *binds, int nbinds, int64_t *dims,
+                    GpucErr *e);
 /* -O3 on the plan file at path (tools/cmd_compile.c); prints what it chose. */
 int autotune_plan(const char *path, const char *cache);
 /* "NAME=1x3x224x224" -> bind. Returns 0 or prints a usage error. */

@@ -115,7 +115,7 @@ static int bind_from_files(Graph *g, int ninputs, const char **in_names, const c
 
 /* gpuc run PLAN: inputs by name into the session, outputs back. */
 static int run_plan(const char *plan, int ninputs, const char **in_names, const char **in_files,
-                    const char *outdir) {
+                    const char *outdir, const GpucShapeBind *binds, int nbinds) {
   GpucErr e = {0};
   GpucSession *s = gpuc_session_create(plan, 0, &e);
   if (!s) return report(&e);
@@ -131,7 +131,7 @@ static int run_plan(const char *plan, int ninputs, const char **in_names, const 
       if (!strcmp(in_names[k], name) && !(h = load_tensor_file(in_files[k], &e))) goto done;
     if (!h) {
       Value v = {.name = name, .t = {.dt = t->dt, .rank = t->rank}};
-      memcpy(v.t.dims, t->dims, sizeof v.t.dims);
+      if (plan_input_dims(p, name, binds, nbinds, v.t.dims, &e)) goto done; /* --shape: in a bucket plan's range */
       Graph g = {.path = plan};
       if (!(h = random_input(&g, &v, &seed, &e))) goto done;
       fprintf(stderr, "gpuc: note: input '%s' not given, using seeded random values\n", name);
@@ -200,8 +200,7 @@ int cmd_run(int argc, char **argv) {
   if (is_plan_file(model)) {
     if (pass_flags_any(&flags)) return usage_error("run: --fp16/--bf16/--int8/--fp8/--prune apply when compiling (or with MODEL.onnx --cpu), not to a plan");
     if (cpu) return usage_error("run: a plan runs on the GPU; give the .onnx model for --cpu");
-    if (nbinds) return usage_error("run: --shape applies when compiling, not to a plan");
-    return run_plan(model, ninputs, in_names, in_files, outdir);
+    return run_plan(model, ninputs, in_names, in_files, outdir, binds, nbinds);
   }
   if (!cpu) return usage_error("run: MODEL.onnx runs with --cpu; for the GPU compile it first: gpuc %s -o PLAN.gpuc", model);
   GpucErr e = {0};

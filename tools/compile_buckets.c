@@ -463,3 +463,31 @@ done:
   gpuc_graph_free(g0);
   return rc;
 }
+
+/* ---- gpuc run / bench PLAN --shape ---- */
+
+int plan_input_dims(const Plan *p, const char *name, const GpucShapeBind *binds, int nbinds, int64_t *dims,
+                    GpucErr *e) {
+  const PlanTensor *t = io_of(p, name, false);
+  if (!t) return gpuc_err_set(e, "the plan has no input named '%s'", name);
+  for (int k = 0; k < nbinds; k++)
+    if (!strcmp(binds[k].name, name)) { /* its own --shape */
+      if (binds[k].rank != t->rank)
+        return gpuc_err_set(e, "--shape %s has rank %d, the plan's input has rank %d", name, binds[k].rank, t->rank);
+      memcpy(dims, binds[k].dims, sizeof binds[k].dims[0] * (size_t)t->rank);
+      return 0;
+    }
+  int64_t sizes[GPUC_PLAN_MAX_AXES] = {0}; /* an axis no --shape sizes: its top (the container's shape) */
+  for (uint32_t a = 0; a < p->naxes; a++) sizes[a] = p->axes[a].hi;
+  for (uint32_t u = 0; u < p->ndimuse; u++) {
+    const PlanDimUse *d = &p->dimuse[u];
+    for (int k = 0; k < nbinds && !d->is_output; k++)
+      if (!strcmp(binds[k].name, gpuc_plan_str(p, d->name)) && d->dim < binds[k].rank)
+        sizes[d->axis] = binds[k].dims[d->dim];
+  }
+  for (int d = 0; d < t->rank; d++) dims[d] = t->dims[d];
+  for (uint32_t u = 0; u < p->ndimuse; u++)
+    if (!p->dimuse[u].is_output && !strcmp(gpuc_plan_str(p, p->dimuse[u].name), name))
+      dims[p->dimuse[u].dim] = sizes[p->dimuse[u].axis];
+  return 0;
+}

@@ -46,7 +46,25 @@ struct GpucSession {
   char devname[128];
   int gemms_sparse, gemms_sparse_dense; /* 2:4 GEMMs on sparse tensor cores / run dense here */
   char sparse_why[256];          /* why the first of the latter runs dense */
+  struct BucketRun *bk;          /* a bucket plan's: the buckets' sessions and staged inputs (buckets.c) */
+  bool shared;                   /* a bucket's session: stream, arena, weights, workspace and plan are its parent's */
 };
+
+/* Inputs and outputs at the plan's compiled shape (the body of
+ * set_input/get_output for a one-shape plan, and of each bucket's run). */
+int gpuc_session_upload(GpucSession *s, const char *name, const Tensor *host, GpucErr *e);
+Tensor *gpuc_session_download(GpucSession *s, const char *name, GpucErr *e);
+/* Bucket plans (runtime/gpu/buckets.c): a session per bucket sharing the
+ * parent's memory; inputs staged on the host at their actual shape;
+ * prepare picks the bucket, pads and uploads, and gives the session to
+ * run; outputs are sliced back. close frees the buckets' sessions (a no-op
+ * without). */
+GpucSession *gpuc_session_open_bucket(GpucSession *parent, Plan *p, const char *what, GpucErr *e);
+int gpuc_buckets_open(GpucSession *s, GpucErr *e);
+void gpuc_buckets_close(GpucSession *s);
+int gpuc_buckets_set_input(GpucSession *s, const char *name, const Tensor *host, GpucErr *e);
+int gpuc_buckets_prepare(GpucSession *s, GpucSession **run, GpucErr *e);
+Tensor *gpuc_buckets_get_output(GpucSession *s, const char *name, GpucErr *e);
 
 /* cuBLASLt's heuristic results for GEMM state st (up to max, the workspace
  * limited to the plan's); *found how many. */
