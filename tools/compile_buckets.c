@@ -9,6 +9,9 @@
  * (codegen/plan_buckets.c). */
 #include "cli.h"
 #include "plan_buckets.h"
+#include "buckets.h"
+#include "session.h"
+#include <sys/wait.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -362,12 +365,134 @@ static int tune_bucket(Plan **p, const char *tmpdir_path, const char *cache, Gpu
   return 0;
 }
 
+/* Compile bucket b (its ranged dims bound to the bucket's sizes) into *out. */
+static int compile_bucket(const CompileRequest *base, const ShapeRange *sr, int nsr, const Graph *g0, const Axes *a,
+                          uint32_t b, Plan **out, GpucErr *e) {
+  GpucShapeBind binds[64];
+  int n = 0;
+  for (int k = 0; k < nsr; k++) {
+    binds[n] = sr[k].bind;
+    for (int d = 0; d < sr[k].bind.rank; d++) {
+      if (!(sr[k].ranged & (1u << d))) continue;
+      const Value *v = NULL;
+      for (int j = 0; j < g0->ninputs; j++)
+        if (!strcmp(g0->values[g0->inputs[j]].name, sr[k].bind.name)) v = &g0->values[g0->inputs[j]];
+      char name[300];
+      axis_name_of(v, d, name, sizeof name);
+      binds[n].dims[d] = a->sizes[b][find_axis(a, name)];
+    }
+    n++;
+  }
+  CompileRequest r = *base;
+  r.binds = binds;
+  r.nbinds = n;
+  r.plan_out = out;
+  r.quiet_defaults = b > 0;
+  CompileStats st;
+  char label[200];
+  bucket_label(a, b, label, sizeof label);
+  if (compile_model(&r, &st, e)) {
+    char what[260];
+    snprintf(what, sizeof what, "bucket %s", label);
+    gpuc_err_prefix(e, what);
+    return -1;
+  }
+  printf("  bucket %2u %-24s %4d kernels, %3d GEMMs, %3d convs, arena %llu bytes (%.1f s)\n", b, label, st.kernels,
+         st.gemms, st.convs, (unsigned long long)st.arena_bytes, st.compile_seconds);
+  fflush(stdout);
+  return 0;
+}
+
+/* Compile every bucket, `jobs` at a time in child processes (NVRTC and the
+ * passes are CPU-bound; the GPU is not touched before -O3, which runs
+ * after, one bucket at a time). Each child writes its plan to a file,
+ * its error to another; the parent reads them back in bucket order. */
+static int compile_all(const CompileRequest *base, const ShapeRange *sr, int nsr, const Graph *g0, const Axes *a,
+                       int jobs, Plan **plans, GpucErr *e) {
+  uint32_t nb = a->spec.nbuckets;
+  if (jobs <= 1) {
+    for (uint32_t b = 0; b < nb; b++)
+      if (compile_bucket(base, sr, nsr, g0, a, b, &plans[b], e)) return -1;
+    return 0;
+  }
+  pid_t *pids = calloc(nb, sizeof *pids);
+  if (!pids) return gpuc_err_set(e, "out of memory");
+  char tmp[4200];
+  int running = 0, rc = 0;
+  uint32_t next = 0;
+  fflush(stdout);
+  fflush(stderr);
+  while (next < nb || running > 0) {
+    if (next < nb && running < jobs && rc == 0) {
+      uint32_t b = next++;
+      pid_t pid = fork();
+      if (pid < 0) { rc = gpuc_err_set(e, "fork: %s", strerror(errno)); continue; }
+      if (pid == 0) { /* the child: compile, write the plan or the error, exit */
+        GpucErr ce = {0};
+        Plan *p = NULL;
+        snprintf(tmp, sizeof tmp, "%s.bucket%u.%ld", base->out, b, (long)getppid());
+        int crc = compile_bucket(base, sr, nsr, g0, a, b, &p, &ce) || gpuc_plan_write(p, tmp, &ce);
+        if (crc) {
+          char ep[4300];
+          snprintf(ep, sizeof ep, "%s.err", tmp);
+          FILE *f = fopen(ep, "w");
+          if (f) { fputs(ce.msg, f); fclose(f); }
+        }
+        fflush(stdout);
+        _exit(crc ? 1 : 0);
+      }
+      pids[b] = pid;
+      running++;
+      continue;
+    }
+    int status;
+    pid_t done = wait(&status);
+    if (done < 0) break;
+    running--;
+    for (uint32_t b = 0; b < nb; b++) {
+      if (pids[b] != done) continue;
+      pids[b] = 0;
+      snprintf(tmp, sizeof tmp, "%s.bucket%u.%ld", base->out, b, (long)getpid());
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        char ep[4300], msg[1024] = "";
+        snprintf(ep, sizeof ep, "%s.err", tmp);
+        FILE *f = fopen(ep, "r");
+        if (f) { size_t l = fread(msg, 1, sizeof msg - 1, f); msg[l] = 0; fclose(f); unlink(ep); }
+        if (rc == 0) rc = gpuc_err_set(e, "%s", *msg ? msg : "a bucket's compile process failed");
+      } else if (rc == 0) {
+        if (!(plans[b] = gpuc_plan_read(tmp, e))) rc = -1;
+      }
+      unlink(tmp);
+    }
+  }
+  free(pids);
+  return rc ? -1 : 0;
+}
+
+/* GPUC_JOBS, else the online CPUs, at most 8 (each holds a model). */
+static int compile_jobs(void) {
+  const char *env = getenv("GPUC_JOBS");
+  if (env && *env) {
+    int j = atoi(env);
+    return j < 1 ? 1 : j > 64 ? 64 : j;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > 8 ? 8 : (int)n;
+}
+
 int compile_buckets(const CompileRequest *base, const ShapeRange *sr, int nsr, const char **bucket_lists,
                     int nlists, const char *tune_cache, GpucErr *e) {
   GpucShapeBind fixed[64];
   int nfixed = 0;
   for (int k = 0; k < nsr; k++)
     if (!sr[k].ranged) fixed[nfixed++] = sr[k].bind;
+  CompileRequest rb = *base;
+  if (rb.sm == 0) { /* the present GPU, asked once here: the compile processes do not touch it */
+    GpucErr ge = {0};
+    rb.sm = gpuc_gpu_sm(&ge);
+    if (rb.sm < 0)
+      return gpuc_err_set(e, "no GPU here (%s): name the target with --arch sm_80|sm_86|sm_89|sm_90|sm_120", ge.msg);
+  }
   Graph *g0 = gpuc_onnx_load(base->model, fixed, nfixed, e);
   if (!g0) return -1;
   Axes *a = calloc(1, sizeof *a);
@@ -375,14 +500,14 @@ int compile_buckets(const CompileRequest *base, const ShapeRange *sr, int nsr, c
   SharedWeights w = {0};
   Plan *c = NULL;
   int rc = -1;
-  uint32_t ndone = 0;
   if (!a) { gpuc_err_set(e, "out of memory"); goto done; }
   if (find_axes(g0, sr, nsr, a, e)) goto done;
   if (make_buckets(a, bucket_lists, nlists, e)) goto done;
   uint32_t nb = a->spec.nbuckets;
   plans = calloc(nb, sizeof *plans);
   if (!plans) { gpuc_err_set(e, "out of memory"); goto done; }
-  printf("compiling %s for %u shape buckets:", base->model, nb);
+  int jobs = compile_jobs();
+  printf("compiling %s for %u shape buckets (%d at a time):", base->model, nb, jobs);
   for (uint32_t i = 0; i < a->spec.naxes; i++)
     printf(" %s %lld..%lld (%s)", a->names[i], (long long)a->spec.axes[i].lo, (long long)a->spec.axes[i].hi,
            (a->spec.axes[i].flags & PLAN_AXIS_F_BATCH)    ? "batch"
@@ -390,46 +515,17 @@ int compile_buckets(const CompileRequest *base, const ShapeRange *sr, int nsr, c
                                                            : "not paddable: no attention mask");
   printf("\n");
   fflush(stdout);
+  if (compile_all(&rb, sr, nsr, g0, a, jobs, plans, e)) goto done;
   for (uint32_t b = 0; b < nb; b++) {
-    GpucShapeBind binds[64];
-    int n = 0;
-    for (int k = 0; k < nsr; k++) {
-      binds[n] = sr[k].bind;
-      for (int d = 0; d < sr[k].bind.rank; d++) {
-        if (!(sr[k].ranged & (1u << d))) continue;
-        const Value *v = NULL;
-        for (int j = 0; j < g0->ninputs; j++)
-          if (!strcmp(g0->values[g0->inputs[j]].name, sr[k].bind.name)) v = &g0->values[g0->inputs[j]];
-        char name[300];
-        axis_name_of(v, d, name, sizeof name);
-        binds[n].dims[d] = a->sizes[b][find_axis(a, name)];
-      }
-      n++;
-    }
-    CompileRequest r = *base;
-    r.binds = binds;
-    r.nbinds = n;
-    r.plan_out = &plans[b];
-    r.quiet_defaults = b > 0;
-    CompileStats st;
-    char label[200];
-    bucket_label(a, b, label, sizeof label);
-    if (compile_model(&r, &st, e)) {
-      char what[260];
-      snprintf(what, sizeof what, "bucket %s", label);
-      gpuc_err_prefix(e, what);
-      goto done;
-    }
-    printf("  bucket %2u %-24s %4d kernels, %3d GEMMs, %3d convs, arena %llu bytes (%.1f s)\n", b, label,
-           st.kernels, st.gemms, st.convs, (unsigned long long)st.arena_bytes, st.compile_seconds);
-    fflush(stdout);
-    if (base->level >= 3) {
-      char tmp[4200];
-      snprintf(tmp, sizeof tmp, "%s.bucket%u.tmp.%ld", base->out, b, (long)getpid());
+    if (base->level >= 3) { /* -O3 tunes each bucket on this GPU, one at a time */
+      char tmp[4200], label[200];
+      bucket_label(a, b, label, sizeof label);
+      printf("  -O3 bucket %u (%s):", b, label);
+      fflush(stdout);
+      snprintf(tmp, sizeof tmp, "%s.bucket%u.tune.%ld", base->out, b, (long)getpid());
       if (tune_bucket(&plans[b], tmp, tune_cache, e)) goto done;
     }
     if (gpuc_shared_weights_add(&w, plans[b], e)) goto done;
-    ndone = b + 1;
   }
   if (output_uses(g0, plans, a, e)) goto done;
   a->spec.use_name = (const char **)a->use_names;
@@ -441,17 +537,14 @@ int compile_buckets(const CompileRequest *base, const ShapeRange *sr, int nsr, c
   if (gpuc_plan_write(c, base->out, e)) goto done;
   struct stat fst;
   long long fsize = stat(base->out, &fst) ? -1 : (long long)fst.st_size;
-  uint64_t arena = 0;
-  for (uint32_t i = 0; i < nb; i++)
-    if (gpuc_plan_bucket(c, i)->meta.arena_bytes > arena) arena = gpuc_plan_bucket(c, i)->meta.arena_bytes;
-  printf("wrote %s: %u buckets, %lld bytes; weights %llu bytes stored once (%llu of the buckets' %llu bytes were "
-         "equal to stored ones); one arena of %llu bytes\n", base->out, nb, fsize, (unsigned long long)c->weights_size,
-         (unsigned long long)dedup, (unsigned long long)added, (unsigned long long)arena);
+  printf("wrote %s: %u buckets, %lld bytes; weights %llu bytes stored once (%llu of the buckets' %llu weight bytes "
+         "were already stored); one arena of %llu bytes\n", base->out, nb, fsize,
+         (unsigned long long)c->weights_size, (unsigned long long)dedup, (unsigned long long)added,
+         (unsigned long long)gpuc_bucket_arena_bytes(c));
   rc = 0;
 done:
   if (plans)
-    for (uint32_t i = 0; i < (a ? a->spec.nbuckets : 0); i++) gpuc_plan_free(plans[i]);
-  (void)ndone;
+    for (uint32_t i = 0; i < a->spec.nbuckets; i++) gpuc_plan_free(plans[i]);
   free(plans);
   gpuc_plan_free(c);
   gpuc_shared_weights_free(&w);

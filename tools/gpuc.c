@@ -24,7 +24,7 @@ static const char *usage_text =
     "                  schedule per shape bucket; run/bench PLAN --shape then take any shape in the range\n"
     "  gpuc run PLAN.gpuc [--input NAME=FILE]... [--out DIR] [--shape NAME=DIMS]...\n"
     "  gpuc inspect PLAN.gpuc\n"
-    "  gpuc bench PLAN.gpuc [--iters N] [--warmup N] [--profile] [--shape NAME=DIMS]...\n"
+    "  gpuc bench PLAN.gpuc [--iters N] [--warmup N] [--profile] [--shape NAME=DIMS]... [--each-bucket]\n"
     "  gpuc train MODEL.onnx --data KIND:PATH [--cpu | --amp [fp16|bf16]] [--epochs N] [--batch B] [--accum K]\n"
     "             [--optimizer sgd|adamw] [--lr X] [--momentum M] [--betas B1,B2] [--weight-decay W]\n"
     "             [--schedule constant|step|cosine] [--warmup STEPS] [--step-size EPOCHS]\n"
