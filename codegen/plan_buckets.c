@@ -6,24 +6,27 @@
 
 typedef struct SharedWeight {
   uint64_t off, bytes;
-  uint64_t key;                  /* FNV-1a of the size and the first and last 64 bytes: a prefilter */
+  uint64_t key;                  /* FNV-1a of the first KEY_BYTES bytes: a prefilter */
 } SharedWeight;
 
+#define KEY_BYTES 64u
 static uint64_t weight_key(const uint8_t *d, uint64_t n) {
-  uint64_t h = gpuc_fnv1a64(&n, sizeof n, GPUC_FNV_INIT);
-  uint64_t k = n < 64 ? n : 64;
-  h = gpuc_fnv1a64(d, (size_t)k, h);
-  return gpuc_fnv1a64(d + n - k, (size_t)k, h);
+  return gpuc_fnv1a64(d, (size_t)(n < KEY_BYTES ? n : KEY_BYTES), GPUC_FNV_INIT);
 }
 
 static uint64_t align256(uint64_t x) { return (x + GPUC_PLAN_ALIGN - 1) & ~(uint64_t)(GPUC_PLAN_ALIGN - 1); }
 
-/* Where bytes d[0..n) are stored in w (appending them if new). */
+/* Where bytes d[0..n) are stored in w (appending them if new). A stored
+ * weight whose leading n bytes are these serves too: a constant folded at
+ * a bucket's shape (a broadcast row, [batch, seq, hidden]) is often the
+ * leading part of the same constant at a larger bucket's, so the buckets
+ * are added largest first. */
 static int store(SharedWeights *w, const uint8_t *d, uint64_t n, uint64_t *off, GpucErr *e) {
   uint64_t key = weight_key(d, n);
   for (uint32_t i = 0; i < w->n; i++) {
     const SharedWeight *s = &w->ent[i];
-    if (s->key == key && s->bytes == n && !memcmp(w->data + s->off, d, (size_t)n)) {
+    bool maybe = s->bytes >= n && (n < KEY_BYTES || s->key == key);
+    if (maybe && !memcmp(w->data + s->off, d, (size_t)n)) {
       *off = s->off;
       w->deduped_bytes += n;
       return 0;

@@ -18,8 +18,9 @@ typedef struct SharedWeights {
   uint64_t deduped_bytes;        /* of them found already stored */
 } SharedWeights;
 
-/* Move p's weights into w (a weight equal byte for byte to a stored one
- * takes its offset; others are appended, 256-aligned) and rewrite p's
+/* Move p's weights into w (a weight equal byte for byte to a stored one,
+ * or to the leading bytes of one, takes its offset; others are appended,
+ * 256-aligned; add the largest bucket first) and rewrite p's
  * weight tensor offsets; p keeps no weights of its own (weights NULL,
  * weights_size 0) until gpuc_plan_buckets_build lends it w's. */
 int gpuc_shared_weights_add(SharedWeights *w, Plan *p, GpucErr *e);

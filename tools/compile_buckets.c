@@ -525,8 +525,9 @@ int compile_buckets(const CompileRequest *base, const ShapeRange *sr, int nsr, c
       snprintf(tmp, sizeof tmp, "%s.bucket%u.tune.%ld", base->out, b, (long)getpid());
       if (tune_bucket(&plans[b], tmp, tune_cache, e)) goto done;
     }
-    if (gpuc_shared_weights_add(&w, plans[b], e)) goto done;
   }
+  for (uint32_t b = nb; b-- > 0;) /* largest first: smaller buckets' constants are often its leading bytes */
+    if (gpuc_shared_weights_add(&w, plans[b], e)) goto done;
   if (output_uses(g0, plans, a, e)) goto done;
   a->spec.use_name = (const char **)a->use_names;
   a->spec.uses = a->uses;

@@ -180,7 +180,7 @@ static Plan *mlp_buckets(const char *models, const char *work, Plan **single_out
   Plan *plans[3];
   SharedWeights w = {0};
   GpucErr e = {0};
-  for (int i = 0; i < 3; i++) {
+  for (int i = 3; i-- > 0;) { /* largest first, as gpuc does */
     GpucShapeBind b = {.name = "image", .rank = 2, .dims = {sizes[i][0], 784}};
     plans[i] = compile_model(path, &b, 1, 90, false, NULL);
     if (!plans[i]) return NULL;
@@ -321,6 +321,48 @@ static void test_plan_file(const char *models, const char *work) {
   gpuc_plan_free(single);
 }
 
+/* ---- the shared weights blob: equal bytes, and leading bytes, stored once ---- */
+
+/* A plan of one weight tensor: `rows` copies of one 96-float row, then
+ * (other) a row of its own. */
+static Plan *weight_plan(int rows, bool other) {
+  Plan *p = calloc(1, sizeof *p);
+  int n = rows + (other ? 1 : 0);
+  p->ntensors = 1;
+  p->tensors = calloc(1, sizeof *p->tensors);
+  p->tensors[0] = (PlanTensor){.dt = GPUC_DT_F32, .rank = 2, .mem = PLAN_MEM_WEIGHTS, .role = PLAN_ROLE_CONST,
+                               .dims = {n, 96}, .offset = 0, .bytes = (uint64_t)n * 96 * 4};
+  p->weights_size = p->tensors[0].bytes;
+  p->weights = malloc(p->weights_size);
+  float *w = (float *)p->weights;
+  for (int r = 0; r < n; r++)
+    for (int c = 0; c < 96; c++) w[r * 96 + c] = r == rows ? -1.0f - (float)c : 0.5f * (float)c;
+  return p;
+}
+
+static void test_shared_weights(void) {
+  SharedWeights w = {0};
+  GpucErr e = {0};
+  Plan *big = weight_plan(8, false), *small = weight_plan(3, false), *same = weight_plan(8, false),
+       *diff = weight_plan(3, true);
+  CHECK(gpuc_shared_weights_add(&w, big, &e) == 0 && w.size == 8 * 96 * 4, "the largest bucket's weight is stored");
+  CHECK(gpuc_shared_weights_add(&w, same, &e) == 0 && w.size == 8 * 96 * 4 && same->tensors[0].offset == 0,
+        "an equal weight takes its offset");
+  CHECK(gpuc_shared_weights_add(&w, small, &e) == 0 && w.size == 8 * 96 * 4 && small->tensors[0].offset == 0,
+        "a weight equal to the leading bytes of a stored one (a broadcast row at a smaller shape) takes its offset");
+  CHECK(gpuc_shared_weights_add(&w, diff, &e) == 0 && diff->tensors[0].offset >= 8 * 96 * 4 &&
+        diff->tensors[0].offset % GPUC_PLAN_ALIGN == 0 && w.size == diff->tensors[0].offset + 4 * 96 * 4,
+        "a weight that differs is appended, aligned");
+  CHECK(w.added_bytes == (8 + 8 + 3 + 4) * 96 * 4 && w.deduped_bytes == (8 + 3) * 96 * 4,
+        "bytes added %llu, found stored %llu", (unsigned long long)w.added_bytes, (unsigned long long)w.deduped_bytes);
+  CHECK(big->weights == NULL && big->weights_size == 0, "a plan keeps no weights of its own once added");
+  const float *blob = (const float *)w.data;
+  CHECK(blob[96 + 5] == 2.5f && ((const float *)(w.data + diff->tensors[0].offset))[3 * 96 + 2] == -3.0f,
+        "the blob holds the bytes");
+  gpuc_plan_free(big); gpuc_plan_free(small); gpuc_plan_free(same); gpuc_plan_free(diff);
+  gpuc_shared_weights_free(&w);
+}
+
 /* ---- the CPU reference: a padded run, sliced, equals the unpadded run ---- */
 
 static Tensor *run_ref(const char *path, const GpucShapeBind *b, int nb, const Tensor *const *ins, int nout_want) {
@@ -439,6 +481,7 @@ int main(int argc, char **argv) {
   if (argc < 4) { fprintf(stderr, "usage: test_buckets MODELS_DIR ZOO_DIR WORK_DIR\n"); return 2; }
   test_selection();
   test_pad_slice();
+  test_shared_weights();
   test_reference_mlp(argv[1]);
   test_reference_bert(argv[2]);
   test_plan_file(argv[1], argv[3]);
