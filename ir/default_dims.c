@@ -32,7 +32,7 @@ int gpuc_graph_default_dims(Graph *g, char *note, size_t n) {
     gpuc_shape_str(&v->t, dims, sizeof dims);
     if (len < n)
       len += (size_t)snprintf(note + len, n - len,
-                              "%sinput '%s': symbolic dims %s set to 1 (bind them with --shape %s=DIMS, "
+                              "%sinput '%s': symbolic dims %s set to 1, as trtexec does (bind them with --shape %s=DIMS; "
                               "now %s)", len ? "; " : "", v->name, names, v->name, dims);
   }
   return count;

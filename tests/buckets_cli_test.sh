@@ -22,7 +22,7 @@ expect_grep() { # expect_grep NAME FILE PATTERN
 
 # the default: a symbolic batch with no --shape compiles at 1, with a note
 check "compile without --shape" 0 "$GPUC" "$MODELS/mlp.onnx" --arch sm_90 -o "$WORK/mlp_default.gpuc"
-expect_grep "the note names the dim and the flag" "$WORK/err" "symbolic dims batch set to 1 (bind them with --shape image=DIMS"
+expect_grep "the note names the dim and the flag" "$WORK/err" "symbolic dims batch set to 1, as trtexec does (bind them with --shape image=DIMS"
 check "inspect the defaulted plan" 0 "$GPUC" inspect "$WORK/mlp_default.gpuc"
 expect_grep "the defaulted plan is batch 1" "$WORK/out" "input    image: 1x784"
 check "a transformer without --shape" 0 "$GPUC" "$ZOO/tiny_bert_ts.onnx" --arch sm_90 -o "$WORK/bert_default.gpuc"

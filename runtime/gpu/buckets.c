@@ -101,7 +101,6 @@ int gpuc_buckets_prepare(GpucSession *s, GpucSession **run, GpucErr *e) {
   if (gpuc_bucket_actual(p, b->nin, b->in_names, (const Tensor *const *)b->staged, b->actual, e)) return -1;
   int k = gpuc_bucket_select(p, b->actual, e);
   if (k < 0) return -1;
-  const Plan *bp = gpuc_plan_bucket(p, (uint32_t)k);
   for (uint32_t i = 0; i < b->nin; i++) {
     Tensor *x = gpuc_bucket_pad(p, b->in_names[i], b->staged[i], p->buckets[k].size, e);
     if (!x) return -1;
@@ -109,7 +108,6 @@ int gpuc_buckets_prepare(GpucSession *s, GpucSession **run, GpucErr *e) {
     gpuc_tensor_free(x);
     if (rc) return -1;
   }
-  (void)bp;
   b->active = k;
   *run = b->sess[k];
   return 0;

@@ -173,6 +173,56 @@ static void expect_refused(const char *path, const char *needle, const char *wha
   gpuc_plan_free(q);
 }
 
+/* Mutants of the bucket plan at `path` (its tables and the buckets' images,
+ * the checksums sealed again, the bucket's own too when the byte lies in
+ * one): read without a crash, refused with a message or accepted whole. */
+static void fuzz_tables(const char *path, const char *mutant, const Plan *q) {
+  size_t n = 0;
+  unsigned char *img = slurp(path, &n);
+  if (!img) { CHECK(0, "read %s", path); return; }
+  PlanHeader h;
+  PlanSection tab[64];
+  memcpy(&h, img, sizeof h);
+  memcpy(tab, img + sizeof h, h.nsections * sizeof *tab);
+  uint64_t lo[4] = {0}, len[4] = {0}, blob = 0;
+  for (uint32_t i = 0; i < h.nsections; i++) {
+    int k = tab[i].id == PLAN_SEC_AXES ? 0 : tab[i].id == PLAN_SEC_BUCKETS ? 1 : tab[i].id == PLAN_SEC_DIMUSE ? 2
+          : tab[i].id == PLAN_SEC_BUCKET_PLANS ? 3 : -1;
+    if (k >= 0) { lo[k] = tab[i].offset; len[k] = tab[i].size; }
+    if (tab[i].id == PLAN_SEC_BUCKET_PLANS) blob = tab[i].offset;
+  }
+  uint64_t x = 88172645463325252ull;
+  int accepted = 0, refused = 0, silent = 0;
+  unsigned char *c = malloc(n);
+  for (int it = 0; it < 300; it++) {
+    memcpy(c, img, n);
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    int k = (int)(x % 4);
+    if (!len[k]) continue;
+    /* the image part: mostly the headers and tables at the start of a bucket's image */
+    uint64_t span = k == 3 ? (len[k] < 8192 ? len[k] : 8192) : len[k];
+    uint64_t at = lo[k] + (x >> 8) % span;
+    if (k == 3 && q->nbuckets > 1) at = blob + q->buckets[(x >> 40) % (q->nbuckets - 1)].offset + (x >> 8) % 2048;
+    c[at] ^= (unsigned char)(1u << ((x >> 20) % 8));
+    if (k == 3 && (x >> 30) % 2) /* seal the bucket's own checksum too */
+      for (uint32_t b = 0; b + 1 < q->nbuckets; b++)
+        if (at >= blob + q->buckets[b].offset && at < blob + q->buckets[b].offset + q->buckets[b].bytes)
+          fix_checksum(c + blob + q->buckets[b].offset, q->buckets[b].bytes);
+    fix_checksum(c, n);
+    spit(mutant, c, n);
+    GpucErr e = {0};
+    Plan *r = gpuc_plan_read(mutant, &e);
+    if (r) accepted++;
+    else { refused++; silent += e.msg[0] == 0; }
+    gpuc_plan_free(r);
+  }
+  printf("bucket tables: %d accepted, %d refused\n", accepted, refused);
+  CHECK(silent == 0, "%d refusals without a message", silent);
+  CHECK(refused > 50, "most mutants of the bucket tables are refused (%d)", refused);
+  free(c);
+  free(img);
+}
+
 static Plan *mlp_buckets(const char *models, const char *work, Plan **single_out) {
   char path[4096];
   snprintf(path, sizeof path, "%s/mlp.onnx", models);
@@ -317,6 +367,7 @@ static void test_plan_file(const char *models, const char *work) {
     free(img);
   }
   (void)e;
+  fuzz_tables(a, bad, q);
   gpuc_plan_free(q);
   gpuc_plan_free(single);
 }
