@@ -65,6 +65,8 @@ int parse_shape_arg(char *arg, GpucShapeBind *b) {
   b->rank = 0;
   const char *p = eq + 1;
   if (!*p) return usage_error("--shape %s: no dims", arg);
+  if (strstr(p, "..")) return usage_error("--shape %s=%s: a range (LO..HI) is for compiling a plan: gpuc MODEL.onnx "
+                                          "--shape %s=%s", arg, p, arg, p);
   while (*p) {
     char *end;
     errno = 0;
