@@ -342,6 +342,23 @@ static void test_plan_file(const char *models, const char *work) {
         expect_refused(bad, "axis 0", "an axis with lo > hi");
       }
     }
+    { /* a format 4 plan (before buckets) reads as the one-shape plan it is */
+      size_t n1 = 0;
+      unsigned char *one_img = slurp(one, &n1);
+      if (one_img) {
+        memcpy(&h, one_img, sizeof h);
+        h.format_version = 4;
+        memcpy(one_img, &h, sizeof h);
+        fix_checksum(one_img, n1);
+        spit(bad, one_img, n1);
+        GpucErr e4 = {0};
+        Plan *r4 = gpuc_plan_read(bad, &e4);
+        CHECK(r4 && r4->nbuckets == 0 && r4->hdr.format_version == 4 && gpuc_plan_bucket(r4, 0) == r4,
+              "a format 4 plan reads as a one-shape plan: %s", e4.msg);
+        gpuc_plan_free(r4);
+        free(one_img);
+      }
+    }
     memcpy(cp, img, n); /* a newer format: the version is checked before anything else */
     memcpy(&h, cp, sizeof h);
     h.format_version = GPUC_PLAN_FORMAT_VERSION + 1;
