@@ -421,13 +421,15 @@ static Plan *plan_parse(uint8_t *buf, uint64_t size, const char *path, const Pla
       p->bucket_plans = calloc(p->nbuckets, sizeof *p->bucket_plans);
       if (!p->bucket_plans) { free(blob); BAD("%s: out of memory", path); }
     }
+    uint64_t end = 0; /* the images lie in order without overlap: what is parsed is at most the file */
     for (uint32_t i = 0; i < p->nbuckets; i++) {
       const PlanBucket *b = &p->buckets[i];
       if (b->bytes == 0) { p->bucket_plans[i] = p; continue; }
-      if (b->offset > blob_size || b->bytes > blob_size - b->offset) {
+      if (b->offset < end || b->offset > blob_size || b->bytes > blob_size - b->offset) {
         free(blob);
-        BAD("%s: corrupt plan: bucket %u lies outside the bucket section", path, i);
+        BAD("%s: corrupt plan: bucket %u lies outside the bucket section or over another's", path, i);
       }
+      end = b->offset + b->bytes;
       char what[4200];
       snprintf(what, sizeof what, "%s (bucket %u)", path, i);
       if (!(p->bucket_plans[i] = plan_parse(blob + b->offset, b->bytes, what, p, e))) { free(blob); goto fail; }
@@ -690,6 +692,10 @@ static uint32_t io_count(const Plan *p) {
  * same everywhere or its axis's size in that bucket. */
 static int check_buckets(Plan *p, const char *path, GpucErr *e) {
   if (p->naxes > GPUC_PLAN_MAX_AXES) return gpuc_err_set(e, "%s: corrupt plan: %u axes", path, p->naxes);
+  /* bounds that keep the checks below linear in the file */
+  if (io_count(p) > 256 || p->ndimuse > 256 * GPUC_MAX_RANK)
+    return gpuc_err_set(e, "%s: corrupt plan: a bucket plan of %u inputs/outputs and %u dim uses (at most 256 and %d)",
+                        path, io_count(p), p->ndimuse, 256 * GPUC_MAX_RANK);
   for (uint32_t a = 0; a < p->naxes; a++) {
     const PlanAxis *x = &p->axes[a];
     if (x->name >= p->strings_size || (x->flags & ~(uint32_t)(PLAN_AXIS_F_BATCH | PLAN_AXIS_F_MASKED)) ||

@@ -326,6 +326,13 @@ static void test_plan_file(const char *models, const char *work) {
         fix_checksum(cp, n);
         spit(bad, cp, n);
         expect_refused(bad, "corrupt plan", "a bucket whose plan has another shape");
+        memcpy(cp, img, n); /* bucket 1's image over bucket 0's */
+        uint64_t off0;
+        memcpy(&off0, cp + tab[i].offset + offsetof(PlanBucket, offset), 8);
+        memcpy(cp + tab[i].offset + sizeof(PlanBucket) + offsetof(PlanBucket, offset), &off0, 8);
+        fix_checksum(cp, n);
+        spit(bad, cp, n);
+        expect_refused(bad, "over another's", "two buckets on one image");
         memcpy(cp, img, n);
         v = 65;
         memcpy(cp + tab[i].offset + sizeof(PlanBucket), &v, 8);
