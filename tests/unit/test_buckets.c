@@ -552,11 +552,37 @@ static void test_reference_bert(const char *zoo) {
   gpuc_plan_free(p);
 }
 
+/* ---- the default of 1 for symbolic dims no --shape binds (ir/default_dims.c) ---- */
+static void test_default_dims(const char *zoo) {
+  char path[4096], note[1024];
+  snprintf(path, sizeof path, "%s/tiny_bert_ts.onnx", zoo);
+  GpucErr e = {0};
+  Graph *g = gpuc_onnx_load(path, NULL, 0, &e);
+  CHECK(g != NULL, "load %s: %s", path, e.msg);
+  if (!g) return;
+  int n = gpuc_graph_default_dims(g, note, sizeof note);
+  CHECK(n == 4, "four symbolic dims defaulted (%d)", n);
+  CHECK(strstr(note, "input 'input_ids': symbolic dims batch, seq set to 1") &&
+        strstr(note, "--shape attention_mask=DIMS"), "the note names the dims and the flag: %s", note);
+  bool ones = true;
+  for (int k = 0; k < g->ninputs; k++)
+    for (int d = 0; d < g->values[g->inputs[k]].t.rank; d++) ones = ones && g->values[g->inputs[k]].t.dims[d] == 1;
+  CHECK(ones, "every input dim is 1");
+  CHECK(gpuc_graph_infer(g, &e) == 0, "the graph infers at 1x1 (its shape chains fold in the passes): %s", e.msg);
+  CHECK(gpuc_graph_default_dims(g, note, sizeof note) == 0 && note[0] == 0, "nothing left to default, no note");
+  gpuc_graph_free(g);
+  GpucShapeBind b = {.name = "input_ids", .rank = 2, .dims = {3, 5}};
+  g = gpuc_onnx_load(path, &b, 1, &e);
+  CHECK(g && gpuc_graph_default_dims(g, note, sizeof note) == 0, "a --shape binds the shared dims: none defaulted");
+  gpuc_graph_free(g);
+}
+
 int main(int argc, char **argv) {
   if (argc < 4) { fprintf(stderr, "usage: test_buckets MODELS_DIR ZOO_DIR WORK_DIR\n"); return 2; }
   test_selection();
   test_pad_slice();
   test_shared_weights();
+  test_default_dims(argv[2]);
   test_reference_mlp(argv[1]);
   test_reference_bert(argv[2]);
   test_plan_file(argv[1], argv[3]);
