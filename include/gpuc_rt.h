@@ -11,6 +11,9 @@
  *   Tensor *y = gpuc_session_get_output(s, "output", &err);  // new host tensor
  *   gpuc_tensor_free(y);
  *   gpuc_session_free(s);
+ * A plan compiled for a range of shapes (`--shape input=1..64x3x224x224`,
+ * a bucket plan) takes any input shape in its range: each run picks the
+ * smallest bucket that holds it, pads the inputs and slices the outputs.
  */
 #ifndef GPUC_RT_H
 #define GPUC_RT_H

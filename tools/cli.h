@@ -31,6 +31,8 @@ typedef struct CompileRequest {
   int nfreeze;
   const char **freeze_names;
   const Tensor **freeze_values;
+  Plan **plan_out;               /* set: the plan is handed back here, not written (bucket plans) */
+  bool quiet_defaults;           /* no note for dims defaulted to 1 (the buckets after the first) */
 } CompileRequest;
 int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e);
 /* The same from a loaded graph (r->model and binds unused; the graph is
@@ -55,6 +57,26 @@ int load_data(const char *spec, struct Dataset *tr, struct Dataset *te, bool *ha
 int parse_normalize(const char *v, double *mean, double *std);
 void normalize_data(struct Dataset *d, double mean, double std);
 
+/* --shape NAME=1..64x3x224x224: a bind whose dims are each range's top,
+ * the range's bottoms in lo, the ranged dims' bits in `ranged`
+ * (tools/compile_buckets.c). Returns 0 or prints a usage error. */
+typedef struct ShapeRange {
+  GpucShapeBind bind;
+  int64_t lo[GPUC_MAX_RANK];
+  unsigned ranged;
+} ShapeRange;
+int parse_shape_range(char *arg, ShapeRange *r);
+/* One plan for the ranges (bucket plans): compiles each bucket with base's
+ * flags (-O3 tunes each, caching in tune_cache) and writes base->out. */
+int compile_buckets(const CompileRequest *base, const ShapeRange *sr, int nsr, const char **bucket_lists,
+                    int nlists, const char *tune_cache, GpucErr *e);
+/* The shape `gpuc run/bench PLAN --shape ...` gives input `name`: its own
+ * --shape, else the plan's with each ranged dim sized by the --shape of
+ * an input sharing its axis (a bucket plan; the top of the range if none). */
+int plan_input_dims(const Plan *p, const char *name, const GpucShapeBind *binds, int nbinds, int64_t *dims,
+                    GpucErr *e);
+/* -O3 on the plan file at path (tools/cmd_compile.c); prints what it chose. */
+int autotune_plan(const char *path, const char *cache);
 /* "NAME=1x3x224x224" -> bind. Returns 0 or prints a usage error. */
 int parse_shape_arg(char *arg, GpucShapeBind *b);
 int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

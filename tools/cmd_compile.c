@@ -1,7 +1,8 @@
 /* gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16|--bf16] [--int8 [--int8-skip GLOB[,GLOB]]...] [--arch A]
  *                 [--shape NAME=DIMS]... [--mem-limit SIZE] [--tune-cache FILE|none]
- *                 [--prune l1:FRACTION|2:4]
- * Import, run the passes of the level, generate code, write the plan. Works
+ *                 [--prune l1:FRACTION|2:4] [--buckets LIST]
+ * A range in a --shape (x=1..64x3x224x224) makes a bucket plan
+ * (tools/compile_buckets.c). Import, run the passes of the level, generate code, write the plan. Works
  * without a GPU when --arch names the target. */
 #include "cli.h"
 #include "codegen.h"
@@ -48,6 +49,11 @@ int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e) {
   double t0 = now_s();
   Graph *g = gpuc_onnx_load(r->model, r->binds, r->nbinds, e);
   if (!g) return -1;
+  char note[1024];
+  if (gpuc_graph_default_dims(g, note, sizeof note) > 0) { /* no --shape for them: 1, as trtexec */
+    if (!r->quiet_defaults) fprintf(stderr, "gpuc: note: %s: %s\n", r->model, note);
+    if (gpuc_graph_infer(g, e)) { gpuc_graph_free(g); return -1; }
+  }
   int rc = compile_graph(g, r, st, e);
   st->compile_seconds = now_s() - t0; /* the import counts */
   gpuc_graph_free(g);
@@ -80,7 +86,8 @@ int compile_graph(Graph *g, const CompileRequest *r, CompileStats *st, GpucErr *
   int rc = gpuc_codegen(g, &co, &p, st, e);
   if (!rc) {
     p->meta.nnodes_onnx = (uint32_t)st->nodes_in;
-    rc = gpuc_plan_write(p, r->out, e);
+    if (r->plan_out) { *r->plan_out = p; p = NULL; } /* the caller writes it (bucket plans) */
+    else rc = gpuc_plan_write(p, r->out, e);
   }
   st->compile_seconds = now_s() - t0;
   st->sm = sm;
@@ -97,7 +104,7 @@ void default_plan_path(const char *model, char *out, size_t n) {
 /* -O3: load the plan just written on the present GPU, time its library
  * calls' candidates and its free kernels' block sizes
  * (runtime/gpu/autotune.c) and write it again with the fastest recorded. No GPU: the plan keeps -O2's heuristics, and says so. */
-static int autotune_plan(const char *path, const char *cache) {
+int autotune_plan(const char *path, const char *cache) {
   GpucErr e = {0};
   if (gpuc_gpu_sm(&e) < 0) {
     printf("  note: -O3 tunes on the GPU the plan runs on; none here (%s): the plan uses -O2's heuristics\n", e.msg);
@@ -134,6 +141,10 @@ static int autotune_plan(const char *path, const char *cache) {
 int cmd_compile(int argc, char **argv) {
   CompileRequest r = {.level = 2, .sm = 0};
   static GpucShapeBind binds[64];
+  static ShapeRange ranges[64];
+  const char *bucket_lists[16];
+  int nlists = 0;
+  bool ranged = false;
   char outbuf[4096], cachebuf[4096];
   const char *out = NULL, *tune_cache = NULL;
   bool tune_cache_set = false;
@@ -153,7 +164,14 @@ int cmd_compile(int argc, char **argv) {
     } else if (!strcmp(a, "--shape")) {
       if (i + 1 >= argc) return usage_error("--shape needs NAME=DIMS");
       if (r.nbinds == 64) return usage_error("too many --shape flags");
-      if (parse_shape_arg(argv[++i], &binds[r.nbinds++])) return EXIT_USAGE;
+      if (parse_shape_range(argv[++i], &ranges[r.nbinds])) return EXIT_USAGE;
+      ranged |= ranges[r.nbinds].ranged != 0;
+      binds[r.nbinds] = ranges[r.nbinds].bind;
+      r.nbinds++;
+    } else if (!strcmp(a, "--buckets")) {
+      if (i + 1 >= argc || !*argv[i + 1]) return usage_error("--buckets wants sizes like 1,8,32 or 1x16,8x64");
+      if (nlists == 16) return usage_error("too many --buckets flags");
+      bucket_lists[nlists++] = argv[++i];
     } else if (!strcmp(a, "--tune-cache")) {
       if (i + 1 >= argc || !*argv[i + 1]) return usage_error("--tune-cache wants a file, or none");
       tune_cache = strcmp(argv[++i], "none") ? argv[i] : NULL;
@@ -172,10 +190,19 @@ int cmd_compile(int argc, char **argv) {
   }
   if (!r.model) return usage_error("no model given");
   if (pass_flags_check(&r.flags)) return EXIT_USAGE;
+  if (nlists && !ranged) return usage_error("--buckets needs a range in a --shape, like --shape x=1..64x3x224x224");
   if (!out) { default_plan_path(r.model, outbuf, sizeof outbuf); out = outbuf; }
   r.binds = binds;
   r.out = out;
   GpucErr e = {0};
+  if (r.level >= 3 && !tune_cache_set) { /* $GPUC_TUNE_CACHE, else ~/.cache/gpuc/autotune.txt */
+    const char *env = getenv("GPUC_TUNE_CACHE"), *home = getenv("HOME");
+    if (env && *env) tune_cache = env;
+    else if (home && *home) { snprintf(cachebuf, sizeof cachebuf, "%s/.cache/gpuc/autotune.txt", home); tune_cache = cachebuf; }
+  }
+  if (ranged) { /* one plan for the ranges: a schedule per bucket */
+    return compile_buckets(&r, ranges, r.nbinds, bucket_lists, nlists, tune_cache, &e) ? report(&e) : EXIT_OK;
+  }
   CompileStats st;
   char *prune_lines = NULL; /* the pass's per-layer lines, printed with the summary */
   size_t prune_len = 0;
@@ -204,13 +231,6 @@ int cmd_compile(int argc, char **argv) {
              "sm_80+), else dense\n", st.gemms_24, st.gemms);
   }
   printf("  compile time: %.2f s (NVRTC %.2f s)\n", st.compile_seconds, st.nvrtc_seconds);
-  if (r.level >= 3) {
-    if (!tune_cache_set) { /* $GPUC_TUNE_CACHE, else ~/.cache/gpuc/autotune.txt */
-      const char *env = getenv("GPUC_TUNE_CACHE"), *home = getenv("HOME");
-      if (env && *env) tune_cache = env;
-      else if (home && *home) { snprintf(cachebuf, sizeof cachebuf, "%s/.cache/gpuc/autotune.txt", home); tune_cache = cachebuf; }
-    }
-    return autotune_plan(out, tune_cache);
-  }
+  if (r.level >= 3) return autotune_plan(out, tune_cache);
   return EXIT_OK;
 }

@@ -19,10 +19,12 @@ static const char *usage_text =
     "  gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16|--bf16] [--int8 [--int8-skip GLOB[,GLOB]]...|--fp8]\n"
     "                  [--arch native|sm_XX]\n"
     "                  [--shape NAME=DIMS]... [--mem-limit SIZE] [--tune-cache FILE|none]\n"
-    "                  [--prune l1:FRACTION|2:4]\n"
-    "  gpuc run PLAN.gpuc [--input NAME=FILE]... [--out DIR]\n"
+    "                  [--prune l1:FRACTION|2:4] [--buckets LIST]\n"
+    "                  a range in a --shape (x=1..64x3x224x224, ids=1..32x16..128) makes one plan with a\n"
+    "                  schedule per shape bucket; run/bench PLAN --shape then take any shape in the range\n"
+    "  gpuc run PLAN.gpuc [--input NAME=FILE]... [--out DIR] [--shape NAME=DIMS]...\n"
     "  gpuc inspect PLAN.gpuc\n"
-    "  gpuc bench PLAN.gpuc [--iters N] [--warmup N] [--profile]\n"
+    "  gpuc bench PLAN.gpuc [--iters N] [--warmup N] [--profile] [--shape NAME=DIMS]... [--each-bucket]\n"
     "  gpuc train MODEL.onnx --data KIND:PATH [--cpu | --amp [fp16|bf16]] [--epochs N] [--batch B] [--accum K]\n"
     "             [--optimizer sgd|adamw] [--lr X] [--momentum M] [--betas B1,B2] [--weight-decay W]\n"
     "             [--schedule constant|step|cosine] [--warmup STEPS] [--step-size EPOCHS]\n"
@@ -63,6 +65,8 @@ int parse_shape_arg(char *arg, GpucShapeBind *b) {
   b->rank = 0;
   const char *p = eq + 1;
   if (!*p) return usage_error("--shape %s: no dims", arg);
+  if (strstr(p, "..")) return usage_error("--shape %s=%s: a range (LO..HI) is for compiling a plan: gpuc MODEL.onnx "
+                                          "--shape %s=%s", arg, p, arg, p);
   while (*p) {
     char *end;
     errno = 0;

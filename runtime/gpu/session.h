@@ -18,10 +18,17 @@ GpucSession *gpuc_session_create(const char *plan_path, int device, GpucErr *e);
 GpucSession *gpuc_session_create_plan(Plan *p, const char *what, int device, GpucErr *e);
 void gpuc_session_free(GpucSession *s);
 const Plan *gpuc_session_plan(const GpucSession *s);
+/* A one-shape plan takes exactly its compiled shape. A bucket plan (plan.h,
+ * format 5) takes any shape within its ranges: the inputs are kept on the
+ * host as given, and each run picks the smallest bucket holding them,
+ * pads, and slices the outputs back (runtime/gpu/buckets.c). */
 int gpuc_session_set_input(GpucSession *s, const char *name, const Tensor *host, GpucErr *e);
 int gpuc_session_run(GpucSession *s, GpucErr *e);
 /* New host tensor; caller frees. */
 Tensor *gpuc_session_get_output(GpucSession *s, const char *name, GpucErr *e);
+/* The plan of the bucket the last run or bench used (the plan itself for a
+ * one-shape plan, or before any run). */
+const Plan *gpuc_session_run_plan(const GpucSession *s);
 /* For code that works on the session's stream beside the plan (the GPU
  * trainer's optimizer kernels): replay without waiting, wait, a plan
  * tensor's index by name (any role; -1 if none) and its device address
