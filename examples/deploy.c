@@ -22,7 +22,7 @@ int main(int argc, char **argv) {
     gpuc_tensor_free(x);
     if (rc) { fprintf(stderr, "deploy: %s\n", err.msg); return 1; }
   }
-  if (gpuc_session_run(s, &err)) { fprintf(stderr, "deploy: %s\n", err.msg); return 1; }
+  if (gpuc_session_replay(s, &err)) { fprintf(stderr, "deploy: %s\n", err.msg); return 1; }
   for (uint32_t i = 0; i < p->ntensors; i++) {
     const PlanTensor *t = &p->tensors[i];
     if (t->role != PLAN_ROLE_OUTPUT && t->role != PLAN_ROLE_INPUT_OUTPUT) continue;

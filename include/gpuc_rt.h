@@ -7,7 +7,7 @@
  *   GpucSession *s = gpuc_session_create("model.gpuc", 0, &err);
  *   if (!s) { fprintf(stderr, "%s\n", err.msg); return 1; }
  *   gpuc_session_set_input(s, "input", host_tensor, &err);   // host memory
- *   gpuc_session_run(s, &err);                               // CUDA graph replay
+ *   gpuc_session_replay(s, &err);                               // CUDA graph replay
  *   Tensor *y = gpuc_session_get_output(s, "output", &err);  // new host tensor
  *   gpuc_tensor_free(y);
  *   gpuc_session_free(s);

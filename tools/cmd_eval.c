@@ -190,7 +190,7 @@ static int open_gpu(const EvalArgs *a, Evaluator *ev, int64_t *B, char *tmp, siz
 /* One batch (ev->x filled) -> the first output [B, classes]. */
 static Tensor *run_batch(Evaluator *ev, GpucErr *e) {
   if (ev->s) {
-    if (gpuc_session_set_input(ev->s, ev->in_name, &ev->x, e) || gpuc_session_run(ev->s, e)) return NULL;
+    if (gpuc_session_set_input(ev->s, ev->in_name, &ev->x, e) || gpuc_session_replay(ev->s, e)) return NULL;
     return gpuc_session_get_output(ev->s, ev->out_name, e);
   }
   const Tensor *in[1] = {&ev->x};

@@ -118,7 +118,7 @@ static int run_plan(const char *plan, int ninputs, const char **in_names, const 
           !strcmp(gpuc_plan_str(p, p->tensors[i].name), in_names[k])) found = true;
     if (!found) { gpuc_err_set(&e, "%s: --input names '%s', which is not an input of the plan", plan, in_names[k]); goto done; }
   }
-  if (gpuc_session_run(s, &e) || make_outdir(outdir, &e)) goto done;
+  if (gpuc_session_replay(s, &e) || make_outdir(outdir, &e)) goto done;
   for (uint32_t i = 0; i < p->ntensors; i++) {
     const PlanTensor *t = &p->tensors[i];
     if (t->role != PLAN_ROLE_OUTPUT && t->role != PLAN_ROLE_INPUT_OUTPUT) continue;

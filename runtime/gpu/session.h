@@ -1,7 +1,7 @@
 /* The GPU runtime: a loaded plan on one device, ready to run.
  *   GpucSession *s = gpuc_session_create("model.gpuc", 0, &err);
  *   gpuc_session_set_input(s, "input", host_tensor, &err);
- *   gpuc_session_run(s, &err);
+ *   gpuc_session_replay(s, &err);
  *   Tensor *y = gpuc_session_get_output(s, "logits", &err);
  * One stream; the schedule is captured into a CUDA graph on first run and
  * replayed. Every CUDA/cuBLASLt/cuDNN call is checked with file and line. */
@@ -19,7 +19,7 @@ GpucSession *gpuc_session_create_plan(Plan *p, const char *what, int device, Gpu
 void gpuc_session_free(GpucSession *s);
 const Plan *gpuc_session_plan(const GpucSession *s);
 int gpuc_session_set_input(GpucSession *s, const char *name, const Tensor *host, GpucErr *e);
-int gpuc_session_run(GpucSession *s, GpucErr *e);
+int gpuc_session_replay(GpucSession *s, GpucErr *e);
 /* New host tensor; caller frees. */
 Tensor *gpuc_session_get_output(GpucSession *s, const char *name, GpucErr *e);
 /* For code that works on the session's stream beside the plan (the GPU
@@ -29,6 +29,10 @@ Tensor *gpuc_session_get_output(GpucSession *s, const char *name, GpucErr *e);
  * with the replays. */
 int gpuc_session_launch(GpucSession *s, GpucErr *e);
 int gpuc_session_sync(GpucSession *s, GpucErr *e);
+/* The replay on another stream of the session's context (a CUstream; NULL
+ * the legacy default stream), without waiting: the public API's
+ * gpuc_session_run_async (runtime/api_runtime.c). */
+int gpuc_session_launch_on(GpucSession *s, void *stream, GpucErr *e);
 int gpuc_session_tensor(const GpucSession *s, const char *name);
 uint64_t gpuc_session_tensor_ptr(const GpucSession *s, uint32_t i);
 void *gpuc_session_stream(const GpucSession *s);
