@@ -163,7 +163,7 @@ class Session:
                 raise Error("input '%s' is on %s; the session runs on %s (give every input as a CUDA tensor "
                             "there, or every one as a host array)" % (s.name, where, dev), "GPUC_ERR_MISMATCH")
             if t.dtype != s.tdtype or t.shape != s.tshape:
-                self._mismatch(s, t)
+                self._mismatch(i, s, t)
             if not t.is_contiguous():
                 raise Error("input '%s': the tensor is not contiguous (strides %s); pass t.contiguous()"
                             % (s.name, tuple(t.stride())), "GPUC_ERR_MISMATCH")
@@ -180,8 +180,9 @@ class Session:
         check(lib.gpuc_session_run_async(h, self._stream_of(dev).cuda_stream))
         return outs
 
-    def _mismatch(self, s, t):
+    def _mismatch(self, i, s, t):
         """Raise the library's message for a tensor of the wrong dtype or shape."""
+        self._bound[i] = None       # whatever the library does with it, bind input i again next run
         name = str(t.dtype).replace("torch.", "")
         code = _lib.DTYPE_CODES.get(name)
         if code is None:
@@ -191,7 +192,8 @@ class Session:
             raise Error("input '%s': %d dims; the plan wants %s" % (s.name, t.dim(), s.shape), "GPUC_ERR_MISMATCH")
         dims = (ctypes.c_int64 * max(t.dim(), 1))(*t.shape)
         # the library checks before it binds anything: its message is the CLI's
-        check(lib.gpuc_session_bind_input(self._handle(), s.name_b, None, _lib.MEMORY_DEVICE, code, t.dim(), dims))
+        check(lib.gpuc_session_bind_input(self._handle(), s.name_b, t.data_ptr() or 1, _lib.MEMORY_DEVICE, code,
+                                          t.dim(), dims))
         raise Error("input '%s': %s %s, the plan wants %s %s" % (s.name, name, tuple(t.shape), s.dtype, s.shape),
                     "GPUC_ERR_MISMATCH")
 

@@ -71,12 +71,18 @@ class _Exportable(torch.nn.Module):
         return flat[0] if len(flat) == 1 else tuple(flat)
 
 
-def _device_of(example_inputs, kw):
-    dev = kw.pop("device", None)
-    if dev is not None:
-        dev = torch.device(dev)
+def _device_of(example_inputs, device):
+    """The CUDA device number the compiled module runs on: device= if given,
+    else the example inputs' GPU, else torch's current one."""
+    if not torch.cuda.is_available():
+        raise Error("gpuc.torch.compile runs the plan on a GPU and torch sees none (gpuc.torch.export and "
+                    "gpuc.compile(path, arch='sm_90') compile without one)", "GPUC_ERR_CUDA")
+    if device is not None:
+        dev = torch.device(device)
     else:
-        cuda = [t.device for t in example_inputs if t.is_cuda]
+        tensors = example_inputs.values() if isinstance(example_inputs, dict) else \
+            [example_inputs] if isinstance(example_inputs, torch.Tensor) else example_inputs
+        cuda = [t.device for t in tensors if isinstance(t, torch.Tensor) and t.is_cuda]
         dev = cuda[0] if cuda else torch.device("cuda", torch.cuda.current_device())
     if dev.type != "cuda":
         raise Error("gpuc.torch.compile runs on a CUDA device, not %s" % dev)
@@ -114,7 +120,6 @@ def export(module, example_inputs, path, **export_kw):
             torch.onnx.export(wrapped, example_inputs, path, **export_kw)
     finally:
         module.train(was_training)
-    return example_inputs
 
 
 def compile(module, example_inputs, fp16=True, **kw):
@@ -124,12 +129,9 @@ def compile(module, example_inputs, fp16=True, **kw):
     gpuc.compile: opt, arch, int8, prune, ...; device= picks the GPU, else
     the example inputs' one) and return a CompiledModule."""
     export_kw = {k: kw.pop(k) for k in _EXPORT_KEYS if k in kw}
-    device = kw.pop("device", None)
+    device = _device_of(example_inputs, kw.pop("device", None))
     with tempfile.TemporaryDirectory(prefix="gpuc-torch-") as d:
         path = os.path.join(d, "model.onnx")
-        tensors = export(module, example_inputs, path, **export_kw)
-        if device is not None:
-            kw["device"] = device
-        device = _device_of(tensors, kw)
+        export(module, example_inputs, path, **export_kw)
         plan = _compile(path, fp16=fp16, **kw)
     return CompiledModule(plan, device)

@@ -104,7 +104,12 @@ def check_torch_no_host_copy():
     torch.cuda.synchronize()
     # 200 ms of GPU sleep, then buf <- x, both on torch's current stream;
     # the run is enqueued behind them
-    cycles = int(torch.cuda.get_device_properties(0).clock_rate * 1e3 * 0.2)   # clock_rate in kHz
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    torch.cuda._sleep(10 ** 7)
+    e1.record()
+    e1.synchronize()
+    cycles = int(10 ** 7 * 200 / max(e0.elapsed_time(e1), 1e-3))       # 200 ms of spinning
     torch.cuda._sleep(cycles)
     buf.copy_(src)
     before = torch.cuda.memory_allocated(dev)
