@@ -27,14 +27,18 @@ int main(int argc, char **argv) {
   gpuc_plan *plan = NULL;
   gpuc_session *s = NULL;
   if (gpuc_plan_load(argv[1], &plan) != GPUC_OK) return fail("load");
-  if (gpuc_session_new(plan, 0, &s) != GPUC_OK) { gpuc_plan_destroy(plan); return fail("session"); }
   size_t nin = gpuc_plan_count(plan, GPUC_INPUT), nout = gpuc_plan_count(plan, GPUC_OUTPUT);
+  for (size_t i = 0; i < nin + nout; i++) { /* what the plan takes and gives */
+    gpuc_tensor t;
+    gpuc_io io = i < nin ? GPUC_INPUT : GPUC_OUTPUT;
+    if (gpuc_plan_info(plan, io, i < nin ? i : i - nin, &t) == GPUC_OK) print_tensor(i < nin ? "input" : "output", &t);
+  }
+  if (gpuc_session_new(plan, 0, &s) != GPUC_OK) { gpuc_plan_destroy(plan); return fail("session"); }
   void **bufs = calloc(nin + nout + 1, sizeof *bufs);
   int rc = bufs ? 0 : 1;
   for (size_t i = 0; i < nin && !rc; i++) { /* ones of each input's dtype, bound from host memory */
     gpuc_tensor t;
     if (gpuc_plan_info(plan, GPUC_INPUT, i, &t) != GPUC_OK) { rc = fail("query"); break; }
-    print_tensor("input", &t);
     size_t n = t.nbytes / (gpuc_dtype_itemsize(t.dtype) ? gpuc_dtype_itemsize(t.dtype) : 1);
     unsigned char *x = bufs[i] = calloc(t.nbytes + 1, 1);
     if (!x) { rc = 1; break; }
@@ -50,7 +54,6 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < nout && !rc; i++) { /* outputs land in host buffers at each run */
     gpuc_tensor t;
     if (gpuc_plan_info(plan, GPUC_OUTPUT, i, &t) != GPUC_OK) { rc = fail("query"); break; }
-    print_tensor("output", &t);
     if (!(bufs[nin + i] = calloc(t.nbytes + 1, 1))) { rc = 1; break; }
     if (gpuc_session_bind_output(s, t.name, bufs[nin + i], GPUC_MEMORY_HOST, t.dtype, t.ndim, t.dims) != GPUC_OK)
       rc = fail("bind");
