@@ -279,7 +279,12 @@ GPUC_API gpuc_status gpuc_session_new(const gpuc_plan *plan, int device, gpuc_se
   if (!copy) return api_fail(GPUC_ERR_BAD_INPUT, &e);
   gpuc_session *h = calloc(1, sizeof *h);
   if (!h) { gpuc_plan_free(copy); return api_failf(GPUC_ERR_OUT_OF_MEMORY, "%s: out of memory", plan->what); }
+  /* one session set up at a time: sparse_gemm.c's cuSPARSELt handle is
+   * made on first use without a lock; runs need no lock */
+  static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&create_lock);
   h->s = gpuc_session_create_plan(copy, plan->what, device, &e); /* owns copy from here, also on failure */
+  pthread_mutex_unlock(&create_lock);
   if (!h->s) { free(h); return api_fail(GPUC_ERR_CUDA, &e); }
   gpuc_status st = api_plan_wrap((Plan *)gpuc_session_plan(h->s), plan->what, false, &h->view);
   if (st) { gpuc_session_free(h->s); free(h); return st; }
@@ -395,7 +400,7 @@ GPUC_API gpuc_status gpuc_session_run_async(gpuc_session *s, void *stream) {
     uint32_t t = v->io[0][k];
     uint64_t bytes = v->p->tensors[t].bytes;
     const Binding *b = &s->bind[0][k];
-    if (!bytes) continue;
+    if (!bytes || (b->mem == GPUC_MEMORY_DEVICE && (CUdeviceptr)(uintptr_t)b->ptr == s->s->tptr[t])) continue;
     if (b->mem == GPUC_MEMORY_HOST) RUN_TRY(cu.cuMemcpyHtoDAsync(s->s->tptr[t], b->ptr, bytes, cs));
     else RUN_TRY(cu.cuMemcpyDtoDAsync(s->s->tptr[t], (CUdeviceptr)(uintptr_t)b->ptr, bytes, cs));
   }
@@ -406,7 +411,8 @@ GPUC_API gpuc_status gpuc_session_run_async(gpuc_session *s, void *stream) {
     uint32_t t = v->io[1][k];
     uint64_t bytes = v->p->tensors[t].bytes;
     const Binding *b = &s->bind[1][k];
-    if (!b->bound || !bytes) continue;
+    if (!b->bound || !bytes || (b->mem == GPUC_MEMORY_DEVICE && (CUdeviceptr)(uintptr_t)b->ptr == s->s->tptr[t]))
+      continue; /* the session's own buffer (gpuc_session_buffer): nothing to copy */
     if (b->mem == GPUC_MEMORY_HOST) RUN_TRY(cu.cuMemcpyDtoHAsync((void *)b->ptr, s->s->tptr[t], bytes, cs));
     else RUN_TRY(cu.cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)b->ptr, s->s->tptr[t], bytes, cs));
   }
