@@ -37,7 +37,7 @@ typedef struct { uint32_t id; const void *data; uint64_t size; } SecOut;
 
 static uint64_t align_up(uint64_t x) { return (x + GPUC_PLAN_ALIGN - 1) & ~(uint64_t)(GPUC_PLAN_ALIGN - 1); }
 
-int gpuc_plan_write(const Plan *p, const char *path, GpucErr *e) {
+int gpuc_plan_to_bytes(const Plan *p, const char *path, uint8_t **out, uint64_t *size, GpucErr *e) {
   SecOut secs[] = {
     {PLAN_SEC_META, &p->meta, sizeof p->meta},
     {PLAN_SEC_STRINGS, p->strings, p->strings_size},
@@ -81,6 +81,15 @@ int gpuc_plan_write(const Plan *p, const char *path, GpucErr *e) {
     if (secs[i].size) memcpy(buf + table[i].offset, secs[i].data, secs[i].size);
   h.checksum = gpuc_fnv1a64(buf, off, GPUC_FNV_INIT);
   memcpy(buf, &h, sizeof h);
+  *out = buf;
+  *size = off;
+  return 0;
+}
+
+int gpuc_plan_write(const Plan *p, const char *path, GpucErr *e) {
+  uint8_t *buf;
+  uint64_t off;
+  if (gpuc_plan_to_bytes(p, path, &buf, &off, e)) return -1;
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
   FILE *f = fopen(tmp, "wb");
@@ -266,19 +275,40 @@ static int check_gemm_flags(const Plan *p, uint32_t i, const char *path, GpucErr
   return 0;
 }
 
+static Plan *plan_parse(uint8_t *buf, uint64_t size, const char *path, GpucErr *e);
+
 Plan *gpuc_plan_read(const char *path, GpucErr *e) {
   FILE *f = fopen(path, "rb");
   if (!f) { gpuc_err_set(e, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
   struct stat st;
   uint8_t *buf = NULL;
+  if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) gpuc_err_set(e, "%s: not a regular file", path);
+  else if ((uint64_t)st.st_size < sizeof(PlanHeader)) gpuc_err_set(e, "%s: not a gpuc plan (too short)", path);
+  else if ((uint64_t)st.st_size > GPUC_PLAN_MAX_BYTES) gpuc_err_set(e, "%s: plan larger than 64 GiB", path);
+  else if (!(buf = malloc((size_t)st.st_size))) gpuc_err_set(e, "%s: out of memory reading plan", path);
+  else if (fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) gpuc_err_set(e, "%s: read error", path);
+  else {
+    fclose(f);
+    return plan_parse(buf, (uint64_t)st.st_size, path, e);
+  }
+  free(buf);
+  fclose(f);
+  return NULL;
+}
+
+Plan *gpuc_plan_from_bytes(const void *data, uint64_t size, const char *what, GpucErr *e) {
+  if (size < sizeof(PlanHeader)) { gpuc_err_set(e, "%s: not a gpuc plan (too short)", what); return NULL; }
+  if (size > GPUC_PLAN_MAX_BYTES) { gpuc_err_set(e, "%s: plan larger than 64 GiB", what); return NULL; }
+  uint8_t *buf = malloc((size_t)size);
+  if (!buf) { gpuc_err_set(e, "%s: out of memory reading plan", what); return NULL; }
+  memcpy(buf, data, (size_t)size);
+  return plan_parse(buf, size, what, e);
+}
+
+/* Validate and copy out the plan in buf (size bytes; freed here). */
+static Plan *plan_parse(uint8_t *buf, uint64_t size, const char *path, GpucErr *e) {
   Plan *p = calloc(1, sizeof *p);
-  if (!p) { fclose(f); gpuc_err_set(e, "%s: out of memory", path); return NULL; }
-  if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) BAD("%s: not a regular file", path);
-  if ((uint64_t)st.st_size < sizeof(PlanHeader)) BAD("%s: not a gpuc plan (too short)", path);
-  if ((uint64_t)st.st_size > ((uint64_t)64 << 30)) BAD("%s: plan larger than 64 GiB", path);
-  buf = malloc((size_t)st.st_size);
-  if (!buf) BAD("%s: out of memory reading plan", path);
-  if (fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) BAD("%s: read error", path);
+  if (!p) { free(buf); gpuc_err_set(e, "%s: out of memory", path); return NULL; }
   PlanHeader h;
   memcpy(&h, buf, sizeof h);
   if (memcmp(h.magic, GPUC_PLAN_MAGIC, 8)) BAD("%s: not a gpuc plan (bad magic)", path);
@@ -286,20 +316,20 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
       h.header_size != sizeof h)
     BAD("%s: plan format version %u, this gpuc reads versions %u to %u; " REBUILD, path,
         h.format_version, GPUC_PLAN_FORMAT_OLDEST, GPUC_PLAN_FORMAT_VERSION);
-  if (h.file_size != (uint64_t)st.st_size)
+  if (h.file_size != size)
     BAD("%s: corrupt plan: file is %lld bytes, header says %llu (truncated?)", path,
-        (long long)st.st_size, (unsigned long long)h.file_size);
+        (long long)size, (unsigned long long)h.file_size);
   uint64_t want = h.checksum;
   memset(buf + offsetof(PlanHeader, checksum), 0, 8);
-  if (gpuc_fnv1a64(buf, (size_t)st.st_size, GPUC_FNV_INIT) != want)
+  if (gpuc_fnv1a64(buf, (size_t)size, GPUC_FNV_INIT) != want)
     BAD("%s: corrupt plan: checksum mismatch; " REBUILD, path);
   if (h.nsections == 0 || h.nsections > 64 ||
-      sizeof h + (uint64_t)h.nsections * sizeof(PlanSection) > (uint64_t)st.st_size)
+      sizeof h + (uint64_t)h.nsections * sizeof(PlanSection) > size)
     BAD("%s: corrupt plan: section table", path);
   PlanSection tab[64];
   memcpy(tab, buf + sizeof h, h.nsections * sizeof(PlanSection));
   for (uint32_t i = 0; i < h.nsections; i++)
-    if (tab[i].offset > (uint64_t)st.st_size || tab[i].size > (uint64_t)st.st_size - tab[i].offset)
+    if (tab[i].offset > size || tab[i].size > size - tab[i].offset)
       BAD("%s: corrupt plan: section %u outside the file", path, tab[i].id);
   p->hdr = h;
   uint64_t n;
@@ -392,11 +422,9 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
     if (check_tune(p, i, path, e)) goto fail;
   }
   free(buf);
-  fclose(f);
   return p;
 fail:
   free(buf);
-  fclose(f);
   gpuc_plan_free(p);
   return NULL;
 }

@@ -178,15 +178,7 @@ int cmd_run(int argc, char **argv) {
   GpucErr e = {0};
   Graph *g = gpuc_onnx_load(model, binds, nbinds, &e);
   if (!g) return report(&e);
-  if (pass_flags_any(&flags)) {
-    PassOptions po;
-    gpuc_pass_options_default(&po, 2);
-    pass_flags_apply(&flags, &po);
-    po.prune_report = stderr;
-    if (gpuc_passes_run(g, &po, &e)) { gpuc_graph_free(g); return report(&e); }
-    if (po.int8) gpuc_int8_report(g, &po, stderr);
-    if (po.fp8) gpuc_fp8_report(g, &po, stderr);
-  }
+  if (reference_passes(g, &flags, stderr, &e)) { gpuc_graph_free(g); return report(&e); }
   int rc = EXIT_BAD_INPUT;
   Tensor **ins = calloc((size_t)g->ninputs + 1, sizeof *ins);
   Tensor **outs = calloc((size_t)g->noutputs + 1, sizeof *outs);

@@ -198,7 +198,8 @@ GPUC_API const gpuc_plan *gpuc_session_plan_of(const gpuc_session *s);
  *   input's bytes in place (arena reuse, in-place ops): reading the
  *   caller's buffer directly would need a re-capture per address and
  *   could write into it. The copy runs at device bandwidth (about 1 us
- *   for 600 KB on an H200) and never goes through the host.
+ *   for 600 KB on an H200) and never goes through the host. Binding the
+ *   session's own buffer (gpuc_session_buffer) copies nothing.
  * The buffer must stay valid until the runs that read it have finished. */
 GPUC_API gpuc_status gpuc_session_bind_input(gpuc_session *s, const char *name, const void *data, gpuc_memory mem,
                                              gpuc_dtype dtype, int ndim, const int64_t *dims);
@@ -217,7 +218,8 @@ GPUC_API gpuc_status gpuc_session_unbind_all(gpuc_session *s);
  * without waiting: bound inputs are copied in, the CUDA graph is launched
  * on that stream (cuGraphLaunch), bound outputs are copied out. Every input
  * must be bound (GPUC_ERR_STATE names the first that is not). The first
- * run captures the graph first, which waits for the GPU once. */
+ * run of a session also captures and instantiates the graph (host time,
+ * once). */
 GPUC_API gpuc_status gpuc_session_run_async(gpuc_session *s, void *stream);
 /* The same on the session's own stream, then wait for it. */
 GPUC_API gpuc_status gpuc_session_run(gpuc_session *s);
@@ -228,8 +230,9 @@ GPUC_API gpuc_status gpuc_session_run(gpuc_session *s);
 GPUC_API gpuc_status gpuc_session_fetch_output(gpuc_session *s, const char *name, void *data, size_t size);
 /* The device address of the session's own buffer for input or output
  * `name` (valid for the session's life). A caller may write an input
- * there itself (ordered before the run) instead of binding, or read an
- * output from it after the run; its bytes change with every run. */
+ * there itself (ordered before the run) and bind that address (no copy
+ * at run time), or read an output from it after the run; its bytes
+ * change with every run. */
 GPUC_API gpuc_status gpuc_session_buffer(gpuc_session *s, gpuc_io io, const char *name, void **device_ptr);
 
 /* Time whole-plan replays with CUDA events on the session's stream:
