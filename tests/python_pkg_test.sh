@@ -5,7 +5,7 @@
 # README's Python quick start, run as written from the checkout's root.
 # The venv and the wheel's CMake build folder stay in WORK, so a second run
 # recompiles only what changed; the first build compiles the library once
-# (the CLI, tests and models are not part of the wheel).
+# (the CLI, tests and models are not part of the wheel: build.targets).
 # usage: python_pkg_test.sh SOURCE_DIR GPUC_CLI MODELS_DIR WORK_DIR
 set -euo pipefail
 src=$(cd "$1" && pwd) cli=$2 models=$3 work=$4
@@ -18,9 +18,17 @@ if [ ! -x "$venv/bin/python" ]; then
   "$py" -m venv --system-site-packages "$venv" || { echo "FAIL: $py -m venv (apt-get install python3-venv)"; exit 1; }
 fi
 unset GPUC_LIB PYTHONPATH
+pip=("$venv/bin/pip" --disable-pip-version-check)
+# The backend lives in the venv and the build runs without pip's isolated
+# environment: an isolated one moves every run, which makes scikit-build-core
+# configure afresh and recompile everything; here only changes recompile.
+if ! "$venv/bin/python" -c "import scikit_build_core" 2>/dev/null; then
+  "${pip[@]}" install --quiet --no-warn-script-location "scikit-build-core>=0.10" > "$work/pip.log" 2>&1 ||
+    { cat "$work/pip.log"; echo "FAIL: pip install scikit-build-core (PyPI)"; exit 1; }
+fi
 t0=$(date +%s)
-if ! "$venv/bin/pip" install --quiet --disable-pip-version-check --no-warn-script-location \
-       --config-settings=build-dir="$work/wheel_build" "$src" > "$work/pip.log" 2>&1; then
+if ! "${pip[@]}" install --no-build-isolation --config-settings=build-dir="$work/wheel_build" \
+       "$src" > "$work/pip.log" 2>&1; then
   tail -40 "$work/pip.log"; echo "FAIL: pip install $src"; echo "0 passed, 1 failed"; exit 1
 fi
 echo "pip install: $(( $(date +%s) - t0 )) s"
