@@ -131,11 +131,15 @@ def check_torch_no_host_copy():
     assert grown == -(-nbytes // 512) * 512, "torch allocated %d bytes for a %d-byte output" % (grown, nbytes)
     # a torch.profiler (CUPTI) trace of 20 runs: no HtoD / DtoH memcpy
     from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(20):
-            sess.run({inp.name: buf})
-        torch.cuda.synchronize()
-    names = [ev.name for ev in prof.events()]
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(20):
+                sess.run({inp.name: buf})
+            torch.cuda.synchronize()
+        names = [ev.name for ev in prof.events()]
+    except RuntimeError as ex:                       # no CUPTI here
+        log("  profiler failed: %s" % ex)
+        names = []
     memcpy = [n for n in names if "Memcpy" in n or "memcpy" in n]
     host = [n for n in memcpy if "HtoD" in n or "DtoH" in n]
     results["torch_no_host_copy"]["profiler"] = {"events": len(names), "memcpy": len(memcpy), "host": len(host)}
