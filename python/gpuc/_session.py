@@ -145,7 +145,11 @@ class Session:
                 raise Error("'%s' is %s, which this torch has no dtype for" % (s.name, s.dtype),
                             "GPUC_ERR_UNSUPPORTED")
         self._tdevice = torch.device("cuda", self.device)
-        self._stream_of = torch.cuda.current_stream
+        # the current stream's handle as an int: torch's raw getter where it
+        # has one (no Stream object a call), else the public API
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        self._stream_handle = (lambda: raw(self.device)) if raw else \
+            (lambda: torch.cuda.current_stream(self.device).cuda_stream)
         self._empty = torch.empty
         self._Tensor = torch.Tensor
         self._torch_ready = True
@@ -155,10 +159,10 @@ class Session:
         h = self._handle()
         if not self._torch_ready:
             self._torch_init(_torch_module())
-        dev = self._tdevice
+        dev, ordinal = self._tdevice, self.device
         bound = self._bound
         for i, (s, t) in enumerate(zip(self._ins, values)):
-            if not isinstance(t, self._Tensor) or t.device != dev:
+            if not isinstance(t, self._Tensor) or t.get_device() != ordinal:
                 where = t.device if isinstance(t, self._Tensor) else type(t).__name__
                 raise Error("input '%s' is on %s; the session runs on %s (give every input as a CUDA tensor "
                             "there, or every one as a host array)" % (s.name, where, dev), "GPUC_ERR_MISMATCH")
@@ -177,7 +181,7 @@ class Session:
             check(lib.gpuc_session_bind_output(h, s.name_b, y.data_ptr(), _lib.MEMORY_DEVICE, s.code, s.ndim,
                                                s.dims))
             outs.append(y)
-        check(lib.gpuc_session_run_async(h, self._stream_of(dev).cuda_stream))
+        check(lib.gpuc_session_run_async(h, self._stream_handle()))
         return outs
 
     def _mismatch(self, i, s, t):
