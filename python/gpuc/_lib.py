@@ -43,6 +43,9 @@ class Error(Exception):
         self.status = status
 
 
+Error.__module__ = "gpuc"       # tracebacks say gpuc.Error
+
+
 class Tensor(ctypes.Structure):
     """gpuc_tensor: name, dtype, ndim, dims[8], data, nbytes."""
     _fields_ = [

@@ -77,6 +77,7 @@ def installed_package_and_library():
     assert gpuc.api_version() >= 1
     assert gpuc.version() == gpuc.__version__ and gpuc.version().count(".") == 2
     assert "torch" not in sys.modules, "import gpuc imported torch"
+    assert repr(gpuc.Error) == "<class 'gpuc.Error'>"
     assert gpuc.device_count() == 0       # CI has no GPU
 
 
@@ -198,6 +199,11 @@ def error_bad_flags():
     raises(lambda: gpuc.compile(model("mlp"), opt=7, arch="sm_90"))
     raises(lambda: gpuc.compile(model("mlp"), int8="yes", arch="sm_90"))
     raises(lambda: gpuc.compile(model("mlp"), mem_limit="lots", arch="sm_90"))
+    # a size as the CLI takes it: over the limit, the CLI's account
+    e = raises(lambda: gpuc.compile(model("small_cnn"), mem_limit="1K", arch="sm_90"))
+    same_message(e, model("small_cnn"), "--mem-limit", "1K", "--arch", "sm_90", "-o", os.path.join(work, "m.gpuc"))
+    assert gpuc.compile(model("small_cnn"), mem_limit="1G", arch="sm_90").sm == 90
+    assert gpuc.compile(model("small_cnn"), mem_limit=1 << 30, arch="sm_90").sm == 90
     raises(lambda: gpuc.reference(model("mlp"), {}, prune="3:7"))
 
 
