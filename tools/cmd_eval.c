@@ -263,8 +263,11 @@ int cmd_eval(int argc, char **argv) {
   }
   char label[64];
   pass_flags_label(&a.flags, label, sizeof label);
-  printf("evaluating %s on the %s%s: %lld test images, batch %lld\n", a.model, a.cpu ? "CPU reference" : "GPU",
-         label, (long long)te.n, (long long)B);
+  char passes[40] = ""; /* --cpu -O2 without flags (with flags the label says them) */
+  if (a.cpu && !a.any_flag && a.level_given && a.level > 0)
+    snprintf(passes, sizeof passes, " after the -O%d passes", a.level);
+  printf("evaluating %s on the %s%s%s: %lld test images, batch %lld\n", a.model,
+         a.cpu ? "CPU reference" : "GPU", label, passes, (long long)te.n, (long long)B);
   if (score(&ev, a.model, &te, B, &correct, &loss, &e)) goto fail;
   printf("test loss %.6f\n", loss / (double)te.n);
   printf("test accuracy %.2f%% (%lld images)\n", 100.0 * (double)correct / (double)te.n, (long long)te.n);
