@@ -39,7 +39,7 @@ class Session:
     bench(iters=100) -> {median_ms, p90_ms, items_per_s}."""
 
     def __init__(self, plan_or_path, device=0):
-        self._h = None
+        self._h, self._async = None, False
         plan = plan_or_path if isinstance(plan_or_path, Plan) else load(plan_or_path)
         if isinstance(device, bool) or not isinstance(device, int) or device < 0:
             raise Error("gpuc.Session: device wants a CUDA device number (0, 1, ...), got %r" % (device,))
@@ -52,7 +52,7 @@ class Session:
         self._outs = [_Slot(t) for t in plan.outputs]
         self._by_name = {s.name: i for i, s in enumerate(self._ins)}
         self._bound = [None] * len(self._ins)     # device address each input is bound to
-        self._torch_ready = False
+        self._torch_ready = False                  # (self._async: a run may still go on a torch stream)
 
     @property
     def inputs(self):
@@ -64,8 +64,12 @@ class Session:
 
     def close(self):
         """Free the session's GPU memory now (waits for its work)."""
-        h, self._h = self._h, None
+        h, self._h = getattr(self, "_h", None), None
         if h and lib:
+            try:
+                self._wait_async()       # its graph may still run on a torch stream
+            except Exception:
+                pass                     # interpreter shutdown: torch may be gone
             lib.gpuc_session_destroy(h)
 
     def __del__(self):
@@ -111,8 +115,16 @@ class Session:
             return {s.name: y for s, y in zip(self._outs, outs)}
         return self._run_host(values, torch)
 
+    def _wait_async(self):
+        """The host path and bench run on the session's own stream: let the
+        runs enqueued on torch's streams finish first (they share buffers)."""
+        if self._async:
+            _torch_module().cuda.synchronize(self.device)
+            self._async = False
+
     def _run_host(self, values, torch):
         h = self._handle()
+        self._wait_async()
         as_torch = torch is not None and any(isinstance(v, torch.Tensor) for v in values)
         keep = []
         try:
@@ -182,6 +194,7 @@ class Session:
                                                s.dims))
             outs.append(y)
         check(lib.gpuc_session_run_async(h, self._stream_handle()))
+        self._async = True
         return outs
 
     def _mismatch(self, i, s, t):
@@ -210,6 +223,7 @@ class Session:
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= 100000:
                 raise Error("bench: %s wants an integer in [%d, 100000], got %r" % (k, lo, v))
         med, p90 = ctypes.c_double(), ctypes.c_double()
+        self._wait_async()
         check(lib.gpuc_session_benchmark(self._handle(), warmup, iters, ctypes.byref(med), ctypes.byref(p90)))
         shape = self._ins[0].shape if self._ins else ()
         batch = shape[0] if shape else 1
