@@ -338,6 +338,12 @@ uint32_t gpuc_plan_base_tensor(const Plan *p, uint32_t t);
 int gpuc_plan_write(const Plan *p, const char *path, GpucErr *e);
 /* Read and validate everything; on failure nothing is returned. */
 Plan *gpuc_plan_read(const char *path, GpucErr *e);
+/* The same two in memory (the C API's gpuc_plan_load_bytes/save_bytes):
+ * the file's bytes in a new malloc'ed *out of *size bytes; a plan from
+ * size bytes at data (copied), `what` naming them in messages. */
+#define GPUC_PLAN_MAX_BYTES ((uint64_t)64 << 30)
+int gpuc_plan_to_bytes(const Plan *p, const char *what, uint8_t **out, uint64_t *size, GpucErr *e);
+Plan *gpuc_plan_from_bytes(const void *data, uint64_t size, const char *what, GpucErr *e);
 void gpuc_plan_free(Plan *p);
 /* Bucket i's plan (p itself for a one-shape plan or the last bucket). */
 const Plan *gpuc_plan_bucket(const Plan *p, uint32_t i);

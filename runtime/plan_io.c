@@ -509,12 +509,30 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
   Plan *p = NULL;
   if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) gpuc_err_set(e, "%s: not a regular file", path);
   else if ((uint64_t)st.st_size < sizeof(PlanHeader)) gpuc_err_set(e, "%s: not a gpuc plan (too short)", path);
-  else if ((uint64_t)st.st_size > ((uint64_t)64 << 30)) gpuc_err_set(e, "%s: plan larger than 64 GiB", path);
+  else if ((uint64_t)st.st_size > GPUC_PLAN_MAX_BYTES) gpuc_err_set(e, "%s: plan larger than 64 GiB", path);
   else if (!(buf = malloc((size_t)st.st_size))) gpuc_err_set(e, "%s: out of memory reading plan", path);
   else if (fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) gpuc_err_set(e, "%s: read error", path);
   else p = plan_parse(buf, (uint64_t)st.st_size, path, NULL, e);
   free(buf);
   fclose(f);
+  return p;
+}
+
+/* The C API's plans in memory (runtime/api_runtime.c): the file image,
+ * bucket images inside it included, and a plan parsed from a copy of
+ * caller-owned bytes. */
+int gpuc_plan_to_bytes(const Plan *p, const char *path, uint8_t **out, uint64_t *size, GpucErr *e) {
+  return plan_image(p, NULL, out, size, path, e);
+}
+
+Plan *gpuc_plan_from_bytes(const void *data, uint64_t size, const char *what, GpucErr *e) {
+  if (size < sizeof(PlanHeader)) { gpuc_err_set(e, "%s: not a gpuc plan (too short)", what); return NULL; }
+  if (size > GPUC_PLAN_MAX_BYTES) { gpuc_err_set(e, "%s: plan larger than 64 GiB", what); return NULL; }
+  uint8_t *buf = malloc((size_t)size);
+  if (!buf) { gpuc_err_set(e, "%s: out of memory reading plan", what); return NULL; }
+  memcpy(buf, data, (size_t)size);
+  Plan *p = plan_parse(buf, size, what, NULL, e);
+  free(buf);
   return p;
 }
 

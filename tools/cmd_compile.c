@@ -15,92 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-int parse_arch(const char *a, int *sm) {
-  if (!strcmp(a, "native")) { *sm = 0; return 0; }
-  static const int known[] = {80, 86, 87, 89, 90, 100, 120};
-  if (strncmp(a, "sm_", 3)) return -1;
-  int v = atoi(a + 3);
-  for (size_t i = 0; i < sizeof known / sizeof *known; i++)
-    if (known[i] == v) { *sm = v; return 0; }
-  return -1;
-}
-
-int parse_size(const char *s, int64_t *out) {
-  char *end;
-  double v = strtod(s, &end);
-  if (end == s || v <= 0) return -1;
-  double mul = 1;
-  if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
-  else if (*end == 'M' || *end == 'm') mul = 1024.0 * 1024, end++;
-  else if (*end == 'G' || *end == 'g') mul = 1024.0 * 1024 * 1024, end++;
-  if (*end == 'B' || *end == 'b') end++;
-  if (*end) return -1;
-  *out = (int64_t)(v * mul);
-  return 0;
-}
-
-int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e) {
-  double t0 = now_s();
-  Graph *g = gpuc_onnx_load(r->model, r->binds, r->nbinds, e);
-  if (!g) return -1;
-  char note[1024];
-  if (gpuc_graph_default_dims(g, note, sizeof note) > 0) { /* no --shape for them: 1, as trtexec */
-    if (!r->quiet_defaults) fprintf(stderr, "gpuc: note: %s: %s\n", r->model, note);
-    if (gpuc_graph_infer(g, e)) { gpuc_graph_free(g); return -1; }
-  }
-  int rc = compile_graph(g, r, st, e);
-  st->compile_seconds = now_s() - t0; /* the import counts */
-  gpuc_graph_free(g);
-  return rc;
-}
-
-int compile_graph(Graph *g, const CompileRequest *r, CompileStats *st, GpucErr *e) {
-  double t0 = now_s();
-  int sm = r->sm;
-  if (sm == 0) {
-    GpucErr ge = {0};
-    sm = gpuc_gpu_sm(&ge);
-    if (sm < 0)
-      return gpuc_err_set(e, "no GPU here (%s): name the target with --arch sm_80|sm_86|sm_89|sm_90|sm_120", ge.msg);
-  }
-  memset(st, 0, sizeof *st);
-  st->nodes_in = g->nnodes;
-  for (int i = 0; i < r->nfreeze; i++)
-    if (gpuc_graph_freeze_input(g, r->freeze_names[i], r->freeze_values[i], e)) return -1;
-  if (r->nfreeze && gpuc_graph_infer(g, e)) return -1;
-  PassOptions po;
-  gpuc_pass_options_default(&po, r->level < 1 ? 1 : r->level); /* shapes must fold for codegen */
-  pass_flags_apply(&r->flags, &po);
-  po.prune_report = r->prune_report;
-  if (gpuc_passes_run(g, &po, e)) return -1;
-  gpuc_int8_report(g, &po, stdout);
-  gpuc_fp8_report(g, &po, stdout); /* --int8's layers, or a quantized model's int8 GEMMs */
-  CodegenOptions co = {.sm = sm, .fp16 = po.fp16, .bf16 = po.bf16, .level = r->level, .mem_limit = r->mem_limit};
-  Plan *p = NULL;
-  int rc = gpuc_codegen(g, &co, &p, st, e);
-  if (!rc) {
-    p->meta.nnodes_onnx = (uint32_t)st->nodes_in;
-    if (r->plan_out) { *r->plan_out = p; p = NULL; } /* the caller writes it (bucket plans) */
-    else rc = gpuc_plan_write(p, r->out, e);
-  }
-  st->compile_seconds = now_s() - t0;
-  st->sm = sm;
-  gpuc_plan_free(p);
-  return rc;
-}
-
-void default_plan_path(const char *model, char *out, size_t n) {
-  size_t l = strlen(model);
-  if (l > 5 && !strcmp(model + l - 5, ".onnx")) snprintf(out, n, "%.*s.gpuc", (int)(l - 5), model);
-  else snprintf(out, n, "%s.gpuc", model);
-}
-
 /* -O3: load the plan just written on the present GPU, time its library
  * calls' candidates and its free kernels' block sizes
  * (runtime/gpu/autotune.c) and write it again with the fastest recorded. No GPU: the plan keeps -O2's heuristics, and says so. */
@@ -110,14 +24,14 @@ int autotune_plan(const char *path, const char *cache) {
     printf("  note: -O3 tunes on the GPU the plan runs on; none here (%s): the plan uses -O2's heuristics\n", e.msg);
     return EXIT_OK;
   }
-  GpucSession *s = gpuc_session_create(path, 0, &e);
+  Plan *p = gpuc_plan_read(path, &e);
   GpucTuneStats ts;
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  int rc = !s || gpuc_session_autotune(s, cache, &ts, &e) || gpuc_plan_write(gpuc_session_plan(s), tmp, &e);
+  int rc = !p || autotune_plan_in_memory(&p, path, cache, &ts, &e) || gpuc_plan_write(p, tmp, &e);
   if (!rc && rename(tmp, path)) { rc = 1; gpuc_err_set(&e, "%s: cannot replace: %s", path, strerror(errno)); }
   if (rc) unlink(tmp);
-  gpuc_session_free(s);
+  gpuc_plan_free(p);
   if (rc) { gpuc_err_prefix(&e, "-O3 autotuning"); return report(&e); }
   char chosen[160] = ""; /* "; 3 at 128, 1 at 512": how many kernels chose each block */
   static const int sizes[5] = {64, 128, 256, 512, 1024}; /* GpucTuneStats.blocks_chosen */
@@ -195,11 +109,7 @@ int cmd_compile(int argc, char **argv) {
   r.binds = binds;
   r.out = out;
   GpucErr e = {0};
-  if (r.level >= 3 && !tune_cache_set) { /* $GPUC_TUNE_CACHE, else ~/.cache/gpuc/autotune.txt */
-    const char *env = getenv("GPUC_TUNE_CACHE"), *home = getenv("HOME");
-    if (env && *env) tune_cache = env;
-    else if (home && *home) { snprintf(cachebuf, sizeof cachebuf, "%s/.cache/gpuc/autotune.txt", home); tune_cache = cachebuf; }
-  }
+  if (r.level >= 3 && !tune_cache_set) tune_cache = default_tune_cache(cachebuf, sizeof cachebuf);
   if (ranged) { /* one plan for the ranges: a schedule per bucket */
     return compile_buckets(&r, ranges, r.nbinds, bucket_lists, nlists, tune_cache, &e) ? report(&e) : EXIT_OK;
   }

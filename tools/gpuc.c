@@ -19,12 +19,10 @@ static const char *usage_text =
     "  gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16|--bf16] [--int8 [--int8-skip GLOB[,GLOB]]...|--fp8]\n"
     "                  [--arch native|sm_XX]\n"
     "                  [--shape NAME=DIMS]... [--mem-limit SIZE] [--tune-cache FILE|none]\n"
-    "                  [--prune l1:FRACTION|2:4] [--buckets LIST]\n"
-    "                  a range in a --shape (x=1..64x3x224x224, ids=1..32x16..128) makes one plan with a\n"
-    "                  schedule per shape bucket; run/bench PLAN --shape then take any shape in the range\n"
-    "  gpuc run PLAN.gpuc [--input NAME=FILE]... [--out DIR] [--shape NAME=DIMS]...\n"
+    "                  [--prune l1:FRACTION|2:4]\n"
+    "  gpuc run PLAN.gpuc [--input NAME=FILE]... [--out DIR]\n"
     "  gpuc inspect PLAN.gpuc\n"
-    "  gpuc bench PLAN.gpuc [--iters N] [--warmup N] [--profile] [--shape NAME=DIMS]... [--each-bucket]\n"
+    "  gpuc bench PLAN.gpuc [--iters N] [--warmup N] [--profile]\n"
     "  gpuc train MODEL.onnx --data KIND:PATH [--cpu | --amp [fp16|bf16]] [--epochs N] [--batch B] [--accum K]\n"
     "             [--optimizer sgd|adamw] [--lr X] [--momentum M] [--betas B1,B2] [--weight-decay W]\n"
     "             [--schedule constant|step|cosine] [--warmup STEPS] [--step-size EPOCHS]\n"
@@ -58,27 +56,8 @@ int report(const GpucErr *e) {
 }
 
 int parse_shape_arg(char *arg, GpucShapeBind *b) {
-  char *eq = strrchr(arg, '=');
-  if (!eq || eq == arg) return usage_error("--shape wants NAME=DIMS, got '%s'", arg);
-  *eq = 0; /* the name is the argv string itself, cut at '=' */
-  b->name = arg;
-  b->rank = 0;
-  const char *p = eq + 1;
-  if (!*p) return usage_error("--shape %s: no dims", arg);
-  if (strstr(p, "..")) return usage_error("--shape %s=%s: a range (LO..HI) is for compiling a plan: gpuc MODEL.onnx "
-                                          "--shape %s=%s", arg, p, arg, p);
-  while (*p) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(p, &end, 10);
-    if (end == p || errno || v < 0) return usage_error("--shape %s=%s: bad dim", arg, eq + 1);
-    if (b->rank == GPUC_MAX_RANK) return usage_error("--shape %s: rank over %d", arg, GPUC_MAX_RANK);
-    b->dims[b->rank++] = v;
-    p = end;
-    if (*p == 'x' || *p == 'X' || *p == ',') p++;
-    else if (*p) return usage_error("--shape %s=%s: bad dim separator", arg, eq + 1);
-  }
-  return 0;
+  GpucErr e = {0};
+  return parse_shape_bind(arg, b, &e) ? usage_error("%s", e.msg) : 0;
 }
 
 void print_tensor_summary(const char *name, const Tensor *t) {

@@ -157,7 +157,7 @@ static int tune_sparse(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], 
   char key[1100];
   gemm_key(s, &s->plan->gemms[i], key, sizeof key - 8);
   strcat(key, "|2:4");
-  long dense = cache_get(cache, key, 1);
+  long dense = gpuc_tune_cache_get(cache, key, 1);
   if (dense >= 0) ts->sparse_cached++;
   else {
     float ms_sparse, ms_dense;
@@ -169,7 +169,7 @@ static int tune_sparse(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], 
     gs->sparse = sp;
     if (rc) return 0; /* the dense call failed here: stay sparse */
     dense = ms_dense < ms_sparse * 0.98f;
-    cache_put(cache, key, dense);
+    gpuc_tune_cache_put(cache, key, dense);
   }
   ts->sparse++;
   if (dense) {

@@ -626,7 +626,7 @@ static int ensure_graph(GpucSession *s, GpucErr *e) {
   return 0;
 }
 
-int gpuc_session_run(GpucSession *s, GpucErr *e) {
+int gpuc_session_replay(GpucSession *s, GpucErr *e) {
   if (s->bk && gpuc_buckets_prepare(s, &s, e)) return -1; /* s: the chosen bucket's session */
   CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
   if (ensure_graph(s, e)) return -1;
@@ -639,6 +639,13 @@ int gpuc_session_launch(GpucSession *s, GpucErr *e) {
   CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
   if (ensure_graph(s, e)) return -1;
   CU_TRY(e, cu.cuGraphLaunch(s->graph, s->stream));
+  return 0;
+}
+
+int gpuc_session_launch_on(GpucSession *s, void *stream, GpucErr *e) {
+  CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
+  if (ensure_graph(s, e)) return -1;
+  CU_TRY(e, cu.cuGraphLaunch(s->graph, (CUstream)stream));
   return 0;
 }
 

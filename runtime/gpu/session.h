@@ -1,7 +1,7 @@
 /* The GPU runtime: a loaded plan on one device, ready to run.
  *   GpucSession *s = gpuc_session_create("model.gpuc", 0, &err);
  *   gpuc_session_set_input(s, "input", host_tensor, &err);
- *   gpuc_session_run(s, &err);
+ *   gpuc_session_replay(s, &err);
  *   Tensor *y = gpuc_session_get_output(s, "logits", &err);
  * One stream; the schedule is captured into a CUDA graph on first run and
  * replayed. Every CUDA/cuBLASLt/cuDNN call is checked with file and line. */
@@ -23,7 +23,7 @@ const Plan *gpuc_session_plan(const GpucSession *s);
  * host as given, and each run picks the smallest bucket holding them,
  * pads, and slices the outputs back (runtime/gpu/buckets.c). */
 int gpuc_session_set_input(GpucSession *s, const char *name, const Tensor *host, GpucErr *e);
-int gpuc_session_run(GpucSession *s, GpucErr *e);
+int gpuc_session_replay(GpucSession *s, GpucErr *e);
 /* New host tensor; caller frees. */
 Tensor *gpuc_session_get_output(GpucSession *s, const char *name, GpucErr *e);
 /* The plan of the bucket the last run or bench used (the plan itself for a
@@ -41,6 +41,10 @@ int gpuc_session_sync(GpucSession *s, GpucErr *e);
  * message (node, value, bound) and the session stays usable. Code that
  * waits on the stream itself calls this after its wait. */
 int gpuc_session_check(GpucSession *s, GpucErr *e);
+/* The replay on another stream of the session's context (a CUstream; NULL
+ * the legacy default stream), without waiting: the public API's
+ * gpuc_session_run_async (runtime/api_runtime.c). */
+int gpuc_session_launch_on(GpucSession *s, void *stream, GpucErr *e);
 int gpuc_session_tensor(const GpucSession *s, const char *name);
 uint64_t gpuc_session_tensor_ptr(const GpucSession *s, uint32_t i);
 void *gpuc_session_stream(const GpucSession *s);

@@ -103,24 +103,24 @@ static int reuse(const char *plan, const char *good, const char *bad) {
   if (!s) { fprintf(stderr, "session_check: %s\n", e.msg); return 2; }
   size_t na = 0, nb = 0;
   unsigned char *a = NULL, *b = NULL;
-  int rc = set_inputs(s, good, NULL, NULL, &e) || gpuc_session_run(s, &e) ? -1 : 0;
+  int rc = set_inputs(s, good, NULL, NULL, &e) || gpuc_session_replay(s, &e) ? -1 : 0;
   if (!rc) a = outputs(s, &na, &e);
   verdict(rc == 0 && a, "reuse %s: good inputs run: %s", rc ? e.msg : plan);
   rc = set_inputs(s, good, name, eq + 1, &e);
   if (rc) { fprintf(stderr, "session_check: %s\n", e.msg); gpuc_session_free(s); free(a); return 2; }
   GpucErr bad_e = {0};
-  rc = gpuc_session_run(s, &bad_e);
+  rc = gpuc_session_replay(s, &bad_e);
   printf("message: %s\n", bad_e.msg);
   verdict(rc != 0 && strstr(bad_e.msg, "node '"), "reuse: %s out of range fails the run, naming the node", name);
   e = (GpucErr){0};
-  rc = set_inputs(s, good, NULL, NULL, &e) || gpuc_session_run(s, &e) ? -1 : 0;
+  rc = set_inputs(s, good, NULL, NULL, &e) || gpuc_session_replay(s, &e) ? -1 : 0;
   if (!rc) b = outputs(s, &nb, &e);
   verdict(rc == 0 && b, "reuse: the same session runs good inputs again: %s", rc ? e.msg : "ran");
   verdict(a && b && na == nb && !memcmp(a, b, na), "reuse: %s", "its outputs equal the first run's byte for byte");
   /* a second bad run fails again (the record was reset, not stuck at the first report) */
   set_inputs(s, good, name, eq + 1, &e);
   GpucErr bad2 = {0};
-  rc = gpuc_session_run(s, &bad2);
+  rc = gpuc_session_replay(s, &bad2);
   verdict(rc != 0 && !strcmp(bad2.msg, bad_e.msg), "reuse: %s", "a second bad run fails with the same message");
   free(a);
   free(b);
@@ -137,7 +137,7 @@ static int device_free(size_t *free_b, GpucErr *e) {
 static int one_cycle(const char *plan, GpucErr *e) {
   GpucSession *s = gpuc_session_create(plan, 0, e);
   if (!s) return -1;
-  int rc = set_inputs(s, NULL, NULL, NULL, e) || gpuc_session_run(s, e) ? -1 : 0;
+  int rc = set_inputs(s, NULL, NULL, NULL, e) || gpuc_session_replay(s, e) ? -1 : 0;
   gpuc_session_free(s);
   return rc;
 }
