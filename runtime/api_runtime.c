@@ -424,7 +424,7 @@ GPUC_API gpuc_status gpuc_session_run(gpuc_session *s) {
   gpuc_status st = gpuc_session_run_async(s, s->s->stream);
   if (st) return st;
   GpucErr e = {0};
-  RUN_TRY(cu.cuStreamSynchronize(s->s->stream));
+  if (gpuc_session_sync(s->s, &e)) return api_fail(GPUC_ERR_CUDA, &e); /* the session's own wait and checks */
   return GPUC_OK;
 }
 
