@@ -462,7 +462,16 @@ GPUC_API gpuc_status gpuc_session_fetch_output(gpuc_session *s, const char *name
   GpucErr e = {0};
   RUN_TRY(cu.cuCtxSetCurrent(s->s->ctx));
   RUN_TRY(cu.cuStreamSynchronize(s->last));
+  if (gpuc_session_check(s->s, &e)) return api_fail(GPUC_ERR_BAD_INPUT, &e); /* bad data a kernel found */
   if (bytes) RUN_TRY(cu.cuMemcpyDtoH(data, s->s->tptr[t], bytes));
+  return GPUC_OK;
+}
+
+GPUC_API gpuc_status gpuc_session_poll_errors(gpuc_session *s) {
+  if (!s) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_poll_errors: session is NULL");
+  GpucErr e = {0};
+  RUN_TRY(cu.cuCtxSetCurrent(s->s->ctx));
+  if (gpuc_session_check(s->s, &e)) return api_fail(GPUC_ERR_BAD_INPUT, &e);
   return GPUC_OK;
 }
 

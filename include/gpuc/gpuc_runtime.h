@@ -180,7 +180,8 @@ GPUC_API gpuc_status gpuc_device_sm(int device, int *sm);
 typedef struct gpuc_session gpuc_session;
 
 /* Load plan on CUDA device `device` (0-based), in the device's primary
- * context. The session copies what it needs: the plan may be destroyed
+ * context. A plan compiled with shape ranges (buckets) runs here at its
+ * largest shape, the one its queries report. The session copies what it needs: the plan may be destroyed
  * right after. Fails (GPUC_ERR_CUDA) without a GPU, or when the plan was
  * built for a newer GPU than this one. */
 GPUC_API gpuc_status gpuc_session_new(const gpuc_plan *plan, int device, gpuc_session **out);
@@ -230,6 +231,13 @@ GPUC_API gpuc_status gpuc_session_run(gpuc_session *s);
  * (== the output's bytes, else GPUC_ERR_MISMATCH). Waits for the last
  * run's stream first. */
 GPUC_API gpuc_status gpuc_session_fetch_output(gpuc_session *s, const char *name, void *data, size_t size);
+/* Bad data the kernels found in the runs since the last check (an index
+ * or label out of range: the message names the node, the value and the
+ * bound, as the reference's would): GPUC_ERR_BAD_INPUT, else GPUC_OK.
+ * gpuc_session_run, fetch_output and benchmark check by themselves; after
+ * gpuc_session_run_async, call this once the stream is waited for (a run
+ * still in flight is not seen yet). */
+GPUC_API gpuc_status gpuc_session_poll_errors(gpuc_session *s);
 /* The device address of the session's own buffer for input or output
  * `name` (valid for the session's life). A caller may write an input
  * there itself (ordered before the run) and bind that address (no copy

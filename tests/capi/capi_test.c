@@ -319,6 +319,7 @@ int main(int argc, char **argv) {
   EXPECT_FAIL(gpuc_session_buffer(NULL, GPUC_INPUT, "image", (void **)&bad), GPUC_ERR_INVALID_ARGUMENT, "NULL");
   EXPECT_FAIL(gpuc_session_benchmark(NULL, 1, 1, NULL, NULL), GPUC_ERR_INVALID_ARGUMENT, "NULL");
   EXPECT_FAIL(gpuc_session_unbind_all(NULL), GPUC_ERR_INVALID_ARGUMENT, "NULL");
+  EXPECT_FAIL(gpuc_session_poll_errors(NULL), GPUC_ERR_INVALID_ARGUMENT, "NULL");
   EXPECT_FAIL(gpuc_session_gpu(NULL, NULL, 0, NULL), GPUC_ERR_INVALID_ARGUMENT, "NULL");
   EXPECT_FAIL(gpuc_device_sm(0, NULL), GPUC_ERR_INVALID_ARGUMENT, "NULL");
   CHECK(gpuc_session_plan_of(NULL) == NULL, "plan_of NULL");

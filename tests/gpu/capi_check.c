@@ -116,6 +116,7 @@ static double device_run(gpuc_session *s, const Model *m, CUstream st, const cha
   }
   if (gpuc_session_run_async(s, (void *)st)) { printf("FAIL %s: run_async: %s\n", what, gpuc_last_error()); return INFINITY; }
   CU(cuStreamSynchronize(st));
+  if (gpuc_session_poll_errors(s)) { printf("FAIL %s: poll_errors: %s\n", what, gpuc_last_error()); return INFINITY; }
   double worst = 0;
   for (size_t i = 0; i < m->nout; i++) {
     void *h = malloc(m->out[i].nbytes + 1);
