@@ -84,9 +84,38 @@ static int make_outdir(const char *outdir, GpucErr *e) {
   return 0;
 }
 
+/* --cpu: the symbolic dims of the inputs --input gives take the files'
+ * sizes (so random inputs sharing a dim's name match them); what is left
+ * unbound defaults to 1, as when compiling, with a note. */
+static int bind_from_files(Graph *g, int ninputs, const char **in_names, const char **in_files, GpucErr *e) {
+  for (int k = 0; k < ninputs; k++)
+    for (int j = 0; j < g->ninputs; j++) {
+      Value *v = &g->values[g->inputs[j]];
+      if (strcmp(v->name, in_names[k]) || gpuc_shape_known(&v->t)) continue;
+      Tensor *t = load_tensor_file(in_files[k], e);
+      if (!t) return -1;
+      bool fits = v->t.rank < 0 || v->t.rank == t->rank; /* else the run names the mismatch */
+      int rc = fits ? gpuc_graph_bind_shape(g, v->name, t->rank, t->dims, e) : 0;
+      gpuc_tensor_free(t);
+      if (rc) return -1;
+    }
+  if (gpuc_graph_bind_symbols(g, e)) return -1;
+  bool unbound = false;
+  for (int j = 0; j < g->ninputs; j++) {
+    const Value *v = &g->values[g->inputs[j]];
+    bool given = false;
+    for (int k = 0; k < ninputs; k++) given |= !strcmp(v->name, in_names[k]);
+    unbound |= !given && !gpuc_shape_known(&v->t);
+  }
+  char note[1024];
+  if (unbound && gpuc_graph_default_dims(g, note, sizeof note) > 0)
+    fprintf(stderr, "gpuc: note: %s: %s\n", g->path, note);
+  return gpuc_graph_infer(g, e);
+}
+
 /* gpuc run PLAN: inputs by name into the session, outputs back. */
 static int run_plan(const char *plan, int ninputs, const char **in_names, const char **in_files,
-                    const char *outdir) {
+                    const char *outdir, const GpucShapeBind *binds, int nbinds) {
   GpucErr e = {0};
   GpucSession *s = gpuc_session_create(plan, 0, &e);
   if (!s) return report(&e);
@@ -102,7 +131,7 @@ static int run_plan(const char *plan, int ninputs, const char **in_names, const 
       if (!strcmp(in_names[k], name) && !(h = load_tensor_file(in_files[k], &e))) goto done;
     if (!h) {
       Value v = {.name = name, .t = {.dt = t->dt, .rank = t->rank}};
-      memcpy(v.t.dims, t->dims, sizeof v.t.dims);
+      if (plan_input_dims(p, name, binds, nbinds, v.t.dims, &e)) goto done; /* --shape: in a bucket plan's range */
       Graph g = {.path = plan};
       if (!(h = random_input(&g, &v, &seed, &e))) goto done;
       fprintf(stderr, "gpuc: note: input '%s' not given, using seeded random values\n", name);
@@ -171,14 +200,16 @@ int cmd_run(int argc, char **argv) {
   if (is_plan_file(model)) {
     if (pass_flags_any(&flags)) return usage_error("run: --fp16/--bf16/--int8/--fp8/--prune apply when compiling (or with MODEL.onnx --cpu), not to a plan");
     if (cpu) return usage_error("run: a plan runs on the GPU; give the .onnx model for --cpu");
-    if (nbinds) return usage_error("run: --shape applies when compiling, not to a plan");
-    return run_plan(model, ninputs, in_names, in_files, outdir);
+    return run_plan(model, ninputs, in_names, in_files, outdir, binds, nbinds);
   }
   if (!cpu) return usage_error("run: MODEL.onnx runs with --cpu; for the GPU compile it first: gpuc %s -o PLAN.gpuc", model);
   GpucErr e = {0};
   Graph *g = gpuc_onnx_load(model, binds, nbinds, &e);
   if (!g) return report(&e);
-  if (reference_passes(g, &flags, stderr, &e)) { gpuc_graph_free(g); return report(&e); }
+  if (bind_from_files(g, ninputs, in_names, in_files, &e) || reference_passes(g, &flags, stderr, &e)) {
+    gpuc_graph_free(g);
+    return report(&e);
+  }
   int rc = EXIT_BAD_INPUT;
   Tensor **ins = calloc((size_t)g->ninputs + 1, sizeof *ins);
   Tensor **outs = calloc((size_t)g->noutputs + 1, sizeof *outs);
