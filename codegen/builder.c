@@ -246,6 +246,10 @@ int cg_gemm_flagged(LowerCtx *c, const PlanGemm *g, uint32_t flags) {
   gpuc_plan_gemm_defaults(&p->gemms[p->ngemms]);
   PlanStep s = {.kind = PLAN_STEP_GEMM, .index = p->ngemms++};
   uint32_t args[6] = {g->a, g->b, g->y, g->c};
+  if (p->gemms[p->ngemms - 1].flags & PLAN_GEMM_F_BIAS_C) { /* C and the bias row */
+    args[4] = g->reserved;
+    return add_step(c, &s, NULL, 5, args);
+  }
   if (g->compute == PLAN_GEMM_COMPUTE_F8) { /* its scale vectors are read too */
     uint32_t n = g->c == UINT32_MAX ? 3 : 4;
     args[n++] = (uint32_t)g->stride_a;

@@ -23,8 +23,10 @@ static uint32_t sparse24_flags(const LowerCtx *c, const PlanGemm *g) {
 
 /* MatMul, and MatMulBias when bias is not NULL (B is then 2-D, so the batch
  * folds into M and the bias row is cuBLASLt's epilogue, with activation
- * epi, a GPUC_GEMM_EPI_*). */
-static int matmul(LowerCtx *c, uint32_t bias, uint32_t epi) {
+ * epi, a GPUC_GEMM_EPI_*; a residual R (resid) is C with beta 1, Y = A B +
+ * R + bias, and Y may take R's bytes: cuBLASLt computes in place when C
+ * and D have one layout). */
+static int matmul(LowerCtx *c, uint32_t bias, uint32_t epi, uint32_t resid) {
   const Tensor *a = c->in[0], *b = c->in[1], *y = c->out[0];
   if (!gemm_dtype(a->dt) || a->dt != b->dt)
     return lower_unsupported(c, "MatMul of %s x %s on the GPU", gpuc_dtype_name(a->dt), gpuc_dtype_name(b->dt));
@@ -41,6 +43,15 @@ static int matmul(LowerCtx *c, uint32_t bias, uint32_t epi) {
   if (rb <= 2) {
     g.m = M * batch_a; /* A's batch folds into rows */
     if (bias != UINT32_MAX) { g.c = bias; g.ldc = 0; g.trans_a = GPUC_GEMM_TRANS_A_PACK(0, epi); }
+    if (bias != UINT32_MAX && resid != UINT32_MAX) {
+      g.c = resid;
+      g.ldc = N;
+      g.beta = 1;
+      g.reserved = bias;
+      if (cg_gemm_flagged(c, &g, PLAN_GEMM_F_BIAS_C)) return -1;
+      cg_in_place(c, resid, g.y);
+      return 0;
+    }
   } else {
     /* batched: output batch dims = broadcast of both; support the cases
      * where each operand's batch is either the full batch or a single one */
@@ -55,7 +66,7 @@ static int matmul(LowerCtx *c, uint32_t bias, uint32_t epi) {
   }
   return cg_gemm_flagged(c, &g, sparse24_flags(c, &g));
 }
-int lower_MatMul(LowerCtx *c) { return matmul(c, UINT32_MAX, 0); }
+int lower_MatMul(LowerCtx *c) { return matmul(c, UINT32_MAX, 0, UINT32_MAX); }
 /* activation (passes/fuse_gemm_act.c): 1 Relu and 3 tanh GELU in
  * cuBLASLt's epilogue; 2 the erf GELU there too for half (its tanh form is
  * within half's rounding), in f32 exactly, in a kernel after the GEMM. */
@@ -66,7 +77,10 @@ int lower_MatMulBias(LowerCtx *c) {
   bool half = c->in[0]->dt == GPUC_DT_F16 || c->in[0]->dt == GPUC_DT_BF16;
   uint32_t epi = act == 1 ? GPUC_GEMM_EPI_RELU : act == 3 || (act == 2 && half) ? GPUC_GEMM_EPI_GELU : 0;
   if (act < 0 || act > 3) return lower_fail(c, "internal: MatMulBias activation %lld", (long long)act);
-  int rc = matmul(c, c->tin[2], epi);
+  bool resid = c->nin > 3 && c->in[3];
+  if (resid && (act || c->in[3]->dt != c->in[0]->dt))
+    return lower_fail(c, "internal: MatMulBias's residual needs activation 0 and A's dtype");
+  int rc = matmul(c, c->tin[2], epi, resid ? c->tin[3] : UINT32_MAX);
   if (rc || epi || act == 0) return rc;
   const Tensor *ins[1] = {c->out[0]};
   uint32_t tins[1] = {c->tout[0]};

@@ -81,6 +81,14 @@ int infer_MatMulBias(OpCtx *c) {
   int64_t nb = bias->dims[bias->rank - 1];
   if (nb >= 0 && b->dims[1] >= 0 && nb != b->dims[1])
     return gpuc_op_fail(c, "bias has %lld values, B has %lld columns", (long long)nb, (long long)b->dims[1]);
+  if (!gpuc_has_in(c, 3)) return 0;
+  /* R: a residual added after the bias, of Y's dtype and shape */
+  const Tensor *r = c->in[3], *y = c->out[0];
+  if (gpuc_attr_i(c->n, "activation", 0) != 0)
+    return gpuc_op_fail(c, "a residual input R only without activation");
+  bool same = r->dt == y->dt && r->rank == y->rank;
+  for (int d = 0; same && d < r->rank; d++) same = r->dims[d] == y->dims[d] || r->dims[d] < 0 || y->dims[d] < 0;
+  if (!same) return gpuc_op_fail(c, "R must have Y's dtype and shape");
   return 0;
 }
 

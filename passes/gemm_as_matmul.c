@@ -1,20 +1,24 @@
-/* Linear layers exported as 2-D Gemm -> MatMul / MatMulBias on the
- * activation's own shape, so the fusions written for MatMulBias (the
- * activation epilogue, Q/K/V as one GEMM, the residual through C) see them.
+/* Linear layers exported as a 2-D Gemm between Reshapes that flatten the
+ * batch and restore it (GPT-2's Conv1D, torchvision's attention out_proj)
+ * -> MatMul / MatMulBias on the activation's own shape, so the fusions
+ * written for MatMulBias (the activation epilogue, the residual through
+ * C, attention's head splits) see them:
  *
- * 1. Gemm(A [M,K], B, C?) with transA 0 and alpha 1, B a constant 2-D
- *    weight, and C absent, or C an N-row ([N] or [1,N]) with beta 1 ->
- *    MatMul(A, B') or MatMulBias(A, B', C). B' is B, or for transB 1 a new
- *    constant holding B transposed to [K,N].
- * 2. Reshape(MatMul(Reshape(x, [M,K]), W), [d0,..,dr-2, N]) where x is
- *    [d0,..,dr-2, K] and M = d0*..*dr-2 (GPT-2's Conv1D, torchvision's
- *    out_proj: the batch flattened around a 2-D GEMM) -> MatMul(x, W)
- *    writing the outer Reshape's value (MatMulBias likewise): a 2-D B
- *    folds the batch into M anyway (codegen/lower_linalg.c), so the bytes
- *    are the same, and what follows the GEMM now reads it directly.
- * Conditions: the Gemm's and the inner MatMul's outputs are read only by
- * what replaces them and are no graph outputs; the inner Reshape stays when
- * something else reads it. Runs at -O2 before fuse_matmul. */
+ *   Reshape(Gemm(Reshape(x, [M,K]), B, C?), [d0,..,dr-2, N])
+ *     -> MatMul(x, B') or MatMulBias(x, B', C), writing the outer
+ *        Reshape's value
+ *
+ * where x is [d0,..,dr-2, K] and M = d0*..*dr-2; the Gemm has transA 0
+ * and alpha 1, B a constant 2-D weight, and C is absent, or an N-row ([N]
+ * or [1,N]) with beta 1. B' is B, or for transB 1 a new constant holding B
+ * transposed to [K,N]. A 2-D B folds the batch into M anyway
+ * (codegen/lower_linalg.c), so the GEMM is the same; what follows it now
+ * reads it directly. A Gemm without such Reshapes around it stays a Gemm
+ * (its lowering has the bias epilogue already).
+ * Conditions: the Gemm's output is read only by the outer Reshape and is
+ * no graph output; the inner Reshape stays when something else reads it.
+ * Not with --int8/--fp8 (their passes take Gemm's [N,K] weight as it is
+ * and name the layer by its ONNX op). Runs at -O2 before fuse_matmul. */
 #include "passes.h"
 #include "linear_layers.h"
 #include <stdio.h>
@@ -26,7 +30,10 @@ static bool const_weight(const Graph *g, int v) {
   return w->is_const && w->t.data && w->t.rank == 2 && gpuc_dtype_is_float(w->t.dt) && gpuc_shape_known(&w->t);
 }
 
-/* rule 1 on node i; 1 when rewritten */
+static int unflatten(Graph *g, int i, const int *readers, const int *reader, bool *drop, bool apply, GpucErr *e);
+
+/* the Gemm at node i as a MatMul/MatMulBias (the same inputs, B' for B);
+ * 1 when rewritten */
 static int gemm_to_matmul(Graph *g, int i, GpucErr *e) {
   Node *n = &g->nodes[i];
   if (gpuc_attr_i(n, "transA", 0) != 0 || gpuc_attr_f(n, "alpha", 1.0f) != 1.0f || n->out[0] < 0) return 0;
@@ -63,8 +70,13 @@ static int gemm_to_matmul(Graph *g, int i, GpucErr *e) {
   return 1;
 }
 
-/* rule 2 on MatMul/MatMulBias node i */
-static int unflatten(Graph *g, int i, const int *readers, const int *reader, bool *drop) {
+/* The Reshapes around node i dropped, x and the outer Reshape's value its
+ * input and output; with apply false only whether that is possible. When
+ * x has other leading dims ([B,S,H,D] flattened to [B*S, H*D]: the head
+ * merge before an attention's output projection) and the inner Reshape is
+ * read only here, that Reshape is kept but made to give [d0,..,dr-2, K].
+ * -1 on error. */
+static int unflatten(Graph *g, int i, const int *readers, const int *reader, bool *drop, bool apply, GpucErr *e) {
   Node *n = &g->nodes[i];
   int av = n->in[0], y = n->out[0];
   if (y < 0 || g->values[n->in[1]].t.rank != 2 || readers[y] != 1 || g->values[y].is_output) return 0;
@@ -74,19 +86,45 @@ static int unflatten(Graph *g, int i, const int *readers, const int *reader, boo
   int x = g->nodes[pa].in[0], out = g->nodes[pr].out[0];
   const Tensor *xt = &g->values[x].t, *at = &g->values[av].t, *ot = &g->values[out].t, *yt = &g->values[y].t;
   if (!gpuc_shape_known(xt) || !gpuc_shape_known(ot) || !gpuc_shape_known(at) || !gpuc_shape_known(yt) ||
-      xt->rank < 2 || at->rank != 2 || ot->rank != xt->rank || xt->dt != at->dt)
+      xt->rank < 2 || at->rank != 2 || ot->rank < 2 || xt->dt != at->dt ||
+      ot->dims[ot->rank - 1] != yt->dims[yt->rank - 1])
     return 0;
-  int64_t m = 1;
-  for (int d = 0; d + 1 < xt->rank; d++) {
-    if (ot->dims[d] != xt->dims[d]) return 0;
-    m *= xt->dims[d];
+  bool same = ot->rank == xt->rank && xt->dims[xt->rank - 1] == at->dims[1];
+  int64_t m = 1, mo = 1;
+  for (int d = 0; d + 1 < ot->rank; d++) {
+    same = same && ot->dims[d] == xt->dims[d];
+    mo *= ot->dims[d];
   }
-  if (m != at->dims[0] || xt->dims[xt->rank - 1] != at->dims[1] || ot->dims[ot->rank - 1] != yt->dims[yt->rank - 1])
-    return 0;
+  for (int d = 0; d + 1 < xt->rank; d++) m *= xt->dims[d];
+  bool retarget = !same && mo == at->dims[0] && readers[av] == 1 && !g->values[av].is_output && mo > 0;
+  if (!(same && m == at->dims[0]) && !retarget) return 0;
+  if (!apply) return 1;
+  if (retarget) { /* the inner Reshape gives [d0,..,dr-2, K] */
+    int r = ot->rank;
+    int64_t dims[GPUC_MAX_RANK], K = at->dims[1];
+    GpucDType dt = at->dt;
+    for (int d = 0; d + 1 < r; d++) dims[d] = ot->dims[d];
+    dims[r - 1] = K;
+    char name[512];
+    snprintf(name, sizeof name, "%s.unflat_shape", g->nodes[pa].name);
+    int64_t nr = r;
+    int sv = gpuc_linear_new_const(g, name, GPUC_DT_I64, 1, &nr, e);
+    if (sv < 0) return -1;
+    for (int d = 0; d < r; d++) gpuc_set_i64(&g->values[sv].t, d, dims[d]);
+    int *rin = gpuc_arena_alloc(&g->arena, sizeof(int) * 2);
+    if (!rin) return gpuc_err_set(e, "%s: out of memory", g->path);
+    rin[0] = x;
+    rin[1] = sv;
+    g->nodes[pa].in = rin;
+    g->nodes[pa].nin = 2;
+    gpuc_set_shape(&g->values[av].t, dt, r, dims);
+    x = av;
+  }
+  n = &g->nodes[i];
   /* the MatMul moves to the outer Reshape's place: x and its other inputs
    * come before it, and so it comes before every reader of out */
   drop[pr] = true;
-  if (readers[av] == 1 && !g->values[av].is_output) drop[pa] = true;
+  if (x != av && readers[av] == 1 && !g->values[av].is_output) drop[pa] = true;
   n->in[0] = x;
   n->out[0] = out;
   Node moved = *n;
@@ -98,30 +136,22 @@ static int unflatten(Graph *g, int i, const int *readers, const int *reader, boo
 }
 
 int pass_gemm_as_matmul(Graph *g, const PassOptions *o, GpucErr *e) {
-  if (o->training) return 0; /* a backward reads the forward's values by name */
-  int changes = 0;
-  /* --int8 and --fp8 take Gemm's [N,K] weight as it is, and their reports
-   * name the layer by its ONNX op: rule 1 leaves them their Gemms */
-  for (int i = 0; i < g->nnodes && !o->int8 && !o->fp8; i++) {
-    if (g->nodes[i].op != GPUC_OP_GEMM) continue;
-    int r = gemm_to_matmul(g, i, e);
-    if (r < 0) return -1;
-    changes += r;
-  }
-  int nn = g->nnodes;
+  if (o->training || o->int8 || o->fp8) return 0;
+  int nn = g->nnodes, changes = 0, rc = -1;
   int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *reader = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
   bool *drop = calloc((size_t)nn + 1, 1);
-  if (!readers || !reader || !drop) {
-    free(readers); free(reader); free(drop);
-    return gpuc_err_set(e, "%s: out of memory", g->path);
-  }
+  if (!readers || !reader || !drop) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
   gpuc_graph_count_readers(g, readers, reader);
   for (int i = 0; i < nn; i++) {
-    GpucOp op = g->nodes[i].op;
-    if ((op == GPUC_OP_MATMUL || op == GPUC_OP_MATMULBIAS) && !drop[i])
-      changes += unflatten(g, i, readers, reader, drop);
+    if (g->nodes[i].op != GPUC_OP_GEMM || drop[i] || unflatten(g, i, readers, reader, drop, false, e) != 1) continue;
+    int r = gemm_to_matmul(g, i, e); /* adds a value (B'): the counts above stay right for the old ones */
+    if (r < 0) goto done;
+    if (r && (r = unflatten(g, i, readers, reader, drop, true, e)) < 0) goto done;
+    changes += r;
   }
   gpuc_graph_remove_nodes(g, drop);
+  rc = changes;
+done:
   free(readers); free(reader); free(drop);
-  return changes;
+  return rc;
 }

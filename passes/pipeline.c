@@ -52,11 +52,11 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->level >= 2 && after(g, o, "fold_conv_bias", pass_fold_conv_bias(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fuse_conv", pass_fuse_conv(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "gemm_as_matmul", pass_gemm_as_matmul(g, o, e), e) < 0) return -1;
+  /* before fuse_matmul(_act): a GELU written out becomes one Gelu their epilogue takes */
+  if (o->level >= 2 && after(g, o, "fuse_gelu", pass_fuse_gelu(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fuse_matmul", pass_fuse_matmul_bias(g, o, e), e) < 0) return -1;
   /* an exact rewrite of integer math: quantized models from other tools */
   if (o->level >= 2 && after(g, o, "matmulinteger_int8", pass_matmulinteger_int8(g, o, e), e) < 0) return -1;
-  /* before fuse_matmul_act: a GELU written out becomes one Gelu its epilogue takes */
-  if (o->level >= 2 && after(g, o, "fuse_gelu", pass_fuse_gelu(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fuse_matmul_act", pass_fuse_matmul_act(g, o, e), e) < 0) return -1;
   /* before fp16: it matches the fp32 pattern, and Attention then runs on
    * half storage with fp32 math like the nodes it replaces */
@@ -80,6 +80,10 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->level >= 2 && after(g, o, "qdq_int8", pass_qdq_int8(g, o, e), e) < 0) return -1;
   if (o->int8 && after(g, o, "quantize_int8", pass_quantize_int8(g, o, e), e) < 0) return -1;
   if (o->fp8 && after(g, o, "quantize_fp8", pass_quantize_fp8(g, o, e), e) < 0) return -1;
+  /* after fuse_add_layernorm (which keeps the Adds only a LayerNorm reads)
+   * and the quantizing passes (their GEMMs take no C): the residual Adds
+   * left become the GEMM's C operand */
+  if (o->level >= 2 && after(g, o, "fuse_residual_gemm", pass_fuse_residual_gemm(g, o, e), e) < 0) return -1;
   /* last: groups are over the final nodes, Casts from the fp16 pass too */
   if (o->level >= 2 && after(g, o, "fuse_elementwise", pass_fuse_elementwise(g, o, e), e) < 0) return -1;
   /* after it: the int8/fp8 row quantize and dequantize steps join the groups and norms beside them */

@@ -166,7 +166,7 @@ typedef struct PlanGemm {
   uint32_t a_dt, b_dt, y_dt;     /* GpucDType of each operand */
   uint32_t compute;              /* PLAN_GEMM_COMPUTE_* */
   uint32_t flags;                /* PLAN_GEMM_F_* */
-  uint32_t reserved;             /* 0 */
+  uint32_t reserved;             /* 0; with PLAN_GEMM_F_BIAS_C the bias row's tensor */
 } PlanGemm;
 enum { PLAN_GEMM_COMPUTE_FLOAT = 0, PLAN_GEMM_COMPUTE_I32 = 1, PLAN_GEMM_COMPUTE_F8 = 2 };
 /* PlanGemm.flags:
@@ -179,8 +179,13 @@ enum { PLAN_GEMM_COMPUTE_FLOAT = 0, PLAN_GEMM_COMPUTE_I32 = 1, PLAN_GEMM_COMPUTE
  *     load (the compressed layout belongs to the library version); else
  *     cuBLASLt runs it dense, zeros and all. The reader checks the
  *     weight's pattern. */
-enum { PLAN_GEMM_F_SPARSE24 = 1u << 0 };
-#define PLAN_GEMM_F_KNOWN PLAN_GEMM_F_SPARSE24
+/*   PLAN_GEMM_F_BIAS_C: Y = A B + beta C + bias: c is a full [M,N]
+ *     matrix (ldc >= n; the residual a transformer adds after its
+ *     projection, passes/fuse_residual_gemm.c) and `reserved` holds the
+ *     bias row's tensor index (N values of dt); float compute, batch 1, no
+ *     epilogue activation (cuBLASLt would apply it after C is added). */
+enum { PLAN_GEMM_F_SPARSE24 = 1u << 0, PLAN_GEMM_F_BIAS_C = 1u << 1 };
+#define PLAN_GEMM_F_KNOWN (PLAN_GEMM_F_SPARSE24 | PLAN_GEMM_F_BIAS_C)
 /* The size of a format 2/3 GEMM record: the fields before a_dt. */
 #define PLAN_GEMM_V3_SIZE offsetof(PlanGemm, a_dt)
 /* Fills a_dt, b_dt, y_dt from dt when they are unset (GPUC_DT_UNDEF): a

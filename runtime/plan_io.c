@@ -287,7 +287,7 @@ static bool f8_gemm_ok(const Plan *p, const PlanGemm *g) {
 /* The dtypes and compute type of a GEMM, against its tensors: an int8 GEMM
  * only in the one form cuBLASLt's IMMA kernels take (plan.h). */
 static bool gemm_types_ok(const Plan *p, const PlanGemm *g) {
-  if (g->reserved) return false; /* flags: check_gemm_flags */
+  if (g->reserved && !(g->flags & PLAN_GEMM_F_BIAS_C)) return false; /* flags: check_gemm_flags */
   if (p->tensors[g->a].dt != g->a_dt || p->tensors[g->b].dt != g->b_dt || p->tensors[g->y].dt != g->y_dt)
     return false;
   if (g->compute == PLAN_GEMM_COMPUTE_FLOAT)
@@ -308,6 +308,18 @@ static int check_gemm_flags(const Plan *p, uint32_t i, const char *path, GpucErr
   const PlanGemm *g = &p->gemms[i];
   uint32_t fl = g->flags;
   if (fl & ~PLAN_GEMM_F_KNOWN) return gpuc_err_set(e, "%s: corrupt plan: gemm %u flags %#x", path, i, fl);
+  if (fl & PLAN_GEMM_F_BIAS_C) {
+    size_t es = gpuc_dtype_size(g->dt);
+    bool ok = !(fl & PLAN_GEMM_F_SPARSE24) && g->c != UINT32_MAX && g->ldc >= g->n && g->batch == 1 &&
+              g->compute == PLAN_GEMM_COMPUTE_FLOAT && GPUC_GEMM_EPI(g->trans_a) == 0 &&
+              tensor_ok(p, g->reserved, false) && p->tensors[g->reserved].dt == g->dt &&
+              p->tensors[g->reserved].bytes == (uint64_t)g->n * es && p->tensors[g->c].dt == g->dt &&
+              p->tensors[g->c].bytes >= ((uint64_t)(g->m - 1) * (uint64_t)g->ldc + (uint64_t)g->n) * es;
+    if (!ok)
+      return gpuc_err_set(e, "%s: corrupt plan: gemm %u adds a bias row and a matrix C, but they do not fit it",
+                          path, i);
+    return 0;
+  }
   if (!(fl & PLAN_GEMM_F_SPARSE24)) return 0;
   const PlanTensor *b = &p->tensors[g->b];
   int64_t rows = g->trans_b ? g->n : g->k, cols = g->trans_b ? g->k : g->n;

@@ -77,6 +77,7 @@ static int setup_gemm(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr 
   CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->lb, ta, br, bc, g->lda));
   CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->ld, ty, (uint64_t)g->n, (uint64_t)g->m, g->ldy));
   st->bias_epilogue = g->c != UINT32_MAX && g->ldc == 0;
+  bool bias_c = g->flags & PLAN_GEMM_F_BIAS_C; /* bias row in the epilogue and C a matrix */
   if (g->c != UINT32_MAX && !st->bias_epilogue)
     CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutCreate(&st->lc, t, (uint64_t)g->n, (uint64_t)g->m, g->ldc));
   else
@@ -92,12 +93,12 @@ static int setup_gemm(GpucSession *s, const PlanGemm *g, GemmState *st, GpucErr 
       CUBLAS_TRY(e, cublaslt.cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i], sizeof strides[i]));
     }
   }
-  if (st->bias_epilogue) {
+  if (st->bias_epilogue || bias_c) {
     uint32_t act = GPUC_GEMM_EPI(g->trans_a);
     cublasLtEpilogue_t ep = act == GPUC_GEMM_EPI_RELU   ? CUBLASLT_EPILOGUE_RELU_BIAS
                             : act == GPUC_GEMM_EPI_GELU ? CUBLASLT_EPILOGUE_GELU_BIAS
                                                         : CUBLASLT_EPILOGUE_BIAS;
-    void *bias = (void *)(uintptr_t)s->tptr[g->c];
+    void *bias = (void *)(uintptr_t)s->tptr[bias_c ? g->reserved : g->c];
     cudaDataType_t bt = f8 ? ty : t; /* FP8: the bias is Y's dtype (f16/bf16) */
     CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
     CUBLAS_TRY(e, cublaslt.cublasLtMatmulDescSetAttribute(st->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));

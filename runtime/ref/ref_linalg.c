@@ -158,8 +158,9 @@ int ref_MatMul(OpCtx *c) {
   return rc;
 }
 
-/* MatMulBias = act(MatMul(A, B) + bias) (bias: N values, one per column;
- * activation 0 none, 1 Relu, 2 erf GELU, 3 tanh GELU; passes/fuse_gemm_act.c). */
+/* MatMulBias = act(MatMul(A, B) + bias) + R (bias: N values, one per
+ * column; activation 0 none, 1 Relu, 2 erf GELU, 3 tanh GELU;
+ * passes/fuse_gemm_act.c; R optional, Y's shape: passes/fuse_residual_gemm.c). */
 int ref_MatMulBias(OpCtx *c) {
   int64_t act = gpuc_attr_i(c->n, "activation", 0);
   if (act < 0 || act > 3) return gpuc_op_fail(c, "activation %lld is not 0..3", (long long)act);
@@ -174,6 +175,7 @@ int ref_MatMulBias(OpCtx *c) {
     if (act == 1) v = v > 0 ? v : 0;
     else if (act == 2) v = 0.5 * v * (1 + erf(v * 0.7071067811865476));
     else if (act == 3) v = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+    if (gpuc_has_in(c, 3)) v += gpuc_get_f64(c->in[3], i);
     gpuc_set_f64(y, i, v);
   }
   return 0;

@@ -986,7 +986,7 @@ int main(int argc, char **argv) {
   check_fusion(p, NULL, 0, false, 0, pair);
   /* ResNet-18: every Conv ends in a FusedConv or a fused Relu; no groups */
   snprintf(p, sizeof p, "%s/resnet18.onnx", argv[1]);
-  check_fusion(p, &r18, 1, false, 1, none); /* the Gemm head: MatMulBias (gemm_as_matmul.c) */
+  check_fusion(p, &r18, 1, false, 0, none);
   /* --fp16 NHWC: resnet_block's five convolutions are one region (a
    * Transpose in, one out); mobile_block (batch 1, depthwise) keeps NCHW; ResNet-18's and small_cnn's MaxPools are NHWC
    * too: one region each, GlobalAveragePool ends it */
@@ -1018,17 +1018,17 @@ int main(int argc, char **argv) {
    * (Transpose first) when the input has at most 16 channels (small_cnn 1,
    * ResNets 3, resnet_block 16; mobile_block's 32 keep the tiled Transpose) */
   check_input_entry(p, NULL, 0, true);
-  check_fusion(p, NULL, 0, true, 2, pair); /* fc1, fc2: Gemm -> MatMulBias */
+  check_fusion(p, NULL, 0, true, 0, pair);
   compare_model_opts(p, NULL, 0, -1, true);
   snprintf(p, sizeof p, "%s/resnet_block.onnx", argv[1]);
   check_input_entry(p, NULL, 0, true);
   check_fusion(p, NULL, 0, true, 0, pair);
   snprintf(p, sizeof p, "%s/resnet18.onnx", argv[1]);
   check_input_entry(p, &r18, 1, true);
-  check_fusion(p, &r18, 1, true, 1, pair);
+  check_fusion(p, &r18, 1, true, 0, pair);
   snprintf(p, sizeof p, "%s/resnet50.onnx", argv[1]);
   check_input_entry(p, &r18, 1, true);
-  check_fusion(p, &r18, 1, true, 1, pair);
+  check_fusion(p, &r18, 1, true, 0, pair);
   snprintf(p, sizeof p, "%s/mobile_block.onnx", argv[1]);
   check_input_entry(p, NULL, 0, false);
   /* attention fusion: the SDPA-style block (33 tokens, H 4, D 16, mask,

@@ -5,12 +5,20 @@
  *                   spellings) -> Gelu; look-alikes and shared values not
  *   fuse_attention  the dynamo exporter's K transpose (Reshape, 3-D
  *                   Transpose, Reshape)
- *   gemm_as_matmul  Gemm -> MatMul/MatMulBias, flattening Reshapes dropped */
+ *   gemm_as_matmul  Gemm -> MatMul/MatMulBias, flattening Reshapes dropped
+ *   fuse_residual_gemm  Add(GEMM, R) -> MatMulBias(A, B, bias, R), and its
+ *                   plan: a GEMM with C and the bias row (PLAN_GEMM_F_BIAS_C)
+ *                   written, read back, and refused when corrupt
+ * usage: test_xformer_passes WORK_DIR (plan files go there) */
 #include "passes.h"
 #include "ref.h"
 #include "check.h"
+#include "codegen.h"
+#include "frontend.h"
+#include "plan.h"
 #define TEST_RNG_SEED 41
 #include "graph_build.h"
+#include "compile_model.h"
 #include <stdio.h>
 
 static int scalar(Graph *g, double x) {
@@ -187,13 +195,17 @@ static void test_attention_kt(void) {
  * 1: Gemm(W [16,24]) without C: MatMul, likewise
  * 2: alpha 2: stays a Gemm
  * 3: as 0, the inner Reshape's output a second graph output: MatMulBias,
- *    that Reshape stays */
+ *    that Reshape stays
+ * 4: as 0 on a 2-D x without the Reshapes: stays a Gemm
+ * 5: as 0 on x [2,5,4,4] (heads merged by the inner Reshape): MatMulBias,
+ *    the inner Reshape kept, now giving [2,5,16] */
 static int gemm_variant;
 static void build_gemm(Graph *g) {
   int64_t xd[3] = {2, 5, 16}, flat[2] = {10, 16}, back[3] = {2, 5, 24}, wt[2] = {24, 16}, w[2] = {16, 24};
   int64_t nb[1] = {24};
-  int x = input(g, "x", 3, xd);
-  int a = reshape(g, x, 2, flat), y;
+  int64_t heads[4] = {2, 5, 4, 4};
+  int x = gemm_variant == 4 ? input(g, "x", 2, flat) : gemm_variant == 5 ? input(g, "x", 4, heads) : input(g, "x", 3, xd);
+  int a = gemm_variant == 4 ? x : reshape(g, x, 2, flat), y;
   if (gemm_variant == 1) {
     y = NODE(g, GPUC_OP_GEMM, a, constant(g, 2, w, 3, -0.5, 0.5));
   } else {
@@ -201,12 +213,12 @@ static void build_gemm(Graph *g) {
     attr_i(g, "transB", 1);
     if (gemm_variant == 2) attr_f(g, "alpha", 2.0f);
   }
-  output(g, NODE(g, GPUC_OP_RELU, reshape(g, y, 3, back)));
+  output(g, NODE(g, GPUC_OP_RELU, gemm_variant == 4 ? y : reshape(g, y, 3, back)));
   if (gemm_variant == 3) output(g, a);
 }
 
 static void test_gemm_as_matmul(void) {
-  for (gemm_variant = 0; gemm_variant <= 3; gemm_variant++) {
+  for (gemm_variant = 0; gemm_variant <= 5; gemm_variant++) {
     GpucErr e = {0};
     Graph *g0 = graph_new(17), *g1 = graph_new(17);
     build_gemm(g0);
@@ -216,12 +228,13 @@ static void test_gemm_as_matmul(void) {
     PassOptions o;
     gpuc_pass_options_default(&o, 2);
     int got = pass_gemm_as_matmul(g1, &o, &e);
-    CHECK(got == (gemm_variant == 2 ? 0 : 2), "gemm %d: %d changes (%s)", gemm_variant, got, e.msg);
+    bool stays = gemm_variant == 2 || gemm_variant == 4;
+    CHECK(got == !stays, "gemm %d: %d changes (%s)", gemm_variant, got, e.msg);
     CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "gemm %d: verify: %s", gemm_variant,
           e.msg);
-    GpucOp want = gemm_variant == 1 ? GPUC_OP_MATMUL : gemm_variant == 2 ? GPUC_OP_GEMM : GPUC_OP_MATMULBIAS;
-    int want_nodes = gemm_variant == 2 ? 4 : gemm_variant == 3 ? 3 : 2;
-    CHECK(count_op(g1, want) == 1 && g1->nnodes == want_nodes && count_op(g1, GPUC_OP_RESHAPE) == want_nodes - 2,
+    GpucOp want = gemm_variant == 1 ? GPUC_OP_MATMUL : stays ? GPUC_OP_GEMM : GPUC_OP_MATMULBIAS;
+    int want_nodes = gemm_variant == 2 ? 4 : gemm_variant == 3 || gemm_variant == 5 ? 3 : 2;
+    CHECK(count_op(g1, want) == 1 && g1->nnodes == want_nodes && count_op(g1, GPUC_OP_RESHAPE) == (gemm_variant == 4 ? 0 : want_nodes - 2),
           "gemm %d: %d nodes, %d of op %d", gemm_variant, g1->nnodes, count_op(g1, want), (int)want);
     compare("gemm_as_matmul", g0, g1, 1e-5);
     gpuc_graph_free(g0);
@@ -229,9 +242,111 @@ static void test_gemm_as_matmul(void) {
   }
 }
 
-int main(void) {
+/* ---- fuse_residual_gemm ------------------------------------------------ */
+
+/* x [2,5,16], r [2,5,24]; y = MatMulBias(x, W [16,24], b [24]); s = Add(y, r)
+ * (or Add(r, y)); outputs s and Relu(s) (the sum read twice, as pre-LN
+ * models read it):
+ * 0: fused, MatMulBias(x, W, b, r), the Relu
+ * 1: y = MatMul(x, W) without bias, Add(r, y): fused with a zero bias
+ * 2: MatMulBias with activation 1 (Relu): not fused
+ * 3: r is [24] (broadcast): not fused
+ * 4: y is a graph output too: not fused */
+static int res_variant;
+static void build_res(Graph *g) {
+  int64_t xd[3] = {2, 5, 16}, rd[3] = {2, 5, 24}, wd[2] = {16, 24}, bd[1] = {24};
+  int x = input(g, "x", 3, xd), r = res_variant == 3 ? input(g, "r", 1, bd) : input(g, "r", 3, rd);
+  int w = constant(g, 2, wd, 11, -0.5, 0.5), y;
+  if (res_variant == 1) {
+    y = NODE(g, GPUC_OP_MATMUL, x, w);
+  } else {
+    y = NODE(g, GPUC_OP_MATMULBIAS, x, w, constant(g, 1, bd, 12, -1, 1));
+    if (res_variant == 2) attr_i(g, "activation", 1);
+  }
+  int sum = res_variant == 1 ? NODE(g, GPUC_OP_ADD, r, y) : NODE(g, GPUC_OP_ADD, y, r);
+  output(g, sum);
+  output(g, NODE(g, GPUC_OP_RELU, sum));
+  if (res_variant == 4) output(g, y);
+}
+
+static void test_residual(void) {
+  for (res_variant = 0; res_variant <= 4; res_variant++) {
+    GpucErr e = {0};
+    Graph *g0 = graph_new(17), *g1 = graph_new(17);
+    build_res(g0);
+    build_res(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "residual %d: bad test graph: %s",
+          res_variant, e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    int want = res_variant <= 1;
+    int got = pass_fuse_residual_gemm(g1, &o, &e);
+    CHECK(got == want, "residual %d: %d fused, expected %d (%s)", res_variant, got, want, e.msg);
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "residual %d: verify: %s", res_variant,
+          e.msg);
+    if (want) {
+      const Node *n = &g1->nodes[0];
+      CHECK(g1->nnodes == 2 && n->op == GPUC_OP_MATMULBIAS && n->nin == 4 && n->in[3] == g1->inputs[1],
+            "residual %d: %d nodes, first %s with %d inputs", res_variant, g1->nnodes, gpuc_op_name(n), n->nin);
+    }
+    compare("residual", g0, g1, 1e-5);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
+/* variant 0 in fp16, compiled for sm_90: one GEMM with C = r (ldc N,
+ * beta 1), the bias row in `reserved` and PLAN_GEMM_F_BIAS_C; the plan
+ * round-trips, and a plan whose bias index or C does not fit is refused. */
+static void test_residual_plan(const char *dir) {
+  GpucErr e = {0};
+  res_variant = 0;
+  Graph *g = graph_new(17);
+  build_res(g);
+  CHECK(gpuc_graph_infer(g, &e) == 0, "residual plan: bad test graph: %s", e.msg);
+  PassOptions po;
+  gpuc_pass_options_default(&po, 2);
+  po.fp16 = true;
+  CHECK(gpuc_passes_run(g, &po, &e) == 0, "residual plan: passes: %s", e.msg);
+  CodegenOptions co = {.sm = 90, .level = 2, .fp16 = true};
+  CompileStats st;
+  Plan *p = NULL;
+  CHECK(gpuc_codegen(g, &co, &p, &st, &e) == 0 && p, "residual plan: codegen: %s", e.msg);
+  gpuc_graph_free(g);
+  if (!p) return;
+  CHECK(p->ngemms == 1, "residual plan: %u GEMMs", p->ngemms);
+  const PlanGemm *gm = &p->gemms[0];
+  CHECK((gm->flags & PLAN_GEMM_F_BIAS_C) && gm->c != UINT32_MAX && gm->ldc == 24 && gm->beta == 1.0f &&
+            gm->m == 10 && gm->n == 24 && gm->k == 16 && p->tensors[gm->reserved].bytes == 24 * 2 &&
+            GPUC_GEMM_EPI(gm->trans_a) == 0,
+        "residual plan: GEMM flags %#x c %u ldc %lld beta %g", gm->flags, gm->c, (long long)gm->ldc, gm->beta);
+  char a[4096], b[4096];
+  snprintf(a, sizeof a, "%s/residual_a.gpuc", dir);
+  snprintf(b, sizeof b, "%s/residual_b.gpuc", dir);
+  Plan *q = plan_round_trip(p, a, b, "residual");
+  gpuc_plan_free(q);
+  for (int bad = 0; bad < 3; bad++) {
+    PlanGemm keep = p->gemms[0];
+    if (bad == 0) p->gemms[0].reserved = p->ntensors + 5;         /* no such tensor */
+    if (bad == 1) p->gemms[0].ldc = 20;                           /* C rows shorter than N */
+    if (bad == 2) p->gemms[0].trans_a = GPUC_GEMM_TRANS_A_PACK(0, GPUC_GEMM_EPI_RELU); /* act after C */
+    CHECK(gpuc_plan_write(p, a, &e) == 0, "write: %s", e.msg);
+    GpucErr e2 = {0};
+    Plan *r = gpuc_plan_read(a, &e2);
+    CHECK(!r && strstr(e2.msg, "corrupt plan: gemm"), "residual plan corruption %d refused: %s", bad,
+          r ? "read" : e2.msg);
+    gpuc_plan_free(r);
+    p->gemms[0] = keep;
+  }
+  gpuc_plan_free(p);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) { fprintf(stderr, "usage: test_xformer_passes WORK_DIR\n"); return 2; }
   test_gelu();
   test_attention_kt();
   test_gemm_as_matmul();
+  test_residual();
+  test_residual_plan(argv[1]);
   return check_summary();
 }
