@@ -2,6 +2,7 @@
  * lower_<Op>, then memory planning, weights, and the NVRTC compile. */
 #include "lower_util.h"
 #include "ew_kernel.h"
+#include "device_fault.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@ struct PlanBuilder {
   InPlaceHint *inplace;          /* steps that may write an output over a dying input */
   uint32_t ninplace, cap_inplace;
   uint32_t inplace_shared;       /* tensors the planner placed over their input */
+  bool fault_emitted;            /* the device error record is in the module (cg_fault_step) */
   const Graph *g;
   const CodegenOptions *opt;
   GpucErr *e;
@@ -102,6 +104,21 @@ static uint32_t new_tensor(PlanBuilder *pb, const char *name, const Tensor *t, i
   return p->ntensors++;
 }
 
+/* Tensor t's bytes appended to the weights blob as plan tensor `pt`. */
+static uint32_t append_weights(PlanBuilder *pb, uint32_t pt, const Tensor *t) {
+  Plan *p = pb->p;
+  uint64_t off = (p->weights_size + GPUC_PLAN_ALIGN - 1) & ~(uint64_t)(GPUC_PLAN_ALIGN - 1);
+  uint64_t bytes = gpuc_tensor_bytes(t);
+  uint8_t *w = realloc(p->weights, off + bytes + 1);
+  if (!w) { pb->oom = true; return UINT32_MAX; }
+  memset(w + p->weights_size, 0, off - p->weights_size);
+  if (bytes) memcpy(w + off, t->data, bytes);
+  p->weights = w;
+  p->weights_size = off + bytes;
+  p->tensors[pt].offset = off;
+  return pt;
+}
+
 /* Plan tensor for graph value v (created on first use). Constants go to the
  * weights blob, with their bytes appended now. */
 static uint32_t value_tensor(PlanBuilder *pb, int v) {
@@ -111,20 +128,17 @@ static uint32_t value_tensor(PlanBuilder *pb, int v) {
   if (val->is_output) role = val->is_input ? PLAN_ROLE_INPUT_OUTPUT : PLAN_ROLE_OUTPUT;
   uint32_t t = new_tensor(pb, val->name, &val->t, val->is_const ? PLAN_MEM_WEIGHTS : PLAN_MEM_ARENA, role);
   if (t == UINT32_MAX) return t;
-  if (val->is_const) {
-    Plan *p = pb->p;
-    uint64_t off = (p->weights_size + GPUC_PLAN_ALIGN - 1) & ~(uint64_t)(GPUC_PLAN_ALIGN - 1);
-    uint64_t bytes = gpuc_tensor_bytes(&val->t);
-    uint8_t *w = realloc(p->weights, off + bytes + 1);
-    if (!w) { pb->oom = true; return UINT32_MAX; }
-    memset(w + p->weights_size, 0, off - p->weights_size);
-    if (bytes) memcpy(w + off, val->t.data, bytes);
-    p->weights = w;
-    p->weights_size = off + bytes;
-    p->tensors[t].offset = off;
-  }
+  if (val->is_const && append_weights(pb, t, &val->t) == UINT32_MAX) return UINT32_MAX;
   pb->value_tensor[v] = t;
   return t;
+}
+
+static bool capturing(LowerCtx *c);
+
+uint32_t cg_weights(LowerCtx *c, const char *name, const Tensor *t) {
+  if (capturing(c)) return UINT32_MAX;
+  uint32_t pt = new_tensor(c->pb, name, t, PLAN_MEM_WEIGHTS, PLAN_ROLE_CONST);
+  return pt == UINT32_MAX ? pt : append_weights(c->pb, pt, t);
 }
 
 /* Fusion capture (LowerCtx.capture): helpers that would emit something
@@ -252,6 +266,15 @@ int cg_conv(LowerCtx *c, const PlanConv *cv) {
   if (cv->b != UINT32_MAX) args[n++] = cv->b;
   if (cv->z != UINT32_MAX) args[n++] = cv->z;
   return add_step(c, &s, NULL, (int)n, args);
+}
+
+unsigned cg_fault_step(LowerCtx *c) {
+  PlanBuilder *pb = c->pb;
+  if (!pb->fault_emitted) {
+    sb_printf(&pb->src, "%s", gpuc_fault_cuda_src);
+    pb->fault_emitted = true;
+  }
+  return pb->p->nsteps;
 }
 
 void cg_mark_tensor_math(LowerCtx *c) {
@@ -562,7 +585,17 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   size_t ptx_size = 0, cubin_size = 0;
-  if (gpuc_nvrtc_compile(pb.src.s, o->sm, &p->ptx, &ptx_size, &p->cubin, &cubin_size, e)) goto done;
+  /* GPUC_SAVE_SOURCE=FILE: the module's CUDA C as NVRTC gets it, for
+   * reading and for tests that run a generated kernel's text on the host
+   * (tests/dwconv_host_test.py) */
+  const char *save = getenv("GPUC_SAVE_SOURCE");
+  if (save && *save) {
+    FILE *f = fopen(save, "w");
+    bool ok = f && fwrite(pb.src.s, 1, pb.src.len, f) == pb.src.len;
+    if (f && fclose(f)) ok = false;
+    if (!ok) { gpuc_err_set(e, "GPUC_SAVE_SOURCE: cannot write %s", save); goto done; }
+  }
+  if (!o->skip_nvrtc && gpuc_nvrtc_compile(pb.src.s, o->sm, &p->ptx, &ptx_size, &p->cubin, &cubin_size, e)) goto done;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   p->ptx_size = ptx_size;
   p->cubin_size = cubin_size;

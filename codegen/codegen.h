@@ -15,6 +15,7 @@ typedef struct CodegenOptions {
   bool fp16, bf16;               /* the plan is marked GPUC_PLAN_F_FP16 / _BF16 */
   int level;
   int64_t mem_limit;             /* 0 = none */
+  bool skip_nvrtc;               /* the plan without PTX/CUBIN (the fuzzer: codegen runs, NVRTC does not) */
 } CodegenOptions;
 
 typedef struct CompileStats {
@@ -114,6 +115,9 @@ int cg_gemm_flagged(LowerCtx *c, const PlanGemm *g, uint32_t flags);
 int cg_conv(LowerCtx *c, const PlanConv *cv);
 /* A temporary arena tensor for this node (freed after its last use). */
 uint32_t cg_scratch(LowerCtx *c, GpucDType dt, int rank, const int64_t *dims);
+/* A constant tensor made at compile time (a weight re-laid-out for a
+ * kernel): its bytes are appended to the plan's weights now. */
+uint32_t cg_weights(LowerCtx *c, const char *name, const Tensor *t);
 /* out tensor o becomes a view of tensor `src` (same bytes): Reshape & co. */
 int cg_alias(LowerCtx *c, int o, uint32_t src);
 /* The step just made reads `in` and writes `out` element for element (each

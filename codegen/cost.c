@@ -123,8 +123,14 @@ static uint64_t kernel_flops(const LowerCtx *c) {
     if (gpuc_attention_geom(n, c->in[0], c->in[1], c->in[2], &a)) return 0;
     return 2 * (uint64_t)(a.B * a.H * a.Sq) * (uint64_t)a.Sk * (uint64_t)(a.D + a.Dv);
   }
-  case GPUC_OP_CONV: case GPUC_OP_FUSEDCONV: case GPUC_OP_MATMUL: case GPUC_OP_GEMM:
-  case GPUC_OP_CONVGRADINPUT: case GPUC_OP_CONVGRADWEIGHT:
+  case GPUC_OP_CONV: case GPUC_OP_FUSEDCONV: { /* all kernels: the depthwise kernel
+    * (codegen/lower_dwconv.c), 2 * R*S * C/g per output element */
+    const Tensor *w = c->nin > 1 ? c->in[1] : NULL;
+    uint64_t taps = 1;
+    for (int d = 1; w && d < w->rank; d++) taps *= (uint64_t)w->dims[d];
+    return w ? 2 * numel(y) * taps : 0;
+  }
+  case GPUC_OP_MATMUL: case GPUC_OP_GEMM: case GPUC_OP_CONVGRADINPUT: case GPUC_OP_CONVGRADWEIGHT:
     return 0; /* library calls; their kernels are pads, crops, bias adds, epilogues */
   case GPUC_OP_MAXPOOLGRAD: case GPUC_OP_AVERAGEPOOLGRAD: { /* per dY element: a compare
     * (MaxPool's argmax) or a divide-add (AveragePool) per window tap */

@@ -11,6 +11,7 @@
  * (PlanConv.mode). */
 #include "lower_util.h"
 #include "infer_nn.h"
+#include "conv_act.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -56,6 +57,37 @@ static int lower_conv(LowerCtx *c, bool fused) {
   if ((n = gpuc_attr_ints(c->n, "strides", &v)) == ns) for (int i = 0; i < ns; i++) st[i] = v[i];
   if ((n = gpuc_attr_ints(c->n, "dilations", &v)) == ns) for (int i = 0; i < ns; i++) dil[i] = v[i];
   conv_pads(c, ns, x->dims + sp0, k, st, dil, y->dims + sp0, pb, pe);
+  /* depthwise: a generated kernel (codegen/lower_dwconv.c) where it
+   * applies, with the input activation too */
+  int rc = nhwc ? cg_dwconv_nhwc(c, pb, st, dil) : 1;
+  if (rc <= 0) return rc;
+  /* elsewhere the input activation (ir/conv_act.h) is a kernel of its own
+   * writing the activated X, which the convolution then reads */
+  LowerCtx cx;
+  uint32_t tin_x[4];
+  if (fused && gpuc_attr_i(c->n, "in_activation", 0) != GPUC_FCONV_ACT_NONE) {
+    char expr[256];
+    if (cg_conv_act_expr(expr, sizeof expr, c->n, true, "v")) return lower_fail(c, "internal: in_activation");
+    uint32_t xa = cg_scratch(c, x->dt, x->rank, x->dims);
+    const Tensor *ins[1] = {x}, *outs[1] = {x};
+    uint32_t tins[1] = {c->tin[0]}, touts[1] = {xa};
+    LowerCtx e = *c;
+    e.in = ins;
+    e.tin = tins;
+    e.nin = 1;
+    e.out = outs;
+    e.tout = touts;
+    static const int which[1] = {0};
+    if (cg_elementwise(&e, which, 1, "float", "const float v = x0;", expr)) return -1;
+    c->nkernels_emitted = e.nkernels_emitted;
+    cx = *c;
+    for (int i = 0; i < c->nin && i < 4; i++) tin_x[i] = c->tin[i];
+    tin_x[0] = xa;
+    cx.tin = tin_x;
+    c = &cx;
+  }
+  /* 1x1: a GEMM (codegen/lower_se.c) where it applies */
+  if (nhwc && (rc = cg_conv1x1_nhwc_gemm(c, pb, pe, st, dil)) <= 0) return rc;
   uint32_t xin = c->tin[0];
   bool asym = false;
   for (int i = 0; i < ns; i++) if (pb[i] != pe[i] || pb[i] < 0) asym = true;
@@ -100,8 +132,10 @@ static int lower_conv(LowerCtx *c, bool fused) {
   /* bf16: cuDNN's fused bias-activation call documents fp32, fp64, fp16
    * and int8 configurations, not bf16; the convolution runs alone on
    * tensor cores and bias (+ z) + Relu follow in one generated kernel */
-  bool relu_kernel = fused && act == 1 && x->dt == GPUC_DT_BF16;
-  if (fused && act == 1 && !relu_kernel) {
+  /* activations other than Relu (ir/conv_act.h) are not cuDNN's: they
+   * follow in the generated kernel too */
+  bool act_kernel = fused && (act > GPUC_FCONV_ACT_RELU || (act == GPUC_FCONV_ACT_RELU && x->dt == GPUC_DT_BF16));
+  if (fused && act == GPUC_FCONV_ACT_RELU && !act_kernel) {
     cv.b = c->tin[2];
     cv.z = z ? c->tin[3] : UINT32_MAX;
     cv.act = GPUC_CONV_ACT_PACK(1, GPUC_CONV_LAYOUT(cv.act));
@@ -112,9 +146,9 @@ static int lower_conv(LowerCtx *c, bool fused) {
     return 0;
   }
   if (cg_conv(c, &cv)) return -1;
-  if (!bias && !z && !relu_kernel) return 0;
+  if (!bias && !z && !act_kernel) return 0;
   /* y += bias viewed as [C,1,..] (NHWC: [C], the last dim) (+ z) (then
-   * Relu), in place, one broadcasting kernel */
+   * the activation), in place, one broadcasting kernel */
   const Tensor *ins[3] = {y};
   uint32_t tins[3] = {c->tout[0]};
   int nins = 1;
@@ -132,13 +166,11 @@ static int lower_conv(LowerCtx *c, bool fused) {
   e.tin = tins;
   e.nin = nins;
   static const int which[3] = {0, 1, 2};
-  /* Relu as lower_Relu writes it: NaN stays NaN */
-  static const char *sum[3] = {"x0", "x0 + x1", "x0 + x1 + x2"},
-                    *relu[3] = {"(x0 < 0.f ? 0.f : x0)", "(x0 + x1 < 0.f ? 0.f : x0 + x1)",
-                                "(x0 + x1 + x2 < 0.f ? 0.f : x0 + x1 + x2)"};
+  static const char *sum[3] = {"const float v = x0;", "const float v = x0 + x1;", "const float v = x0 + x1 + x2;"};
   GPUC_ASSERT(nins >= 1 && nins <= 3);
-  const char *expr = relu_kernel ? relu[nins - 1] : sum[nins - 1];
-  int rc = cg_elementwise(&e, which, nins, "float", NULL, expr);
+  char expr[256];
+  if (cg_conv_act_expr(expr, sizeof expr, c->n, false, "v") || !act_kernel) snprintf(expr, sizeof expr, "v");
+  rc = cg_elementwise(&e, which, nins, "float", sum[nins - 1], expr);
   c->nkernels_emitted = e.nkernels_emitted;
   return rc;
 }

@@ -4,10 +4,12 @@
  *
  * Indices are runtime tensors (int32 or int64): negative values count from
  * the back. Out-of-range indices: the CPU reference fails with a message
- * naming the index; a kernel cannot report that cheaply, so here it never
- * reads or writes out of bounds instead ("clamp-and-skip"): a gather
- * element whose index is out of range is written as zero bits, a scatter
- * update whose index is out of range is skipped.
+ * naming the index; here the kernel reports it (gpuc_fault_report,
+ * runtime/device_fault.h) and the run fails with that message, and it
+ * never reads or writes out of bounds meanwhile: a gather element whose
+ * index is out of range is written as zero bits, a scatter update whose
+ * index is out of range is skipped. Constant indices are checked here, at
+ * compile time, with the same message, and their kernels report nothing.
  *
  * Elements move as their bit patterns (unsigned types of the element's
  * width); only scatter reductions do arithmetic, as the reference does:
@@ -28,12 +30,37 @@
 
 typedef long long ll;
 
-/* Emit code setting `v` (i64) to index element `at` of `ind` wrapped by
- * dim, and clearing `ok` when it is out of [-dim, dim). */
-static void emit_index(StrBuf *b, const char *indent, const char *v, const char *ind, const char *at,
-                       int64_t dim, const char *ok) {
-  sb_printf(b, "%s{ i64 w_ = (i64)%s[%s]; if (w_ < 0) w_ += %lldLL; %s = %s && w_ >= 0 && w_ < %lldLL; %s = w_; }\n",
-            indent, ind, at, (ll)dim, ok, ok, (ll)dim, v);
+/* How a kernel's indices are checked: m-tuples (m = 1: single indices),
+ * element p of the indices bounded by dims[p % m] on axis axis0 + p % m.
+ * step < 0: constant indices, checked at compile time: nothing to report. */
+typedef struct IndexCheck { long step; int m, axis0; const int64_t *dims; } IndexCheck;
+
+/* Constant indices are checked now, with the reference's message; runtime
+ * ones get the device error record. -1 on a bad constant index. */
+static int index_check(LowerCtx *c, const Tensor *ind, int m, const int64_t *dims, int axis0, IndexCheck *ck) {
+  *ck = (IndexCheck){.step = -1, .m = m, .axis0 = axis0, .dims = dims};
+  if (!ind->data) { ck->step = (long)cg_fault_step(c); return 0; }
+  int64_t n = gpuc_numel(ind);
+  for (int64_t p = 0; p < n; p++) {
+    int64_t v = gpuc_get_i64(ind, p), dim = dims[p % m];
+    if (v < -dim || v >= dim)
+      return lower_fail(c, "index %lld (element %lld of the indices) out of range [%lld, %lld) for axis %d", (ll)v,
+                        (ll)p, (ll)-dim, (ll)dim, axis0 + (int)(p % m));
+  }
+  return 0;
+}
+
+/* Emit code setting `v` (i64) to index element `at` (tuple member j) of
+ * `ind` wrapped by its dim, and clearing `ok` when it is out of
+ * [-dim, dim), which the kernel then reports. */
+static void emit_index(StrBuf *b, const char *indent, const char *v, const char *ind, const char *at, int j,
+                       const IndexCheck *ck, const char *ok) {
+  ll dim = (ll)ck->dims[j];
+  sb_printf(b, "%s{ i64 w_ = (i64)%s[%s]; bool in_ = w_ >= -%lldLL && w_ < %lldLL;\n", indent, ind, at, dim, dim);
+  if (ck->step >= 0)
+    sb_printf(b, "%s  if (!in_) gpuc_fault_report(%ldu, %d, w_, (i64)(%s), %lldLL, %d);\n", indent, ck->step,
+              GPUC_FAULT_INDEX, at, dim, ck->axis0 + j);
+  sb_printf(b, "%s  if (w_ < 0) w_ += %lldLL; %s = %s && in_; %s = w_; }\n", indent, dim, ok, ok, v);
 }
 
 /* s = offset in x (strides xs) of the element at the index tuple of i over
@@ -59,6 +86,8 @@ int lower_Gather(LowerCtx *c) {
   int64_t D = x->dims[axis], N = gpuc_numel(ind), total = gpuc_numel(y);
   int64_t inner = gpuc_shape_numel(x->rank - axis - 1, x->dims + axis + 1);
   if (total == 0) return 0;
+  IndexCheck ck;
+  if (index_check(c, ind, 1, &D, axis, &ck)) return -1;
   const char *t = cg_bits_type(x->dt);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
@@ -67,7 +96,7 @@ int lower_Gather(LowerCtx *c) {
                "    i64 j = i %% %lldLL, t = i / %lldLL, n = t %% %lldLL, o = t / %lldLL, v;\n"
                "    bool ok = true;\n",
             name, t, cg_ctype(ind->dt), t, (ll)total, (ll)inner, (ll)inner, (ll)N, (ll)N);
-  emit_index(b, "    ", "v", "ind", "n", D, "ok");
+  emit_index(b, "    ", "v", "ind", "n", 0, &ck, "ok");
   sb_printf(b, "    y[i] = ok ? x[(o * %lldLL + v) * %lldLL + j] : (%s)0;\n  }\n}\n", (ll)D, (ll)inner, t);
   uint32_t args[3] = {c->tin[0], c->tin[1], c->tout[0]};
   return cg_launch_items(c, name, (uint64_t)total, 3, args);
@@ -84,6 +113,8 @@ int lower_GatherElements(LowerCtx *c) {
   int64_t xs[GPUC_MAX_RANK], N = gpuc_numel(ind);
   gpuc_strides(x, xs);
   if (N == 0) return 0;
+  IndexCheck ck;
+  if (index_check(c, ind, 1, &x->dims[axis], axis, &ck)) return -1;
   const char *t = cg_bits_type(x->dt);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
@@ -92,7 +123,7 @@ int lower_GatherElements(LowerCtx *c) {
                "    i64 v, r_ = i, s = 0;\n"
                "    bool ok = true;\n",
             name, t, cg_ctype(ind->dt), t, (ll)N);
-  emit_index(b, "    ", "v", "ind", "i", x->dims[axis], "ok");
+  emit_index(b, "    ", "v", "ind", "i", 0, &ck, "ok");
   emit_element_offset(b, r, axis, ind->dims, xs);
   sb_printf(b, "    y[i] = ok ? x[s] : (%s)0;\n  }\n}\n", t);
   uint32_t args[3] = {c->tin[0], c->tin[1], c->tout[0]};
@@ -116,6 +147,8 @@ int lower_GatherND(LowerCtx *c) {
   int64_t slice = gpuc_shape_numel(r - b0 - m, x->dims + b0 + m);
   int64_t xbatch = gpuc_shape_numel(r - b0, x->dims + b0), total = gpuc_numel(y);
   if (total == 0) return 0;
+  IndexCheck ck;
+  if (index_check(c, ind, m ? m : 1, x->dims + b0, b0, &ck)) return -1;
   const char *t = cg_bits_type(x->dt);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
@@ -128,7 +161,7 @@ int lower_GatherND(LowerCtx *c) {
   for (int j = 0; j < m; j++) {
     char at[64];
     snprintf(at, sizeof at, "T * %lldLL + %d", (ll)m, j);
-    emit_index(b, "    ", "v", "ind", at, x->dims[b0 + j], "ok");
+    emit_index(b, "    ", "v", "ind", at, j, &ck, "ok");
     sb_printf(b, "    off += v * %lldLL;\n", (ll)xs[b0 + j]);
   }
   sb_printf(b, "    (void)v;\n    y[i] = ok ? x[off + s] : (%s)0;\n  }\n}\n", t);
@@ -266,6 +299,8 @@ int lower_ScatterElements(LowerCtx *c) {
   gpuc_strides(x, xs);
   if (scatter_prologue(c)) return -1;
   if (N == 0) return 0;
+  IndexCheck ck;
+  if (index_check(c, ind, 1, &x->dims[axis], axis, &ck)) return -1;
   const char *T = cg_ctype(x->dt);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
@@ -277,7 +312,7 @@ int lower_ScatterElements(LowerCtx *c) {
                "    i64 v, r_ = i, s = 0;\n"
                "    bool ok = true;\n",
             name, cg_ctype(ind->dt), T, T, (ll)N);
-  emit_index(b, "    ", "v", "ind", "i", x->dims[axis], "ok");
+  emit_index(b, "    ", "v", "ind", "i", 0, &ck, "ok");
   sb_printf(b, "    if (!ok) continue;\n");
   emit_element_offset(b, r, axis, ind->dims, xs);
   sb_printf(b, "    %s(y + s, u[i]);\n  }\n}\n", fn);
@@ -303,6 +338,8 @@ int lower_ScatterND(LowerCtx *c) {
   if (scatter_prologue(c)) return -1;
   int64_t total = N * slice;
   if (total == 0) return 0;
+  IndexCheck ck;
+  if (index_check(c, ind, k ? k : 1, x->dims, 0, &ck)) return -1;
   const char *T = cg_ctype(x->dt);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
@@ -317,7 +354,7 @@ int lower_ScatterND(LowerCtx *c) {
   for (int j = 0; j < k; j++) {
     char at[64];
     snprintf(at, sizeof at, "n * %dLL + %d", k, j);
-    emit_index(b, "    ", "v", "ind", at, x->dims[j], "ok");
+    emit_index(b, "    ", "v", "ind", at, j, &ck, "ok");
     sb_printf(b, "    off += v * %lldLL;\n", (ll)xs[j]);
   }
   sb_printf(b, "    (void)v; (void)n;\n    if (!ok) continue;\n    %s(y + off + s, u[i]);\n  }\n}\n", fn);

@@ -203,5 +203,8 @@ static int global_pool(LowerCtx *c, bool is_max) {
   return cg_launch_grid(c, name, grid, blk, 0, 2, args);
 }
 
-int lower_GlobalAveragePool(LowerCtx *c) { return global_pool(c, false); }
+int lower_GlobalAveragePool(LowerCtx *c) {
+  if (gpuc_attr_i(c->n, "layout", GPUC_LAYOUT_NCHW) == GPUC_LAYOUT_NHWC) return cg_gap_nhwc(c); /* codegen/lower_se.c */
+  return global_pool(c, false);
+}
 int lower_GlobalMaxPool(LowerCtx *c) { return global_pool(c, true); }

@@ -10,14 +10,15 @@
  *
  * DynamicQuantizeLinear: one block finds min/max (NaN left out), computes
  * scale and zero point exactly as the reference (f32), a second kernel
- * quantizes. The reference fails on an infinite input; here the scale is
- * then infinite and the output meaningless (no error is raised).
+ * quantizes. The reference fails on an infinite input; so does the run
+ * here (gpuc_fault_report, runtime/device_fault.h).
  *
  * Losses compute in f64 like the reference: SoftmaxCrossEntropyLoss first
  * finds shift[n, d] = max + log(sum exp(x - max)) over the classes (one warp
  * per (n, d)), then the shared NLL step. A label outside [0, C) that is not
- * ignore_index (an error in the reference) counts as ignored here: loss 0,
- * no weight. sum/mean reductions run in one block. */
+ * ignore_index (an error in the reference) is reported (the run fails with
+ * the reference's message) and meanwhile counts as ignored: loss 0, no
+ * weight. sum/mean reductions run in one block. */
 #include "lower_util.h"
 #include <stdio.h>
 #include <string.h>
@@ -147,6 +148,7 @@ int lower_DynamicQuantizeLinear(LowerCtx *c) {
   bool has_s = c->nout > 1 && c->out[1], has_z = c->nout > 2 && c->out[2];
   int64_t n = gpuc_numel(x), two = 2;
   uint32_t qp = cg_scratch(c, GPUC_DT_F32, 1, &two);
+  unsigned fstep = cg_fault_step(c);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
   /* 1: range, scale, zero point (one block of 1024 threads) */
@@ -159,6 +161,7 @@ int lower_DynamicQuantizeLinear(LowerCtx *c) {
                "  __syncthreads();\n"
                "  if (threadIdx.x == 0) {\n"
                "    for (int w = 1; w < (int)(blockDim.x >> 5); w++) { mn = fminf(mn, smn[w]); mx = fmaxf(mx, smx[w]); }\n"
+               "    if (isinf(mn) || isinf(mx)) gpuc_fault_report(%uu, %d, 0, 0, 0, -1);\n"
                "    float scale = (mx - mn) / 255.0f;\n"
                "    if (isinf(scale)) scale = (float)(((double)mx - (double)mn) / 255.0);\n"
                "    if (scale == 0) scale = 1;\n"
@@ -166,7 +169,7 @@ int lower_DynamicQuantizeLinear(LowerCtx *c) {
                "    zpf = zpf < 0 ? 0 : (zpf > 255 ? 255 : zpf);\n"
                "    qp[0] = scale; qp[1] = zpf;\n",
             name, has_s ? ", float* __restrict__ ys" : "", has_z ? ", unsigned char* __restrict__ yz" : "",
-            (ll)n);
+            (ll)n, fstep, GPUC_FAULT_INF);
   if (has_s) sb_printf(b, "    ys[0] = scale;\n");
   if (has_z) sb_printf(b, "    yz[0] = (unsigned char)(int)zpf;\n");
   sb_printf(b, "  }\n}\n");
@@ -259,6 +262,7 @@ static int lower_loss(LowerCtx *c, bool sce) {
     return lower_fail(c, "internal: log_prob without rows");
   }
   /* the NLL step: per (n, d) loss = -(x[n, label, d] - shift) * w[label] */
+  unsigned fstep = cg_fault_step(c);
   const char *name = cg_kernel_name(c);
   sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const %s* __restrict__ lab, ",
             name, XT, cg_ctype(t->dt));
@@ -275,9 +279,11 @@ static int lower_loss(LowerCtx *c, bool sce) {
            "        wv = %s;\n"
            "        double logp = %s - %s;\n"
            "        loss = -logp * wv;\n"
+           "      } else if (!(%s && label == %lldLL)) {\n"
+           "        gpuc_fault_report(%uu, %d, label, j, C_, -1);\n"
            "      }\n",
            has_ii ? "true" : "false", ignore, w ? wv : "1.0", xv,
-           shift != UINT32_MAX ? "shift[j]" : "0.0");
+           shift != UINT32_MAX ? "shift[j]" : "0.0", has_ii ? "true" : "false", ignore, fstep, GPUC_FAULT_LABEL);
   sb_printf(b, "  const i64 D_ = %lldLL, C_ = %lldLL;\n  (void)D_; (void)C_;\n", (ll)D, (ll)C);
   uint32_t args[5];
   int na = 0;

@@ -4,11 +4,11 @@
  * in lower_train_nn.c.
  *
  * Labels and indices are runtime tensors (int32 or int64). The reference
- * fails on an out-of-range label or index; a kernel cannot report that
- * cheaply, so here: a label outside [0, C) that is not ignore_index gives
- * a NaN gradient row (the bad batch shows in the weights, never silently),
- * and a GatherGrad index outside [-D, D) is skipped (as lower_gather.c's
- * scatters do). */
+ * fails on an out-of-range label or index; here the kernel reports it
+ * (gpuc_fault_report, runtime/device_fault.h: the run fails with the
+ * reference's message) and meanwhile a label outside [0, C) that is not
+ * ignore_index gives a NaN gradient row, and a GatherGrad index outside
+ * [-D, D) is skipped (as lower_gather.c's scatters do). */
 #include "lower_util.h"
 #include "dropout_rng.h"
 #include <stdio.h>
@@ -89,6 +89,7 @@ int lower_SoftmaxCrossEntropyLossGrad(LowerCtx *c) {
     if (cg_launch_grid(c, name, grid, block, 0, na, args)) return -1;
   }
   /* kernel 2: one thread per element of dX */
+  unsigned fstep = cg_fault_step(c);
   snprintf(name, sizeof name, "%s", cg_kernel_name(c));
   sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ dl, const %s* __restrict__ lp, "
                "const %s* __restrict__ lab, ",
@@ -108,9 +109,11 @@ int lower_SoftmaxCrossEntropyLossGrad(LowerCtx *c) {
   else if (mean) sb_printf(b, " / %.1f", (double)(N * D));
   sb_printf(b, ";\n    float v;\n");
   sb_printf(b, "    if (%s) v = 0.0f;\n"
-               "    else if (label < 0 || label >= %lldLL) v = __int_as_float(0x7fc00000);\n"
-               "    else {\n      s *= %s;\n      const float p = expf(",
-            has_ii ? ign : "false", LL(C), wl);
+               "    else if (label < 0 || label >= %lldLL) {\n"
+               "      v = __int_as_float(0x7fc00000);\n"
+               "      gpuc_fault_report(%uu, %d, label, j, %lldLL, -1);\n"
+               "    } else {\n      s *= %s;\n      const float p = expf(",
+            has_ii ? ign : "false", LL(C), fstep, GPUC_FAULT_LABEL_GRAD, LL(C), wl);
   cg_load(b, "float", lp->dt, "lp", "i");
   sb_printf(b, ");\n      v = (float)(s * ((double)p - (k == label ? 1.0 : 0.0)));\n    }\n    ");
   cg_store(b, dx->dt, "dx", "i", "float", "v");
@@ -157,16 +160,17 @@ int lower_GatherGrad(LowerCtx *c) {
                "  GRID_STRIDE(i, %lldLL) acc[i] = 0;\n}\n", name, act, LL(total));
   if (cg_launch_items(c, name, (uint64_t)total, 1, &acc)) return -1;
   if (ndy > 0) {
+    unsigned fstep = cg_fault_step(c);
     snprintf(name, sizeof name, "%s", cg_kernel_name(c));
     sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ dy, const %s* __restrict__ ind, %s* acc) {\n"
                  "  GRID_STRIDE(i, %lldLL) {\n"
                  "    const i64 in_ = i %% %lldLL, n = i / %lldLL %% %lldLL, o = i / %lldLL;\n"
-                 "    i64 v = (i64)ind[n];\n"
-                 "    if (v < 0) v += %lldLL;\n"
-                 "    if (v < 0 || v >= %lldLL) continue;\n"
+                 "    const i64 w = (i64)ind[n];\n"
+                 "    i64 v = w < 0 ? w + %lldLL : w;\n"
+                 "    if (v < 0 || v >= %lldLL) { gpuc_fault_report(%uu, %d, w, n, %lldLL, -1); continue; }\n"
                  "    atomicAdd(acc + (o * %lldLL + v) * %lldLL + in_, ",
               name, cg_ctype(dy->dt), cg_ctype(ind->dt), act, LL(ndy), LL(inner), LL(inner), LL(N),
-              LL(N * inner), LL(D), LL(D), LL(D), LL(inner));
+              LL(N * inner), LL(D), LL(D), fstep, GPUC_FAULT_INDEX_NOAXIS, LL(D), LL(D), LL(inner));
     cg_load(b, act, dy->dt, "dy", "i");
     sb_printf(b, ");\n  }\n}\n");
     uint32_t args[3] = {c->tin[0], c->tin[1], acc};

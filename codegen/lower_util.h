@@ -3,6 +3,7 @@
 #define GPUC_LOWER_UTIL_H
 #include "codegen.h"
 #include "infer_util.h"
+#include "device_fault.h"
 
 /* OpCtx view of a LowerCtx (inputs and outputs included), for
  * gpuc_op_fail and the shared shape helpers of ir/ (windows, axes...). */
@@ -37,9 +38,31 @@ unsigned long long cg_elem_bits(GpucDType dt, const void *p);
 int cg_copy(LowerCtx *c, uint32_t src, uint32_t dst, uint64_t bytes);
 /* A float literal that round-trips (e.g. "1.00000001e-05f"). */
 void cg_float_lit(char *buf, size_t n, double v, const char *ct);
+/* Data-dependent errors (runtime/device_fault.h): puts the device error
+ * record and gpuc_fault_report() into the module (once), and returns the
+ * step number the next launch gets. Call it just before emitting the
+ * kernel that reports, after any earlier launch of the node; the kernel
+ * calls `gpuc_fault_report(step, GPUC_FAULT_*, value, pos, bound, axis)`
+ * where the reference would fail, and never touches memory out of range. */
+unsigned cg_fault_step(LowerCtx *c);
 /* BatchNormalization in training mode (codegen/lower_train_nn.c); its
  * inference mode stays in lower_norm.c, which dispatches here. */
 int lower_bn_training(LowerCtx *c);
+/* FusedConv's activation (ir/conv_act.h; input: its in_activation) of
+ * float variable v as a float expression into buf; -1 for an unknown code
+ * (codegen/lower_dwconv.c). */
+int cg_conv_act_expr(char *buf, size_t cap, const Node *n, bool input, const char *v);
+/* An NHWC depthwise FusedConv as one generated kernel with bias, residual
+ * and activation (codegen/lower_dwconv.c): 0 done, 1 not its case (the
+ * caller uses cuDNN), -1 error. pb: begin pads, st / dil: strides and
+ * dilations of the two spatial dims. */
+int cg_dwconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int64_t *dil);
+/* An NHWC GlobalAveragePool [N,H,W,C] -> [N,1,1,C] (codegen/lower_se.c). */
+int cg_gap_nhwc(LowerCtx *c);
+/* An NHWC 1x1 FusedConv (stride 1, no pads, one group, no residual, half)
+ * as one cuBLASLt GEMM with the bias (and Relu) in its epilogue
+ * (codegen/lower_se.c): 0 done, 1 not its case, -1 error. */
+int cg_conv1x1_nhwc_gemm(LowerCtx *c, const int64_t *pb, const int64_t *pe, const int64_t *st, const int64_t *dil);
 /* The taps of a pooling window inside X (codegen/lower_pool.c): loops,
  * bounds and "i64 off"; returns the innermost indentation. */
 struct NnWindow;

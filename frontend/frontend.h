@@ -19,6 +19,10 @@ typedef struct GpucShapeBind {
 } GpucShapeBind;
 
 Graph *gpuc_onnx_load(const char *path, const GpucShapeBind *binds, int nbinds, GpucErr *e);
+/* The same from a serialized ModelProto in memory (the C API's
+ * gpuc_compile_bytes); `what` names it in messages; no external data. */
+Graph *gpuc_onnx_load_bytes(const void *data, size_t len, const char *what, const GpucShapeBind *binds, int nbinds,
+                            GpucErr *e);
 
 /* Whether the importer expands default-domain op `op` of opset `opset`
  * into primitive ops (frontend/onnx_attention23.c): Attention from 23. */

@@ -346,9 +346,9 @@ static int convert_graph(Loader *L, const Onnx__GraphProto *gp, const GpucFlatNo
     for (size_t k = 0; k < np->n_attribute && !rc; k++)
       rc = convert_attr(L, np, nname, np->attribute[k], &n->attrs[k]);
     if (!rc) rc = check_attr_dups(L, n, op_type);
-    /* `layout` on MaxPool is gpuc's own (passes/layout_nhwc.c), not ONNX's */
-    if (!rc && op == GPUC_OP_MAXPOOL && gpuc_attr(n, "layout"))
-      rc = gpuc_err_set(e, "%s: node '%s' (%s): MaxPool has no attribute 'layout'", g->path, nname, op_type);
+    /* `layout` on MaxPool and GlobalAveragePool is gpuc's own (passes/layout_nhwc.c), not ONNX's */
+    if (!rc && (op == GPUC_OP_MAXPOOL || op == GPUC_OP_GLOBALAVERAGEPOOL) && gpuc_attr(n, "layout"))
+      rc = gpuc_err_set(e, "%s: node '%s' (%s): %s has no attribute 'layout'", g->path, nname, op_type, op_type);
     for (size_t k = 0; k < nout && !rc; k++) {
       if (!valid_name(np->output[k])) continue;
       char what[1024];
@@ -439,20 +439,37 @@ static int64_t default_opset(const Onnx__ModelProto *mp, GpucErr *e, const char 
   return opset;
 }
 
+static Graph *load_buffer(const uint8_t *buf, size_t len, const char *path, const char *model_dir,
+                          const GpucShapeBind *binds, int nbinds, GpucErr *e);
+
 Graph *gpuc_onnx_load(const char *path, const GpucShapeBind *binds, int nbinds, GpucErr *e) {
   uint8_t *buf;
   size_t len;
   if (gpuc_read_file(path, GPUC_MODEL_MAX_BYTES, &buf, &len, e)) return NULL;
   if (len == 0) { free(buf); gpuc_err_set(e, "%s: empty file", path); return NULL; }
-  if (gpuc_proto_scan(buf, len, path, e)) { free(buf); return NULL; }
-  Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
+  char dirbuf[PATH_MAX];
+  snprintf(dirbuf, sizeof dirbuf, "%s", path);
+  Graph *g = load_buffer(buf, len, path, dirname(dirbuf), binds, nbinds, e);
   free(buf);
+  return g;
+}
+
+Graph *gpuc_onnx_load_bytes(const void *data, size_t len, const char *what, const GpucShapeBind *binds, int nbinds,
+                            GpucErr *e) {
+  if (len == 0) { gpuc_err_set(e, "%s: empty model", what); return NULL; }
+  if ((int64_t)len > GPUC_MODEL_MAX_BYTES) { gpuc_err_set(e, "%s: model larger than 4 GiB", what); return NULL; }
+  return load_buffer(data, len, what, NULL, binds, nbinds, e);
+}
+
+/* model_dir: where external data may live; NULL allows none. */
+static Graph *load_buffer(const uint8_t *buf, size_t len, const char *path, const char *model_dir,
+                          const GpucShapeBind *binds, int nbinds, GpucErr *e) {
+  if (gpuc_proto_scan(buf, len, path, e)) return NULL;
+  Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
   if (!mp) { gpuc_err_set(e, "%s: not a valid ONNX model (protobuf decoding failed)", path); return NULL; }
   Graph *g = NULL;
   Loader L = {0};
-  char dirbuf[PATH_MAX];
-  snprintf(dirbuf, sizeof dirbuf, "%s", path);
-  L.model_dir = dirname(dirbuf);
+  L.model_dir = model_dir;
   L.e = e;
   if (!mp->graph) { gpuc_err_set(e, "%s: the model has no graph", path); goto fail; }
   if (!mp->has_ir_version || mp->ir_version < 1) {

@@ -3,6 +3,7 @@
  * The window/resize geometry functions are also what the reference kernels
  * call (infer_nn.h), so shapes and kernels cannot disagree. */
 #include "infer_nn.h"
+#include "conv_act.h"
 #include <math.h>
 #include <string.h>
 
@@ -377,6 +378,15 @@ static int infer_global_pool(OpCtx *c) {
   const Tensor *x = c->in[0];
   if (x->rank < 2) return gpuc_op_fail(c, "X must have rank >= 2 ([N, C, ...]), got %d", x->rank);
   int64_t dims[GPUC_MAX_RANK];
+  int64_t layout = gpuc_attr_i(c->n, "layout", GPUC_LAYOUT_NCHW);
+  if (layout == GPUC_LAYOUT_NHWC) { /* gpuc's own (passes/layout_nhwc.c): X [N,H,W,C] -> [N,1,1,C] */
+    if (c->n->op != GPUC_OP_GLOBALAVERAGEPOOL || x->rank != 4)
+      return gpuc_op_fail(c, "an NHWC global pool must be a 2-D GlobalAveragePool");
+    int64_t d4[4] = {x->dims[0], 1, 1, x->dims[3]};
+    set_out(c, 0, x->dt, 4, d4);
+    return 0;
+  }
+  if (layout != GPUC_LAYOUT_NCHW) return gpuc_op_fail(c, "layout %lld is not 0 (NCHW) or 1 (NHWC)", (long long)layout);
   for (int i = 0; i < x->rank; i++) dims[i] = i < 2 ? x->dims[i] : 1;
   set_out(c, 0, x->dt, x->rank, dims);
   return 0;
@@ -892,6 +902,10 @@ int infer_FusedConv(OpCtx *c) {
     if (!same) return gpuc_op_fail(c, "the residual input must have the convolution's shape and dtype");
   }
   int64_t act = gpuc_attr_i(c->n, "activation", 0);
-  if (act != 0 && act != 1) return gpuc_op_fail(c, "activation %lld is not 0 (none) or 1 (Relu)", (long long)act);
+  if (act < 0 || act >= GPUC_FCONV_ACT_COUNT)
+    return gpuc_op_fail(c, "activation %lld is not 0..%d (ir/conv_act.h)", (long long)act, GPUC_FCONV_ACT_COUNT - 1);
+  int64_t in_act = gpuc_attr_i(c->n, "in_activation", 0);
+  if (in_act < 0 || in_act >= GPUC_FCONV_ACT_COUNT)
+    return gpuc_op_fail(c, "in_activation %lld is not 0..%d (ir/conv_act.h)", (long long)in_act, GPUC_FCONV_ACT_COUNT - 1);
   return 0;
 }

@@ -260,6 +260,10 @@ int gpuc_graph_bind_shape(Graph *g, const char *name, int rank,
  * name ('batch' bound on input_ids binds attention_mask's 'batch' too);
  * two binds that disagree on one symbol are an error. */
 int gpuc_graph_bind_symbols(Graph *g, GpucErr *e);
+/* After the binds: every dim of an input that is still unknown (and of
+ * known rank) becomes 1, as trtexec does; returns how many, and says which
+ * in note (ir/default_dims.c). Re-infer the graph after. */
+int gpuc_graph_default_dims(Graph *g, char *note, size_t n);
 
 /* ---- attribute lookup -------------------------------------------------- */
 const Attr *gpuc_attr(const Node *n, const char *name);

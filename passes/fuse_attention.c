@@ -9,6 +9,8 @@
  *   S = scalings(MatMul(scalings(Q), scalings(Kt)))
  *   Kt = Transpose(scalings(K), perm [0,1,3,2])
  *        or Transpose(K', perm [0,2,3,1]) (K' = K stored [B,S,H,D])
+ *        or Reshape(Transpose(Reshape(scalings(K), [B*H,S,D]), [0,2,1]),
+ *           [B,H,D,S]) (the dynamo exporter's SDPA: the same bytes)
  * where scalings() is any chain of Mul/Div by constant scalars (either
  * operand of a Mul): the TorchScript SDPA export scales Q and Kt by
  * sqrt(scale) each, eager exports divide S by sqrt(D). Their product is the
@@ -84,13 +86,51 @@ static bool perm_is(const Node *t, int a, int b, int c, int d) {
   return t && gpuc_attr_ints(t, "perm", &p) == 4 && p[0] == a && p[1] == b && p[2] == c && p[3] == d;
 }
 
-/* Kt = Transpose(K', perm [0,1,3,2]) with K' scalings of K: K, or -1.
+/* a static shape equal to dims[0..rank) */
+static bool dims_are(const Tensor *t, int rank, const int64_t *dims) {
+  if (t->rank != rank || !gpuc_shape_known(t)) return false;
+  for (int d = 0; d < rank; d++)
+    if (t->dims[d] != dims[d]) return false;
+  return true;
+}
+
+/* Kt = Reshape(Transpose(Reshape(K', [B*H,S,D]), perm [0,2,1]), [B,H,D,S])
+ * (the dynamo exporter's K transpose, written on 3-D batches): the same
+ * bytes as Transpose(K', perm [0,1,3,2]), with K' 4-D [B,H,S,D]. All three
+ * values private (removed with the pattern): K', or -1. */
+static int batched_last2_transpose(Match *m, int kt) {
+  Node *r2 = private_value(m, kt) ? producer(m, kt, GPUC_OP_RESHAPE) : NULL;
+  int tv = r2 ? r2->in[0] : -1;
+  Node *t = private_value(m, tv) ? producer(m, tv, GPUC_OP_TRANSPOSE) : NULL;
+  const int64_t *p;
+  if (!t || gpuc_attr_ints(t, "perm", &p) != 3 || p[0] != 0 || p[1] != 2 || p[2] != 1) return -1;
+  int rv = t->in[0];
+  Node *r1 = private_value(m, rv) ? producer(m, rv, GPUC_OP_RESHAPE) : NULL;
+  if (!r1) return -1;
+  const Tensor *k = &m->g->values[r1->in[0]].t;
+  if (k->rank != 4 || !gpuc_shape_known(k)) return -1;
+  int64_t B = k->dims[0], H = k->dims[1], S = k->dims[2], D = k->dims[3];
+  const int64_t merged[3] = {B * H, S, D}, back[4] = {B, H, D, S};
+  if (!dims_are(&m->g->values[rv].t, 3, merged) || !dims_are(&m->g->values[kt].t, 4, back)) return -1;
+  take(m, kt);
+  take(m, tv);
+  take(m, rv);
+  return r1->in[0];
+}
+
+/* Kt = Transpose(K', perm [0,1,3,2]) (or its batched 3-D form above) with
+ * K' scalings of K: K, or -1.
  * Kt = Transpose(K, perm [0,2,3,1]) (the head split and the K transpose
  * merged into one): K stored [B,S,H,D], *bshd set. *kept: the
  * Transpose stays (read elsewhere), so K keeps a reader outside. */
 static int untranspose(Match *m, int kt, double *scale, bool *bshd, bool *kept) {
   Node *t = producer(m, kt, GPUC_OP_TRANSPOSE);
   *bshd = perm_is(t, 0, 2, 3, 1);
+  *kept = false;
+  if (!t) {
+    int k = batched_last2_transpose(m, kt);
+    return k < 0 ? -1 : strip_scalings(m, k, scale, true);
+  }
   if (!perm_is(t, 0, 1, 3, 2) && !*bshd) return -1;
   /* a Transpose read elsewhere too stays, and so does what feeds it */
   bool removable = private_value(m, kt);

@@ -9,6 +9,8 @@
  * Then a projection shortcut's bias moves into its consumer's (see
  * fold_shortcut_bias). */
 #include "passes.h"
+#include "conv_act.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,4 +163,181 @@ int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e) {
   free(last);
   int folded = fold_shortcut_bias(g, o->training, e);
   return folded < 0 ? -1 : changes + folded;
+}
+
+/* ---- activations into NHWC depthwise convolutions -------------------- */
+
+/* NHWC FusedConv n is depthwise (groups == C == K, W [K,R,S,1]) without a
+ * residual: codegen/lower_dwconv.c runs it as one generated kernel that
+ * can apply any activation of ir/conv_act.h to its inputs as it loads them
+ * and to its sums before the store. */
+static bool dw_nhwc(const Graph *g, const Node *n) {
+  if (n->op != GPUC_OP_FUSEDCONV || gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NHWC ||
+      (n->nin > 3 && n->in[3] >= 0) || n->nin < 2 || n->in[0] < 0 || n->in[1] < 0 || n->out[0] < 0)
+    return false;
+  const Tensor *x = &g->values[n->in[0]].t, *w = &g->values[n->in[1]].t, *y = &g->values[n->out[0]].t;
+  int64_t groups = gpuc_attr_i(n, "group", 1);
+  return x->rank == 4 && w->rank == 4 && y->rank == 4 && gpuc_shape_known(y) && groups > 1 && groups == x->dims[3] &&
+         w->dims[0] == groups && w->dims[3] == 1 && gpuc_dtype_is_float(y->dt);
+}
+
+/* A scalar constant's value (Clip's min / max inputs), or `dflt` when the
+ * input is absent; false when present but not a constant scalar. */
+static bool scalar_or(const Graph *g, const Node *n, int k, double dflt, double *v) {
+  if (k >= n->nin || n->in[k] < 0) { *v = dflt; return true; }
+  const Value *c = &g->values[n->in[k]];
+  if (!c->is_const || !c->t.data || gpuc_numel(&c->t) != 1) return false;
+  *v = gpuc_get_f64(&c->t, 0);
+  return true;
+}
+
+/* An activation applied to value y: the nodes reading y are one Relu,
+ * Clip (constant bounds), HardSwish or erf Gelu, or SiLU's Sigmoid(y) and
+ * Mul(y, that) in either order, nothing else, y not a graph output, and
+ * the activation's output of y's type. */
+typedef struct {
+  int act;        /* GPUC_FCONV_ACT_* */
+  double lo, hi;  /* Clip's bounds */
+  int node;       /* the node writing the activation's output */
+  int sigmoid;    /* SiLU's Sigmoid node, or -1 */
+} ActMatch;
+
+static bool match_act(const Graph *g, const int *readers, const bool *drop, int y, ActMatch *m) {
+  if (g->values[y].is_output || readers[y] < 1 || readers[y] > 2) return false;
+  int rd[2], nrd = 0;
+  for (int j = 0; j < g->nnodes && nrd < 2; j++) {
+    bool reads = false;
+    for (int k = 0; k < g->nodes[j].nin; k++) reads |= g->nodes[j].in[k] == y;
+    if (reads && !drop[j]) rd[nrd++] = j;
+  }
+  if (nrd != readers[y]) return false; /* a node reading y twice, or one already fused */
+  *m = (ActMatch){.act = -1, .node = nrd == 1 ? rd[0] : -1, .sigmoid = -1};
+  if (nrd == 2) {
+    int sig = g->nodes[rd[0]].op == GPUC_OP_SIGMOID ? 0 : g->nodes[rd[1]].op == GPUC_OP_SIGMOID ? 1 : -1;
+    if (sig < 0) return false;
+    m->sigmoid = rd[sig];
+    m->node = rd[1 - sig];
+  }
+  const Tensor *yt = &g->values[y].t;
+  const Node *r = &g->nodes[m->node];
+  int out = r->out[0];
+  if (out < 0 || r->nout < 1 || r->in[0] < 0 || !same_type(&g->values[out].t, yt)) return false;
+  for (int k = 1; k < r->nout; k++)
+    if (r->out[k] >= 0) return false;
+  if (nrd == 2) { /* SiLU: s = Sigmoid(y), Mul(y, s) in either order */
+    int s = g->nodes[m->sigmoid].out[0];
+    bool pair = r->op == GPUC_OP_MUL && r->nin == 2 &&
+                ((r->in[0] == y && r->in[1] == s) || (r->in[1] == y && r->in[0] == s));
+    if (!pair || s < 0 || readers[s] != 1 || g->values[s].is_output || g->values[s].t.dt != yt->dt) return false;
+    m->act = GPUC_FCONV_ACT_SILU;
+    return true;
+  }
+  if (r->in[0] != y) return false;
+  switch (r->op) {
+  case GPUC_OP_RELU: m->act = GPUC_FCONV_ACT_RELU; return true;
+  case GPUC_OP_HARDSWISH: m->act = GPUC_FCONV_ACT_HARDSWISH; return true;
+  case GPUC_OP_GELU:
+    if (strcmp(gpuc_attr_s(r, "approximate", "none"), "none")) return false;
+    m->act = GPUC_FCONV_ACT_GELU;
+    return true;
+  case GPUC_OP_CLIP:
+    if (g->opset < 11) {
+      m->lo = gpuc_attr_f(r, "min", -INFINITY);
+      m->hi = gpuc_attr_f(r, "max", INFINITY);
+    } else if (!scalar_or(g, r, 1, -INFINITY, &m->lo) || !scalar_or(g, r, 2, INFINITY, &m->hi)) {
+      return false;
+    }
+    if (isnan(m->lo) || isnan(m->hi) || m->lo > m->hi) return false; /* Clip's own rule for crossed bounds */
+    m->act = GPUC_FCONV_ACT_CLIP;
+    return true;
+  default: return false;
+  }
+}
+
+/* Node n's attributes with `key` (int) = act and, for Clip, `lo_key` /
+ * `hi_key` (floats) set; false when out of memory. */
+static bool set_act_attrs(Graph *g, Node *n, const char *key, const char *lo_key, const char *hi_key, const ActMatch *m) {
+  Attr *attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr) * ((size_t)n->nattr + 3));
+  if (!attrs) return false;
+  int na = 0;
+  bool has = false;
+  for (int k = 0; k < n->nattr; k++) {
+    if (!strcmp(n->attrs[k].name, lo_key) || !strcmp(n->attrs[k].name, hi_key)) continue;
+    attrs[na] = n->attrs[k];
+    if (!strcmp(attrs[na].name, key)) { attrs[na].i = m->act; has = true; }
+    na++;
+  }
+  if (!has) attrs[na++] = (Attr){.name = key, .kind = GPUC_ATTR_INT, .i = m->act};
+  if (m->act == GPUC_FCONV_ACT_CLIP) {
+    attrs[na++] = (Attr){.name = lo_key, .kind = GPUC_ATTR_FLOAT, .f = (float)m->lo};
+    attrs[na++] = (Attr){.name = hi_key, .kind = GPUC_ATTR_FLOAT, .f = (float)m->hi};
+  }
+  n->attrs = attrs;
+  n->nattr = na;
+  return true;
+}
+
+/* NHWC depthwise FusedConvs take the activations around them (ir/
+ * conv_act.h):
+ *   - after: Relu, Clip (constant bounds), HardSwish, erf Gelu or SiLU
+ *     reading the conv's output alone -> attribute activation (act_min,
+ *     act_max); the conv writes the activation's output;
+ *   - before: the same activations of a value y whose output only the conv
+ *     reads (MobileNetV3's HardSwish and EfficientNet's SiLU after each
+ *     1x1 expansion) -> attribute in_activation (in_act_min, in_act_max);
+ *     the conv reads y and activates each element as it loads it (the
+ *     zero padding stays zero), so the activated tensor, the largest of
+ *     the block, is never written.
+ * The reference computes the same functions on the same rounded values
+ * (ref_FusedConv). After the fp16 pass (the activations' dtype is the
+ * conv's) and before fuse_elementwise (which would split the conv's bias
+ * off into the activation's group). Returns the number fused, or -1. */
+int pass_fuse_conv_act(Graph *g, const PassOptions *o, GpucErr *e) {
+  if (o->training) return 0; /* FusedConv's gradient rule knows no activations */
+  int fused = 0, nv = g->nvalues;
+  bool *drop = calloc((size_t)g->nnodes + 1, 1);
+  int *readers = malloc(sizeof(int) * ((size_t)nv + 1));
+  if (!drop || !readers) { free(drop); free(readers); return gpuc_err_set(e, "%s: out of memory", g->path); }
+  gpuc_graph_count_readers(g, readers, NULL);
+  for (int i = 0; i < g->nnodes; i++) {
+    if (!dw_nhwc(g, &g->nodes[i])) continue;
+    ActMatch m;
+    /* after */
+    int y = g->nodes[i].out[0];
+    if (gpuc_attr_i(&g->nodes[i], "activation", 0) == 0 && match_act(g, readers, drop, y, &m)) {
+      if (!set_act_attrs(g, &g->nodes[i], "activation", "act_min", "act_max", &m)) goto oom;
+      int out = g->nodes[m.node].out[0];
+      g->values[y].producer = -1;
+      g->nodes[i].out[0] = out;
+      g->values[out].producer = i;
+      drop[m.node] = true;
+      if (m.sigmoid >= 0) drop[m.sigmoid] = true;
+      fused++;
+    }
+    /* before: x = act(y), read by this conv alone */
+    int x = g->nodes[i].in[0], p = g->values[x].producer;
+    if (gpuc_attr_i(&g->nodes[i], "in_activation", 0) != 0 || p < 0 || drop[p] || readers[x] != 1 ||
+        g->values[x].is_output)
+      continue;
+    const Node *a = &g->nodes[p];
+    int yin = -1;
+    for (int k = 0; k < a->nin && yin < 0; k++) { /* Mul(y, s) or Mul(s, y): y is the one not made by a Sigmoid */
+      int v = a->in[k], q = v >= 0 ? g->values[v].producer : -1;
+      if (v >= 0 && !(a->op == GPUC_OP_MUL && q >= 0 && g->nodes[q].op == GPUC_OP_SIGMOID)) yin = v;
+    }
+    if (yin < 0 || g->values[yin].is_const || !match_act(g, readers, drop, yin, &m) || m.node != p) continue;
+    if (!set_act_attrs(g, &g->nodes[i], "in_activation", "in_act_min", "in_act_max", &m)) goto oom;
+    g->nodes[i].in[0] = yin;
+    drop[p] = true;
+    if (m.sigmoid >= 0) drop[m.sigmoid] = true;
+    g->values[x].producer = -1;
+    readers[yin] = 1;
+    fused++;
+  }
+  gpuc_graph_remove_nodes(g, drop);
+  free(drop); free(readers);
+  return fused;
+oom:
+  free(drop); free(readers);
+  return gpuc_err_set(e, "%s: out of memory", g->path);
 }

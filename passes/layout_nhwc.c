@@ -9,8 +9,9 @@
  *   - layout-agnostic elementwise ops (Relu, Clip, Add of a residual, Mul
  *     by a per-channel constant...): every input a rank-4 computed value,
  *     or a constant of rank <= 4 (re-laid-out), with a rank-4 output,
- *   - 2-D MaxPools without Indices (ResNet's after the stem), which get
- *     layout = 1 too,
+ *   - 2-D MaxPools without Indices (ResNet's after the stem) and 2-D
+ *     GlobalAveragePools (squeeze-and-excitation, the classifier's pool),
+ *     which get layout = 1 too,
  * joined where one reads another's output; a region without a convolution
  * is left alone. Inside it every value is NHWC: convolutions get
  * layout = 1 and weights [K,C/g,R,S] -> [K,R,S,C/g]; constants read by
@@ -20,8 +21,7 @@
  * reads, or that is a graph output, leaves through one Transpose [0,3,1,2]
  * which writes the original value (so the outside keeps its names, shapes
  * and outputs). Between two convolutions of a region there is no
- * Transpose. Anything else ends a region: other pools (GlobalAveragePool:
- * a Transpose of the last, smallest activation), Flatten/Reshape,
+ * Transpose. Anything else ends a region: other pools, Flatten/Reshape,
  * Concat, Gemm, ops reading a rank-4 value with a lower-rank computed
  * operand (broadcast that would mean something else in NHWC).
  *
@@ -67,6 +67,18 @@ static bool maxpool2d(const Graph *g, const Node *n) {
          (x->t.dt == GPUC_DT_F32 || x->t.dt == GPUC_DT_F16 || x->t.dt == GPUC_DT_BF16);
 }
 
+/* A GlobalAveragePool of a 2-D float image: its NHWC form (attribute
+ * layout 1) reduces over H, W of [N,H,W,C] into [N,1,1,C], so a
+ * squeeze-and-excitation block stays NHWC instead of leaving through a
+ * Transpose of its whole input (codegen/lower_se.c). */
+static bool gap2d(const Graph *g, const Node *n) {
+  if (n->op != GPUC_OP_GLOBALAVERAGEPOOL || n->in[0] < 0 || n->out[0] < 0) return false;
+  if (gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NCHW) return false;
+  const Value *x = &g->values[n->in[0]];
+  return known4(&x->t) && !x->is_const && known4(&g->values[n->out[0]].t) &&
+         (x->t.dt == GPUC_DT_F32 || x->t.dt == GPUC_DT_F16 || x->t.dt == GPUC_DT_BF16);
+}
+
 /* An elementwise op that computes the same in NHWC once its inputs are. */
 static bool agnostic(const Graph *g, const Node *n) {
   if (!(gpuc_ops[n->op].flags & GPUC_OPF_ELEMWISE) || n->op == GPUC_OP_DROPOUT) return false;
@@ -95,7 +107,7 @@ static bool layout_input(const Graph *g, const Node *n, int k) {
   int v = n->in[k];
   if (v < 0) return false;
   if (n->op == GPUC_OP_CONV || n->op == GPUC_OP_FUSEDCONV) return k == 0 || k == 3;
-  if (n->op == GPUC_OP_MAXPOOL) return k == 0;
+  if (n->op == GPUC_OP_MAXPOOL || n->op == GPUC_OP_GLOBALAVERAGEPOOL) return k == 0;
   return !has_data(&g->values[v]);
 }
 
@@ -198,9 +210,44 @@ static int mark_layout(Rw *r, int i) {
   return 0;
 }
 
+/* ReduceMean over axes {2, 3} of a float [N,C,H,W] with keepdims is
+ * GlobalAveragePool (the dynamo exporter's squeeze-and-excitation pool:
+ * torch's mean((2, 3), keepdim=True)); as one, it joins the region (gap2d)
+ * and keeps half storage (a reduction would be an fp32 island with Casts).
+ * Both average in the reference's double sum, so the values are the
+ * same. Returns the number rewritten. */
+static int reducemean_as_gap(Graph *g) {
+  int n = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *r = &g->nodes[i];
+    if (r->op != GPUC_OP_REDUCEMEAN || r->in[0] < 0 || r->out[0] < 0 || gpuc_attr_i(r, "keepdims", 1) != 1) continue;
+    const Tensor *x = &g->values[r->in[0]].t;
+    if (!known4(x) || !gpuc_dtype_is_float(x->dt) || x->dt == GPUC_DT_F64) continue;
+    const int64_t *ax = NULL;
+    int na = -1;
+    if (r->nin > 1 && r->in[1] >= 0) { /* opset 18: axes as a constant input */
+      const Value *a = &g->values[r->in[1]];
+      if (!has_data(a) || a->t.dt != GPUC_DT_I64 || a->t.rank != 1) continue;
+      ax = a->t.data;
+      na = (int)a->t.dims[0];
+    } else {
+      na = gpuc_attr_ints(r, "axes", &ax);
+    }
+    if (na != 2) continue;
+    int64_t a0 = ax[0] < 0 ? ax[0] + 4 : ax[0], a1 = ax[1] < 0 ? ax[1] + 4 : ax[1];
+    if (!((a0 == 2 && a1 == 3) || (a0 == 3 && a1 == 2))) continue;
+    r->op = GPUC_OP_GLOBALAVERAGEPOOL;
+    r->nin = 1;
+    r->nattr = 0;
+    n++;
+  }
+  return n;
+}
+
 int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
   (void)o;
-  int nn = g->nnodes, nv = g->nvalues, changed = 0, rc = -1;
+  int pools = reducemean_as_gap(g);
+  int nn = g->nnodes, nv = g->nvalues, changed = pools, rc = -1;
   int *parent = malloc(sizeof(int) * ((size_t)nn + 1));
   bool *elig = calloc((size_t)nn + 1, 1), *isconv = calloc((size_t)nn + 1, 1);
   bool *has_conv = calloc((size_t)nn + 1, 1), *region = calloc((size_t)nn + 1, 1);
@@ -213,7 +260,11 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
   for (int i = 0; i < nn; i++) {
     parent[i] = i;
     isconv[i] = conv2d(g, &g->nodes[i]);
-    pool[i] = maxpool2d(g, &g->nodes[i]);
+    /* a GlobalAveragePool only of a value a region may make: one that
+     * reads an NCHW value would make the region Transpose that whole
+     * value in, not its [N,C,1,1] result out */
+    int xp = g->nodes[i].in[0] >= 0 ? g->values[g->nodes[i].in[0]].producer : -1;
+    pool[i] = maxpool2d(g, &g->nodes[i]) || (gap2d(g, &g->nodes[i]) && xp >= 0 && xp < i && elig[xp]);
     elig[i] = isconv[i] || pool[i] || agnostic(g, &g->nodes[i]);
   }
   for (int i = 0; i < nn; i++) {

@@ -39,6 +39,9 @@ int pass_batchnorm_affine(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fold_conv_bias(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e);
 /* fp16 storage, or bf16 with o->bf16; fp32 islands (passes/fp16.c). */
+/* After fp16: Relu/Clip/HardSwish/SiLU/GELU after an NHWC depthwise
+ * FusedConv into its activation attribute (ir/conv_act.h; fuse_conv.c). */
+int pass_fuse_conv_act(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e);
 /* 2-D convolutions and the elementwise ops between them in NHWC, with
  * Transposes only where values enter or leave such a region (--fp16,
@@ -47,7 +50,13 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e);
 /* Transposes composed, identities dropped, Transposes sunk through
  * elementwise ops, Softmax and LayerNormalization until pairs cancel. */
 int pass_simplify_transpose(Graph *g, const PassOptions *o, GpucErr *e);
+/* Gemm with a constant weight -> MatMul/MatMulBias; the Reshapes that
+ * flatten a batch around a 2-D GEMM dropped (passes/gemm_as_matmul.c). */
+int pass_gemm_as_matmul(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_matmul_bias(Graph *g, const PassOptions *o, GpucErr *e);
+/* A GELU written out as elementwise ops (tanh or erf form, recognized by
+ * evaluating it) -> one Gelu node (passes/fuse_gelu.c). */
+int pass_fuse_gelu(Graph *g, const PassOptions *o, GpucErr *e);
 /* MatMulBias + Relu / Gelu (erf GELU only with fp16) -> MatMulBias with
  * attribute activation, cuBLASLt's epilogue. */
 int pass_fuse_matmul_act(Graph *g, const PassOptions *o, GpucErr *e);

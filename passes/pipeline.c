@@ -51,9 +51,12 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->level >= 2 && after(g, o, "batchnorm_affine", pass_batchnorm_affine(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fold_conv_bias", pass_fold_conv_bias(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fuse_conv", pass_fuse_conv(g, o, e), e) < 0) return -1;
+  if (o->level >= 2 && after(g, o, "gemm_as_matmul", pass_gemm_as_matmul(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fuse_matmul", pass_fuse_matmul_bias(g, o, e), e) < 0) return -1;
   /* an exact rewrite of integer math: quantized models from other tools */
   if (o->level >= 2 && after(g, o, "matmulinteger_int8", pass_matmulinteger_int8(g, o, e), e) < 0) return -1;
+  /* before fuse_matmul_act: a GELU written out becomes one Gelu its epilogue takes */
+  if (o->level >= 2 && after(g, o, "fuse_gelu", pass_fuse_gelu(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fuse_matmul_act", pass_fuse_matmul_act(g, o, e), e) < 0) return -1;
   /* before fp16: it matches the fp32 pattern, and Attention then runs on
    * half storage with fp32 math like the nodes it replaces */
@@ -69,6 +72,9 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->level >= 2 && after(g, o, "simplify_transpose", pass_simplify_transpose(g, o, e), e) < 0) return -1;
   /* the pass is "fp16" for --dump-after with either half type */
   if (half && after(g, o, "fp16", pass_fp16(g, o, e), e) < 0) return -1;
+  /* after fp16 (the activation's dtype is the conv's), before
+   * fuse_elementwise (which would split the conv's bias off) */
+  if (o->level >= 2 && half && after(g, o, "fuse_conv_act", pass_fuse_conv_act(g, o, e), e) < 0) return -1;
   /* after fuse_matmul (MatMulBias's bias goes to the dequantize step) and
    * after fp16 (the precision of everything else is decided; Y keeps it) */
   if (o->level >= 2 && after(g, o, "qdq_int8", pass_qdq_int8(g, o, e), e) < 0) return -1;

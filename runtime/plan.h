@@ -25,8 +25,11 @@
  * 4: PlanGemm names each operand's dtype and the compute type (int8 GEMMs)
  *    and carries flags (PLAN_GEMM_F_*: 2:4 sparse weights); format 2 and 3
  *    GEMMs are read as float GEMMs of their one dtype, flags 0;
- *    PlanGemm.trans_a carries an epilogue activation (GPUC_GEMM_EPI) */
-#define GPUC_PLAN_FORMAT_VERSION 4u
+ *    PlanGemm.trans_a carries an epilogue activation (GPUC_GEMM_EPI)
+ * 5: bucket plans (AXES, BUCKETS, DIMUSE, BUCKET_PLANS sections, all
+ *    empty in a one-shape plan): one specialization per shape bucket,
+ *    weights stored once; format 2-4 plans are read as one-shape plans */
+#define GPUC_PLAN_FORMAT_VERSION 5u
 #define GPUC_PLAN_FORMAT_OLDEST 2u
 #define GPUC_PLAN_ALIGN 256u
 
@@ -46,6 +49,10 @@ typedef struct PlanHeader {
 /* how the plan was compiled (informational: a reader ignores bits it does
  * not know) */
 enum { GPUC_PLAN_F_FP16 = 1u << 0, GPUC_PLAN_F_BF16 = 1u << 1 };
+/* not informational: a bucket's schedule inside a bucket plan, whose
+ * weight tensors index the container's weights (its own WEIGHTS section is
+ * empty); a plan file on its own never has it */
+enum { GPUC_PLAN_F_BUCKET = 1u << 2 };
 
 typedef enum PlanSectionId {
   PLAN_SEC_META = 1,     /* PlanMeta */
@@ -61,6 +68,10 @@ typedef enum PlanSectionId {
   PLAN_SEC_CUBIN,        /* CUBIN of the module for header.sm */
   PLAN_SEC_COSTS,        /* PlanCost[nsteps]: what each step moves and computes */
   PLAN_SEC_TUNE,         /* PlanTune[nsteps]: what -O3 may change per step (format 3) */
+  PLAN_SEC_AXES,         /* PlanAxis[]: the ranged dims of a bucket plan (format 5) */
+  PLAN_SEC_BUCKETS,      /* PlanBucket[]: one specialization per bucket (format 5) */
+  PLAN_SEC_DIMUSE,       /* PlanDimUse[]: which input/output dims follow which axis (format 5) */
+  PLAN_SEC_BUCKET_PLANS, /* the buckets' plan images, each a whole plan without weights (format 5) */
   PLAN_SEC_COUNT_
 } PlanSectionId;
 
@@ -256,6 +267,45 @@ typedef struct PlanTune {
 /* The grid of an items kernel: ceil(items / block), capped. */
 uint32_t gpuc_plan_items_grid(uint64_t items, uint32_t block);
 
+/* Bucket plans (format 5; docs/ARCHITECTURE.md "Shape buckets"). A plan
+ * compiled for a range of shapes (`--shape x=1..64x3x224x224`) holds one
+ * whole schedule per bucket (its own kernels, launch dims, library calls,
+ * arena offsets), all reading one copy of the weights: the container plan
+ * is the largest bucket (all axes at hi; its sections are the ordinary
+ * ones, its WEIGHTS the shared blob) and every other bucket is a plan
+ * image in BUCKET_PLANS, flagged GPUC_PLAN_F_BUCKET, whose weight tensors
+ * index the container's weights. A session allocates one arena, the
+ * largest bucket's, and picks per run the smallest bucket that holds the
+ * actual shape (runtime/buckets.c). */
+#define GPUC_PLAN_MAX_AXES 4
+#define GPUC_PLAN_MAX_BUCKETS 1024
+/* PlanAxis.flags: how a shape smaller than its bucket is padded.
+ *   BATCH:  a leading dim of every input that has it: rows are independent,
+ *           so the inputs are padded by repeating their last row and the
+ *           outputs sliced.
+ *   MASKED: a sequence dim that an attention-mask input (a name with
+ *           "mask" in it) carries: inputs are padded with zeros, the mask's
+ *           zeros hide the padding, the outputs are sliced.
+ *   neither: no padding is safe; a shape must equal a bucket's size. */
+enum { PLAN_AXIS_F_BATCH = 1u << 0, PLAN_AXIS_F_MASKED = 1u << 1 };
+typedef struct PlanAxis {
+  uint32_t name;                 /* string: the dim's symbol ('batch'), or 'INPUT:DIM' */
+  uint32_t flags;                /* PLAN_AXIS_F_* */
+  int64_t lo, hi;                /* the compiled range, 1 <= lo <= hi */
+} PlanAxis;
+typedef struct PlanBucket {
+  int64_t size[GPUC_PLAN_MAX_AXES]; /* per axis, within its range; 0 past naxes */
+  uint64_t offset, bytes;        /* its plan image in BUCKET_PLANS; bytes 0: the container itself */
+} PlanBucket;
+/* Input or output `name`'s dim `dim` is axis `axis`'s size in every bucket
+ * (the reader checks it); dims no record names are the same in every bucket. */
+typedef struct PlanDimUse {
+  uint32_t name;                 /* string: an input or output */
+  uint8_t dim, axis;
+  uint8_t is_output;
+  uint8_t reserved;              /* 0 */
+} PlanDimUse;
+
 /* In-memory plan: what the compiler builds and the loader validates. */
 typedef struct Plan {
   PlanHeader hdr;
@@ -272,6 +322,12 @@ typedef struct Plan {
   uint8_t *weights; uint64_t weights_size;
   char *ptx; uint64_t ptx_size;        /* including the NUL */
   uint8_t *cubin; uint64_t cubin_size;
+  /* format 5, a bucket plan (naxes 0: one shape) */
+  PlanAxis *axes; uint32_t naxes;
+  PlanBucket *buckets; uint32_t nbuckets;
+  PlanDimUse *dimuse; uint32_t ndimuse;
+  struct Plan **bucket_plans;    /* [nbuckets]: each bucket's plan; the last is the container itself */
+  bool weights_borrowed;         /* a bucket's plan: weights are the container's (not freed with it) */
 } Plan;
 
 /* The tensor whose bytes tensor t is a view of (t itself when not an
@@ -282,7 +338,15 @@ uint32_t gpuc_plan_base_tensor(const Plan *p, uint32_t t);
 int gpuc_plan_write(const Plan *p, const char *path, GpucErr *e);
 /* Read and validate everything; on failure nothing is returned. */
 Plan *gpuc_plan_read(const char *path, GpucErr *e);
+/* The same two in memory (the C API's gpuc_plan_load_bytes/save_bytes):
+ * the file's bytes in a new malloc'ed *out of *size bytes; a plan from
+ * size bytes at data (copied), `what` naming them in messages. */
+#define GPUC_PLAN_MAX_BYTES ((uint64_t)64 << 30)
+int gpuc_plan_to_bytes(const Plan *p, const char *what, uint8_t **out, uint64_t *size, GpucErr *e);
+Plan *gpuc_plan_from_bytes(const void *data, uint64_t size, const char *what, GpucErr *e);
 void gpuc_plan_free(Plan *p);
+/* Bucket i's plan (p itself for a one-shape plan or the last bucket). */
+const Plan *gpuc_plan_bucket(const Plan *p, uint32_t i);
 const char *gpuc_plan_str(const Plan *p, uint32_t off); /* validated on read */
 uint64_t gpuc_fnv1a64(const void *data, size_t n, uint64_t h);
 #define GPUC_FNV_INIT 1469598103934665603ull

@@ -37,9 +37,46 @@ typedef struct { uint32_t id; const void *data; uint64_t size; } SecOut;
 
 static uint64_t align_up(uint64_t x) { return (x + GPUC_PLAN_ALIGN - 1) & ~(uint64_t)(GPUC_PLAN_ALIGN - 1); }
 
-int gpuc_plan_write(const Plan *p, const char *path, GpucErr *e) {
+/* The file image of plan p (the bucket images inside it included);
+ * `bucket_of` set: p is a bucket's plan inside that container, written with
+ * GPUC_PLAN_F_BUCKET and without weights. */
+static int plan_image(const Plan *p, const Plan *bucket_of, uint8_t **out, uint64_t *out_size, const char *path,
+                      GpucErr *e) {
+  if (p->ncosts != p->nsteps)
+    return gpuc_err_set(e, "%s: internal: %u step costs for %u steps", path, p->ncosts, p->nsteps);
+  if (p->ntune != p->nsteps)
+    return gpuc_err_set(e, "%s: internal: %u step tune records for %u steps", path, p->ntune, p->nsteps);
+  /* the buckets' images, each 256-aligned in BUCKET_PLANS */
+  uint8_t *blob = NULL;
+  uint64_t blob_size = 0;
+  PlanBucket *bt = NULL;
+  if (p->nbuckets) {
+    bt = calloc(p->nbuckets, sizeof *bt);
+    if (!bt) return gpuc_err_set(e, "%s: out of memory writing plan", path);
+    for (uint32_t i = 0; i < p->nbuckets; i++) {
+      bt[i] = p->buckets[i];
+      bt[i].offset = bt[i].bytes = 0;
+      const Plan *b = p->bucket_plans ? p->bucket_plans[i] : NULL;
+      if (!b || b == p) continue;
+      uint8_t *img;
+      uint64_t n;
+      if (plan_image(b, p, &img, &n, path, e)) { free(bt); free(blob); return -1; }
+      uint64_t at = align_up(blob_size);
+      uint8_t *nb = realloc(blob, at + n);
+      if (!nb) { free(img); free(bt); free(blob); return gpuc_err_set(e, "%s: out of memory writing plan", path); }
+      blob = nb;
+      memset(blob + blob_size, 0, at - blob_size);
+      memcpy(blob + at, img, n);
+      free(img);
+      bt[i].offset = at;
+      bt[i].bytes = n;
+      blob_size = at + n;
+    }
+  }
+  PlanMeta meta = p->meta;
+  if (bucket_of) meta.weight_bytes = bucket_of->weights_size; /* the container's */
   SecOut secs[] = {
-    {PLAN_SEC_META, &p->meta, sizeof p->meta},
+    {PLAN_SEC_META, &meta, sizeof meta},
     {PLAN_SEC_STRINGS, p->strings, p->strings_size},
     {PLAN_SEC_TENSORS, p->tensors, (uint64_t)p->ntensors * sizeof(PlanTensor)},
     {PLAN_SEC_KERNELS, p->kernels, (uint64_t)p->nkernels * sizeof(PlanKernel)},
@@ -47,17 +84,17 @@ int gpuc_plan_write(const Plan *p, const char *path, GpucErr *e) {
     {PLAN_SEC_ARGS, p->args, (uint64_t)p->nargs * sizeof(uint32_t)},
     {PLAN_SEC_GEMMS, p->gemms, (uint64_t)p->ngemms * sizeof(PlanGemm)},
     {PLAN_SEC_CONVS, p->convs, (uint64_t)p->nconvs * sizeof(PlanConv)},
-    {PLAN_SEC_WEIGHTS, p->weights, p->weights_size},
+    {PLAN_SEC_WEIGHTS, p->weights, bucket_of ? 0 : p->weights_size},
     {PLAN_SEC_PTX, p->ptx, p->ptx_size},
     {PLAN_SEC_CUBIN, p->cubin, p->cubin_size},
     {PLAN_SEC_COSTS, p->costs, (uint64_t)p->ncosts * sizeof(PlanCost)},
     {PLAN_SEC_TUNE, p->tune, (uint64_t)p->ntune * sizeof(PlanTune)},
+    {PLAN_SEC_AXES, p->axes, (uint64_t)p->naxes * sizeof(PlanAxis)},
+    {PLAN_SEC_BUCKETS, bt, (uint64_t)p->nbuckets * sizeof(PlanBucket)},
+    {PLAN_SEC_DIMUSE, p->dimuse, (uint64_t)p->ndimuse * sizeof(PlanDimUse)},
+    {PLAN_SEC_BUCKET_PLANS, blob, blob_size},
   };
   uint32_t ns = sizeof secs / sizeof *secs;
-  if (p->ncosts != p->nsteps)
-    return gpuc_err_set(e, "%s: internal: %u step costs for %u steps", path, p->ncosts, p->nsteps);
-  if (p->ntune != p->nsteps)
-    return gpuc_err_set(e, "%s: internal: %u step tune records for %u steps", path, p->ntune, p->nsteps);
   PlanHeader h = p->hdr;
   memcpy(h.magic, GPUC_PLAN_MAGIC, 8);
   h.format_version = GPUC_PLAN_FORMAT_VERSION;
@@ -65,6 +102,7 @@ int gpuc_plan_write(const Plan *p, const char *path, GpucErr *e) {
   memset(h.gpuc_version, 0, sizeof h.gpuc_version);
   snprintf(h.gpuc_version, sizeof h.gpuc_version, "%s", GPUC_VERSION);
   h.nsections = ns;
+  h.flags = bucket_of ? (h.flags | GPUC_PLAN_F_BUCKET) : (h.flags & ~(uint32_t)GPUC_PLAN_F_BUCKET);
   PlanSection table[PLAN_SEC_COUNT_];
   uint64_t off = align_up(sizeof h + ns * sizeof(PlanSection));
   for (uint32_t i = 0; i < ns; i++) {
@@ -74,13 +112,27 @@ int gpuc_plan_write(const Plan *p, const char *path, GpucErr *e) {
   h.file_size = off;
   h.checksum = 0;
   uint8_t *buf = calloc(1, off);
-  if (!buf) return gpuc_err_set(e, "%s: out of memory writing plan (%llu bytes)", path, (unsigned long long)off);
+  if (!buf) {
+    free(bt); free(blob);
+    return gpuc_err_set(e, "%s: out of memory writing plan (%llu bytes)", path, (unsigned long long)off);
+  }
   memcpy(buf, &h, sizeof h);
   memcpy(buf + sizeof h, table, ns * sizeof(PlanSection));
   for (uint32_t i = 0; i < ns; i++)
     if (secs[i].size) memcpy(buf + table[i].offset, secs[i].data, secs[i].size);
+  free(bt);
+  free(blob);
   h.checksum = gpuc_fnv1a64(buf, off, GPUC_FNV_INIT);
   memcpy(buf, &h, sizeof h);
+  *out = buf;
+  *out_size = off;
+  return 0;
+}
+
+int gpuc_plan_write(const Plan *p, const char *path, GpucErr *e) {
+  uint8_t *buf;
+  uint64_t off;
+  if (plan_image(p, NULL, &buf, &off, path, e)) return -1;
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
   FILE *f = fopen(tmp, "wb");
@@ -97,10 +149,19 @@ int gpuc_plan_write(const Plan *p, const char *path, GpucErr *e) {
 
 void gpuc_plan_free(Plan *p) {
   if (!p) return;
+  if (p->bucket_plans)
+    for (uint32_t i = 0; i < p->nbuckets; i++)
+      if (p->bucket_plans[i] != p) gpuc_plan_free(p->bucket_plans[i]);
+  free(p->bucket_plans); free(p->axes); free(p->buckets); free(p->dimuse);
   free(p->strings); free(p->tensors); free(p->kernels); free(p->steps); free(p->args);
-  free(p->gemms); free(p->convs); free(p->weights); free(p->ptx); free(p->cubin);
+  free(p->gemms); free(p->convs); free(p->ptx); free(p->cubin);
+  if (!p->weights_borrowed) free(p->weights);
   free(p->costs); free(p->tune);
   free(p);
+}
+
+const Plan *gpuc_plan_bucket(const Plan *p, uint32_t i) {
+  return p->nbuckets && i < p->nbuckets && p->bucket_plans && p->bucket_plans[i] ? p->bucket_plans[i] : p;
 }
 
 const char *gpuc_plan_str(const Plan *p, uint32_t off) {
@@ -266,19 +327,15 @@ static int check_gemm_flags(const Plan *p, uint32_t i, const char *path, GpucErr
   return 0;
 }
 
-Plan *gpuc_plan_read(const char *path, GpucErr *e) {
-  FILE *f = fopen(path, "rb");
-  if (!f) { gpuc_err_set(e, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
-  struct stat st;
-  uint8_t *buf = NULL;
+static int check_buckets(Plan *p, const char *path, GpucErr *e);
+
+/* Parse and validate a plan image of `size` bytes (buf is changed: the
+ * checksum field is zeroed). `container` set: the image is one of its
+ * buckets, whose weights are the container's. */
+static Plan *plan_parse(uint8_t *buf, uint64_t size, const char *path, const Plan *container, GpucErr *e) {
   Plan *p = calloc(1, sizeof *p);
-  if (!p) { fclose(f); gpuc_err_set(e, "%s: out of memory", path); return NULL; }
-  if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) BAD("%s: not a regular file", path);
-  if ((uint64_t)st.st_size < sizeof(PlanHeader)) BAD("%s: not a gpuc plan (too short)", path);
-  if ((uint64_t)st.st_size > ((uint64_t)64 << 30)) BAD("%s: plan larger than 64 GiB", path);
-  buf = malloc((size_t)st.st_size);
-  if (!buf) BAD("%s: out of memory reading plan", path);
-  if (fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) BAD("%s: read error", path);
+  if (!p) { gpuc_err_set(e, "%s: out of memory", path); return NULL; }
+  if (size < sizeof(PlanHeader)) BAD("%s: not a gpuc plan (too short)", path);
   PlanHeader h;
   memcpy(&h, buf, sizeof h);
   if (memcmp(h.magic, GPUC_PLAN_MAGIC, 8)) BAD("%s: not a gpuc plan (bad magic)", path);
@@ -286,20 +343,24 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
       h.header_size != sizeof h)
     BAD("%s: plan format version %u, this gpuc reads versions %u to %u; " REBUILD, path,
         h.format_version, GPUC_PLAN_FORMAT_OLDEST, GPUC_PLAN_FORMAT_VERSION);
-  if (h.file_size != (uint64_t)st.st_size)
-    BAD("%s: corrupt plan: file is %lld bytes, header says %llu (truncated?)", path,
-        (long long)st.st_size, (unsigned long long)h.file_size);
+  if (h.file_size != size)
+    BAD("%s: corrupt plan: file is %llu bytes, header says %llu (truncated?)", path,
+        (unsigned long long)size, (unsigned long long)h.file_size);
   uint64_t want = h.checksum;
   memset(buf + offsetof(PlanHeader, checksum), 0, 8);
-  if (gpuc_fnv1a64(buf, (size_t)st.st_size, GPUC_FNV_INIT) != want)
+  if (gpuc_fnv1a64(buf, (size_t)size, GPUC_FNV_INIT) != want)
     BAD("%s: corrupt plan: checksum mismatch; " REBUILD, path);
+  if (!container != !(h.flags & GPUC_PLAN_F_BUCKET))
+    BAD("%s: corrupt plan: %s", path, container ? "a bucket's plan is not marked as one" : "a bucket's plan on its own");
+  if (container && (h.format_version != container->hdr.format_version || h.sm != container->hdr.sm))
+    BAD("%s: corrupt plan: a bucket's plan of another format or target than its container", path);
   if (h.nsections == 0 || h.nsections > 64 ||
-      sizeof h + (uint64_t)h.nsections * sizeof(PlanSection) > (uint64_t)st.st_size)
+      sizeof h + (uint64_t)h.nsections * sizeof(PlanSection) > size)
     BAD("%s: corrupt plan: section table", path);
   PlanSection tab[64];
   memcpy(tab, buf + sizeof h, h.nsections * sizeof(PlanSection));
   for (uint32_t i = 0; i < h.nsections; i++)
-    if (tab[i].offset > (uint64_t)st.st_size || tab[i].size > (uint64_t)st.st_size - tab[i].offset)
+    if (tab[i].offset > size || tab[i].size > size - tab[i].offset)
       BAD("%s: corrupt plan: section %u outside the file", path, tab[i].id);
   p->hdr = h;
   uint64_t n;
@@ -323,7 +384,6 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
   TAKE(PLAN_SEC_CONVS, convs, nconvs, PlanConv);
   TAKE(PLAN_SEC_COSTS, costs, ncosts, PlanCost);
   if (h.format_version >= 3) TAKE(PLAN_SEC_TUNE, tune, ntune, PlanTune);
-#undef TAKE
   if (take(buf, tab, h.nsections, PLAN_SEC_STRINGS, 1, (void **)&p->strings, &p->strings_size, path, e) ||
       take(buf, tab, h.nsections, PLAN_SEC_WEIGHTS, 1, (void **)&p->weights, &p->weights_size, path, e) ||
       take(buf, tab, h.nsections, PLAN_SEC_PTX, 1, (void **)&p->ptx, &p->ptx_size, path, e) ||
@@ -333,7 +393,50 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
   if (p->strings_size == 0 || p->strings[p->strings_size - 1])
     BAD("%s: corrupt plan: string table", path);
   if (p->ptx_size == 0 || p->ptx[p->ptx_size - 1]) BAD("%s: corrupt plan: PTX", path);
+  if (container) { /* the container's weights, one copy */
+    if (p->weights_size || p->meta.weight_bytes != container->weights_size)
+      BAD("%s: corrupt plan: a bucket's plan with weights of its own", path);
+    free(p->weights);
+    p->weights = container->weights;
+    p->weights_size = container->weights_size;
+    p->weights_borrowed = true;
+  }
   if (p->meta.weight_bytes != p->weights_size) BAD("%s: corrupt plan: weights size", path);
+  if (h.format_version >= 5) {
+    uint8_t *blob = NULL;
+    uint64_t blob_size = 0;
+    TAKE(PLAN_SEC_AXES, axes, naxes, PlanAxis);
+    TAKE(PLAN_SEC_BUCKETS, buckets, nbuckets, PlanBucket);
+    TAKE(PLAN_SEC_DIMUSE, dimuse, ndimuse, PlanDimUse);
+    if (take(buf, tab, h.nsections, PLAN_SEC_BUCKET_PLANS, 1, (void **)&blob, &blob_size, path, e)) goto fail;
+    if (container && (p->naxes || p->nbuckets || p->ndimuse || blob_size)) {
+      free(blob);
+      BAD("%s: corrupt plan: a bucket's plan with buckets of its own", path);
+    }
+    if (p->nbuckets > GPUC_PLAN_MAX_BUCKETS || (p->nbuckets != 0) != (p->naxes != 0)) {
+      free(blob);
+      BAD("%s: corrupt plan: %u buckets over %u axes", path, p->nbuckets, p->naxes);
+    }
+    if (p->nbuckets) {
+      p->bucket_plans = calloc(p->nbuckets, sizeof *p->bucket_plans);
+      if (!p->bucket_plans) { free(blob); BAD("%s: out of memory", path); }
+    }
+    uint64_t end = 0; /* the images lie in order without overlap: what is parsed is at most the file */
+    for (uint32_t i = 0; i < p->nbuckets; i++) {
+      const PlanBucket *b = &p->buckets[i];
+      if (b->bytes == 0) { p->bucket_plans[i] = p; continue; }
+      if (b->offset < end || b->offset > blob_size || b->bytes > blob_size - b->offset) {
+        free(blob);
+        BAD("%s: corrupt plan: bucket %u lies outside the bucket section or over another's", path, i);
+      }
+      end = b->offset + b->bytes;
+      char what[4200];
+      snprintf(what, sizeof what, "%s (bucket %u)", path, i);
+      if (!(p->bucket_plans[i] = plan_parse(blob + b->offset, b->bytes, what, p, e))) { free(blob); goto fail; }
+    }
+    free(blob);
+  }
+#undef TAKE
   if (p->ncosts != p->nsteps)
     BAD("%s: corrupt plan: cost section has %u entries for %u steps", path, p->ncosts, p->nsteps);
   if (h.format_version < 3) { /* before the TUNE section: every step as compiled */
@@ -391,14 +494,46 @@ Plan *gpuc_plan_read(const char *path, GpucErr *e) {
       BAD("%s: corrupt plan: step %u launch shape", path, i);
     if (check_tune(p, i, path, e)) goto fail;
   }
+  if (p->nbuckets && check_buckets(p, path, e)) goto fail;
+  return p;
+fail:
+  gpuc_plan_free(p);
+  return NULL;
+}
+
+Plan *gpuc_plan_read(const char *path, GpucErr *e) {
+  FILE *f = fopen(path, "rb");
+  if (!f) { gpuc_err_set(e, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
+  struct stat st;
+  uint8_t *buf = NULL;
+  Plan *p = NULL;
+  if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) gpuc_err_set(e, "%s: not a regular file", path);
+  else if ((uint64_t)st.st_size < sizeof(PlanHeader)) gpuc_err_set(e, "%s: not a gpuc plan (too short)", path);
+  else if ((uint64_t)st.st_size > GPUC_PLAN_MAX_BYTES) gpuc_err_set(e, "%s: plan larger than 64 GiB", path);
+  else if (!(buf = malloc((size_t)st.st_size))) gpuc_err_set(e, "%s: out of memory reading plan", path);
+  else if (fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) gpuc_err_set(e, "%s: read error", path);
+  else p = plan_parse(buf, (uint64_t)st.st_size, path, NULL, e);
   free(buf);
   fclose(f);
   return p;
-fail:
+}
+
+/* The C API's plans in memory (runtime/api_runtime.c): the file image,
+ * bucket images inside it included, and a plan parsed from a copy of
+ * caller-owned bytes. */
+int gpuc_plan_to_bytes(const Plan *p, const char *path, uint8_t **out, uint64_t *size, GpucErr *e) {
+  return plan_image(p, NULL, out, size, path, e);
+}
+
+Plan *gpuc_plan_from_bytes(const void *data, uint64_t size, const char *what, GpucErr *e) {
+  if (size < sizeof(PlanHeader)) { gpuc_err_set(e, "%s: not a gpuc plan (too short)", what); return NULL; }
+  if (size > GPUC_PLAN_MAX_BYTES) { gpuc_err_set(e, "%s: plan larger than 64 GiB", what); return NULL; }
+  uint8_t *buf = malloc((size_t)size);
+  if (!buf) { gpuc_err_set(e, "%s: out of memory reading plan", what); return NULL; }
+  memcpy(buf, data, (size_t)size);
+  Plan *p = plan_parse(buf, size, what, NULL, e);
   free(buf);
-  fclose(f);
-  gpuc_plan_free(p);
-  return NULL;
+  return p;
 }
 
 static const char *role_name(int r) {
@@ -453,6 +588,35 @@ static void print_fp8_steps(const Plan *p, FILE *f) {
     if (p->steps[i].kind == PLAN_STEP_GEMM && p->gemms[p->steps[i].index].compute == PLAN_GEMM_COMPUTE_F8)
       fprintf(f, "%s%s", k++ ? ", " : ": ", gpuc_plan_str(p, p->steps[i].nodes));
   fprintf(f, "\n");
+}
+
+/* A bucket plan's axes and buckets (the schedule above is the last, largest bucket's). */
+static void print_buckets(const Plan *p, FILE *f) {
+  if (!p->nbuckets) return;
+  fprintf(f, "buckets: %u, one schedule each, weights stored once (%llu bytes), one arena of the largest:\n",
+          p->nbuckets, (unsigned long long)p->weights_size);
+  for (uint32_t a = 0; a < p->naxes; a++) {
+    const PlanAxis *x = &p->axes[a];
+    fprintf(f, "  axis %u '%s': %lld..%lld, %s\n", a, gpuc_plan_str(p, x->name), (long long)x->lo, (long long)x->hi,
+            (x->flags & PLAN_AXIS_F_BATCH)    ? "batch: padded by repeating the last row, outputs sliced"
+            : (x->flags & PLAN_AXIS_F_MASKED) ? "sequence: padded with zeros under the attention mask, outputs sliced"
+                                              : "not padded (no attention mask): a shape must equal a bucket's size");
+  }
+  for (uint32_t k = 0; k < p->ndimuse; k++)
+    fprintf(f, "  %s '%s' dim %u follows axis '%s'\n", p->dimuse[k].is_output ? "output" : "input",
+            gpuc_plan_str(p, p->dimuse[k].name), p->dimuse[k].dim, gpuc_plan_str(p, p->axes[p->dimuse[k].axis].name));
+  for (uint32_t i = 0; i < p->nbuckets; i++) {
+    const Plan *b = gpuc_plan_bucket(p, i);
+    char sz[128] = "";
+    for (uint32_t a = 0, n = 0; a < p->naxes; a++)
+      n += (uint32_t)snprintf(sz + n, sizeof sz - n, "%s%lld", a ? "x" : "", (long long)p->buckets[i].size[a]);
+    uint64_t flops = 0;
+    for (uint32_t k = 0; k < b->nsteps; k++) flops += b->costs[k].flops;
+    fprintf(f, "  bucket %2u %-12s %4u steps, %3u kernels, %3u GEMMs, %3u convs, arena %llu bytes, "
+            "CUBIN %llu bytes, %llu flops%s\n", i, sz, b->nsteps, b->nkernels, b->ngemms, b->nconvs,
+            (unsigned long long)b->meta.arena_bytes, (unsigned long long)b->cubin_size, (unsigned long long)flops,
+            b == p ? " (the schedule above)" : "");
+  }
 }
 
 void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
@@ -517,5 +681,98 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
   fprintf(f, "block-size-free kernels: %u of %u, %u with a block -O3 chose\n", nfree, nk, ntuned);
   print_int8_steps(p, f);
   print_fp8_steps(p, f);
+  print_buckets(p, f);
   if (p->hdr.flags & (GPUC_PLAN_F_FP16 | GPUC_PLAN_F_BF16)) print_fp32_steps(p, f);
+}
+
+/* The plan's input (output) tensor named `name`, or -1. */
+static int io_tensor(const Plan *p, const char *name, bool output) {
+  for (uint32_t i = 0; i < p->ntensors; i++) {
+    int r = p->tensors[i].role;
+    bool io = output ? (r == PLAN_ROLE_OUTPUT || r == PLAN_ROLE_INPUT_OUTPUT)
+                     : (r == PLAN_ROLE_INPUT || r == PLAN_ROLE_INPUT_OUTPUT);
+    if (io && !strcmp(gpuc_plan_str(p, p->tensors[i].name), name)) return (int)i;
+  }
+  return -1;
+}
+
+static uint32_t io_count(const Plan *p) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < p->ntensors; i++) n += p->tensors[i].role == PLAN_ROLE_INPUT ||
+                                                  p->tensors[i].role == PLAN_ROLE_OUTPUT ||
+                                                  p->tensors[i].role == PLAN_ROLE_INPUT_OUTPUT;
+  return n;
+}
+
+/* A bucket plan's tables against its buckets' plans: the padding and
+ * slicing of runtime/buckets.c index host buffers by these dims, so every
+ * bucket must have the container's inputs and outputs, each dim either the
+ * same everywhere or its axis's size in that bucket. */
+static int check_buckets(Plan *p, const char *path, GpucErr *e) {
+  if (p->naxes > GPUC_PLAN_MAX_AXES) return gpuc_err_set(e, "%s: corrupt plan: %u axes", path, p->naxes);
+  /* bounds that keep the checks below linear in the file */
+  if (io_count(p) > 256 || p->ndimuse > 256 * GPUC_MAX_RANK)
+    return gpuc_err_set(e, "%s: corrupt plan: a bucket plan of %u inputs/outputs and %u dim uses (at most 256 and %d)",
+                        path, io_count(p), p->ndimuse, 256 * GPUC_MAX_RANK);
+  for (uint32_t a = 0; a < p->naxes; a++) {
+    const PlanAxis *x = &p->axes[a];
+    if (x->name >= p->strings_size || (x->flags & ~(uint32_t)(PLAN_AXIS_F_BATCH | PLAN_AXIS_F_MASKED)) ||
+        x->lo < 1 || x->lo > x->hi || x->hi > ((int64_t)1 << 31))
+      return gpuc_err_set(e, "%s: corrupt plan: axis %u", path, a);
+  }
+  for (uint32_t i = 0; i < p->nbuckets; i++) {
+    const PlanBucket *b = &p->buckets[i];
+    bool last = i + 1 == p->nbuckets;
+    if ((b->bytes == 0) != last) return gpuc_err_set(e, "%s: corrupt plan: bucket %u: only the last is the container", path, i);
+    for (uint32_t a = 0; a < GPUC_PLAN_MAX_AXES; a++) {
+      bool ok = a < p->naxes ? b->size[a] >= p->axes[a].lo && b->size[a] <= p->axes[a].hi &&
+                               (!last || b->size[a] == p->axes[a].hi)
+                             : b->size[a] == 0;
+      if (!ok) return gpuc_err_set(e, "%s: corrupt plan: bucket %u size on axis %u", path, i, a);
+    }
+    for (uint32_t j = 0; j < i; j++)
+      if (!memcmp(p->buckets[j].size, b->size, sizeof b->size))
+        return gpuc_err_set(e, "%s: corrupt plan: buckets %u and %u have one shape", path, j, i);
+  }
+  for (uint32_t k = 0; k < p->ndimuse; k++) {
+    const PlanDimUse *u = &p->dimuse[k];
+    if (u->name >= p->strings_size || u->axis >= p->naxes || u->is_output > 1 || u->reserved)
+      return gpuc_err_set(e, "%s: corrupt plan: dim use %u", path, k);
+    for (uint32_t j = 0; j < k; j++)
+      if (p->dimuse[j].name == u->name && p->dimuse[j].dim == u->dim && p->dimuse[j].is_output == u->is_output)
+        return gpuc_err_set(e, "%s: corrupt plan: dim use %u repeats %u", path, k, j);
+  }
+  uint32_t nio = io_count(p);
+  for (uint32_t i = 0; i < p->nbuckets; i++) {
+    const Plan *b = p->bucket_plans[i];
+    if (io_count(b) != nio) return gpuc_err_set(e, "%s: corrupt plan: bucket %u has other inputs/outputs", path, i);
+    for (uint32_t t = 0; t < p->ntensors; t++) {
+      const PlanTensor *ct = &p->tensors[t];
+      for (int out = 0; out < 2; out++) {
+        bool io = out ? (ct->role == PLAN_ROLE_OUTPUT || ct->role == PLAN_ROLE_INPUT_OUTPUT)
+                      : (ct->role == PLAN_ROLE_INPUT || ct->role == PLAN_ROLE_INPUT_OUTPUT);
+        if (!io) continue;
+        const char *name = gpuc_plan_str(p, ct->name);
+        int bi = io_tensor(b, name, out);
+        if (bi < 0 || b->tensors[bi].dt != ct->dt || b->tensors[bi].rank != ct->rank)
+          return gpuc_err_set(e, "%s: corrupt plan: bucket %u: %s '%s' differs", path, i, out ? "output" : "input", name);
+        for (int d = 0; d < ct->rank; d++) {
+          int64_t want = ct->dims[d];
+          for (uint32_t k = 0; k < p->ndimuse; k++) {
+            const PlanDimUse *u = &p->dimuse[k];
+            if (u->is_output == out && u->dim == d && !strcmp(gpuc_plan_str(p, u->name), name))
+              want = p->buckets[i].size[u->axis];
+          }
+          if (b->tensors[bi].dims[d] != want)
+            return gpuc_err_set(e, "%s: corrupt plan: bucket %u: %s '%s' dim %d is %lld, not %lld", path, i,
+                                out ? "output" : "input", name, d, (long long)b->tensors[bi].dims[d], (long long)want);
+        }
+      }
+    }
+  }
+  for (uint32_t k = 0; k < p->ndimuse; k++) /* every dim use names an input or output */
+    if (io_tensor(p, gpuc_plan_str(p, p->dimuse[k].name), p->dimuse[k].is_output) < 0 ||
+        p->dimuse[k].dim >= p->tensors[io_tensor(p, gpuc_plan_str(p, p->dimuse[k].name), p->dimuse[k].is_output)].rank)
+      return gpuc_err_set(e, "%s: corrupt plan: dim use %u names no input/output dim", path, k);
+  return 0;
 }

@@ -2,7 +2,8 @@
 # Installs the Debian packages gpuc builds and tests with (when missing).
 set -euo pipefail
 pkgs=(cmake ninja-build gcc protobuf-c-compiler libprotobuf-c-dev libonnx-dev
-      libonnx-testdata dataset-fashion-mnist python3 python3-numpy python3-onnx zlib1g-dev)
+      libonnx-testdata dataset-fashion-mnist python3 python3-numpy python3-onnx python3-venv zlib1g-dev
+      clang libclang-rt-14-dev) # clang + libFuzzer: scripts/fuzz.sh
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

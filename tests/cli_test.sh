@@ -41,8 +41,11 @@ check "run with --input npy of the wrong shape" 1 "$GPUC" run "$MODELS/small_cnn
 expect_grep "shape mismatch names the input" "$WORK/err" "input 'image' has shape 1x10"
 check "run with unknown input name" 1 "$GPUC" run "$MODELS/small_cnn.onnx" --cpu --input nope="$WORK/o1/logits.npy"
 
-# symbolic batch: needs --shape (or an input) to run
-check "symbolic batch without --shape" 1 "$GPUC" run "$MODELS/mlp.onnx" --cpu
+# symbolic batch: without --shape (or an input) it is 1, as trtexec does, and a note says so
+check "symbolic batch without --shape defaults to 1" 0 "$GPUC" run "$MODELS/mlp.onnx" --cpu
+expect_grep "the default batch is 1" "$WORK/out" "logits: shape 1x10"
+expect_grep "a note names the defaulted dim and the flag" "$WORK/err" "input 'image': symbolic dims batch set to 1.*--shape image="
+check "an --input file sizes the symbolic dims" 0 "$GPUC" run "$MODELS/mlp.onnx" --cpu --shape image=3x784 --out "$WORK/o0"
 check "symbolic batch with --shape" 0 "$GPUC" run "$MODELS/mlp.onnx" --cpu --shape image=4x784 --out "$WORK/o2"
 expect_grep "--shape binds the batch" "$WORK/out" "logits: shape 4x10"
 check "--shape contradicting the model" 1 "$GPUC" inspect "$MODELS/mlp.onnx" --shape image=4x783

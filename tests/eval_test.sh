@@ -41,6 +41,12 @@ for half in bf16 fp16; do
   [ -n "$l" ] && awk -v l="$l" -v w="$l32" 'BEGIN { d = (l - w) / w; exit !(d <= 0.01 && d >= -0.01) }' && ok ||
     bad "--$half eval loss '$l' is not within 1% of fp32's $l32"
 done
+# -O2 and no flag: the graph an -O2 plan is compiled from (fp32, fused), on the reference
+"$gpuc" eval "$trained" --data "fashion-mnist:$data" --cpu -O2 >"$work/eval_o2.txt" 2>&1
+a=$(acc_of "$work/eval_o2.txt")
+grep -q "CPU reference after the -O2 passes:" "$work/eval_o2.txt" && [ -n "$a" ] &&
+  awk -v a="$a" -v w="$a32" 'BEGIN { d = a - w; exit !(d <= 0.2 && d >= -0.2) }' && ok ||
+  bad "-O2 eval: '$(head -1 "$work/eval_o2.txt")' accuracy '$a'% (fp32 as imported: $a32%)"
 # --limit: the first N test images
 "$gpuc" eval "$trained" --data "fashion-mnist:$data" --cpu --bf16 --limit 300 >"$work/eval_lim.txt" 2>&1
 grep -q "^test accuracy [0-9.]*% (300 images)$" "$work/eval_lim.txt" && ok || bad "--limit 300: $(tail -1 "$work/eval_lim.txt")"

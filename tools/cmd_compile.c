@@ -1,7 +1,8 @@
 /* gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16|--bf16] [--int8 [--int8-skip GLOB[,GLOB]]...] [--arch A]
  *                 [--shape NAME=DIMS]... [--mem-limit SIZE] [--tune-cache FILE|none]
- *                 [--prune l1:FRACTION|2:4]
- * Import, run the passes of the level, generate code, write the plan. Works
+ *                 [--prune l1:FRACTION|2:4] [--buckets LIST]
+ * A range in a --shape (x=1..64x3x224x224) makes a bucket plan
+ * (tools/compile_buckets.c). Import, run the passes of the level, generate code, write the plan. Works
  * without a GPU when --arch names the target. */
 #include "cli.h"
 #include "codegen.h"
@@ -14,103 +15,23 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-int parse_arch(const char *a, int *sm) {
-  if (!strcmp(a, "native")) { *sm = 0; return 0; }
-  static const int known[] = {80, 86, 87, 89, 90, 100, 120};
-  if (strncmp(a, "sm_", 3)) return -1;
-  int v = atoi(a + 3);
-  for (size_t i = 0; i < sizeof known / sizeof *known; i++)
-    if (known[i] == v) { *sm = v; return 0; }
-  return -1;
-}
-
-int parse_size(const char *s, int64_t *out) {
-  char *end;
-  double v = strtod(s, &end);
-  if (end == s || v <= 0) return -1;
-  double mul = 1;
-  if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
-  else if (*end == 'M' || *end == 'm') mul = 1024.0 * 1024, end++;
-  else if (*end == 'G' || *end == 'g') mul = 1024.0 * 1024 * 1024, end++;
-  if (*end == 'B' || *end == 'b') end++;
-  if (*end) return -1;
-  *out = (int64_t)(v * mul);
-  return 0;
-}
-
-int compile_model(const CompileRequest *r, CompileStats *st, GpucErr *e) {
-  double t0 = now_s();
-  Graph *g = gpuc_onnx_load(r->model, r->binds, r->nbinds, e);
-  if (!g) return -1;
-  int rc = compile_graph(g, r, st, e);
-  st->compile_seconds = now_s() - t0; /* the import counts */
-  gpuc_graph_free(g);
-  return rc;
-}
-
-int compile_graph(Graph *g, const CompileRequest *r, CompileStats *st, GpucErr *e) {
-  double t0 = now_s();
-  int sm = r->sm;
-  if (sm == 0) {
-    GpucErr ge = {0};
-    sm = gpuc_gpu_sm(&ge);
-    if (sm < 0)
-      return gpuc_err_set(e, "no GPU here (%s): name the target with --arch sm_80|sm_86|sm_89|sm_90|sm_120", ge.msg);
-  }
-  memset(st, 0, sizeof *st);
-  st->nodes_in = g->nnodes;
-  for (int i = 0; i < r->nfreeze; i++)
-    if (gpuc_graph_freeze_input(g, r->freeze_names[i], r->freeze_values[i], e)) return -1;
-  if (r->nfreeze && gpuc_graph_infer(g, e)) return -1;
-  PassOptions po;
-  gpuc_pass_options_default(&po, r->level < 1 ? 1 : r->level); /* shapes must fold for codegen */
-  pass_flags_apply(&r->flags, &po);
-  po.prune_report = r->prune_report;
-  if (gpuc_passes_run(g, &po, e)) return -1;
-  gpuc_int8_report(g, &po, stdout);
-  gpuc_fp8_report(g, &po, stdout); /* --int8's layers, or a quantized model's int8 GEMMs */
-  CodegenOptions co = {.sm = sm, .fp16 = po.fp16, .bf16 = po.bf16, .level = r->level, .mem_limit = r->mem_limit};
-  Plan *p = NULL;
-  int rc = gpuc_codegen(g, &co, &p, st, e);
-  if (!rc) {
-    p->meta.nnodes_onnx = (uint32_t)st->nodes_in;
-    rc = gpuc_plan_write(p, r->out, e);
-  }
-  st->compile_seconds = now_s() - t0;
-  st->sm = sm;
-  gpuc_plan_free(p);
-  return rc;
-}
-
-void default_plan_path(const char *model, char *out, size_t n) {
-  size_t l = strlen(model);
-  if (l > 5 && !strcmp(model + l - 5, ".onnx")) snprintf(out, n, "%.*s.gpuc", (int)(l - 5), model);
-  else snprintf(out, n, "%s.gpuc", model);
-}
-
 /* -O3: load the plan just written on the present GPU, time its library
  * calls' candidates and its free kernels' block sizes
  * (runtime/gpu/autotune.c) and write it again with the fastest recorded. No GPU: the plan keeps -O2's heuristics, and says so. */
-static int autotune_plan(const char *path, const char *cache) {
+int autotune_plan(const char *path, const char *cache) {
   GpucErr e = {0};
   if (gpuc_gpu_sm(&e) < 0) {
     printf("  note: -O3 tunes on the GPU the plan runs on; none here (%s): the plan uses -O2's heuristics\n", e.msg);
     return EXIT_OK;
   }
-  GpucSession *s = gpuc_session_create(path, 0, &e);
+  Plan *p = gpuc_plan_read(path, &e);
   GpucTuneStats ts;
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  int rc = !s || gpuc_session_autotune(s, cache, &ts, &e) || gpuc_plan_write(gpuc_session_plan(s), tmp, &e);
+  int rc = !p || autotune_plan_in_memory(&p, path, cache, &ts, &e) || gpuc_plan_write(p, tmp, &e);
   if (!rc && rename(tmp, path)) { rc = 1; gpuc_err_set(&e, "%s: cannot replace: %s", path, strerror(errno)); }
   if (rc) unlink(tmp);
-  gpuc_session_free(s);
+  gpuc_plan_free(p);
   if (rc) { gpuc_err_prefix(&e, "-O3 autotuning"); return report(&e); }
   char chosen[160] = ""; /* "; 3 at 128, 1 at 512": how many kernels chose each block */
   static const int sizes[5] = {64, 128, 256, 512, 1024}; /* GpucTuneStats.blocks_chosen */
@@ -134,6 +55,10 @@ static int autotune_plan(const char *path, const char *cache) {
 int cmd_compile(int argc, char **argv) {
   CompileRequest r = {.level = 2, .sm = 0};
   static GpucShapeBind binds[64];
+  static ShapeRange ranges[64];
+  const char *bucket_lists[16];
+  int nlists = 0;
+  bool ranged = false;
   char outbuf[4096], cachebuf[4096];
   const char *out = NULL, *tune_cache = NULL;
   bool tune_cache_set = false;
@@ -153,7 +78,14 @@ int cmd_compile(int argc, char **argv) {
     } else if (!strcmp(a, "--shape")) {
       if (i + 1 >= argc) return usage_error("--shape needs NAME=DIMS");
       if (r.nbinds == 64) return usage_error("too many --shape flags");
-      if (parse_shape_arg(argv[++i], &binds[r.nbinds++])) return EXIT_USAGE;
+      if (parse_shape_range(argv[++i], &ranges[r.nbinds])) return EXIT_USAGE;
+      ranged |= ranges[r.nbinds].ranged != 0;
+      binds[r.nbinds] = ranges[r.nbinds].bind;
+      r.nbinds++;
+    } else if (!strcmp(a, "--buckets")) {
+      if (i + 1 >= argc || !*argv[i + 1]) return usage_error("--buckets wants sizes like 1,8,32 or 1x16,8x64");
+      if (nlists == 16) return usage_error("too many --buckets flags");
+      bucket_lists[nlists++] = argv[++i];
     } else if (!strcmp(a, "--tune-cache")) {
       if (i + 1 >= argc || !*argv[i + 1]) return usage_error("--tune-cache wants a file, or none");
       tune_cache = strcmp(argv[++i], "none") ? argv[i] : NULL;
@@ -172,10 +104,15 @@ int cmd_compile(int argc, char **argv) {
   }
   if (!r.model) return usage_error("no model given");
   if (pass_flags_check(&r.flags)) return EXIT_USAGE;
+  if (nlists && !ranged) return usage_error("--buckets needs a range in a --shape, like --shape x=1..64x3x224x224");
   if (!out) { default_plan_path(r.model, outbuf, sizeof outbuf); out = outbuf; }
   r.binds = binds;
   r.out = out;
   GpucErr e = {0};
+  if (r.level >= 3 && !tune_cache_set) tune_cache = default_tune_cache(cachebuf, sizeof cachebuf);
+  if (ranged) { /* one plan for the ranges: a schedule per bucket */
+    return compile_buckets(&r, ranges, r.nbinds, bucket_lists, nlists, tune_cache, &e) ? report(&e) : EXIT_OK;
+  }
   CompileStats st;
   char *prune_lines = NULL; /* the pass's per-layer lines, printed with the summary */
   size_t prune_len = 0;
@@ -204,13 +141,6 @@ int cmd_compile(int argc, char **argv) {
              "sm_80+), else dense\n", st.gemms_24, st.gemms);
   }
   printf("  compile time: %.2f s (NVRTC %.2f s)\n", st.compile_seconds, st.nvrtc_seconds);
-  if (r.level >= 3) {
-    if (!tune_cache_set) { /* $GPUC_TUNE_CACHE, else ~/.cache/gpuc/autotune.txt */
-      const char *env = getenv("GPUC_TUNE_CACHE"), *home = getenv("HOME");
-      if (env && *env) tune_cache = env;
-      else if (home && *home) { snprintf(cachebuf, sizeof cachebuf, "%s/.cache/gpuc/autotune.txt", home); tune_cache = cachebuf; }
-    }
-    return autotune_plan(out, tune_cache);
-  }
+  if (r.level >= 3) return autotune_plan(out, tune_cache);
   return EXIT_OK;
 }

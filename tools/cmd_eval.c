@@ -6,7 +6,8 @@
  * same as `gpuc train`'s test accuracy. On the GPU a model is compiled with
  * the pass flags (tools/pass_flags.h) for a batch of B (500 unless given;
  * a batch the exporter fixed is rebound), or a plan is loaded as it is; --cpu runs the reference on the graph the same passes leave
- * (no flags: the model as imported, the graph `gpuc train --cpu` scores).
+ * (no flags: the model as imported, the graph `gpuc train --cpu` scores;
+ * -O2 given: the graph the -O2 passes make, which a plan is compiled from).
  * The model takes one float input [batch, ...] with as many values per
  * image as the data has, and its first output is [batch, classes]. */
 #include "cli.h"
@@ -25,6 +26,7 @@ typedef struct EvalArgs {
   bool cpu;
   PassFlags flags;
   bool any_flag;
+  bool level_given;             /* -O0/-O2 on the command line */
   long long batch, limit;       /* 0: 500 (a plan: its own) / all */
   double norm_mean, norm_std;   /* --normalize as given to train; std 0: none */
   int sm, level;
@@ -54,7 +56,7 @@ static int parse_args(int argc, char **argv, EvalArgs *a) {
   for (int i = 0, pf; i < argc; i++) {
     const char *f = argv[i];
     if (!strcmp(f, "--cpu")) a->cpu = true;
-    else if (!strcmp(f, "-O0") || !strcmp(f, "-O2")) a->level = f[2] - '0';
+    else if (!strcmp(f, "-O0") || !strcmp(f, "-O2")) a->level = f[2] - '0', a->level_given = true;
     else if ((pf = pass_flags_parse(&a->flags, argc, argv, &i)) != 0) {
       if (pf < 0) return EXIT_USAGE;
       a->any_flag = true;
@@ -140,7 +142,9 @@ static int open_cpu(const EvalArgs *a, Evaluator *ev, int64_t B, GpucErr *e) {
   if (!(ev->g = load_bound(a->model, B, e))) return -1;
   const Tensor *x = &ev->g->values[ev->g->inputs[0]].t;
   if (batch_input(ev, a->model, x->rank, x->dims, B, e)) return -1;
-  if (!a->any_flag) return 0;
+  /* no flags: the model as imported, unless -O2 asks for the graph the
+   * compiler makes (what a plan compiled with -O2 runs) */
+  if (!a->any_flag && (!a->level_given || a->level == 0)) return 0;
   PassOptions po;
   gpuc_pass_options_default(&po, a->level < 1 ? 1 : a->level);
   pass_flags_apply(&a->flags, &po);
@@ -190,7 +194,7 @@ static int open_gpu(const EvalArgs *a, Evaluator *ev, int64_t *B, char *tmp, siz
 /* One batch (ev->x filled) -> the first output [B, classes]. */
 static Tensor *run_batch(Evaluator *ev, GpucErr *e) {
   if (ev->s) {
-    if (gpuc_session_set_input(ev->s, ev->in_name, &ev->x, e) || gpuc_session_run(ev->s, e)) return NULL;
+    if (gpuc_session_set_input(ev->s, ev->in_name, &ev->x, e) || gpuc_session_replay(ev->s, e)) return NULL;
     return gpuc_session_get_output(ev->s, ev->out_name, e);
   }
   const Tensor *in[1] = {&ev->x};
@@ -259,8 +263,11 @@ int cmd_eval(int argc, char **argv) {
   }
   char label[64];
   pass_flags_label(&a.flags, label, sizeof label);
-  printf("evaluating %s on the %s%s: %lld test images, batch %lld\n", a.model, a.cpu ? "CPU reference" : "GPU",
-         label, (long long)te.n, (long long)B);
+  char passes[40] = ""; /* --cpu -O2 without flags (with flags the label says them) */
+  if (a.cpu && !a.any_flag && a.level_given && a.level > 0)
+    snprintf(passes, sizeof passes, " after the -O%d passes", a.level);
+  printf("evaluating %s on the %s%s%s: %lld test images, batch %lld\n", a.model,
+         a.cpu ? "CPU reference" : "GPU", label, passes, (long long)te.n, (long long)B);
   if (score(&ev, a.model, &te, B, &correct, &loss, &e)) goto fail;
   printf("test loss %.6f\n", loss / (double)te.n);
   printf("test accuracy %.2f%% (%lld images)\n", 100.0 * (double)correct / (double)te.n, (long long)te.n);

@@ -118,7 +118,7 @@ static int run_plan(const char *plan, int ninputs, const char **in_names, const 
           !strcmp(gpuc_plan_str(p, p->tensors[i].name), in_names[k])) found = true;
     if (!found) { gpuc_err_set(&e, "%s: --input names '%s', which is not an input of the plan", plan, in_names[k]); goto done; }
   }
-  if (gpuc_session_run(s, &e) || make_outdir(outdir, &e)) goto done;
+  if (gpuc_session_replay(s, &e) || make_outdir(outdir, &e)) goto done;
   for (uint32_t i = 0; i < p->ntensors; i++) {
     const PlanTensor *t = &p->tensors[i];
     if (t->role != PLAN_ROLE_OUTPUT && t->role != PLAN_ROLE_INPUT_OUTPUT) continue;
@@ -178,15 +178,7 @@ int cmd_run(int argc, char **argv) {
   GpucErr e = {0};
   Graph *g = gpuc_onnx_load(model, binds, nbinds, &e);
   if (!g) return report(&e);
-  if (pass_flags_any(&flags)) {
-    PassOptions po;
-    gpuc_pass_options_default(&po, 2);
-    pass_flags_apply(&flags, &po);
-    po.prune_report = stderr;
-    if (gpuc_passes_run(g, &po, &e)) { gpuc_graph_free(g); return report(&e); }
-    if (po.int8) gpuc_int8_report(g, &po, stderr);
-    if (po.fp8) gpuc_fp8_report(g, &po, stderr);
-  }
+  if (reference_passes(g, &flags, stderr, &e)) { gpuc_graph_free(g); return report(&e); }
   int rc = EXIT_BAD_INPUT;
   Tensor **ins = calloc((size_t)g->ninputs + 1, sizeof *ins);
   Tensor **outs = calloc((size_t)g->noutputs + 1, sizeof *outs);

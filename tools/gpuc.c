@@ -56,25 +56,8 @@ int report(const GpucErr *e) {
 }
 
 int parse_shape_arg(char *arg, GpucShapeBind *b) {
-  char *eq = strrchr(arg, '=');
-  if (!eq || eq == arg) return usage_error("--shape wants NAME=DIMS, got '%s'", arg);
-  *eq = 0; /* the name is the argv string itself, cut at '=' */
-  b->name = arg;
-  b->rank = 0;
-  const char *p = eq + 1;
-  if (!*p) return usage_error("--shape %s: no dims", arg);
-  while (*p) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(p, &end, 10);
-    if (end == p || errno || v < 0) return usage_error("--shape %s=%s: bad dim", arg, eq + 1);
-    if (b->rank == GPUC_MAX_RANK) return usage_error("--shape %s: rank over %d", arg, GPUC_MAX_RANK);
-    b->dims[b->rank++] = v;
-    p = end;
-    if (*p == 'x' || *p == 'X' || *p == ',') p++;
-    else if (*p) return usage_error("--shape %s=%s: bad dim separator", arg, eq + 1);
-  }
-  return 0;
+  GpucErr e = {0};
+  return parse_shape_bind(arg, b, &e) ? usage_error("%s", e.msg) : 0;
 }
 
 void print_tensor_summary(const char *name, const Tensor *t) {

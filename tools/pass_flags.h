@@ -19,12 +19,19 @@ typedef struct PassFlags {
   double prune_fraction;         /*   l1:FRACTION */
 } PassFlags;
 
-/* The flag at argv[*i] (its value, if it takes one, at argv[*i + 1]):
+/* The flag at argv[*i] (its value, if it takes one, at argv[*i + 1];
+ * tools/pass_flags_argv.c):
  * 1 when it is a pass flag (then *i points at its last word), 0 when it is
  * not, -1 after printing a usage error. */
 int pass_flags_parse(PassFlags *f, int argc, char **argv, int *i);
 /* Flags that exclude each other: a usage error printed, EXIT_USAGE; or 0. */
 int pass_flags_check(const PassFlags *f);
+/* What the two above do, with the reason in e instead of printed (the C
+ * API's options; pass_flags.c): --int8-skip PATTERN appended (globs
+ * separated by commas, none empty), --prune VALUE, the exclusions. 0 or -1. */
+int pass_flags_add_int8_skip(PassFlags *f, const char *pattern, GpucErr *e);
+int pass_flags_set_prune(PassFlags *f, const char *value, GpucErr *e);
+int pass_flags_validate(const PassFlags *f, GpucErr *e);
 /* The flags into the pass options (after gpuc_pass_options_default). */
 void pass_flags_apply(const PassFlags *f, PassOptions *o);
 /* Whether any pass flag is set. */

@@ -500,6 +500,7 @@ int gpu_loss(Trainer *t, double *mean_loss, double *loss_scale, int64_t *skipped
   TrainGpu *G = t->gpu;
   float sc[SC_COUNT];
   CU(cu.cuStreamSynchronize(G->main));
+  if (gpuc_session_check(G->s, e)) return -1; /* a label or index the kernels found out of range */
   CU(cu.cuMemcpyDtoH(sc, G->sc, sizeof sc));
   *mean_loss = sc[SC_LOSS_N] > 0 ? (double)sc[SC_LOSS_SUM] / (double)sc[SC_LOSS_N] : 0.0;
   *loss_scale = sc[SC_SCALE];
@@ -588,7 +589,7 @@ int gpu_logits(Trainer *t, const float *x, int64_t n, Tensor **logits, GpucErr *
     int64_t b = n - s < EB ? n - s : EB; /* the last batch is padded with zeros */
     memcpy(xt.data, x + s * t->dim, sizeof(float) * (size_t)(b * t->dim));
     if (b < EB) memset((float *)xt.data + b * t->dim, 0, sizeof(float) * (size_t)((EB - b) * t->dim));
-    if (gpuc_session_set_input(G->ev, in, &xt, e) || gpuc_session_run(G->ev, e)) goto done;
+    if (gpuc_session_set_input(G->ev, in, &xt, e) || gpuc_session_replay(G->ev, e)) goto done;
     Tensor *y = gpuc_session_get_output(G->ev, oname, e);
     if (!y) goto done;
     bool ok = y->rank == 2 && y->dims[0] == EB && y->dims[1] == t->classes && y->dt == GPUC_DT_F32;

@@ -26,67 +26,13 @@
  * and item count, so the same kernel in another model shares the entry. */
 #include "session_internal.h"
 #include "sparse_gemm.h"
+#include "tune_cache.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-
-#define CACHE_MAGIC "gpuc-autotune 1"
-#define CACHE_MAX_BYTES (16u << 20)
-
-typedef struct Cache {
-  char *text;                    /* the file, NUL-terminated; lines "key\tvalue" */
-  FILE *append;                  /* new entries; NULL: not writable or no cache */
-} Cache;
-
-static void cache_open(Cache *c, const char *path) {
-  memset(c, 0, sizeof *c);
-  c->text = calloc(1, CACHE_MAX_BYTES + 1); /* NULL: no cache at all */
-  if (!path || !c->text) return;
-  FILE *f = fopen(path, "rb");
-  if (f) {
-    size_t n = fread(c->text, 1, CACHE_MAX_BYTES - 4096, f); /* room left for this run's entries */
-    c->text[n] = 0;
-    if (strncmp(c->text, CACHE_MAGIC "\n", strlen(CACHE_MAGIC) + 1)) c->text[0] = 0; /* not ours */
-    fclose(f);
-  }
-  /* the folder, then the file (with its magic line if new) */
-  char dir[4096];
-  snprintf(dir, sizeof dir, "%s", path);
-  for (char *q = dir + 1; *q; q++)
-    if (*q == '/') { *q = 0; mkdir(dir, 0777); *q = '/'; }
-  bool fresh = !c->text[0];
-  c->append = fopen(path, fresh ? "wb" : "ab");
-  if (c->append && fresh) fprintf(c->append, "%s\n", CACHE_MAGIC);
-}
-
-static void cache_close(Cache *c) {
-  if (c->append) fclose(c->append);
-  free(c->text);
-}
-
-/* The value of key, or -1 (absent or out of [0, max]). */
-static long cache_get(const Cache *c, const char *key, long max) {
-  if (!c->text) return -1;
-  size_t kl = strlen(key);
-  for (const char *l = c->text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-    if (strncmp(l, key, kl) || l[kl] != '\t') continue;
-    char *end;
-    errno = 0;
-    long v = strtol(l + kl + 1, &end, 10);
-    if (!errno && end != l + kl + 1 && (*end == '\n' || !*end) && v >= 0 && v <= max) return v;
-  }
-  return -1;
-}
-
-static void cache_put(Cache *c, const char *key, long v) {
-  if (c->append) { fprintf(c->append, "%s\t%ld\n", key, v); fflush(c->append); }
-  /* and in memory, so the same shape later in this plan is not timed again */
-  size_t n = c->text ? strlen(c->text) : 0;
-  if (c->text && n + strlen(key) + 24 < CACHE_MAX_BYTES) snprintf(c->text + n, CACHE_MAX_BYTES - n, "%s\t%ld\n", key, v);
-}
 
 /* "<device>|cudnn <version>|" then the call's shape. */
 static int key_prefix(const GpucSession *s, char *buf, size_t n) {
@@ -128,7 +74,7 @@ static int tune_conv(GpucSession *s, uint32_t i, Cache *cache, GpucTuneStats *ts
   if (c->mode != PLAN_CONV_FWD || (c->b != UINT32_MAX && GPUC_CONV_ACT(c->act) == 0)) return 0;
   char key[1024];
   conv_key(s, c, key, sizeof key);
-  long algo = cache_get(cache, key, CUDNN_CONVOLUTION_FWD_ALGO_COUNT - 1);
+  long algo = gpuc_tune_cache_get(cache, key, CUDNN_CONVOLUTION_FWD_ALGO_COUNT - 1);
   if (algo >= 0) ts->convs_cached++;
   else {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -138,7 +84,7 @@ static int tune_conv(GpucSession *s, uint32_t i, Cache *cache, GpucTuneStats *ts
     for (int k = 0; k < found && algo < 0; k++)
       if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].memory <= s->workspace_budget) algo = perf[k].algo;
     if (algo < 0) return 0; /* nothing better known: the heuristic stays */
-    cache_put(cache, key, algo);
+    gpuc_tune_cache_put(cache, key, algo);
   }
   size_t need = 0;
   if (cudnn.cudnnGetConvolutionForwardWorkspaceSize(s->dnn, st->x, st->w, st->conv, st->y,
@@ -175,7 +121,7 @@ static int tune_gemm(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], Gp
   int found = 0;
   if (gpuc_gemm_heuristics(s, &s->gemms[i], res, GPUC_GEMM_TUNE_MAX, &found, e)) return -1;
   if (found < 2) return 0;
-  long best = cache_get(cache, key, found - 1);
+  long best = gpuc_tune_cache_get(cache, key, found - 1);
   if (best >= 0) ts->gemms_cached++;
   else {
     float best_ms = 0;
@@ -188,7 +134,7 @@ static int tune_gemm(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], Gp
       if (best < 0 || ms < best_ms) { best = k; best_ms = ms; }
     }
     if (best < 0) return 0;
-    cache_put(cache, key, best);
+    gpuc_tune_cache_put(cache, key, best);
   }
   g->algo_index = (uint32_t)best;
   s->gemms[i].algo = res[best].algo;
@@ -211,7 +157,7 @@ static int tune_sparse(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], 
   char key[1100];
   gemm_key(s, &s->plan->gemms[i], key, sizeof key - 8);
   strcat(key, "|2:4");
-  long dense = cache_get(cache, key, 1);
+  long dense = gpuc_tune_cache_get(cache, key, 1);
   if (dense >= 0) ts->sparse_cached++;
   else {
     float ms_sparse, ms_dense;
@@ -223,7 +169,7 @@ static int tune_sparse(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], 
     gs->sparse = sp;
     if (rc) return 0; /* the dense call failed here: stay sparse */
     dense = ms_dense < ms_sparse * 0.98f;
-    cache_put(cache, key, dense);
+    gpuc_tune_cache_put(cache, key, dense);
   }
   ts->sparse++;
   if (dense) {
@@ -285,7 +231,7 @@ static int tune_block(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], G
   int k = snprintf(key, sizeof key, "%s|cuda %d|kernel %016llx items %llu", s->devname, drv,
                    (unsigned long long)tn->src_hash, (unsigned long long)tn->items);
   for (int q = 0; q < k && q < (int)sizeof key; q++) if (key[q] == '\t' || key[q] == '\n') key[q] = ' ';
-  long best = cache_get(cache, key, 1024);
+  long best = gpuc_tune_cache_get(cache, key, 1024);
   if (best >= 0 && block_ok(best, max_threads)) ts->blocks_cached++;
   else {
     float cur_ms = -1, best_ms = 0;
@@ -303,7 +249,7 @@ static int tune_block(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], G
     /* the compiled block unless another is clearly faster: a few percent
      * is noise on a kernel of microseconds */
     if (cur_ms >= 0 && best_ms > cur_ms * 0.97f) best = st->block[0];
-    cache_put(cache, key, best);
+    gpuc_tune_cache_put(cache, key, best);
   }
   ts->blocks++;
   for (size_t c = 0; c < sizeof block_candidates / sizeof *block_candidates; c++)
@@ -378,10 +324,12 @@ int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats 
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
-  /* defined inputs for the timing runs: zeros, not whatever the allocation held */
+  /* defined inputs for the timing runs: zeros, not whatever the allocation held; an
+   * index they make out of range is not the user's error (fault_quiet) */
   CU_TRY(e, cu.cuMemsetD8Async(s->arena, 0, s->plan->meta.arena_bytes ? s->plan->meta.arena_bytes : 1, s->stream));
+  s->fault_quiet = true;
   Cache cache;
-  cache_open(&cache, cache_path);
+  gpuc_tune_cache_open(&cache, cache_path);
   CUevent ev[2] = {0, 0};
   int rc = -1;
   if (cu.cuEventCreate(&ev[0], 0) != CUDA_SUCCESS || cu.cuEventCreate(&ev[1], 0) != CUDA_SUCCESS) {
@@ -441,7 +389,9 @@ done_saved:
 done:
   for (int k = 0; k < 2; k++)
     if (ev[k]) cu.cuEventDestroy(ev[k]);
-  cache_close(&cache);
+  gpuc_tune_cache_close(&cache);
+  s->fault_quiet = false;
+  if (gpuc_fault_reset(s, rc ? NULL : e)) rc = -1; /* the timed kernels' reports, if any, go */
   clock_gettime(CLOCK_MONOTONIC, &t1);
   ts->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   return rc;

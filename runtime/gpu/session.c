@@ -1,6 +1,7 @@
 /* Plan execution on the GPU with the CUDA driver API, cuBLASLt and cuDNN. */
 #include "session_internal.h"
 #include "sparse_gemm.h"
+#include "buckets.h"
 #include <math.h>
 #include <errno.h>
 #include <stdio.h>
@@ -312,10 +313,14 @@ GpucSession *gpuc_session_create(const char *plan_path, int device, GpucErr *e) 
   return gpuc_session_create_plan(p, plan_path, device, e);
 }
 
-GpucSession *gpuc_session_create_plan(Plan *p, const char *plan_path, int device, GpucErr *e) {
+/* parent set: a bucket's session inside a bucket plan's (buckets.c), which
+ * shares its parent's stream, arena, weights and workspace, and whose plan
+ * the parent's plan owns. */
+static GpucSession *open_session(Plan *p, const char *plan_path, int device, GpucSession *parent, GpucErr *e) {
   GpucSession *s = calloc(1, sizeof *s);
-  if (!s) { gpuc_plan_free(p); gpuc_err_set(e, "out of memory"); return NULL; }
+  if (!s) { if (!parent) gpuc_plan_free(p); gpuc_err_set(e, "out of memory"); return NULL; }
   s->plan = p;
+  s->shared = parent != NULL;
   int sm = gpuc_gpu_sm(e);
   if (sm < 0) goto fail;
   s->sm = sm;
@@ -342,7 +347,8 @@ GpucSession *gpuc_session_create_plan(Plan *p, const char *plan_path, int device
 #define TRYF(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { gpuc_cu_fail(e, r_, #call, __FILE__, __LINE__); goto fail; } } while (0)
   TRYF(cu.cuDevicePrimaryCtxRetain(&s->ctx, s->dev));
   TRYF(cu.cuCtxSetCurrent(s->ctx));
-  TRYF(cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING));
+  if (parent) s->stream = parent->stream;
+  else TRYF(cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING));
   /* CUBIN for the exact arch; the PTX JIT-compiles on newer GPUs */
   if (sm == (int)p->hdr.sm && p->cubin_size) TRYF(cu.cuModuleLoadDataEx(&s->module, p->cubin, 0, NULL, NULL));
   else TRYF(cu.cuModuleLoadDataEx(&s->module, p->ptx, 0, NULL, NULL));
@@ -353,9 +359,21 @@ GpucSession *gpuc_session_create_plan(Plan *p, const char *plan_path, int device
   if (!s->funcs || !s->tptr || !s->gemms || !s->convs) { gpuc_err_set(e, "out of memory"); goto fail; }
   for (uint32_t i = 0; i < p->nkernels; i++)
     TRYF(cu.cuModuleGetFunction(&s->funcs[i], s->module, gpuc_plan_str(p, p->kernels[i].name)));
-  TRYF(cu.cuMemAlloc(&s->arena, p->meta.arena_bytes ? p->meta.arena_bytes : 256));
-  TRYF(cu.cuMemAlloc(&s->weights, p->weights_size ? p->weights_size : 256));
-  if (p->weights_size) TRYF(cu.cuMemcpyHtoD(s->weights, p->weights, p->weights_size));
+  if (gpuc_fault_setup(s, plan_path, e)) goto fail;
+  char parts[160];
+  if (parent) { /* one arena (the largest bucket's) and one copy of the weights */
+    s->arena = parent->arena;
+    s->weights = parent->weights;
+  } else {
+    uint64_t arena = gpuc_bucket_arena_bytes(p);
+    snprintf(parts, sizeof parts, "arena %llu + weights %llu + library workspace %llu",
+             (unsigned long long)arena, (unsigned long long)p->weights_size,
+             (unsigned long long)s->workspace_bytes);
+    if (gpuc_session_fits(s, plan_path, arena + p->weights_size + s->workspace_bytes, parts, e)) goto fail;
+    TRYF(cu.cuMemAlloc(&s->arena, arena ? arena : 256));
+    TRYF(cu.cuMemAlloc(&s->weights, p->weights_size ? p->weights_size : 256));
+    if (p->weights_size) TRYF(cu.cuMemcpyHtoD(s->weights, p->weights, p->weights_size));
+  }
   for (uint32_t i = 0; i < p->ntensors; i++) {
     const PlanTensor *t = &p->tensors[i];
     s->tptr[i] = t->mem == PLAN_MEM_ARENA ? s->arena + t->offset
@@ -376,7 +394,14 @@ GpucSession *gpuc_session_create_plan(Plan *p, const char *plan_path, int device
     for (uint32_t i = 0; i < p->nconvs; i++)
       if (setup_conv(s, &p->convs[i], &s->convs[i], e)) goto fail;
   }
-  TRYF(cu.cuMemAlloc(&s->workspace, s->workspace_bytes ? s->workspace_bytes : 256));
+  if (parent) s->workspace = parent->workspace; /* gpuc_buckets_open grows it to the largest need */
+  else {
+    snprintf(parts, sizeof parts, "the library workspace the chosen cuDNN algorithms need");
+    if (gpuc_session_fits(s, plan_path, s->workspace_bytes, parts, e)) goto fail;
+    TRYF(cu.cuMemAlloc(&s->workspace, s->workspace_bytes ? s->workspace_bytes : 256));
+  }
+  if (!parent && p->nbuckets && gpuc_buckets_open(s, e)) goto fail;
+  if (getenv("GPUC_DEBUG_TENSORS") && *getenv("GPUC_DEBUG_TENSORS") == '1') gpuc_session_print_tensors(s, stderr);
   return s;
 fail:
   gpuc_session_free(s);
@@ -384,8 +409,17 @@ fail:
 #undef TRYF
 }
 
+GpucSession *gpuc_session_create_plan(Plan *p, const char *plan_path, int device, GpucErr *e) {
+  return open_session(p, plan_path, device, NULL, e);
+}
+
+GpucSession *gpuc_session_open_bucket(GpucSession *parent, Plan *p, const char *what, GpucErr *e) {
+  return open_session(p, what, (int)parent->dev, parent, e);
+}
+
 void gpuc_session_free(GpucSession *s) {
   if (!s) return;
+  gpuc_buckets_close(s);
   if (s->ctx) {
     cu.cuCtxSetCurrent(s->ctx);
     if (s->stream) cu.cuStreamSynchronize(s->stream);
@@ -412,15 +446,18 @@ void gpuc_session_free(GpucSession *s) {
       }
     if (s->lt) cublaslt.cublasLtDestroy(s->lt);
     if (s->dnn) cudnn.cudnnDestroy(s->dnn);
-    cu_free(s->arena);
-    cu_free(s->weights);
-    cu_free(s->workspace);
+    if (!s->shared) {
+      cu_free(s->arena);
+      cu_free(s->weights);
+      cu_free(s->workspace);
+    }
+    gpuc_fault_free(s);
     if (s->module) cu.cuModuleUnload(s->module);
-    if (s->stream) cu.cuStreamDestroy(s->stream);
+    if (s->stream && !s->shared) cu.cuStreamDestroy(s->stream);
     cu.cuDevicePrimaryCtxRelease(s->dev);
   }
-  free(s->funcs); free(s->tptr); free(s->gemms); free(s->convs);
-  gpuc_plan_free(s->plan);
+  free(s->funcs); free(s->tptr); free(s->gemms); free(s->convs); free(s->what);
+  if (!s->shared) gpuc_plan_free(s->plan);
   free(s);
 }
 
@@ -458,6 +495,11 @@ static int find_tensor(const Plan *p, const char *name, bool output) {
 }
 
 int gpuc_session_set_input(GpucSession *s, const char *name, const Tensor *host, GpucErr *e) {
+  if (s->bk) return gpuc_buckets_set_input(s, name, host, e); /* any shape in range, padded at run */
+  return gpuc_session_upload(s, name, host, e);
+}
+
+int gpuc_session_upload(GpucSession *s, const char *name, const Tensor *host, GpucErr *e) {
   const Plan *p = s->plan;
   int i = find_tensor(p, name, false);
   if (i < 0) return gpuc_err_set(e, "the plan has no input named '%s'", name);
@@ -573,6 +615,7 @@ static int ensure_graph(GpucSession *s, GpucErr *e) {
   CUgraph g;
   CU_TRY(e, cu.cuStreamBeginCapture(s->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
   int rc = issue(s, e, NULL);
+  if (!rc) rc = gpuc_fault_enqueue(s, e); /* the device error record's copy: the graph's last node */
   CUresult r = cu.cuStreamEndCapture(s->stream, &g);
   if (rc) return -1;
   if (r != CUDA_SUCCESS) return gpuc_cu_fail(e, r, "cuStreamEndCapture", __FILE__, __LINE__);
@@ -583,12 +626,13 @@ static int ensure_graph(GpucSession *s, GpucErr *e) {
   return 0;
 }
 
-int gpuc_session_run(GpucSession *s, GpucErr *e) {
+int gpuc_session_replay(GpucSession *s, GpucErr *e) {
+  if (s->bk && gpuc_buckets_prepare(s, &s, e)) return -1; /* s: the chosen bucket's session */
   CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
   if (ensure_graph(s, e)) return -1;
   CU_TRY(e, cu.cuGraphLaunch(s->graph, s->stream));
   CU_TRY(e, cu.cuStreamSynchronize(s->stream));
-  return 0;
+  return gpuc_fault_check(s, e);
 }
 
 int gpuc_session_launch(GpucSession *s, GpucErr *e) {
@@ -598,11 +642,20 @@ int gpuc_session_launch(GpucSession *s, GpucErr *e) {
   return 0;
 }
 
+int gpuc_session_launch_on(GpucSession *s, void *stream, GpucErr *e) {
+  CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
+  if (ensure_graph(s, e)) return -1;
+  CU_TRY(e, cu.cuGraphLaunch(s->graph, (CUstream)stream));
+  return 0;
+}
+
 int gpuc_session_sync(GpucSession *s, GpucErr *e) {
   CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
   CU_TRY(e, cu.cuStreamSynchronize(s->stream));
-  return 0;
+  return gpuc_fault_check(s, e);
 }
+
+int gpuc_session_check(GpucSession *s, GpucErr *e) { return gpuc_fault_check(s, e); }
 
 int gpuc_session_tensor(const GpucSession *s, const char *name) {
   const Plan *p = s->plan;
@@ -618,6 +671,11 @@ uint64_t gpuc_session_tensor_ptr(const GpucSession *s, uint32_t i) {
 void *gpuc_session_stream(const GpucSession *s) { return (void *)s->stream; }
 
 Tensor *gpuc_session_get_output(GpucSession *s, const char *name, GpucErr *e) {
+  if (s->bk) return gpuc_buckets_get_output(s, name, e); /* sliced to the shape the inputs had */
+  return gpuc_session_download(s, name, e);
+}
+
+Tensor *gpuc_session_download(GpucSession *s, const char *name, GpucErr *e) {
   const Plan *p = s->plan;
   int i = find_tensor(p, name, true);
   if (i < 0) { gpuc_err_set(e, "the plan has no output named '%s'", name); return NULL; }
@@ -641,6 +699,7 @@ static int cmp_d(const void *a, const void *b) {
 
 int gpuc_session_bench(GpucSession *s, int warmup, int iters, GpucBench *b, double *prof_ms,
                        GpucErr *e) {
+  if (s->bk && gpuc_buckets_prepare(s, &s, e)) return -1; /* the bucket of the inputs' shape */
   CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
   if (ensure_graph(s, e)) return -1;
   CUevent t0, t1;
@@ -658,6 +717,7 @@ int gpuc_session_bench(GpucSession *s, int warmup, int iters, GpucBench *b, doub
     CU_TRY(e, cu.cuEventElapsedTime(&f, t0, t1));
     ms[i] = f;
   }
+  if (gpuc_fault_check(s, e)) { free(ms); return -1; } /* the runs are complete: t1 was the last */
   qsort(ms, (size_t)iters, sizeof *ms, cmp_d);
   b->median_ms = ms[iters / 2];
   b->p90_ms = ms[(int)(iters * 0.9) < iters ? (int)(iters * 0.9) : iters - 1];

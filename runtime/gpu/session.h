@@ -1,7 +1,7 @@
 /* The GPU runtime: a loaded plan on one device, ready to run.
  *   GpucSession *s = gpuc_session_create("model.gpuc", 0, &err);
  *   gpuc_session_set_input(s, "input", host_tensor, &err);
- *   gpuc_session_run(s, &err);
+ *   gpuc_session_replay(s, &err);
  *   Tensor *y = gpuc_session_get_output(s, "logits", &err);
  * One stream; the schedule is captured into a CUDA graph on first run and
  * replayed. Every CUDA/cuBLASLt/cuDNN call is checked with file and line. */
@@ -18,10 +18,17 @@ GpucSession *gpuc_session_create(const char *plan_path, int device, GpucErr *e);
 GpucSession *gpuc_session_create_plan(Plan *p, const char *what, int device, GpucErr *e);
 void gpuc_session_free(GpucSession *s);
 const Plan *gpuc_session_plan(const GpucSession *s);
+/* A one-shape plan takes exactly its compiled shape. A bucket plan (plan.h,
+ * format 5) takes any shape within its ranges: the inputs are kept on the
+ * host as given, and each run picks the smallest bucket holding them,
+ * pads, and slices the outputs back (runtime/gpu/buckets.c). */
 int gpuc_session_set_input(GpucSession *s, const char *name, const Tensor *host, GpucErr *e);
-int gpuc_session_run(GpucSession *s, GpucErr *e);
+int gpuc_session_replay(GpucSession *s, GpucErr *e);
 /* New host tensor; caller frees. */
 Tensor *gpuc_session_get_output(GpucSession *s, const char *name, GpucErr *e);
+/* The plan of the bucket the last run or bench used (the plan itself for a
+ * one-shape plan, or before any run). */
+const Plan *gpuc_session_run_plan(const GpucSession *s);
 /* For code that works on the session's stream beside the plan (the GPU
  * trainer's optimizer kernels): replay without waiting, wait, a plan
  * tensor's index by name (any role; -1 if none) and its device address
@@ -29,6 +36,15 @@ Tensor *gpuc_session_get_output(GpucSession *s, const char *name, GpucErr *e);
  * with the replays. */
 int gpuc_session_launch(GpucSession *s, GpucErr *e);
 int gpuc_session_sync(GpucSession *s, GpucErr *e);
+/* Data errors the kernels found (an index or label out of range,
+ * runtime/device_fault.h): run, sync and bench fail with the reference's
+ * message (node, value, bound) and the session stays usable. Code that
+ * waits on the stream itself calls this after its wait. */
+int gpuc_session_check(GpucSession *s, GpucErr *e);
+/* The replay on another stream of the session's context (a CUstream; NULL
+ * the legacy default stream), without waiting: the public API's
+ * gpuc_session_run_async (runtime/api_runtime.c). */
+int gpuc_session_launch_on(GpucSession *s, void *stream, GpucErr *e);
 int gpuc_session_tensor(const GpucSession *s, const char *name);
 uint64_t gpuc_session_tensor_ptr(const GpucSession *s, uint32_t i);
 void *gpuc_session_stream(const GpucSession *s);

@@ -46,7 +46,44 @@ struct GpucSession {
   char devname[128];
   int gemms_sparse, gemms_sparse_dense; /* 2:4 GEMMs on sparse tensor cores / run dense here */
   char sparse_why[256];          /* why the first of the latter runs dense */
+  char *what;                    /* the plan's file (or what made it), for messages */
+  CUdeviceptr fault;             /* the module's device error record (runtime/device_fault.h); 0: none */
+  uint64_t *fault_host;          /* pinned: its copy, the captured graph's last node */
+  bool fault_quiet;              /* -O3's timing runs (zeroed arena, not the user's data): reset, not reported */
+  struct BucketRun *bk;          /* a bucket plan's: the buckets' sessions and staged inputs (buckets.c) */
+  bool shared;                   /* a bucket's session: stream, arena, weights, workspace and plan are its parent's */
 };
+
+/* The device error record (device_fault_gpu.c): found after the module
+ * loads; its copy enqueued at the end of the captured schedule; checked
+ * after a run completes (-1 with the reference's message, the record
+ * reset); freed with the session. */
+int gpuc_fault_setup(GpucSession *s, const char *what, GpucErr *e);
+int gpuc_fault_enqueue(GpucSession *s, GpucErr *e);
+int gpuc_fault_check(GpucSession *s, GpucErr *e);
+int gpuc_fault_reset(GpucSession *s, GpucErr *e);
+void gpuc_fault_free(GpucSession *s);
+/* -1 with "needs N bytes (parts), the GPU has F free of T" when `bytes`
+ * more device memory do not fit in what is free now (device_memory.c). */
+int gpuc_session_fits(GpucSession *s, const char *what, uint64_t bytes, const char *parts, GpucErr *e);
+/* Every tensor's device address and size (GPUC_DEBUG_TENSORS=1 at session creation). */
+void gpuc_session_print_tensors(const GpucSession *s, FILE *f);
+
+/* Inputs and outputs at the plan's compiled shape (the body of
+ * set_input/get_output for a one-shape plan, and of each bucket's run). */
+int gpuc_session_upload(GpucSession *s, const char *name, const Tensor *host, GpucErr *e);
+Tensor *gpuc_session_download(GpucSession *s, const char *name, GpucErr *e);
+/* Bucket plans (runtime/gpu/buckets.c): a session per bucket sharing the
+ * parent's memory; inputs staged on the host at their actual shape;
+ * prepare picks the bucket, pads and uploads, and gives the session to
+ * run; outputs are sliced back. close frees the buckets' sessions (a no-op
+ * without). */
+GpucSession *gpuc_session_open_bucket(GpucSession *parent, Plan *p, const char *what, GpucErr *e);
+int gpuc_buckets_open(GpucSession *s, GpucErr *e);
+void gpuc_buckets_close(GpucSession *s);
+int gpuc_buckets_set_input(GpucSession *s, const char *name, const Tensor *host, GpucErr *e);
+int gpuc_buckets_prepare(GpucSession *s, GpucSession **run, GpucErr *e);
+Tensor *gpuc_buckets_get_output(GpucSession *s, const char *name, GpucErr *e);
 
 /* cuBLASLt's heuristic results for GEMM state st (up to max, the workspace
  * limited to the plan's); *found how many. */

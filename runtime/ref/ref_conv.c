@@ -14,6 +14,8 @@
  * The Conv gradients (ConvGradInput / ConvGradWeight, ref_conv.h) reuse the
  * same table, im2col (gather) and col2im (scatter). */
 #include "ref_conv.h"
+#include "conv_act.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -357,22 +359,38 @@ done:
   return rc;
 }
 
-/* FusedConv = act(Conv(X, W, B) + Z): the reference runs the parts in turn. */
+/* FusedConv = act(Conv(in_act(X), W, B) + Z): the reference runs the parts
+ * in turn; in_act(X) is rounded to X's dtype, as the activation node it
+ * replaces wrote it. */
 int ref_FusedConv(OpCtx *c) {
   OpCtx conv = *c;
   conv.nin = 3;
   bool nhwc = gpuc_attr_i(c->n, "layout", GPUC_LAYOUT_NCHW) == GPUC_LAYOUT_NHWC;
-  if (nhwc ? conv_nhwc(&conv) : ref_Conv(&conv)) return -1;
+  int in_act = (int)gpuc_attr_i(c->n, "in_activation", 0);
+  Tensor xa = {0};
+  const Tensor *ins[3] = {c->in[0], c->in[1], c->nin > 2 ? c->in[2] : NULL};
+  if (in_act != GPUC_FCONV_ACT_NONE) {
+    double ilo = gpuc_attr_f(c->n, "in_act_min", -INFINITY), ihi = gpuc_attr_f(c->n, "in_act_max", INFINITY);
+    gpuc_set_shape(&xa, c->in[0]->dt, c->in[0]->rank, c->in[0]->dims);
+    if (gpuc_tensor_alloc(&xa, c->err)) return -1;
+    for (int64_t i = 0, n = gpuc_numel(&xa); i < n; i++)
+      gpuc_set_f64(&xa, i, gpuc_conv_act_ref(in_act, gpuc_get_f64(c->in[0], i), ilo, ihi));
+    ins[0] = &xa;
+    conv.in = ins;
+  }
+  int crc = nhwc ? conv_nhwc(&conv) : ref_Conv(&conv);
+  free(xa.data);
+  if (crc) return -1;
   Tensor *y = c->out[0];
   const Tensor *z = c->nin > 3 ? c->in[3] : NULL;
-  bool relu = gpuc_attr_i(c->n, "activation", 0) == 1;
-  if (!z && !relu) return 0;
+  int act = (int)gpuc_attr_i(c->n, "activation", 0);
+  double lo = gpuc_attr_f(c->n, "act_min", -INFINITY), hi = gpuc_attr_f(c->n, "act_max", INFINITY);
+  if (!z && act == GPUC_FCONV_ACT_NONE) return 0;
   int64_t n = gpuc_numel(y);
   for (int64_t i = 0; i < n; i++) {
     double v = gpuc_get_f64(y, i);
     if (z) v += gpuc_get_f64(z, i);
-    if (relu && v < 0) v = 0;
-    gpuc_set_f64(y, i, v);
+    gpuc_set_f64(y, i, gpuc_conv_act_ref(act, v, lo, hi));
   }
   return 0;
 }

@@ -132,6 +132,16 @@ int ref_MaxPool(OpCtx *c) {
 static int global_pool(OpCtx *c, int kind) {
   const Tensor *x = c->in[0];
   Tensor *y = c->out[0];
+  if (gpuc_attr_i(c->n, "layout", GPUC_LAYOUT_NCHW) == GPUC_LAYOUT_NHWC) { /* [N,H,W,C] -> [N,1,1,C] */
+    int64_t n = x->dims[0], hw = x->dims[1] * x->dims[2], ch = x->dims[3];
+    for (int64_t b = 0; b < n; b++)
+      for (int64_t k = 0; k < ch; k++) {
+        double acc = 0;
+        for (int64_t i = 0; i < hw; i++) acc += ld(x, (b * hw + i) * ch + k);
+        st(y, b * ch + k, hw ? acc / (double)hw : 0);
+      }
+    return 0;
+  }
   int64_t planes = x->dims[0] * x->dims[1], hw = prod(x->dims + 2, x->rank - 2);
   for (int64_t pl = 0; pl < planes; pl++) {
     double acc = kind == POOL_MAX ? -INFINITY : 0;

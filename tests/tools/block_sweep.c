@@ -53,7 +53,7 @@ static Tensor **run_plan(Plan *p, const char *what, int *nout, bool *skip, GpucE
     if (rc) goto fail;
   }
   if (!outs) { gpuc_err_set(e, "out of memory"); goto fail; }
-  if (gpuc_session_run(s, e)) { *skip = strstr(e->msg, "cuLaunchKernel") != NULL; goto fail; }
+  if (gpuc_session_replay(s, e)) { *skip = strstr(e->msg, "cuLaunchKernel") != NULL; goto fail; }
   for (uint32_t i = 0; i < q->ntensors; i++) {
     const PlanTensor *t = &q->tensors[i];
     if (t->role != PLAN_ROLE_OUTPUT && t->role != PLAN_ROLE_INPUT_OUTPUT) continue;

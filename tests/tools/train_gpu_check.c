@@ -171,7 +171,7 @@ int main(int argc, char **argv) {
     if (gpuc_session_set_input(s, vx->name, x, &e) || gpuc_session_set_input(s, vy->name, y, &e) ||
         (vc && gpuc_session_set_input(s, vc->name, &ct, &e)))
       return die("set input", &e);
-    if (gpuc_session_run(s, &e)) return die("GPU run", &e);
+    if (gpuc_session_replay(s, &e)) return die("GPU run", &e);
     printf("run %d (seed %llu): %d outputs\n", run, (unsigned long long)(0x5eed0000ull + (uint64_t)run * 7919),
            gr->noutputs);
     for (int k = 0; k < gr->noutputs; k++) {

@@ -1,0 +1,253 @@
+/* gpuc runtime C API (libgpuc_rt.so; also in libgpuc.so): load a compiled
+ * plan, query its inputs and outputs, bind host or device buffers by name,
+ * and run the plan's CUDA graph on a CUDA stream of the caller's.
+ *
+ * Stable: no internal struct is visible, every handle is opaque, and a
+ * program built against GPUC_API_VERSION N runs with a library whose
+ * gpuc_api_version() is N or newer (names are only ever added). The library
+ * opens libcuda, cuBLASLt and cuDNN at run time; a program links
+ * -lgpuc_rt only (or -lgpuc for the compiler too; not both).
+ *
+ *   gpuc_plan *p; gpuc_session *s;
+ *   if (gpuc_plan_load("model.gpuc", &p) != GPUC_OK ||
+ *       gpuc_session_new(p, 0, &s) != GPUC_OK) { fprintf(stderr, "%s\n", gpuc_last_error()); ... }
+ *   int64_t dims[4] = {1, 3, 224, 224};
+ *   gpuc_session_bind_input(s, "input", x, GPUC_MEMORY_HOST, GPUC_DTYPE_F32, 4, dims);
+ *   gpuc_session_run(s);                                       // waits
+ *   gpuc_session_fetch_output(s, "logits", y, sizeof y);       // to host
+ *   gpuc_session_destroy(s); gpuc_plan_destroy(p);
+ *
+ * Errors. Every call that can fail returns a gpuc_status; on anything but
+ * GPUC_OK, gpuc_last_error() holds one line saying what failed: the file,
+ * the tensor or node, and the reason (the text `gpuc` prints after
+ * "gpuc: "). The message is per thread and stays until the next failing
+ * call on that thread; successful calls leave it alone. No call aborts the
+ * process or reads past a buffer on bad input: NULL arguments, unknown
+ * names, wrong dtypes or shapes, corrupt plans all return a status.
+ *
+ * Threads. The library keeps no global state but the per-thread message
+ * and the CUDA libraries it opens once (thread-safe).
+ *   - A gpuc_plan is read-only after it is made: any number of threads may
+ *     query it, save it and create sessions from it at once. Destroy it
+ *     once nothing else uses it (sessions keep their own copy).
+ *   - A gpuc_session is used by one thread at a time (bind, run, fetch,
+ *     bench, destroy); the caller serializes calls on one session. Calls may
+ *     come from different threads one after another.
+ *   - Different sessions may be used concurrently from different threads,
+ *     also sessions of the same plan (their setup in gpuc_session_new is
+ *     serialized inside the library; runs are not). They share the device's primary
+ *     context (cuDevicePrimaryCtxRetain), so they share memory and streams
+ *     with each other and with a CUDA runtime (PyTorch) in the process.
+ *   - A session's calls make its device's primary context current on the
+ *     calling thread and leave it current.
+ *
+ * Streams. gpuc_session_run_async enqueues everything (input copies, the
+ * graph launch, output copies) on the caller's stream and returns; the
+ * caller orders other work and waits with its stream or events. The
+ * session holds one set of intermediate buffers: two runs of one session
+ * must not overlap, so enqueue them on one stream, or make the second
+ * stream wait for the first. */
+#ifndef GPUC_RUNTIME_H
+#define GPUC_RUNTIME_H
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define GPUC_API __attribute__((visibility("default")))
+#else
+#define GPUC_API
+#endif
+
+/* The API this header declares; bumped when names are added. */
+#define GPUC_API_VERSION 1
+/* The most dimensions a tensor has. */
+#define GPUC_MAX_DIMS 8
+
+/* The library's release ("0.1.0") and the API version it implements
+ * (>= the GPUC_API_VERSION a program was built with). */
+GPUC_API const char *gpuc_version(void);
+GPUC_API int gpuc_api_version(void);
+
+typedef enum gpuc_status {
+  GPUC_OK = 0,
+  GPUC_ERR_INVALID_ARGUMENT = 1, /* a NULL pointer, a bad option or flag value */
+  GPUC_ERR_NOT_FOUND = 2,        /* no input/output of that name; index out of range */
+  GPUC_ERR_MISMATCH = 3,         /* dtype, shape or byte count disagrees with the plan */
+  GPUC_ERR_BAD_INPUT = 4,        /* a missing, unreadable, corrupt or invalid model or plan */
+  GPUC_ERR_UNSUPPORTED = 5,      /* an op or dtype outside the supported set */
+  GPUC_ERR_CUDA = 6,             /* no GPU or a CUDA/cuBLASLt/cuDNN failure (names the call) */
+  GPUC_ERR_OUT_OF_MEMORY = 7,
+  GPUC_ERR_STATE = 8             /* a call out of order: e.g. running with an input never bound */
+} gpuc_status;
+
+/* The message of this thread's last failed call ("" if none); valid until
+ * the next failing call on this thread. */
+GPUC_API const char *gpuc_last_error(void);
+/* "GPUC_ERR_MISMATCH" and the like; "unknown status" otherwise. */
+GPUC_API const char *gpuc_status_name(gpuc_status s);
+
+/* Element types (numbers fixed: they are part of the ABI). */
+typedef enum gpuc_dtype {
+  GPUC_DTYPE_UNDEFINED = 0,
+  GPUC_DTYPE_F32 = 1,
+  GPUC_DTYPE_F16 = 2,
+  GPUC_DTYPE_BF16 = 3,
+  GPUC_DTYPE_F64 = 4,
+  GPUC_DTYPE_I8 = 5,
+  GPUC_DTYPE_U8 = 6,
+  GPUC_DTYPE_I16 = 7,
+  GPUC_DTYPE_U16 = 8,
+  GPUC_DTYPE_I32 = 9,
+  GPUC_DTYPE_U32 = 10,
+  GPUC_DTYPE_I64 = 11,
+  GPUC_DTYPE_U64 = 12,
+  GPUC_DTYPE_BOOL = 13,          /* one byte, 0 or 1 */
+  GPUC_DTYPE_F8E4M3 = 14
+} gpuc_dtype;
+/* Bytes per element (0 for an unknown dtype) and a short name: "f32",
+ * "f16", "bf16", "f64", "i8", "u8", "i16", "u16", "i32", "u32", "i64",
+ * "u64", "bool", "f8e4m3" ("?" for an unknown dtype). */
+GPUC_API size_t gpuc_dtype_itemsize(gpuc_dtype dt);
+GPUC_API const char *gpuc_dtype_to_string(gpuc_dtype dt);
+
+typedef enum gpuc_io { GPUC_INPUT = 0, GPUC_OUTPUT = 1 } gpuc_io;
+typedef enum gpuc_memory {
+  GPUC_MEMORY_HOST = 0,          /* a CPU pointer (pageable or pinned) */
+  GPUC_MEMORY_DEVICE = 1         /* a CUdeviceptr / cudaMalloc'ed pointer on the session's device */
+} gpuc_memory;
+
+/* Description of one tensor. In queries the library fills it and name
+ * points into the plan (valid while the plan lives); in
+ * gpuc_reference_run (gpuc_compiler.h) it also carries host data. */
+typedef struct gpuc_tensor {
+  const char *name;
+  gpuc_dtype dtype;
+  int ndim;
+  int64_t dims[GPUC_MAX_DIMS];
+  void *data;                    /* host data; NULL in plan queries */
+  size_t nbytes;                 /* product(dims) * gpuc_dtype_itemsize(dtype) */
+} gpuc_tensor;
+
+/* ---- plans ---------------------------------------------------------------
+ * A compiled model: kernels, library calls, weights, and the shapes and
+ * dtypes of its inputs and outputs (fixed at compile time). */
+typedef struct gpuc_plan gpuc_plan;
+
+/* Read and validate a plan file (`gpuc MODEL.onnx -o PLAN.gpuc`) or the
+ * same bytes in memory (copied; the caller keeps its buffer). *out is set
+ * only on GPUC_OK. A plan for another GPU loads; gpuc_session_new says so. */
+GPUC_API gpuc_status gpuc_plan_load(const char *path, gpuc_plan **out);
+GPUC_API gpuc_status gpuc_plan_load_bytes(const void *data, size_t size, gpuc_plan **out);
+/* Write a plan file (atomically: a temporary file, then rename), or into a
+ * new buffer *data of *size bytes that the caller frees with gpuc_free. */
+GPUC_API gpuc_status gpuc_plan_save(const gpuc_plan *plan, const char *path);
+GPUC_API gpuc_status gpuc_plan_save_bytes(const gpuc_plan *plan, void **data, size_t *size);
+GPUC_API void gpuc_plan_destroy(gpuc_plan *plan); /* NULL is fine */
+/* Memory the library handed out (gpuc_plan_save_bytes). NULL is fine. */
+GPUC_API void gpuc_free(void *data);
+
+/* Inputs and outputs, in the model's order (an output the compiler folded
+ * to a constant comes after the others). A tensor that is both (a
+ * model output that is also an input) is in both lists.
+ *   count: 0 for a NULL plan.
+ *   name/dtype/ndim/dim: NULL, GPUC_DTYPE_UNDEFINED, -1, -1 for a bad
+ *   plan, index or axis (gpuc_last_error says which).
+ *   index: the position of name in the list, or -1. */
+GPUC_API size_t gpuc_plan_count(const gpuc_plan *plan, gpuc_io io);
+GPUC_API const char *gpuc_plan_name(const gpuc_plan *plan, gpuc_io io, size_t index);
+GPUC_API gpuc_dtype gpuc_plan_dtype(const gpuc_plan *plan, gpuc_io io, size_t index);
+GPUC_API int gpuc_plan_ndim(const gpuc_plan *plan, gpuc_io io, size_t index);
+GPUC_API int64_t gpuc_plan_dim(const gpuc_plan *plan, gpuc_io io, size_t index, int axis);
+GPUC_API int gpuc_plan_index(const gpuc_plan *plan, gpuc_io io, const char *name);
+/* All of one tensor at once (data NULL, nbytes its size in bytes). */
+GPUC_API gpuc_status gpuc_plan_info(const gpuc_plan *plan, gpuc_io io, size_t index, gpuc_tensor *info);
+/* The GPU the plan was compiled for, as 90 for sm_90. -1 for NULL. */
+GPUC_API int gpuc_plan_sm(const gpuc_plan *plan);
+
+/* ---- devices ------------------------------------------------------------- */
+/* CUDA devices present (0 without a driver or GPU; not an error), and the
+ * compute capability of one (90 for sm_90). */
+GPUC_API int gpuc_device_count(void);
+GPUC_API gpuc_status gpuc_device_sm(int device, int *sm);
+
+/* ---- sessions ------------------------------------------------------------
+ * A plan loaded on one GPU: its module, weights, buffers and CUDA graph.
+ * The graph is captured on the first run and replayed after. */
+typedef struct gpuc_session gpuc_session;
+
+/* Load plan on CUDA device `device` (0-based), in the device's primary
+ * context. The session copies what it needs: the plan may be destroyed
+ * right after. Fails (GPUC_ERR_CUDA) without a GPU, or when the plan was
+ * built for a newer GPU than this one. */
+GPUC_API gpuc_status gpuc_session_new(const gpuc_plan *plan, int device, gpuc_session **out);
+GPUC_API void gpuc_session_destroy(gpuc_session *s); /* waits for its work; NULL is fine */
+/* The session's plan, for queries; owned by the session. */
+GPUC_API const gpuc_plan *gpuc_session_plan_of(const gpuc_session *s);
+
+/* Bind a buffer to input `name`, for every later run until bound again.
+ * dtype, ndim and dims must equal the plan's (GPUC_ERR_MISMATCH names both).
+ *   GPUC_MEMORY_HOST: each run copies from data to the device (on the run's
+ *   stream; from pageable memory the copy is synchronous with the host).
+ *   GPUC_MEMORY_DEVICE: data is a device address on the session's device.
+ *   Each run enqueues one device-to-device copy from it into the plan's
+ *   input buffer on the run's stream, then the graph. The copy is kept
+ *   because the CUDA graph has every kernel's and every cuBLASLt/cuDNN
+ *   call's addresses baked in at capture, and the plan may overwrite an
+ *   input's bytes in place (arena reuse, in-place ops): reading the
+ *   caller's buffer directly would need a re-capture per address and
+ *   could write into it. The copy runs at device bandwidth (about 1 us
+ *   for 600 KB on an H200) and never goes through the host. Binding the
+ *   session's own buffer (gpuc_session_buffer) copies nothing.
+ * The buffer must stay valid until the runs that read it have finished. */
+GPUC_API gpuc_status gpuc_session_bind_input(gpuc_session *s, const char *name, const void *data, gpuc_memory mem,
+                                             gpuc_dtype dtype, int ndim, const int64_t *dims);
+/* Bind a buffer to output `name`: each run copies the output there after
+ * the graph (device: a device-to-device copy on the run's stream; host: a
+ * device-to-host copy, complete when the run's stream is). Unbound
+ * outputs stay in the session's buffers: read them with
+ * gpuc_session_fetch_output. */
+GPUC_API gpuc_status gpuc_session_bind_output(gpuc_session *s, const char *name, void *data, gpuc_memory mem,
+                                              gpuc_dtype dtype, int ndim, const int64_t *dims);
+/* Forget every binding (runs then need inputs bound again). */
+GPUC_API gpuc_status gpuc_session_unbind_all(gpuc_session *s);
+
+/* Enqueue one run on `stream` (a CUstream / cudaStream_t of the session's
+ * device, passed as void *; NULL is the legacy default stream) and return
+ * without waiting: bound inputs are copied in, the CUDA graph is launched
+ * on that stream (cuGraphLaunch), bound outputs are copied out. Every input
+ * must be bound (GPUC_ERR_STATE names the first that is not). The first
+ * run of a session also captures and instantiates the graph (host time,
+ * once). */
+GPUC_API gpuc_status gpuc_session_run_async(gpuc_session *s, void *stream);
+/* The same on the session's own stream, then wait for it. */
+GPUC_API gpuc_status gpuc_session_run(gpuc_session *s);
+
+/* Copy output `name` of the last run into host memory data of size bytes
+ * (== the output's bytes, else GPUC_ERR_MISMATCH). Waits for the last
+ * run's stream first. */
+GPUC_API gpuc_status gpuc_session_fetch_output(gpuc_session *s, const char *name, void *data, size_t size);
+/* The device address of the session's own buffer for input or output
+ * `name` (valid for the session's life). A caller may write an input
+ * there itself (ordered before the run) and bind that address (no copy
+ * at run time), or read an output from it after the run; its bytes
+ * change with every run. */
+GPUC_API gpuc_status gpuc_session_buffer(gpuc_session *s, gpuc_io io, const char *name, void **device_ptr);
+
+/* Time whole-plan replays with CUDA events on the session's stream:
+ * `warmup` untimed runs, then `iters` (1..100000) timed ones; the median
+ * and 90th percentile in milliseconds (either pointer may be NULL). The
+ * inputs are whatever the session's buffers hold; bindings are not copied
+ * (the graph alone is timed, like `gpuc bench`). */
+GPUC_API gpuc_status gpuc_session_benchmark(gpuc_session *s, int warmup, int iters, double *median_ms,
+                                            double *p90_ms);
+/* The session's device name and compute capability (either may be NULL). */
+GPUC_API gpuc_status gpuc_session_gpu(const gpuc_session *s, char *name, size_t name_size, int *sm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,307 @@
+"""Plans (compile, load, save, their inputs and outputs) and the CPU
+reference executor, over gpuc_compiler.h / gpuc_runtime.h."""
+import ctypes
+import os
+import re
+
+import numpy as np
+
+from . import _lib
+from ._lib import Error, check, lib
+
+# pass flags beyond fp16 that gpuc.compile/gpuc.reference take as keywords,
+# each a field of gpuc_compile_options (the `gpuc` flag of the same name)
+_BOOL_FLAGS = ("bf16", "int8", "fp8")
+_STR_FLAGS = ("prune", "int8_skip")
+
+
+def np_dtype(name):
+    """numpy dtype of a gpuc dtype name; bfloat16 / float8_e4m3fn need ml_dtypes."""
+    try:
+        return np.dtype(name)
+    except TypeError:
+        try:
+            import ml_dtypes
+            return np.dtype(getattr(ml_dtypes, name))
+        except (ImportError, AttributeError):
+            raise Error("dtype %s needs the ml_dtypes package (pip install ml_dtypes)" % name,
+                        "GPUC_ERR_UNSUPPORTED") from None
+
+
+def dtype_code(dtype, what):
+    """gpuc_dtype number of a numpy dtype, or gpuc.Error naming `what`."""
+    code = _lib.DTYPE_CODES.get(np.dtype(dtype).name)
+    if code is None:
+        raise Error("%s: dtype %s has no gpuc equivalent (gpuc takes %s)"
+                    % (what, np.dtype(dtype).name, ", ".join(_lib.DTYPE_CODES)), "GPUC_ERR_MISMATCH")
+    return code
+
+
+class TensorInfo:
+    """One input or output of a plan: name, shape (tuple of ints), dtype
+    (numpy dtype name: "float32", "int64", ...)."""
+    __slots__ = ("name", "shape", "dtype")
+
+    def __init__(self, name, shape, dtype):
+        self.name, self.shape, self.dtype = name, shape, dtype
+
+    def __repr__(self):
+        return "TensorInfo(name=%r, shape=%r, dtype=%r)" % (self.name, self.shape, self.dtype)
+
+    def __eq__(self, other):
+        return isinstance(other, TensorInfo) and (self.name, self.shape, self.dtype) == \
+            (other.name, other.shape, other.dtype)
+
+
+def tensor_info(t):
+    """TensorInfo of a filled gpuc_tensor."""
+    return TensorInfo(t.name.decode("utf-8", "replace"), tuple(t.dims[i] for i in range(t.ndim)),
+                      _lib.DTYPE_NAMES.get(t.dtype, "undefined"))
+
+
+class Plan:
+    """A compiled model (gpuc.compile or gpuc.load). .inputs and .outputs are
+    lists of TensorInfo in the model's order; .sm is the target (90 for
+    sm_90). Run it with gpuc.Session(plan); keep it with plan.save(path)."""
+
+    def __init__(self, handle):
+        # handle: a gpuc_plan * this object owns (made by compile/load only)
+        self._h = handle
+        self.inputs = self._list(_lib.IO_INPUT)
+        self.outputs = self._list(_lib.IO_OUTPUT)
+        self.sm = lib.gpuc_plan_sm(handle)
+
+    def _list(self, io):
+        out = []
+        for i in range(lib.gpuc_plan_count(self._h, io)):
+            t = _lib.Tensor()
+            check(lib.gpuc_plan_info(self._h, io, i, ctypes.byref(t)))
+            out.append(tensor_info(t))
+        return out
+
+    @property
+    def arch(self):
+        return "sm_%d" % self.sm
+
+    def save(self, path):
+        """Write the plan file (atomically), as `gpuc MODEL.onnx -o PATH` does."""
+        check(lib.gpuc_plan_save(self._h, os.fsencode(path)))
+
+    def to_bytes(self):
+        """The plan file's bytes (gpuc.load takes them back)."""
+        data, size = ctypes.c_void_p(), ctypes.c_size_t()
+        check(lib.gpuc_plan_save_bytes(self._h, ctypes.byref(data), ctypes.byref(size)))
+        try:
+            return ctypes.string_at(data, size.value)
+        finally:
+            lib.gpuc_free(data)
+
+    def __repr__(self):
+        return "gpuc.Plan(%s, inputs=%r, outputs=%r)" % (self.arch, self.inputs, self.outputs)
+
+    def __del__(self):
+        h, self._h = getattr(self, "_h", None), None
+        if h and lib:
+            lib.gpuc_plan_destroy(h)
+
+
+def load(path_or_bytes):
+    """A plan from a file written by Plan.save or `gpuc MODEL.onnx -o PLAN`
+    (or from those bytes)."""
+    h = ctypes.c_void_p()
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        buf = bytes(path_or_bytes)
+        check(lib.gpuc_plan_load_bytes(buf, len(buf), ctypes.byref(h)))
+    else:
+        check(lib.gpuc_plan_load(_fspath(path_or_bytes, "gpuc.load"), ctypes.byref(h)))
+    return Plan(h)
+
+
+def _fspath(p, what):
+    try:
+        return os.fsencode(p)
+    except TypeError:
+        raise Error("%s wants a path, got %s" % (what, type(p).__name__)) from None
+
+
+def _model_source(model, what):
+    """(path bytes, None) or (None, model bytes) for a path, bytes or onnx.ModelProto."""
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return None, bytes(model)
+    if hasattr(model, "SerializeToString"):
+        return None, model.SerializeToString()
+    if isinstance(model, (str, os.PathLike)):
+        return os.fsencode(model), None
+    raise Error("%s: model wants a path, bytes or an onnx.ModelProto, got %s" % (what, type(model).__name__))
+
+
+_SIZE = re.compile(r"^([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)([KkMmGg]?)[Bb]?$")
+
+
+def _mem_limit(v):
+    """Bytes from an int or a size like the CLI's --mem-limit ("8G", "512M")."""
+    if isinstance(v, bool):
+        raise Error("mem_limit wants a byte count or a size like 8G or 512M, got %r" % (v,))
+    if isinstance(v, int):
+        if v <= 0:
+            raise Error("mem_limit wants a positive byte count, got %d" % v)
+        return v
+    m = _SIZE.match(v) if isinstance(v, str) else None
+    if not m or float(m.group(1)) <= 0:
+        raise Error("--mem-limit wants a size like 8G or 512M, got '%s'" % (v,))
+    mul = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
+    return int(float(m.group(1)) * mul)
+
+
+def _shape_strings(shapes):
+    if shapes is None:
+        return []
+    if not isinstance(shapes, dict):
+        raise Error("shapes wants a dict like {'x': (1, 3, 224, 224)}, got %s" % type(shapes).__name__)
+    out = []
+    for name, dims in shapes.items():
+        if not isinstance(name, str):
+            raise Error("shapes: input names are strings, got %r" % (name,))
+        if isinstance(dims, str):
+            text = dims            # "1x3x224x224": the library parses it as --shape does
+        elif isinstance(dims, (tuple, list)) and all(isinstance(d, int) and not isinstance(d, bool)
+                                                     for d in dims):
+            text = "x".join(str(d) for d in dims)
+        else:
+            raise Error("shapes['%s'] wants a tuple of ints or a string like '1x3x224x224', got %r"
+                        % (name, dims))
+        out.append(("%s=%s" % (name, text)).encode())
+    return out
+
+
+class Options:
+    """gpuc_compile_options plus the Python objects its pointers point into."""
+
+    def __init__(self, shapes=None, opt=2, fp16=False, arch=None, mem_limit=None, flags=None):
+        o = _lib.CompileOptions()
+        lib.gpuc_options_init(ctypes.byref(o))
+        if isinstance(opt, bool) or not isinstance(opt, int) or not 0 <= opt <= 3:
+            raise Error("opt wants 0, 1, 2 or 3 (-O0..-O3), got %r" % (opt,))
+        o.opt_level = opt
+        o.fp16 = _flag_bool("fp16", fp16)
+        if arch is not None:
+            if not isinstance(arch, str):
+                raise Error("arch wants a string like 'sm_90' (or None for the present GPU), got %r" % (arch,))
+            self._arch = arch.encode()
+            o.arch = self._arch
+        if mem_limit is not None:
+            o.mem_limit = _mem_limit(mem_limit)
+        self._keep = []
+        for name, value in (flags or {}).items():
+            if name in _BOOL_FLAGS:
+                setattr(o, name, _flag_bool(name, value))
+            elif name in _STR_FLAGS:
+                if value is None:
+                    continue
+                if name == "int8_skip" and isinstance(value, (list, tuple)):
+                    value = ",".join(value)
+                if not isinstance(value, str):
+                    raise Error("%s wants a string, got %r" % (name, value))
+                b = value.encode()
+                self._keep.append(b)
+                setattr(o, name, b)
+            else:
+                raise Error("unknown pass flag '%s' (gpuc takes fp16, %s)"
+                            % (name, ", ".join(_BOOL_FLAGS + _STR_FLAGS)))
+        self._shapes = _shape_strings(shapes)
+        if self._shapes:
+            self._shape_array = (ctypes.c_char_p * len(self._shapes))(*self._shapes)
+            o.shapes = self._shape_array
+            o.num_shapes = len(self._shapes)
+        self.c = o
+
+    def ref(self):
+        return ctypes.byref(self.c)
+
+
+def _flag_bool(name, v):
+    if not isinstance(v, (bool, int)) or v not in (0, 1):
+        raise Error("%s wants True or False, got %r" % (name, v))
+    return int(bool(v))
+
+
+def compile(model, *, shapes=None, opt=2, fp16=False, arch=None, mem_limit=None, **pass_flags):
+    """Compile an ONNX model (a path, bytes or an onnx.ModelProto) into a Plan,
+    as `gpuc MODEL.onnx` does. shapes binds symbolic input dims
+    ({"x": (1, 3, 224, 224)}); opt is the -O level; arch "sm_90" or None for
+    the present GPU; mem_limit bytes or "8G"; pass_flags: bf16, int8,
+    int8_skip, fp8, prune ("l1:0.5" or "2:4")."""
+    o = Options(shapes, opt, fp16, arch, mem_limit, pass_flags)
+    path, data = _model_source(model, "gpuc.compile")
+    h = ctypes.c_void_p()
+    if path is not None:
+        check(lib.gpuc_compile_file(path, o.ref(), ctypes.byref(h)))
+    else:
+        check(lib.gpuc_compile_bytes(data, len(data), o.ref(), ctypes.byref(h)))
+    return Plan(h)
+
+
+def host_array(v, what):
+    """A C-contiguous numpy array of a feed (numpy, torch on the CPU or GPU,
+    or anything np.asarray takes)."""
+    if hasattr(v, "detach") and hasattr(v, "cpu"):    # a torch tensor
+        v = v.detach().cpu().numpy()
+    try:
+        a = np.ascontiguousarray(v)
+    except Exception as e:
+        raise Error("%s: not an array (%s)" % (what, e), "GPUC_ERR_MISMATCH") from None
+    if a.ndim > _lib.GPUC_MAX_DIMS:
+        raise Error("%s: %d dims; gpuc takes at most %d" % (what, a.ndim, _lib.GPUC_MAX_DIMS),
+                    "GPUC_ERR_MISMATCH")
+    return a
+
+
+def array_of(t):
+    """A numpy copy of a filled gpuc_tensor's host data."""
+    info = tensor_info(t)
+    a = np.empty(info.shape, np_dtype(info.dtype))
+    if a.nbytes != t.nbytes:
+        raise Error("output '%s': %d bytes for %s %s" % (info.name, t.nbytes, info.dtype, info.shape),
+                    "GPUC_ERR_MISMATCH")
+    if a.nbytes:
+        ctypes.memmove(a.ctypes.data, t.data, a.nbytes)
+    return a
+
+
+def reference(model, feeds, shapes=None, **pass_flags):
+    """Run the model on the CPU reference executor (`gpuc run MODEL --cpu`):
+    feeds {name: array} for every graph input, dtype and shape as the model
+    has them; returns {output name: numpy array}. Pass flags (fp16=True,
+    int8=True, ...) run the graph those passes make, as `gpuc run --cpu
+    --fp16` does."""
+    fp16 = pass_flags.pop("fp16", False)
+    o = Options(shapes, 2, fp16, None, None, pass_flags)
+    path, data = _model_source(model, "gpuc.reference")
+    if not isinstance(feeds, dict):
+        raise Error("gpuc.reference: feeds wants a dict {input name: array}, got %s" % type(feeds).__name__)
+    arrays, names = [], []
+    ins = (_lib.Tensor * max(len(feeds), 1))()
+    for i, (name, v) in enumerate(feeds.items()):
+        if not isinstance(name, str):
+            raise Error("gpuc.reference: input names are strings, got %r" % (name,))
+        a = host_array(v, "input '%s'" % name)
+        names.append(name.encode())
+        arrays.append(a)
+        t = ins[i]
+        t.name = names[-1]
+        t.dtype = dtype_code(a.dtype, "input '%s'" % name)
+        t.ndim = a.ndim
+        for d, n in enumerate(a.shape):
+            t.dims[d] = n
+        t.data = a.ctypes.data
+        t.nbytes = a.nbytes
+    outs, nout = ctypes.POINTER(_lib.Tensor)(), ctypes.c_size_t()
+    if path is not None:
+        check(lib.gpuc_reference_run(path, o.ref(), ins, len(feeds), ctypes.byref(outs), ctypes.byref(nout)))
+    else:
+        check(lib.gpuc_reference_run_bytes(data, len(data), o.ref(), ins, len(feeds), ctypes.byref(outs),
+                                           ctypes.byref(nout)))
+    try:
+        return {tensor_info(outs[i]).name: array_of(outs[i]) for i in range(nout.value)}
+    finally:
+        lib.gpuc_tensors_free(outs, nout.value)

@@ -1,0 +1,508 @@
+/* The public runtime C API (include/gpuc/gpuc_runtime.h) over the plan
+ * reader (plan_io.c) and the GPU session (gpu/session.c): opaque handles,
+ * statuses with a per-thread message, bindings copied on the caller's
+ * stream around the CUDA graph's launch. */
+#include "api_internal.h"
+#include "session_internal.h"
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* gpuc_dtype's numbers are the ABI; they equal GpucDType's today, and a
+ * change of either stops the build here. */
+#define SAME_DT(E) _Static_assert((int)GPUC_DTYPE_##E == (int)GPUC_DT_##E, "gpuc_dtype " #E);
+SAME_DT(F32) SAME_DT(F16) SAME_DT(BF16) SAME_DT(F64) SAME_DT(I8) SAME_DT(U8) SAME_DT(I16) SAME_DT(U16)
+SAME_DT(I32) SAME_DT(U32) SAME_DT(I64) SAME_DT(U64) SAME_DT(BOOL) SAME_DT(F8E4M3)
+_Static_assert(GPUC_MAX_DIMS == GPUC_MAX_RANK, "GPUC_MAX_DIMS");
+_Static_assert(GPUC_DT_COUNT == GPUC_DTYPE_F8E4M3 + 1, "a GpucDType without a gpuc_dtype");
+#undef SAME_DT
+
+/* ---- errors ------------------------------------------------------------- */
+static _Thread_local char last_error[sizeof(((GpucErr *)0)->msg)];
+
+gpuc_status api_fail(gpuc_status st, const GpucErr *e) {
+  snprintf(last_error, sizeof last_error, "%s", e && e->msg[0] ? e->msg : gpuc_status_name(st));
+  return e && e->unsupported && st == GPUC_ERR_BAD_INPUT ? GPUC_ERR_UNSUPPORTED : st;
+}
+
+gpuc_status api_failf(gpuc_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+GPUC_API const char *gpuc_last_error(void) { return last_error; }
+
+GPUC_API const char *gpuc_status_name(gpuc_status s) {
+  switch (s) {
+  case GPUC_OK: return "GPUC_OK";
+  case GPUC_ERR_INVALID_ARGUMENT: return "GPUC_ERR_INVALID_ARGUMENT";
+  case GPUC_ERR_NOT_FOUND: return "GPUC_ERR_NOT_FOUND";
+  case GPUC_ERR_MISMATCH: return "GPUC_ERR_MISMATCH";
+  case GPUC_ERR_BAD_INPUT: return "GPUC_ERR_BAD_INPUT";
+  case GPUC_ERR_UNSUPPORTED: return "GPUC_ERR_UNSUPPORTED";
+  case GPUC_ERR_CUDA: return "GPUC_ERR_CUDA";
+  case GPUC_ERR_OUT_OF_MEMORY: return "GPUC_ERR_OUT_OF_MEMORY";
+  case GPUC_ERR_STATE: return "GPUC_ERR_STATE";
+  }
+  return "unknown status";
+}
+
+GPUC_API const char *gpuc_version(void) { return GPUC_VERSION; }
+GPUC_API int gpuc_api_version(void) { return GPUC_API_VERSION; }
+
+/* ---- dtypes ------------------------------------------------------------- */
+static bool dtype_ok(gpuc_dtype dt) { return dt > GPUC_DTYPE_UNDEFINED && dt <= GPUC_DTYPE_F8E4M3; }
+
+GPUC_API size_t gpuc_dtype_itemsize(gpuc_dtype dt) { return dtype_ok(dt) ? gpuc_dtype_size((GpucDType)dt) : 0; }
+GPUC_API const char *gpuc_dtype_to_string(gpuc_dtype dt) {
+  return dtype_ok(dt) ? gpuc_dtype_name((GpucDType)dt) : "?";
+}
+
+/* ---- the CUDA libraries, opened once ------------------------------------
+ * cuda_api.c's loaders keep unguarded static state; the API opens them
+ * under pthread_once so sessions made in several threads see one result. */
+static pthread_once_t libs_once = PTHREAD_ONCE_INIT;
+static void open_libs(void) {
+  GpucErr e = {0};
+  gpuc_load_cuda_driver(&e); /* results (and failures) are kept by the loaders */
+  gpuc_load_cublaslt(&e);
+  gpuc_load_cudnn(&e);
+}
+void api_open_libs(void) { pthread_once(&libs_once, open_libs); }
+
+/* ---- plans -------------------------------------------------------------- */
+gpuc_status api_plan_wrap(Plan *p, const char *what, bool owned, gpuc_plan *out) {
+  memset(out, 0, sizeof *out);
+  out->p = p;
+  out->owned = owned;
+  snprintf(out->what, sizeof out->what, "%s", what);
+  out->io[0] = calloc(p->ntensors + 1, sizeof(uint32_t));
+  out->io[1] = calloc(p->ntensors + 1, sizeof(uint32_t));
+  if (!out->io[0] || !out->io[1]) {
+    free(out->io[0]);
+    free(out->io[1]);
+    return api_failf(GPUC_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
+  }
+  for (uint32_t i = 0; i < p->ntensors; i++) {
+    uint8_t r = p->tensors[i].role;
+    if (r == PLAN_ROLE_INPUT || r == PLAN_ROLE_INPUT_OUTPUT) out->io[0][out->n[0]++] = i;
+    if (r == PLAN_ROLE_OUTPUT || r == PLAN_ROLE_INPUT_OUTPUT) out->io[1][out->n[1]++] = i;
+  }
+  return GPUC_OK;
+}
+
+gpuc_status api_plan_new(Plan *p, const char *what, gpuc_plan **out) {
+  gpuc_plan *h = calloc(1, sizeof *h);
+  if (!h) { gpuc_plan_free(p); return api_failf(GPUC_ERR_OUT_OF_MEMORY, "%s: out of memory", what); }
+  gpuc_status st = api_plan_wrap(p, what, true, h);
+  if (st) { gpuc_plan_free(p); free(h); return st; }
+  *out = h;
+  return GPUC_OK;
+}
+
+static void plan_unwrap(gpuc_plan *h) {
+  if (h->owned) gpuc_plan_free(h->p);
+  free(h->io[0]);
+  free(h->io[1]);
+}
+
+GPUC_API gpuc_status gpuc_plan_load(const char *path, gpuc_plan **out) {
+  if (!path || !out) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_plan_load: %s is NULL", path ? "out" : "path");
+  *out = NULL;
+  GpucErr e = {0};
+  Plan *p = gpuc_plan_read(path, &e);
+  if (!p) return api_fail(GPUC_ERR_BAD_INPUT, &e);
+  return api_plan_new(p, path, out);
+}
+
+GPUC_API gpuc_status gpuc_plan_load_bytes(const void *data, size_t size, gpuc_plan **out) {
+  if (!data || !out)
+    return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_plan_load_bytes: %s is NULL", data ? "out" : "data");
+  *out = NULL;
+  GpucErr e = {0};
+  Plan *p = gpuc_plan_from_bytes(data, size, "<plan bytes>", &e);
+  if (!p) return api_fail(GPUC_ERR_BAD_INPUT, &e);
+  return api_plan_new(p, "<plan bytes>", out);
+}
+
+GPUC_API gpuc_status gpuc_plan_save(const gpuc_plan *plan, const char *path) {
+  if (!plan || !path) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_plan_save: %s is NULL", plan ? "path" : "plan");
+  GpucErr e = {0};
+  if (gpuc_plan_write(plan->p, path, &e)) return api_fail(GPUC_ERR_BAD_INPUT, &e);
+  return GPUC_OK;
+}
+
+GPUC_API gpuc_status gpuc_plan_save_bytes(const gpuc_plan *plan, void **data, size_t *size) {
+  if (!plan || !data || !size)
+    return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_plan_save_bytes: %s is NULL",
+                     !plan ? "plan" : !data ? "data" : "size");
+  *data = NULL;
+  *size = 0;
+  GpucErr e = {0};
+  uint8_t *buf;
+  uint64_t n;
+  if (gpuc_plan_to_bytes(plan->p, plan->what, &buf, &n, &e)) return api_fail(GPUC_ERR_OUT_OF_MEMORY, &e);
+  *data = buf;
+  *size = (size_t)n;
+  return GPUC_OK;
+}
+
+GPUC_API void gpuc_plan_destroy(gpuc_plan *plan) {
+  if (!plan || !plan->owned) return; /* a session's view is the session's */
+  plan_unwrap(plan);
+  free(plan);
+}
+
+GPUC_API void gpuc_free(void *data) { free(data); }
+
+/* The plan tensor of entry index of list io, or NULL with the message set. */
+static const PlanTensor *io_tensor(const gpuc_plan *plan, gpuc_io io, size_t index, const char *fn) {
+  if (!plan) { api_failf(GPUC_ERR_INVALID_ARGUMENT, "%s: plan is NULL", fn); return NULL; }
+  if (io != GPUC_INPUT && io != GPUC_OUTPUT) { api_failf(GPUC_ERR_INVALID_ARGUMENT, "%s: io %d is neither GPUC_INPUT nor GPUC_OUTPUT", fn, (int)io); return NULL; }
+  if (index >= plan->n[io]) {
+    api_failf(GPUC_ERR_NOT_FOUND, "%s: %s: %s %zu of %u", plan->what, fn, io ? "output" : "input", index, plan->n[io]);
+    return NULL;
+  }
+  return &plan->p->tensors[plan->io[io][index]];
+}
+
+GPUC_API size_t gpuc_plan_count(const gpuc_plan *plan, gpuc_io io) {
+  return plan && (io == GPUC_INPUT || io == GPUC_OUTPUT) ? plan->n[io] : 0;
+}
+
+GPUC_API const char *gpuc_plan_name(const gpuc_plan *plan, gpuc_io io, size_t index) {
+  const PlanTensor *t = io_tensor(plan, io, index, "gpuc_plan_name");
+  return t ? gpuc_plan_str(plan->p, t->name) : NULL;
+}
+
+GPUC_API gpuc_dtype gpuc_plan_dtype(const gpuc_plan *plan, gpuc_io io, size_t index) {
+  const PlanTensor *t = io_tensor(plan, io, index, "gpuc_plan_dtype");
+  return t ? (gpuc_dtype)t->dt : GPUC_DTYPE_UNDEFINED;
+}
+
+GPUC_API int gpuc_plan_ndim(const gpuc_plan *plan, gpuc_io io, size_t index) {
+  const PlanTensor *t = io_tensor(plan, io, index, "gpuc_plan_ndim");
+  return t ? (int)t->rank : -1;
+}
+
+GPUC_API int64_t gpuc_plan_dim(const gpuc_plan *plan, gpuc_io io, size_t index, int axis) {
+  const PlanTensor *t = io_tensor(plan, io, index, "gpuc_plan_dim");
+  if (!t) return -1;
+  if (axis < 0 || axis >= (int)t->rank) {
+    api_failf(GPUC_ERR_NOT_FOUND, "%s: gpuc_plan_dim: '%s' has %d dims, no axis %d", plan->what,
+              gpuc_plan_str(plan->p, t->name), (int)t->rank, axis);
+    return -1;
+  }
+  return t->dims[axis];
+}
+
+GPUC_API int gpuc_plan_index(const gpuc_plan *plan, gpuc_io io, const char *name) {
+  if (!plan || !name || (io != GPUC_INPUT && io != GPUC_OUTPUT)) return -1;
+  for (uint32_t k = 0; k < plan->n[io]; k++)
+    if (!strcmp(gpuc_plan_str(plan->p, plan->p->tensors[plan->io[io][k]].name), name)) return (int)k;
+  return -1;
+}
+
+GPUC_API gpuc_status gpuc_plan_info(const gpuc_plan *plan, gpuc_io io, size_t index, gpuc_tensor *info) {
+  if (!info) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_plan_info: info is NULL");
+  const PlanTensor *t = io_tensor(plan, io, index, "gpuc_plan_info");
+  if (!t) return io == GPUC_INPUT || io == GPUC_OUTPUT ? (plan ? GPUC_ERR_NOT_FOUND : GPUC_ERR_INVALID_ARGUMENT)
+                                                       : GPUC_ERR_INVALID_ARGUMENT;
+  memset(info, 0, sizeof *info);
+  info->name = gpuc_plan_str(plan->p, t->name);
+  info->dtype = (gpuc_dtype)t->dt;
+  info->ndim = t->rank;
+  for (int d = 0; d < t->rank; d++) info->dims[d] = t->dims[d];
+  info->nbytes = (size_t)t->bytes;
+  return GPUC_OK;
+}
+
+GPUC_API int gpuc_plan_sm(const gpuc_plan *plan) { return plan ? (int)plan->p->hdr.sm : -1; }
+
+/* ---- devices ------------------------------------------------------------ */
+/* Devices present; 0 with the reason in why when none. */
+static int device_count(GpucErr *why) {
+  api_open_libs();
+  int n = 0;
+  if (gpuc_load_cuda_driver(why)) return 0;
+  CUresult r = cu.cuInit(0);
+  if (r == CUDA_SUCCESS) r = cu.cuDeviceGetCount(&n);
+  if (r != CUDA_SUCCESS) { gpuc_cu_fail(why, r, "cuInit/cuDeviceGetCount", __FILE__, __LINE__); return 0; }
+  if (n == 0) gpuc_err_set(why, "no CUDA device found");
+  return n;
+}
+
+GPUC_API int gpuc_device_count(void) {
+  GpucErr e = {0};
+  return device_count(&e);
+}
+
+GPUC_API gpuc_status gpuc_device_sm(int device, int *sm) {
+  if (!sm) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_device_sm: sm is NULL");
+  GpucErr why = {0};
+  int n = device_count(&why);
+  if (n == 0) return api_failf(GPUC_ERR_CUDA, "no CUDA device %d: %s", device, why.msg);
+  if (device < 0 || device >= n) return api_failf(GPUC_ERR_CUDA, "no CUDA device %d (%d present)", device, n);
+  CUdevice d;
+  int major = 0, minor = 0;
+  if (cu.cuDeviceGet(&d, device) != CUDA_SUCCESS ||
+      cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d) != CUDA_SUCCESS ||
+      cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d) != CUDA_SUCCESS)
+    return api_failf(GPUC_ERR_CUDA, "CUDA device %d: cannot read its compute capability", device);
+  *sm = major * 10 + minor;
+  return GPUC_OK;
+}
+
+/* ---- sessions ----------------------------------------------------------- */
+typedef struct Binding {
+  const void *ptr;               /* host pointer, or a CUdeviceptr as a pointer */
+  gpuc_memory mem;
+  bool bound;
+} Binding;
+
+struct gpuc_session {
+  GpucSession *s;
+  gpuc_plan view;                /* the session's plan, for queries (not owned) */
+  Binding *bind[2];              /* per input / per output of view */
+  CUstream last;                 /* the stream of the last run */
+  bool ran;
+};
+
+GPUC_API gpuc_status gpuc_session_new(const gpuc_plan *plan, int device, gpuc_session **out) {
+  if (!plan || !out)
+    return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_new: %s is NULL", plan ? "out" : "plan");
+  *out = NULL;
+  api_open_libs();
+  int sm = 0;
+  gpuc_status dst = gpuc_device_sm(device, &sm); /* session.c checks device 0's; this is the one asked for */
+  if (dst) return dst;
+  if (sm < (int)plan->p->hdr.sm)
+    return api_failf(GPUC_ERR_CUDA, "%s: plan built for sm_%u, CUDA device %d is sm_%d; compile it for this GPU "
+                     "(arch \"sm_%d\" or NULL)", plan->what, plan->p->hdr.sm, device, sm, sm);
+  GpucErr e = {0};
+  /* the session owns its plan (autotuning may rewrite it): a copy through
+   * the plan's bytes, checked again on the way in */
+  uint8_t *buf;
+  uint64_t n;
+  if (gpuc_plan_to_bytes(plan->p, plan->what, &buf, &n, &e)) return api_fail(GPUC_ERR_OUT_OF_MEMORY, &e);
+  Plan *copy = gpuc_plan_from_bytes(buf, n, plan->what, &e);
+  free(buf);
+  if (!copy) return api_fail(GPUC_ERR_BAD_INPUT, &e);
+  gpuc_session *h = calloc(1, sizeof *h);
+  if (!h) { gpuc_plan_free(copy); return api_failf(GPUC_ERR_OUT_OF_MEMORY, "%s: out of memory", plan->what); }
+  /* one session set up at a time: sparse_gemm.c's cuSPARSELt handle is
+   * made on first use without a lock; runs need no lock */
+  static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&create_lock);
+  h->s = gpuc_session_create_plan(copy, plan->what, device, &e); /* owns copy from here, also on failure */
+  pthread_mutex_unlock(&create_lock);
+  if (!h->s) { free(h); return api_fail(GPUC_ERR_CUDA, &e); }
+  gpuc_status st = api_plan_wrap((Plan *)gpuc_session_plan(h->s), plan->what, false, &h->view);
+  if (st) { gpuc_session_free(h->s); free(h); return st; }
+  h->bind[0] = calloc(h->view.n[0] + 1, sizeof(Binding));
+  h->bind[1] = calloc(h->view.n[1] + 1, sizeof(Binding));
+  if (!h->bind[0] || !h->bind[1]) {
+    gpuc_session_destroy(h);
+    return api_failf(GPUC_ERR_OUT_OF_MEMORY, "%s: out of memory", plan->what);
+  }
+  h->last = h->s->stream;
+  *out = h;
+  return GPUC_OK;
+}
+
+GPUC_API void gpuc_session_destroy(gpuc_session *s) {
+  if (!s) return;
+  if (s->s && s->ran && cu.cuCtxSetCurrent(s->s->ctx) == CUDA_SUCCESS) cu.cuStreamSynchronize(s->last);
+  plan_unwrap(&s->view);
+  free(s->bind[0]);
+  free(s->bind[1]);
+  gpuc_session_free(s->s);
+  free(s);
+}
+
+GPUC_API const gpuc_plan *gpuc_session_plan_of(const gpuc_session *s) { return s ? &s->view : NULL; }
+
+static const char *io_word(gpuc_io io) { return io == GPUC_INPUT ? "input" : "output"; }
+
+/* The entry of name in list io, checked against the caller's dtype and
+ * dims; -1 with the status in *st. */
+static int match(const gpuc_session *s, gpuc_io io, const char *name, gpuc_dtype dtype, int ndim,
+                 const int64_t *dims, const char *fn, gpuc_status *st) {
+  int k = gpuc_plan_index(&s->view, io, name);
+  if (k < 0) {
+    *st = api_failf(GPUC_ERR_NOT_FOUND, "%s: %s: the plan has no %s named '%s'", s->view.what, fn, io_word(io), name);
+    return -1;
+  }
+  const PlanTensor *t = &s->view.p->tensors[s->view.io[io][k]];
+  bool same = (int)dtype == (int)t->dt && ndim == (int)t->rank && (ndim == 0 || dims);
+  for (int d = 0; same && d < ndim; d++) same = dims[d] == t->dims[d];
+  if (!same) {
+    char have[200] = "", want[200] = "";
+    int m = 0;
+    if (ndim < 0 || ndim > GPUC_MAX_DIMS || (ndim > 0 && !dims)) snprintf(have, sizeof have, "rank %d", ndim);
+    else
+      for (int d = 0; d < ndim; d++)
+        m += snprintf(have + m, sizeof have - (size_t)m, "%s%lld", d ? "x" : "[", (long long)dims[d]);
+    if (ndim == 0) snprintf(have, sizeof have, "[]");
+    else if (m) snprintf(have + m, sizeof have - (size_t)m, "]");
+    m = 0;
+    for (int d = 0; d < t->rank; d++)
+      m += snprintf(want + m, sizeof want - (size_t)m, "%s%lld", d ? "x" : "[", (long long)t->dims[d]);
+    if (t->rank == 0) snprintf(want, sizeof want, "[]");
+    else snprintf(want + m, sizeof want - (size_t)m, "]");
+    *st = api_failf(GPUC_ERR_MISMATCH, "%s: %s '%s' is %s %s, the plan was compiled for %s %s", s->view.what,
+                    io_word(io), name, have, gpuc_dtype_to_string(dtype), want, gpuc_dtype_name(t->dt));
+    return -1;
+  }
+  return k;
+}
+
+static gpuc_status bind(gpuc_session *s, gpuc_io io, const char *name, const void *data, gpuc_memory mem,
+                        gpuc_dtype dtype, int ndim, const int64_t *dims, const char *fn) {
+  if (!s || !name || !data)
+    return api_failf(GPUC_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, !s ? "session" : !name ? "name" : "data");
+  if (mem != GPUC_MEMORY_HOST && mem != GPUC_MEMORY_DEVICE)
+    return api_failf(GPUC_ERR_INVALID_ARGUMENT, "%s: memory %d is neither GPUC_MEMORY_HOST nor GPUC_MEMORY_DEVICE",
+                     fn, (int)mem);
+  gpuc_status st = GPUC_OK;
+  int k = match(s, io, name, dtype, ndim, dims, fn, &st);
+  if (k < 0) return st;
+  s->bind[io][k] = (Binding){.ptr = data, .mem = mem, .bound = true};
+  return GPUC_OK;
+}
+
+GPUC_API gpuc_status gpuc_session_bind_input(gpuc_session *s, const char *name, const void *data, gpuc_memory mem,
+                                             gpuc_dtype dtype, int ndim, const int64_t *dims) {
+  return bind(s, GPUC_INPUT, name, data, mem, dtype, ndim, dims, "gpuc_session_bind_input");
+}
+
+GPUC_API gpuc_status gpuc_session_bind_output(gpuc_session *s, const char *name, void *data, gpuc_memory mem,
+                                              gpuc_dtype dtype, int ndim, const int64_t *dims) {
+  return bind(s, GPUC_OUTPUT, name, data, mem, dtype, ndim, dims, "gpuc_session_bind_output");
+}
+
+GPUC_API gpuc_status gpuc_session_unbind_all(gpuc_session *s) {
+  if (!s) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_unbind_all: session is NULL");
+  memset(s->bind[0], 0, s->view.n[0] * sizeof(Binding));
+  memset(s->bind[1], 0, s->view.n[1] * sizeof(Binding));
+  return GPUC_OK;
+}
+
+#define RUN_TRY(call)                                                                    \
+  do {                                                                                   \
+    CUresult r_ = (call);                                                                \
+    if (r_ != CUDA_SUCCESS) {                                                            \
+      gpuc_cu_fail(&e, r_, #call, __FILE__, __LINE__);                                   \
+      return api_fail(GPUC_ERR_CUDA, &e);                                                \
+    }                                                                                    \
+  } while (0)
+
+GPUC_API gpuc_status gpuc_session_run_async(gpuc_session *s, void *stream) {
+  if (!s) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_run_async: session is NULL");
+  const gpuc_plan *v = &s->view;
+  for (uint32_t k = 0; k < v->n[0]; k++)
+    if (!s->bind[0][k].bound)
+      return api_failf(GPUC_ERR_STATE, "%s: input '%s' is not bound (gpuc_session_bind_input)", v->what,
+                       gpuc_plan_str(v->p, v->p->tensors[v->io[0][k]].name));
+  GpucErr e = {0};
+  CUstream cs = (CUstream)stream;
+  RUN_TRY(cu.cuCtxSetCurrent(s->s->ctx));
+  for (uint32_t k = 0; k < v->n[0]; k++) {
+    uint32_t t = v->io[0][k];
+    uint64_t bytes = v->p->tensors[t].bytes;
+    const Binding *b = &s->bind[0][k];
+    if (!bytes || (b->mem == GPUC_MEMORY_DEVICE && (CUdeviceptr)(uintptr_t)b->ptr == s->s->tptr[t])) continue;
+    if (b->mem == GPUC_MEMORY_HOST) RUN_TRY(cu.cuMemcpyHtoDAsync(s->s->tptr[t], b->ptr, bytes, cs));
+    else RUN_TRY(cu.cuMemcpyDtoDAsync(s->s->tptr[t], (CUdeviceptr)(uintptr_t)b->ptr, bytes, cs));
+  }
+  s->last = cs;
+  s->ran = true;
+  if (gpuc_session_launch_on(s->s, stream, &e)) return api_fail(GPUC_ERR_CUDA, &e);
+  for (uint32_t k = 0; k < v->n[1]; k++) {
+    uint32_t t = v->io[1][k];
+    uint64_t bytes = v->p->tensors[t].bytes;
+    const Binding *b = &s->bind[1][k];
+    if (!b->bound || !bytes || (b->mem == GPUC_MEMORY_DEVICE && (CUdeviceptr)(uintptr_t)b->ptr == s->s->tptr[t]))
+      continue; /* the session's own buffer (gpuc_session_buffer): nothing to copy */
+    if (b->mem == GPUC_MEMORY_HOST) RUN_TRY(cu.cuMemcpyDtoHAsync((void *)b->ptr, s->s->tptr[t], bytes, cs));
+    else RUN_TRY(cu.cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)b->ptr, s->s->tptr[t], bytes, cs));
+  }
+  return GPUC_OK;
+}
+
+GPUC_API gpuc_status gpuc_session_run(gpuc_session *s) {
+  if (!s) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_run: session is NULL");
+  gpuc_status st = gpuc_session_run_async(s, s->s->stream);
+  if (st) return st;
+  GpucErr e = {0};
+  if (gpuc_session_sync(s->s, &e)) return api_fail(GPUC_ERR_CUDA, &e); /* the session's own wait and checks */
+  return GPUC_OK;
+}
+
+GPUC_API gpuc_status gpuc_session_fetch_output(gpuc_session *s, const char *name, void *data, size_t size) {
+  if (!s || !name || !data)
+    return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_fetch_output: %s is NULL",
+                     !s ? "session" : !name ? "name" : "data");
+  int k = gpuc_plan_index(&s->view, GPUC_OUTPUT, name);
+  if (k < 0)
+    return api_failf(GPUC_ERR_NOT_FOUND, "%s: gpuc_session_fetch_output: the plan has no output named '%s'",
+                     s->view.what, name);
+  uint32_t t = s->view.io[1][k];
+  uint64_t bytes = s->view.p->tensors[t].bytes;
+  if (size != bytes)
+    return api_failf(GPUC_ERR_MISMATCH, "%s: output '%s' is %llu bytes, the buffer %zu", s->view.what, name,
+                     (unsigned long long)bytes, size);
+  if (!s->ran)
+    return api_failf(GPUC_ERR_STATE, "%s: output '%s': the session has not run yet", s->view.what, name);
+  GpucErr e = {0};
+  RUN_TRY(cu.cuCtxSetCurrent(s->s->ctx));
+  RUN_TRY(cu.cuStreamSynchronize(s->last));
+  if (bytes) RUN_TRY(cu.cuMemcpyDtoH(data, s->s->tptr[t], bytes));
+  return GPUC_OK;
+}
+
+GPUC_API gpuc_status gpuc_session_buffer(gpuc_session *s, gpuc_io io, const char *name, void **device_ptr) {
+  if (!s || !name || !device_ptr)
+    return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_buffer: %s is NULL",
+                     !s ? "session" : !name ? "name" : "device_ptr");
+  if (io != GPUC_INPUT && io != GPUC_OUTPUT)
+    return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_buffer: io %d is neither GPUC_INPUT nor GPUC_OUTPUT",
+                     (int)io);
+  int k = gpuc_plan_index(&s->view, io, name);
+  if (k < 0)
+    return api_failf(GPUC_ERR_NOT_FOUND, "%s: gpuc_session_buffer: the plan has no %s named '%s'", s->view.what,
+                     io_word(io), name);
+  *device_ptr = (void *)(uintptr_t)s->s->tptr[s->view.io[io][k]];
+  return GPUC_OK;
+}
+
+GPUC_API gpuc_status gpuc_session_benchmark(gpuc_session *s, int warmup, int iters, double *median_ms,
+                                            double *p90_ms) {
+  if (!s) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_benchmark: session is NULL");
+  if (iters < 1 || iters > 100000 || warmup < 0 || warmup > 100000)
+    return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_benchmark: iters 1..100000 and warmup 0..100000, got %d "
+                     "and %d", iters, warmup);
+  GpucErr e = {0};
+  GpucBench b;
+  if (gpuc_session_bench(s->s, warmup, iters, &b, NULL, &e)) return api_fail(GPUC_ERR_CUDA, &e);
+  s->last = s->s->stream;
+  s->ran = true;
+  if (median_ms) *median_ms = b.median_ms;
+  if (p90_ms) *p90_ms = b.p90_ms;
+  return GPUC_OK;
+}
+
+GPUC_API gpuc_status gpuc_session_gpu(const gpuc_session *s, char *name, size_t name_size, int *sm) {
+  if (!s) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_gpu: session is NULL");
+  int v = 0;
+  char buf[128];
+  gpuc_session_device(s->s, buf, sizeof buf, &v);
+  if (name && name_size) snprintf(name, name_size, "%s", buf);
+  if (sm) *sm = v;
+  return GPUC_OK;
+}

@@ -1,0 +1,35 @@
+/* Device memory a session asks for, checked against what the GPU has free
+ * before it allocates: a plan compiled for a batch the GPU cannot hold
+ * fails at session creation with the bytes it needs and the bytes free,
+ * not with a bare "out of memory" from the first allocation that misses. */
+#include "session_internal.h"
+#include <stdio.h>
+
+static double gib(uint64_t b) { return (double)b / (double)(1ull << 30); }
+
+int gpuc_session_fits(GpucSession *s, const char *what, uint64_t bytes, const char *parts, GpucErr *e) {
+  size_t free_b = 0, total_b = 0;
+  CU_TRY(e, cu.cuMemGetInfo(&free_b, &total_b));
+  if (bytes <= free_b) return 0;
+  return gpuc_err_set(e, "%s: the plan needs %llu bytes (%.2f GiB) of device memory (%s), the GPU (%s) has %llu "
+                      "bytes (%.2f GiB) free of %llu: compile for a smaller batch (--shape) or check it with "
+                      "--mem-limit", what, (unsigned long long)bytes, gib(bytes), parts, s->devname,
+                      (unsigned long long)free_b, gib(free_b), (unsigned long long)total_b);
+}
+
+/* GPUC_DEBUG_TENSORS=1: every tensor's device range on stderr, so a
+ * sanitizer's "Address 0x..." can be named (tests/gpu/sanitize.sh). Arena
+ * tensors whose lifetimes do not overlap share bytes: an address may name
+ * several. */
+void gpuc_session_print_tensors(const GpucSession *s, FILE *f) {
+  const Plan *p = s->plan;
+  static const char *const mem[] = {"arena", "weights", "alias"};
+  fprintf(f, "gpuc: tensors of %s: arena 0x%llx (%llu bytes), weights 0x%llx, workspace 0x%llx (%zu bytes)\n",
+          s->what ? s->what : "the plan", (unsigned long long)s->arena, (unsigned long long)p->meta.arena_bytes,
+          (unsigned long long)s->weights, (unsigned long long)s->workspace, s->workspace_bytes);
+  for (uint32_t i = 0; i < p->ntensors; i++) {
+    const PlanTensor *t = &p->tensors[i];
+    fprintf(f, "gpuc: tensor %u %s 0x%llx %llu %s\n", i, gpuc_plan_str(p, t->name), (unsigned long long)s->tptr[i],
+            (unsigned long long)t->bytes, t->mem < 3 ? mem[t->mem] : "?");
+  }
+}

@@ -1,0 +1,362 @@
+/* The C API on a GPU, as a program that owns its CUDA memory and streams
+ * uses it (public headers and libgpuc.so only; the CUDA driver API for its
+ * own buffers):
+ *   capi_check MODEL.onnx OUT_DIR [--fp16] [--iters N] [NAME=DIMS]...
+ * 1. compile MODEL for the present GPU through gpuc_compile_file and save
+ *    the plan to OUT_DIR/capi_check.gpuc (for `gpuc bench`);
+ * 2. seeded random inputs, the CPU reference (gpuc_reference_run, same
+ *    flags) as the expectation;
+ * 3. device buffers from cuMemAlloc in the primary context, bound by name,
+ *    run with gpuc_session_run_async on a stream of the program's, outputs
+ *    written by the run into the program's device buffers; then host
+ *    bindings with gpuc_session_run, gpuc_session_fetch_output, the same
+ *    plan in two sessions on two threads and two streams at once; each
+ *    checked against the reference (relative L2 <= 1e-5 in fp32, <= 1e-2
+ *    with --fp16, as tests/gpu/bundled_vs_cpu.py);
+ * 4. error paths of a live session (unknown name, wrong dtype/shape/size,
+ *    unbound input, bad device);
+ * 5. time: the graph alone (gpuc_session_benchmark, `gpuc bench`'s
+ *    number) against run_async + cuStreamSynchronize per call, and the host
+ *    time of run_async alone.
+ * Prints PASS/FAIL lines, then "N passed, M failed" and a TIME line. */
+#include <gpuc/gpuc_compiler.h>
+#include <cuda.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int passed, failed;
+#define CHECK(cond, ...)                                                    \
+  do {                                                                      \
+    if (cond) { passed++; printf("PASS "); }                                \
+    else { failed++; printf("FAIL "); }                                     \
+    printf(__VA_ARGS__);                                                    \
+    if (!(cond)) printf(" (last error: %s)", gpuc_last_error());            \
+    printf("\n");                                                           \
+    fflush(stdout);                                                         \
+  } while (0)
+#define CU(call)                                                                              \
+  do {                                                                                        \
+    CUresult r_ = (call);                                                                     \
+    if (r_ != CUDA_SUCCESS) { printf("FAIL %s = %d at line %d\n", #call, (int)r_, __LINE__); exit(1); } \
+  } while (0)
+
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double half_to_f(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+  return h & 0x8000 ? -v : v;
+}
+
+/* element i of a host buffer of dtype dt, as a double */
+static double get(const void *p, gpuc_dtype dt, size_t i) {
+  switch (dt) {
+  case GPUC_DTYPE_F32: return ((const float *)p)[i];
+  case GPUC_DTYPE_F64: return ((const double *)p)[i];
+  case GPUC_DTYPE_F16: return half_to_f(((const uint16_t *)p)[i]);
+  case GPUC_DTYPE_BF16: { uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16; float f; memcpy(&f, &u, 4); return f; }
+  case GPUC_DTYPE_I64: return (double)((const int64_t *)p)[i];
+  case GPUC_DTYPE_I32: return ((const int32_t *)p)[i];
+  case GPUC_DTYPE_I8: return ((const int8_t *)p)[i];
+  case GPUC_DTYPE_U8: case GPUC_DTYPE_BOOL: return ((const uint8_t *)p)[i];
+  default: return NAN;
+  }
+}
+
+static double rel_l2(const void *got, const void *want, gpuc_dtype dt, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double a = get(got, dt, i), b = get(want, dt, i);
+    num += (a - b) * (a - b);
+    den += b * b;
+  }
+  return sqrt(num) / (den > 1e-60 ? sqrt(den) : 1e-30);
+}
+
+typedef struct Model {
+  const gpuc_plan *plan;
+  size_t nin, nout;
+  gpuc_tensor in[16], out[16];   /* host inputs; reference outputs */
+  double tol;
+} Model;
+
+/* One run with device buffers on stream st; returns the worst rel L2.
+ * Every fill goes on st too: the plain cuMemcpyHtoD/cuMemsetD8 run on the
+ * legacy stream, which a non-blocking stream does not wait for. */
+static double device_run(gpuc_session *s, const Model *m, CUstream st, const char *what) {
+  CUdeviceptr din[16], dout[16];
+  for (size_t i = 0; i < m->nin; i++) {
+    CU(cuMemAlloc(&din[i], m->in[i].nbytes + 1));
+    CU(cuMemcpyHtoDAsync(din[i], m->in[i].data, m->in[i].nbytes, st));
+    gpuc_status r = gpuc_session_bind_input(s, m->in[i].name, (void *)(uintptr_t)din[i], GPUC_MEMORY_DEVICE,
+                                            m->in[i].dtype, m->in[i].ndim, m->in[i].dims);
+    if (r) { printf("FAIL %s: bind %s: %s\n", what, m->in[i].name, gpuc_last_error()); return INFINITY; }
+  }
+  for (size_t i = 0; i < m->nout; i++) {
+    CU(cuMemAlloc(&dout[i], m->out[i].nbytes + 1));
+    CU(cuMemsetD8Async(dout[i], 0xff, m->out[i].nbytes, st)); /* NaN until the run writes it */
+    gpuc_tensor t;
+    gpuc_plan_info(m->plan, GPUC_OUTPUT, i, &t);
+    gpuc_status r = gpuc_session_bind_output(s, t.name, (void *)(uintptr_t)dout[i], GPUC_MEMORY_DEVICE, t.dtype, t.ndim,
+                                             t.dims);
+    if (r) { printf("FAIL %s: bind %s: %s\n", what, t.name, gpuc_last_error()); return INFINITY; }
+  }
+  if (gpuc_session_run_async(s, (void *)st)) { printf("FAIL %s: run_async: %s\n", what, gpuc_last_error()); return INFINITY; }
+  CU(cuStreamSynchronize(st));
+  double worst = 0;
+  for (size_t i = 0; i < m->nout; i++) {
+    void *h = malloc(m->out[i].nbytes + 1);
+    CU(cuMemcpyDtoH(h, dout[i], m->out[i].nbytes));
+    double e = rel_l2(h, m->out[i].data, m->out[i].dtype, m->out[i].nbytes / gpuc_dtype_itemsize(m->out[i].dtype));
+    if (!(e <= worst)) worst = e;
+    free(h);
+    CU(cuMemFree(dout[i]));
+  }
+  for (size_t i = 0; i < m->nin; i++) CU(cuMemFree(din[i]));
+  gpuc_session_unbind_all(s);
+  return worst;
+}
+
+typedef struct Worker {
+  const Model *m;
+  CUcontext ctx;
+  double err;
+  int runs;
+} Worker;
+
+/* A session of its own on a stream of its own, several runs. */
+static void *worker(void *arg) {
+  Worker *w = arg;
+  CU(cuCtxSetCurrent(w->ctx));
+  gpuc_session *s = NULL;
+  w->err = INFINITY;
+  if (gpuc_session_new(w->m->plan, 0, &s)) { printf("FAIL thread session: %s\n", gpuc_last_error()); return NULL; }
+  CUstream st;
+  CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+  w->err = 0;
+  for (int k = 0; k < w->runs; k++) {
+    double e = device_run(s, w->m, st, "thread");
+    if (!(e <= w->err)) w->err = e;
+  }
+  CU(cuStreamDestroy(st));
+  gpuc_session_destroy(s);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) { fprintf(stderr, "usage: capi_check MODEL.onnx OUT_DIR [--fp16] [--iters N] [NAME=DIMS]...\n"); return 2; }
+  const char *model = argv[1], *outdir = argv[2];
+  const char *shapes[16];
+  size_t nshapes = 0;
+  int fp16 = 0, iters = 1000;
+  for (int i = 3; i < argc; i++) {
+    if (!strcmp(argv[i], "--fp16")) fp16 = 1;
+    else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
+    else if (nshapes < 16) shapes[nshapes++] = argv[i];
+  }
+  if (iters < 10) iters = 10;
+  printf("capi_check %s%s (gpuc %s, C API %d)\n", model, fp16 ? " --fp16" : "", gpuc_version(), gpuc_api_version());
+  /* the program's own CUDA: the primary context, as the CUDA runtime (PyTorch) uses */
+  CU(cuInit(0));
+  CUdevice dev;
+  CUcontext ctx;
+  CU(cuDeviceGet(&dev, 0));
+  CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CU(cuCtxSetCurrent(ctx));
+  int sm = 0;
+  CHECK(gpuc_device_count() >= 1 && gpuc_device_sm(0, &sm) == GPUC_OK && sm >= 70, "device 0 is sm_%d", sm);
+
+  gpuc_compile_options o;
+  gpuc_options_init(&o);
+  o.fp16 = fp16;
+  o.shapes = shapes;
+  o.num_shapes = nshapes;
+  gpuc_plan *plan = NULL;
+  double t0 = now_us();
+  gpuc_status st = gpuc_compile_file(model, &o, &plan); /* arch NULL: this GPU */
+  CHECK(st == GPUC_OK, "compile for the present GPU (%.1f s)", (now_us() - t0) * 1e-6);
+  if (st) { printf("%d passed, %d failed\n", passed, failed); return 1; }
+  CHECK(gpuc_plan_sm(plan) == sm, "plan for sm_%d", gpuc_plan_sm(plan));
+  char path[4096];
+  snprintf(path, sizeof path, "%s/capi_check.gpuc", outdir);
+  CHECK(gpuc_plan_save(plan, path) == GPUC_OK, "saved %s", path);
+
+  Model m = {.plan = plan, .tol = fp16 ? 1e-2 : 1e-5};
+  m.nin = gpuc_plan_count(plan, GPUC_INPUT);
+  m.nout = gpuc_plan_count(plan, GPUC_OUTPUT);
+  if (m.nin > 16 || m.nout > 16) { printf("FAIL more than 16 inputs or outputs\n"); return 1; }
+  uint64_t seed = (uint64_t)time(NULL); /* fresh inputs every run */
+  printf("seed %llu\n", (unsigned long long)seed);
+  for (size_t i = 0; i < m.nin; i++) {
+    gpuc_plan_info(plan, GPUC_INPUT, i, &m.in[i]);
+    void *d = m.in[i].data = malloc(m.in[i].nbytes + 1);
+    size_t n = m.in[i].nbytes / gpuc_dtype_itemsize(m.in[i].dtype);
+    for (size_t k = 0; k < n; k++) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      double u = (double)(seed >> 11) / 9007199254740992.0;
+      if (m.in[i].dtype == GPUC_DTYPE_F32) ((float *)d)[k] = (float)(u * 2 - 1);
+      else if (m.in[i].dtype == GPUC_DTYPE_I64) ((int64_t *)d)[k] = (int64_t)(u * 10);
+      else if (m.in[i].dtype == GPUC_DTYPE_I32) ((int32_t *)d)[k] = (int32_t)(u * 10);
+      else ((uint8_t *)d)[k * gpuc_dtype_itemsize(m.in[i].dtype)] = 0; /* zeros of the other dtypes */
+    }
+  }
+  gpuc_tensor *ref = NULL;
+  size_t nref = 0;
+  t0 = now_us();
+  st = gpuc_reference_run(model, &o, m.in, m.nin, &ref, &nref);
+  CHECK(st == GPUC_OK && nref == m.nout, "CPU reference (%.1f s)", (now_us() - t0) * 1e-6);
+  if (st) { printf("%d passed, %d failed\n", passed, failed); return 1; }
+  for (size_t i = 0; i < m.nout; i++) { /* the plan's outputs, in its order, with the reference's data */
+    gpuc_tensor t;
+    gpuc_plan_info(plan, GPUC_OUTPUT, i, &t);
+    size_t k = 0;
+    while (k < nref && strcmp(ref[k].name, t.name)) k++;
+    CHECK(k < nref && ref[k].dtype == t.dtype && ref[k].nbytes == t.nbytes, "reference output %s is the plan's "
+          "(%s, %zu bytes)", t.name, gpuc_dtype_to_string(t.dtype), t.nbytes);
+    if (k == nref || ref[k].nbytes != t.nbytes) { printf("%d passed, %d failed\n", passed, failed); return 1; }
+    m.out[i] = ref[k];
+  }
+
+  /* device buffers, the program's stream */
+  gpuc_session *s = NULL;
+  CHECK(gpuc_session_new(plan, 0, &s) == GPUC_OK, "session on device 0");
+  if (!s) { printf("%d passed, %d failed\n", passed, failed); return 1; }
+  char name[128];
+  gpuc_session_gpu(s, name, sizeof name, NULL);
+  printf("GPU: %s\n", name);
+  CUstream ust;
+  CU(cuStreamCreate(&ust, CU_STREAM_NON_BLOCKING));
+  double e = device_run(s, &m, ust, "device");
+  CHECK(e <= m.tol, "device buffers on the program's stream: rel L2 %.3g (tolerance %g)", e, m.tol);
+  e = device_run(s, &m, NULL, "legacy stream");
+  CHECK(e <= m.tol, "device buffers on the legacy default stream (NULL): rel L2 %.3g", e);
+
+  /* host bindings, synchronous run, fetch */
+  void *hout[16];
+  for (size_t i = 0; i < m.nin; i++)
+    CHECK(gpuc_session_bind_input(s, m.in[i].name, m.in[i].data, GPUC_MEMORY_HOST, m.in[i].dtype, m.in[i].ndim,
+                                  m.in[i].dims) == GPUC_OK, "bind host input %s", m.in[i].name);
+  for (size_t i = 0; i < m.nout; i++) {
+    hout[i] = calloc(1, m.out[i].nbytes + 1);
+    CHECK(gpuc_session_bind_output(s, m.out[i].name, hout[i], GPUC_MEMORY_HOST, m.out[i].dtype, m.out[i].ndim,
+                                   m.out[i].dims) == GPUC_OK, "bind host output %s", m.out[i].name);
+  }
+  CHECK(gpuc_session_run(s) == GPUC_OK, "gpuc_session_run");
+  for (size_t i = 0; i < m.nout; i++) {
+    size_t n = m.out[i].nbytes / gpuc_dtype_itemsize(m.out[i].dtype);
+    e = rel_l2(hout[i], m.out[i].data, m.out[i].dtype, n);
+    CHECK(e <= m.tol, "host-bound output %s: rel L2 %.3g", m.out[i].name, e);
+    void *f = malloc(m.out[i].nbytes + 1);
+    CHECK(gpuc_session_fetch_output(s, m.out[i].name, f, m.out[i].nbytes) == GPUC_OK &&
+          !memcmp(f, hout[i], m.out[i].nbytes), "fetch_output %s equals the bound copy", m.out[i].name);
+    free(f);
+  }
+  /* error paths of a live session */
+  const gpuc_tensor *x = &m.in[0];
+  CHECK(gpuc_session_bind_input(s, "no such input", x->data, GPUC_MEMORY_HOST, x->dtype, x->ndim, x->dims) ==
+            GPUC_ERR_NOT_FOUND && strstr(gpuc_last_error(), "no such input"), "unknown input name: %s", gpuc_last_error());
+  gpuc_dtype other = x->dtype == GPUC_DTYPE_F64 ? GPUC_DTYPE_F32 : GPUC_DTYPE_F64;
+  CHECK(gpuc_session_bind_input(s, x->name, x->data, GPUC_MEMORY_HOST, other, x->ndim, x->dims) == GPUC_ERR_MISMATCH,
+        "wrong dtype: %s", gpuc_last_error());
+  int64_t dims[GPUC_MAX_DIMS];
+  memcpy(dims, x->dims, sizeof dims);
+  dims[0] += 1;
+  CHECK(gpuc_session_bind_input(s, x->name, x->data, GPUC_MEMORY_HOST, x->dtype, x->ndim, dims) == GPUC_ERR_MISMATCH,
+        "wrong shape: %s", gpuc_last_error());
+  CHECK(gpuc_session_bind_input(s, x->name, x->data, GPUC_MEMORY_HOST, x->dtype, x->ndim + 1, x->dims) ==
+            GPUC_ERR_MISMATCH, "wrong rank: %s", gpuc_last_error());
+  CHECK(gpuc_session_bind_input(s, x->name, x->data, (gpuc_memory)7, x->dtype, x->ndim, x->dims) ==
+            GPUC_ERR_INVALID_ARGUMENT, "bad memory kind: %s", gpuc_last_error());
+  CHECK(gpuc_session_fetch_output(s, m.out[0].name, hout[0], m.out[0].nbytes - 1) == GPUC_ERR_MISMATCH,
+        "fetch into a short buffer: %s", gpuc_last_error());
+  gpuc_session_unbind_all(s);
+  CHECK(gpuc_session_run(s) == GPUC_ERR_STATE && strstr(gpuc_last_error(), x->name), "run with an unbound input: %s",
+        gpuc_last_error());
+  gpuc_session *s99 = NULL;
+  CHECK(gpuc_session_new(plan, 99, &s99) == GPUC_ERR_CUDA && !s99, "device 99: %s", gpuc_last_error());
+
+  /* two more sessions of the plan, two threads, two streams, at once */
+  Worker w[2] = {{.m = &m, .ctx = ctx, .runs = 20}, {.m = &m, .ctx = ctx, .runs = 20}};
+  pthread_t th[2];
+  for (int k = 0; k < 2; k++) pthread_create(&th[k], NULL, worker, &w[k]);
+  for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+  CHECK(w[0].err <= m.tol && w[1].err <= m.tol, "two sessions on two threads, 20 runs each: rel L2 %.3g, %.3g",
+        w[0].err, w[1].err);
+
+  /* time: the graph alone vs a call from the program */
+  double med = 0, p90 = 0;
+  CHECK(gpuc_session_benchmark(s, 50, iters, &med, &p90) == GPUC_OK, "benchmark: median %.4f ms, p90 %.4f ms", med, p90);
+  CUdeviceptr din[16], dout[16];
+  for (size_t i = 0; i < m.nin; i++) {
+    CU(cuMemAlloc(&din[i], m.in[i].nbytes + 1));
+    CU(cuMemcpyHtoDAsync(din[i], m.in[i].data, m.in[i].nbytes, ust));
+    gpuc_session_bind_input(s, m.in[i].name, (void *)(uintptr_t)din[i], GPUC_MEMORY_DEVICE, m.in[i].dtype,
+                            m.in[i].ndim, m.in[i].dims);
+  }
+  for (size_t i = 0; i < m.nout; i++) {
+    CU(cuMemAlloc(&dout[i], m.out[i].nbytes + 1));
+    gpuc_session_bind_output(s, m.out[i].name, (void *)(uintptr_t)dout[i], GPUC_MEMORY_DEVICE, m.out[i].dtype,
+                             m.out[i].ndim, m.out[i].dims);
+  }
+  double *call = malloc(sizeof(double) * (size_t)iters), *enq = malloc(sizeof(double) * (size_t)iters);
+  for (int k = 0; k < 50; k++) { gpuc_session_run_async(s, (void *)ust); CU(cuStreamSynchronize(ust)); }
+  int bad = 0;
+  for (int k = 0; k < iters; k++) {
+    double a = now_us();
+    bad |= gpuc_session_run_async(s, (void *)ust) != GPUC_OK;
+    double b = now_us();
+    CU(cuStreamSynchronize(ust));
+    double c = now_us();
+    enq[k] = b - a;
+    call[k] = c - a;
+  }
+  CHECK(!bad, "%d timed run_async calls", iters);
+  /* the graph alone, the same way (launch + sync, wall clock), for the copies' share */
+  double *bare = malloc(sizeof(double) * (size_t)iters);
+  gpuc_session_unbind_all(s);
+  for (size_t i = 0; i < m.nin; i++) { /* inputs written into the session's buffers: no copies at run time */
+    void *buf;
+    gpuc_session_buffer(s, GPUC_INPUT, m.in[i].name, &buf);
+    CU(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)buf, din[i], m.in[i].nbytes, ust));
+    gpuc_session_bind_input(s, m.in[i].name, buf, GPUC_MEMORY_DEVICE, m.in[i].dtype, m.in[i].ndim, m.in[i].dims);
+  }
+  for (int k = 0; k < iters; k++) {
+    double a = now_us();
+    gpuc_session_run_async(s, (void *)ust);
+    CU(cuStreamSynchronize(ust));
+    bare[k] = now_us() - a;
+  }
+  qsort(call, (size_t)iters, sizeof *call, cmp_d);
+  qsort(enq, (size_t)iters, sizeof *enq, cmp_d);
+  qsort(bare, (size_t)iters, sizeof *bare, cmp_d);
+  printf("TIME graph (gpuc_session_benchmark = gpuc bench) median %.2f us; run_async+sync with device bindings median "
+         "%.2f us (p90 %.2f); the same with inputs in the session's buffers %.2f us; run_async host time median "
+         "%.2f us; overhead over the graph %.2f us\n", med * 1e3, call[iters / 2], call[iters * 9 / 10],
+         bare[iters / 2], enq[iters / 2], call[iters / 2] - med * 1e3);
+  for (size_t i = 0; i < m.nin; i++) CU(cuMemFree(din[i]));
+  for (size_t i = 0; i < m.nout; i++) { CU(cuMemFree(dout[i])); free(hout[i]); }
+  free(call);
+  free(enq);
+  free(bare);
+  CU(cuStreamDestroy(ust));
+  gpuc_session_destroy(s);
+  for (size_t i = 0; i < m.nin; i++) free(m.in[i].data);
+  gpuc_tensors_free(ref, nref);
+  gpuc_plan_destroy(plan);
+  CU(cuDevicePrimaryCtxRelease(dev));
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,46 @@
+#!/bin/bash
+# The C API on the GPU (tests/gpu/capi_check.c, built as build/tests/capi_check):
+# for each model, compile through gpuc_compile_file for the present GPU,
+# run with the program's own device buffers on its own stream (and the
+# legacy stream, host bindings, two sessions on two threads), check every
+# output against the CPU reference (gpuc_reference_run, fresh random
+# inputs; rel L2 <= 1e-5 fp32, <= 1e-2 fp16), the error paths of a live
+# session, and time run_async+sync per call against the graph alone; then
+# `gpuc bench` and examples/deploy on the same plan.
+#   tests/gpu/capi_check.sh [BUILD_DIR]      (OUT=DIR for the logs; default /tmp/capi_check)
+# Prints PASS/FAIL lines and one TIME line per model; exit 1 on any FAIL.
+set -u
+build=${1:-build}
+OUT=${OUT:-/tmp/capi_check}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+chk=$build/tests/capi_check
+models=$build/models
+fails=0
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/GPU: /'
+check() { # NAME MODEL [capi_check flags...]
+  local name=$1 model=$2
+  shift 2
+  local dir=$OUT/$name
+  mkdir -p "$dir"
+  "$chk" "$model" "$dir" "$@" >"$dir/capi_check.log" 2>&1
+  local rc=$?
+  grep -E "^(FAIL|TIME)|passed," "$dir/capi_check.log" | sed "s/^/  $name: /"
+  if [ $rc = 0 ]; then echo "PASS capi_check $name"
+  else echo "FAIL capi_check $name (exit $rc; $dir/capi_check.log)"; fails=$((fails + 1)); fi
+  if [ -f "$dir/capi_check.gpuc" ]; then
+    "$build/gpuc" bench "$dir/capi_check.gpuc" --iters 1000 >"$dir/bench.log" 2>&1 &&
+      echo "  $name: gpuc bench: $(grep -m1 -i 'median' "$dir/bench.log")" ||
+      { echo "FAIL gpuc bench $name"; fails=$((fails + 1)); }
+    "$build/deploy_example" "$dir/capi_check.gpuc" >"$dir/deploy.log" 2>&1 && echo "PASS deploy_example $name" ||
+      { echo "FAIL deploy_example $name ($dir/deploy.log)"; fails=$((fails + 1)); }
+  fi
+}
+check mlp_b8 "$models/mlp.onnx" image=8x784
+check mlp_b8_fp16 "$models/mlp.onnx" --fp16 image=8x784
+check small_cnn "$models/small_cnn.onnx"
+check resnet50_b1 "$models/resnet50.onnx" input=1x3x224x224
+check resnet50_b1_fp16 "$models/resnet50.onnx" --fp16 input=1x3x224x224
+check attention_bert_b2_fp16 "$models/attention_bert.onnx" --fp16 q=2x12x128x64 k=2x12x128x64 v=2x12x128x64 mask=2x1x1x128
+echo "capi_check: $fails failed (logs in $OUT)"
+[ $fails = 0 ]

@@ -1,0 +1,222 @@
+/* Sessions under bad data and memory pressure, on a GPU (tests/gpu/harden_check.sh):
+ *
+ *   session_check reuse PLAN GOOD_DIR NAME=BAD.npy
+ *     one session: a run on GOOD_DIR/<input>.npy, then with input NAME
+ *     replaced by BAD.npy (must fail: the message is printed), then the
+ *     good inputs again: must run and give the first run's outputs, byte
+ *     for byte (the error record was reset, nothing was corrupted).
+ *   session_check cycle PLAN N
+ *     create, run and free a session N times; the device's free memory
+ *     (cuMemGetInfo, the primary context held throughout) after one warm
+ *     cycle, after N/2 and after N must agree within 2 MiB.
+ *   session_check exhaust PLAN [MAX]
+ *     create sessions and keep them until one fails (at most MAX, default
+ *     1000): the failure must be the clean "needs N bytes ... free" error;
+ *     then free them all: the free memory must come back within 2 MiB.
+ * Inputs not given are seeded random values (floats in [-1, 1), integers
+ * 0..9). Prints one line per check ending in ok or FAIL; exit 1 on a
+ * failure, 2 on a usage or setup error. */
+#include "cuda_api.h"
+#include "npy.h"
+#include "session.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+static void verdict(bool ok, const char *fmt, const char *detail) {
+  printf(fmt, detail);
+  printf("  %s\n", ok ? "ok" : "FAIL");
+  fflush(stdout);
+  failures += !ok;
+}
+
+static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Every input of s: dir/<name>.npy if dir is given and has it, else seeded
+ * random values; input `bad_name` from bad_file instead. */
+static int set_inputs(GpucSession *s, const char *dir, const char *bad_name, const char *bad_file, GpucErr *e) {
+  const Plan *p = gpuc_session_plan(s);
+  uint64_t seed = 1234;
+  for (uint32_t i = 0; i < p->ntensors; i++) {
+    const PlanTensor *t = &p->tensors[i];
+    if (t->role != PLAN_ROLE_INPUT && t->role != PLAN_ROLE_INPUT_OUTPUT) continue;
+    const char *name = gpuc_plan_str(p, t->name);
+    char path[4096];
+    Tensor *h = NULL;
+    if (bad_name && !strcmp(name, bad_name)) {
+      h = gpuc_npy_load(bad_file, e);
+    } else if (dir) {
+      snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+      h = gpuc_npy_load(path, e);
+    } else {
+      h = gpuc_tensor_new((GpucDType)t->dt, t->rank, t->dims, e);
+      for (int64_t k = 0; h && k < gpuc_numel(h); k++) {
+        uint64_t r = rng_next(&seed);
+        if (gpuc_dtype_is_float(h->dt)) gpuc_set_f64(h, k, (double)(r >> 11) / 9007199254740992.0 * 2 - 1);
+        else gpuc_set_i64(h, k, (int64_t)(r % (h->dt == GPUC_DT_BOOL ? 2 : 10)));
+      }
+    }
+    if (!h) return -1;
+    int rc = gpuc_session_set_input(s, name, h, e);
+    gpuc_tensor_free(h);
+    if (rc) return -1;
+  }
+  return 0;
+}
+
+/* The outputs of the last run, concatenated (malloc'ed), *n bytes. */
+static unsigned char *outputs(GpucSession *s, size_t *n, GpucErr *e) {
+  const Plan *p = gpuc_session_plan(s);
+  unsigned char *all = NULL;
+  *n = 0;
+  for (uint32_t i = 0; i < p->ntensors; i++) {
+    const PlanTensor *t = &p->tensors[i];
+    if (t->role != PLAN_ROLE_OUTPUT && t->role != PLAN_ROLE_INPUT_OUTPUT) continue;
+    Tensor *o = gpuc_session_get_output(s, gpuc_plan_str(p, t->name), e);
+    if (!o) { free(all); return NULL; }
+    size_t b = gpuc_tensor_bytes(o);
+    unsigned char *grown = realloc(all, *n + b + 1);
+    if (!grown) { gpuc_tensor_free(o); free(all); return NULL; }
+    all = grown;
+    memcpy(all + *n, o->data, b);
+    *n += b;
+    gpuc_tensor_free(o);
+  }
+  return all ? all : malloc(1);
+}
+
+static int reuse(const char *plan, const char *good, const char *bad) {
+  char name[256];
+  const char *eq = strchr(bad, '=');
+  if (!eq || (size_t)(eq - bad) >= sizeof name) { fprintf(stderr, "session_check: want NAME=BAD.npy\n"); return 2; }
+  memcpy(name, bad, (size_t)(eq - bad));
+  name[eq - bad] = 0;
+  GpucErr e = {0};
+  GpucSession *s = gpuc_session_create(plan, 0, &e);
+  if (!s) { fprintf(stderr, "session_check: %s\n", e.msg); return 2; }
+  size_t na = 0, nb = 0;
+  unsigned char *a = NULL, *b = NULL;
+  int rc = set_inputs(s, good, NULL, NULL, &e) || gpuc_session_replay(s, &e) ? -1 : 0;
+  if (!rc) a = outputs(s, &na, &e);
+  verdict(rc == 0 && a, "reuse %s: good inputs run: %s", rc ? e.msg : plan);
+  rc = set_inputs(s, good, name, eq + 1, &e);
+  if (rc) { fprintf(stderr, "session_check: %s\n", e.msg); gpuc_session_free(s); free(a); return 2; }
+  GpucErr bad_e = {0};
+  rc = gpuc_session_replay(s, &bad_e);
+  printf("message: %s\n", bad_e.msg);
+  verdict(rc != 0 && strstr(bad_e.msg, "node '"), "reuse: %s out of range fails the run, naming the node", name);
+  e = (GpucErr){0};
+  rc = set_inputs(s, good, NULL, NULL, &e) || gpuc_session_replay(s, &e) ? -1 : 0;
+  if (!rc) b = outputs(s, &nb, &e);
+  verdict(rc == 0 && b, "reuse: the same session runs good inputs again: %s", rc ? e.msg : "ran");
+  verdict(a && b && na == nb && !memcmp(a, b, na), "reuse: %s", "its outputs equal the first run's byte for byte");
+  /* a second bad run fails again (the record was reset, not stuck at the first report) */
+  set_inputs(s, good, name, eq + 1, &e);
+  GpucErr bad2 = {0};
+  rc = gpuc_session_replay(s, &bad2);
+  verdict(rc != 0 && !strcmp(bad2.msg, bad_e.msg), "reuse: %s", "a second bad run fails with the same message");
+  free(a);
+  free(b);
+  gpuc_session_free(s);
+  return 0;
+}
+
+static int device_free(size_t *free_b, GpucErr *e) {
+  size_t total = 0;
+  CU_TRY(e, cu.cuMemGetInfo(free_b, &total));
+  return 0;
+}
+
+static int one_cycle(const char *plan, GpucErr *e) {
+  GpucSession *s = gpuc_session_create(plan, 0, e);
+  if (!s) return -1;
+  int rc = set_inputs(s, NULL, NULL, NULL, e) || gpuc_session_replay(s, e) ? -1 : 0;
+  gpuc_session_free(s);
+  return rc;
+}
+
+/* The primary context held for the whole check, so the measurements see
+ * one context whose sessions come and go. */
+static int hold_context(CUcontext *ctx, CUdevice *dev, GpucErr *e) {
+  if (gpuc_gpu_sm(e) < 0) return -1;
+  CU_TRY(e, cu.cuDeviceGet(dev, 0));
+  CU_TRY(e, cu.cuDevicePrimaryCtxRetain(ctx, *dev));
+  CU_TRY(e, cu.cuCtxSetCurrent(*ctx));
+  return 0;
+}
+
+#define SLACK (2u << 20)
+
+static int cycle(const char *plan, int n) {
+  GpucErr e = {0};
+  CUcontext ctx;
+  CUdevice dev;
+  if (hold_context(&ctx, &dev, &e) || one_cycle(plan, &e)) { fprintf(stderr, "session_check: %s\n", e.msg); return 2; }
+  size_t f0 = 0, f1 = 0, f2 = 0;
+  if (device_free(&f0, &e)) { fprintf(stderr, "session_check: %s\n", e.msg); return 2; }
+  int done = 0;
+  for (; done < n; done++) {
+    if (one_cycle(plan, &e)) break;
+    if (done == n / 2 && device_free(&f1, &e)) break;
+  }
+  cu.cuCtxSetCurrent(ctx);
+  device_free(&f2, &e);
+  char line[512];
+  snprintf(line, sizeof line, "%d of %d create/run/free cycles of %s; device free after the warm cycle %zu, "
+           "after %d %zu, after %d %zu (lost %lld bytes)", done, n, plan, f0, n / 2 + 1, f1, done, f2,
+           (long long)f0 - (long long)f2);
+  verdict(done == n && f2 + SLACK >= f0 && f2 + SLACK >= f1, "cycle: %s", line);
+  if (done < n) printf("error: %s\n", e.msg);
+  cu.cuDevicePrimaryCtxRelease(dev);
+  return 0;
+}
+
+static int exhaust(const char *plan, int max) {
+  GpucErr e = {0};
+  CUcontext ctx;
+  CUdevice dev;
+  if (hold_context(&ctx, &dev, &e) || one_cycle(plan, &e)) { fprintf(stderr, "session_check: %s\n", e.msg); return 2; }
+  size_t f0 = 0, f1 = 0;
+  device_free(&f0, &e);
+  GpucSession **held = calloc((size_t)max + 1, sizeof *held);
+  int n = 0;
+  GpucErr last = {0};
+  while (held && n < max) {
+    GpucSession *s = gpuc_session_create(plan, 0, &last);
+    if (!s) break;
+    held[n++] = s;
+  }
+  printf("message: %s\n", last.msg);
+  char line[512];
+  snprintf(line, sizeof line, "%d sessions of %s held before creation failed", n, plan);
+  verdict(n > 0 && n < max && strstr(last.msg, "needs") && strstr(last.msg, "free"),
+          "exhaust: %s with bytes needed vs free", line);
+  for (int i = 0; i < n; i++) gpuc_session_free(held[i]);
+  free(held);
+  cu.cuCtxSetCurrent(ctx);
+  device_free(&f1, &e);
+  snprintf(line, sizeof line, "device free before %zu, after freeing them %zu", f0, f1);
+  verdict(f1 + SLACK >= f0, "exhaust: %s", line);
+  /* and the GPU still runs */
+  e = (GpucErr){0};
+  verdict(one_cycle(plan, &e) == 0, "exhaust: a session runs afterwards: %s", e.msg[0] ? e.msg : "yes");
+  cu.cuDevicePrimaryCtxRelease(dev);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  int rc = 2;
+  if (argc >= 5 && !strcmp(argv[1], "reuse")) rc = reuse(argv[2], argv[3], argv[4]);
+  else if (argc >= 4 && !strcmp(argv[1], "cycle")) rc = cycle(argv[2], atoi(argv[3]) > 0 ? atoi(argv[3]) : 10);
+  else if (argc >= 3 && !strcmp(argv[1], "exhaust")) rc = exhaust(argv[2], argc > 3 && atoi(argv[3]) > 0 ? atoi(argv[3]) : 1000);
+  else fprintf(stderr, "usage: session_check reuse PLAN GOOD_DIR NAME=BAD.npy | cycle PLAN N | exhaust PLAN [MAX]\n");
+  if (rc) return rc;
+  return failures ? 1 : 0;
+}
