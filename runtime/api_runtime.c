@@ -225,19 +225,29 @@ GPUC_API gpuc_status gpuc_plan_info(const gpuc_plan *plan, gpuc_io io, size_t in
 GPUC_API int gpuc_plan_sm(const gpuc_plan *plan) { return plan ? (int)plan->p->hdr.sm : -1; }
 
 /* ---- devices ------------------------------------------------------------ */
-GPUC_API int gpuc_device_count(void) {
+/* Devices present; 0 with the reason in why when none. */
+static int device_count(GpucErr *why) {
   api_open_libs();
-  GpucErr e = {0};
   int n = 0;
-  if (gpuc_load_cuda_driver(&e) || cu.cuInit(0) != CUDA_SUCCESS || cu.cuDeviceGetCount(&n) != CUDA_SUCCESS) return 0;
+  if (gpuc_load_cuda_driver(why)) return 0;
+  CUresult r = cu.cuInit(0);
+  if (r == CUDA_SUCCESS) r = cu.cuDeviceGetCount(&n);
+  if (r != CUDA_SUCCESS) { gpuc_cu_fail(why, r, "cuInit/cuDeviceGetCount", __FILE__, __LINE__); return 0; }
+  if (n == 0) gpuc_err_set(why, "no CUDA device found");
   return n;
+}
+
+GPUC_API int gpuc_device_count(void) {
+  GpucErr e = {0};
+  return device_count(&e);
 }
 
 GPUC_API gpuc_status gpuc_device_sm(int device, int *sm) {
   if (!sm) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_device_sm: sm is NULL");
-  int n = gpuc_device_count();
-  if (device < 0 || device >= n)
-    return api_failf(GPUC_ERR_CUDA, "no CUDA device %d (%d present)", device, n);
+  GpucErr why = {0};
+  int n = device_count(&why);
+  if (n == 0) return api_failf(GPUC_ERR_CUDA, "no CUDA device %d: %s", device, why.msg);
+  if (device < 0 || device >= n) return api_failf(GPUC_ERR_CUDA, "no CUDA device %d (%d present)", device, n);
   CUdevice d;
   int major = 0, minor = 0;
   if (cu.cuDeviceGet(&d, device) != CUDA_SUCCESS ||
@@ -268,6 +278,12 @@ GPUC_API gpuc_status gpuc_session_new(const gpuc_plan *plan, int device, gpuc_se
     return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_new: %s is NULL", plan ? "out" : "plan");
   *out = NULL;
   api_open_libs();
+  int sm = 0;
+  gpuc_status dst = gpuc_device_sm(device, &sm); /* session.c checks device 0's; this is the one asked for */
+  if (dst) return dst;
+  if (sm < (int)plan->p->hdr.sm)
+    return api_failf(GPUC_ERR_CUDA, "%s: plan built for sm_%u, CUDA device %d is sm_%d; compile it for this GPU "
+                     "(arch \"sm_%d\" or NULL)", plan->what, plan->p->hdr.sm, device, sm, sm);
   GpucErr e = {0};
   /* the session owns its plan (autotuning may rewrite it): a copy through
    * the plan's bytes, checked again on the way in */
@@ -424,7 +440,7 @@ GPUC_API gpuc_status gpuc_session_run(gpuc_session *s) {
   gpuc_status st = gpuc_session_run_async(s, s->s->stream);
   if (st) return st;
   GpucErr e = {0};
-  RUN_TRY(cu.cuStreamSynchronize(s->s->stream));
+  if (gpuc_session_sync(s->s, &e)) return api_fail(GPUC_ERR_CUDA, &e); /* the session's own wait and checks */
   return GPUC_OK;
 }
 

@@ -12,8 +12,10 @@
  *   if (gpuc_compile_file("model.onnx", &o, &p) != GPUC_OK) { fprintf(stderr, "%s\n", gpuc_last_error()); ... }
  *   gpuc_plan_save(p, "model.gpuc");
  *
- * Threads: compiles and reference runs of different models may run in
- * different threads at once; each call owns everything it touches. */
+ * Threads: any thread may call these; the library runs one compile,
+ * reference run or model query at a time (a process-wide lock: the
+ * compiler was written for one thread), others wait. Sessions
+ * (gpuc_runtime.h) run meanwhile. */
 #ifndef GPUC_COMPILER_H
 #define GPUC_COMPILER_H
 #include "gpuc_runtime.h"
@@ -47,19 +49,20 @@ GPUC_API void gpuc_options_init(gpuc_compile_options *options);
 /* Import, transform and generate code; *out is a new plan (save it with
  * gpuc_plan_save, run it with gpuc_session_new). options NULL: defaults.
  * Works without a GPU when options->arch names the target. Bytes are the
- * serialized ModelProto (weights inside; external data files are
- * resolved against the current directory). */
+ * serialized ModelProto with its weights inside (external data files are
+ * refused: they need the model's folder, so compile those from the path). */
 GPUC_API gpuc_status gpuc_compile_file(const char *onnx_path, const gpuc_compile_options *options, gpuc_plan **out);
 GPUC_API gpuc_status gpuc_compile_bytes(const void *onnx, size_t size, const gpuc_compile_options *options,
                                         gpuc_plan **out);
 
 /* The CPU reference executor (`gpuc run MODEL.onnx --cpu`): runs the model
- * on the host in float64-accumulating reference kernels. inputs[i] gives
- * name, dtype, dims and data (host) of each graph input (all of them; the
- * dtype and shape must be the model's, after options->shapes). options
- * may be NULL; its shapes bind symbolic dims and its pass flags (fp16,
- * int8, prune...) rewrite the graph first, as with `gpuc run --cpu`;
- * opt_level and arch are not used.
+ * on the host in the reference kernels. inputs[i] gives name, dtype, dims
+ * and data (host) of each graph input (all of them, each once; the dtype
+ * and shape must be the model's). options may be NULL; its shapes bind
+ * symbolic dims (a graph input whose dims are still symbolic takes the
+ * dims of the tensor given for it) and its pass flags (fp16, int8,
+ * prune...) rewrite the graph first, as with `gpuc run --cpu`; opt_level,
+ * arch and mem_limit are not used.
  * On GPUC_OK, *outputs is a new array of *num_outputs tensors (the
  * model's outputs in order, names and data owned by the array): free it
  * with gpuc_tensors_free. */

@@ -6,7 +6,7 @@
  * program built against GPUC_API_VERSION N runs with a library whose
  * gpuc_api_version() is N or newer (names are only ever added). The library
  * opens libcuda, cuBLASLt and cuDNN at run time; a program links
- * -lgpuc_rt only.
+ * -lgpuc_rt only (or -lgpuc for the compiler too; not both).
  *
  *   gpuc_plan *p; gpuc_session *s;
  *   if (gpuc_plan_load("model.gpuc", &p) != GPUC_OK ||
@@ -34,7 +34,8 @@
  *     bench, destroy); the caller serializes calls on one session. Calls may
  *     come from different threads one after another.
  *   - Different sessions may be used concurrently from different threads,
- *     also sessions of the same plan. They share the device's primary
+ *     also sessions of the same plan (their setup in gpuc_session_new is
+ *     serialized inside the library; runs are not). They share the device's primary
  *     context (cuDevicePrimaryCtxRetain), so they share memory and streams
  *     with each other and with a CUDA runtime (PyTorch) in the process.
  *   - A session's calls make its device's primary context current on the
@@ -149,7 +150,8 @@ GPUC_API void gpuc_plan_destroy(gpuc_plan *plan); /* NULL is fine */
 /* Memory the library handed out (gpuc_plan_save_bytes). NULL is fine. */
 GPUC_API void gpuc_free(void *data);
 
-/* Inputs and outputs, in the model's order. A tensor that is both (a
+/* Inputs and outputs, in the model's order (an output the compiler folded
+ * to a constant comes after the others). A tensor that is both (a
  * model output that is also an input) is in both lists.
  *   count: 0 for a NULL plan.
  *   name/dtype/ndim/dim: NULL, GPUC_DTYPE_UNDEFINED, -1, -1 for a bad

@@ -333,6 +333,9 @@ int main(int argc, char **argv) {
     st = gpuc_session_new(p, 0, &s);
     CHECK(st == GPUC_ERR_CUDA && s == NULL && *gpuc_last_error(), "session without a GPU: %s", gpuc_status_name(st));
     EXPECT_FAIL(gpuc_device_sm(0, &(int){0}), GPUC_ERR_CUDA, "no CUDA device 0");
+    gpuc_compile_options on = o;
+    on.arch = NULL; /* the present GPU: none */
+    EXPECT_FAIL(gpuc_compile_file(mlp, &on, &bad), GPUC_ERR_CUDA, "no GPU here");
   }
   /* the message is per thread */
   EXPECT_FAIL(gpuc_plan_load("/nonexistent/main-thread.gpuc", &bad), GPUC_ERR_BAD_INPUT, "main-thread");

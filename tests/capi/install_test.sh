@@ -33,7 +33,17 @@ done
 incs=$(grep -h '^#include' "$prefix"/include/gpuc/*.h | sort -u | tr '\n' ' ')
 [ "$incs" = '#include "gpuc_runtime.h" #include <stddef.h> #include <stdint.h> ' ] &&
   pass "installed headers include only <stddef.h>, <stdint.h> and each other" || fail "header includes: $incs"
+if command -v c++ >/dev/null; then # the headers compile as C++ too (extern "C")
+  printf '#include <gpuc/gpuc_compiler.h>\nint main() { return gpuc_api_version() < GPUC_API_VERSION; }\n' >"$work/cxx.cc"
+  c++ -Wall -Wextra -Werror -pedantic -I"$prefix/include" -fsyntax-only "$work/cxx.cc" && pass "headers compile as C++" ||
+    fail "headers as C++"
+fi
 CC=${CC:-cc}
+# a sanitizer build's libraries need the programs built the same way (the
+# ASan runtime must come first)
+san=
+ldd "$libdir/libgpuc.so" | grep -q libasan && san="-fsanitize=address,undefined"
+CC="$CC $san"
 if $CC -std=c99 -Wall -Wextra -Werror -pedantic -I"$prefix/include" "$src/examples/deploy.c" -L"$libdir" -lgpuc_rt \
      -Wl,-rpath,"$libdir" -o "$work/deploy" 2>"$work/deploy.log"; then pass "deploy.c against the installed libgpuc_rt"
 else fail "deploy.c build"; cat "$work/deploy.log"; fi
