@@ -382,6 +382,9 @@ static int plan_memory(PlanBuilder *pb) {
     if (pt->role == PLAN_ROLE_INPUT || pt->role == PLAN_ROLE_INPUT_OUTPUT) first[b] = -1;
     if (pt->role == PLAN_ROLE_OUTPUT || pt->role == PLAN_ROLE_INPUT_OUTPUT) last[b] = end;
     if (pt->role == PLAN_ROLE_INPUT && last[b] < 0) last[b] = 0;
+    /* an output no step touches (an empty Split part, found by fuzz_onnx):
+     * it lives at the end only, not from "step INT64_MAX" */
+    if (first[b] == INT64_MAX && last[b] >= 0) first[b] = last[b];
   }
   pb->inplace_shared = share_in_place(pb, first, last, owner);
   uint32_t n = 0;

@@ -140,5 +140,12 @@ out:
 int cg_lower_row_group(PlanBuilder *pb, const Graph *g, const int *m, int nm, const int *reader_group) {
   int rc = norm_group(pb, g, m, nm);
   if (rc == 1) rc = ew_quantize_group(pb, g, m, nm, reader_group);
-  return rc == 1 ? cg_lower_one_by_one(pb, m, nm) : rc;
+  if (rc != 1) return rc;
+  /* not one kernel (rows past the registers, say): the elementwise members
+   * still as the group fuse_elementwise made, the rest one by one */
+  int ne = 0;
+  while (ne < nm && (gpuc_ops[g->nodes[m[ne]].op].flags & GPUC_OPF_ELEMWISE)) ne++;
+  if (ne < 2) return cg_lower_one_by_one(pb, m, nm);
+  if (cg_lower_group(pb, g, m, ne, reader_group)) return -1;
+  return cg_lower_one_by_one(pb, m + ne, nm - ne);
 }

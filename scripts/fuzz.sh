@@ -11,8 +11,9 @@
 # and names the file that reproduces it: replay it with
 #   build/tests/fuzz_replay_<target> FILE
 # and add it to tests/hostile/fuzz/<target>/ once fixed.
-# Prints per target: executions, seconds, cov and ft (libFuzzer's edge and
-# feature counts) and the corpus size.
+# Prints per target: executions, wall and CPU seconds (the machine may be
+# shared: CPU time is what the target got), cov and ft (libFuzzer's edge
+# and feature counts) and the corpus size.
 set -u
 cd "$(dirname "$0")/.."
 secs=${1:-60}
@@ -37,19 +38,21 @@ for t in $targets; do
   maxlen=65536
   [ "$t" = plan ] && maxlen=131072
   start=$(date +%s)
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+  TIMEFORMAT='%U %S'
+  { time ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     nice -n 19 build-fuzz/tests/fuzz_$t "$corpus" $dict -max_total_time="$secs" -max_len=$maxlen \
     -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$out/crash_$t/" \
-    >"$out/$t.log" 2>&1
+    >"$out/$t.log" 2>&1 ; } 2>"$out/$t.cpu"
   rc=$?
   took=$(( $(date +%s) - start ))
+  cpu=$(awk '{printf "%.0f", $1 + $2}' "$out/$t.cpu" 2>/dev/null)
   execs=$(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$out/$t.log" | grep -o '[0-9]*$')
   last=$(grep -E '^#[0-9]+' "$out/$t.log" | tail -1)
   cov=$(echo "$last" | grep -o 'cov: [0-9]*' | grep -o '[0-9]*')
   ft=$(echo "$last" | grep -o 'ft: [0-9]*' | grep -o '[0-9]*')
   files=$(ls "$corpus" | wc -l)
   crashes=$(ls "$out/crash_$t" | wc -l)
-  printf '%-10s %8s execs %5ss cov %6s ft %6s corpus %5s files  %s\n' "$t" "${execs:-?}" "$took" "${cov:-?}" \
+  printf '%-10s %8s execs %5ss wall %5ss cpu cov %6s ft %6s corpus %5s files  %s\n' "$t" "${execs:-?}" "$took" "${cpu:-?}" "${cov:-?}" \
     "${ft:-?}" "$files" "$([ $rc -eq 0 ] && [ "$crashes" -eq 0 ] && echo ok || echo "FAIL (exit $rc, $crashes crash files in $out/crash_$t)")"
   if [ $rc -ne 0 ] || [ "$crashes" -ne 0 ]; then
     failed=1

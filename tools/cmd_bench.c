@@ -126,9 +126,10 @@ int cmd_bench(int argc, char **argv) {
   if (!container->nbuckets || batch < 0) batch = p->meta.batch;
   printf("throughput: %.1f items/s at batch %lld\n", (double)batch / (b.median_ms * 1e-3), (long long)batch);
   /* the workspace may exceed the plan's: cuDNN's needs are known at load */
-  uint64_t ws = b.peak_device_bytes - p->meta.arena_bytes - p->weights_size;
+  uint64_t arena = gpuc_bucket_arena_bytes(container); /* a bucket plan's one arena: the largest bucket's */
+  uint64_t ws = b.peak_device_bytes - arena - p->weights_size;
   printf("device memory: %llu bytes (arena %llu + workspace %llu + weights %llu)\n",
-         (unsigned long long)b.peak_device_bytes, (unsigned long long)p->meta.arena_bytes,
+         (unsigned long long)b.peak_device_bytes, (unsigned long long)arena,
          (unsigned long long)ws, (unsigned long long)p->weights_size);
   if (b.gpu_used_bytes) /* what nvidia-smi would show for the GPU, this process included */
     printf("GPU memory in use: %llu bytes (all processes, context included)\n", (unsigned long long)b.gpu_used_bytes);

@@ -700,6 +700,7 @@ static int cmp_d(const void *a, const void *b) {
 
 int gpuc_session_bench(GpucSession *s, int warmup, int iters, GpucBench *b, double *prof_ms,
                        GpucErr *e) {
+  uint64_t arena = gpuc_bucket_arena_bytes(s->plan); /* a bucket plan's: the largest bucket's, shared */
   if (s->bk && gpuc_buckets_prepare(s, &s, e)) return -1; /* the bucket of the inputs' shape */
   CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
   if (ensure_graph(s, e)) return -1;
@@ -724,7 +725,7 @@ int gpuc_session_bench(GpucSession *s, int warmup, int iters, GpucBench *b, doub
   b->p90_ms = ms[(int)(iters * 0.9) < iters ? (int)(iters * 0.9) : iters - 1];
   b->min_ms = ms[0];
   free(ms);
-  b->peak_device_bytes = s->plan->meta.arena_bytes + s->workspace_bytes + s->plan->weights_size;
+  b->peak_device_bytes = arena + s->workspace_bytes + s->plan->weights_size;
   size_t free_b = 0, total_b = 0;
   b->gpu_used_bytes = cu.cuMemGetInfo(&free_b, &total_b) == CUDA_SUCCESS ? total_b - free_b : 0;
   if (prof_ms) { /* per-step times: eager issue with an event before each step */

@@ -12,18 +12,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <unistd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* The folder for this process's files, made on first use. */
-static inline const char *fuzz_dir(void) {
-  static char dir[256];
-  if (!dir[0]) {
-    snprintf(dir, sizeof dir, "%s/gpuc-fuzz.XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-    if (!mkdtemp(dir)) { perror("gpuc fuzz: mkdtemp"); abort(); }
+static char fuzz_dir_path[256];
+
+/* at exit: the folder's files (flat: the targets make no subfolders), then the folder */
+static inline void fuzz_dir_remove(void) {
+  DIR *d = opendir(fuzz_dir_path);
+  if (!d) return;
+  char path[600];
+  for (struct dirent *de; (de = readdir(d));) {
+    if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2]))) continue;
+    snprintf(path, sizeof path, "%s/%s", fuzz_dir_path, de->d_name);
+    unlink(path);
   }
-  return dir;
+  closedir(d);
+  rmdir(fuzz_dir_path);
+}
+
+/* The folder for this process's files, made on first use, removed at exit. */
+static inline const char *fuzz_dir(void) {
+  if (!fuzz_dir_path[0]) {
+    snprintf(fuzz_dir_path, sizeof fuzz_dir_path, "%s/gpuc-fuzz.XXXXXX",
+             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    if (!mkdtemp(fuzz_dir_path)) { perror("gpuc fuzz: mkdtemp"); abort(); }
+    atexit(fuzz_dir_remove);
+  }
+  return fuzz_dir_path;
 }
 
 /* dir/name, written with the bytes; the path in a static buffer. */

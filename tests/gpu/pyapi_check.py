@@ -176,7 +176,8 @@ def check_torch_validation():
     y_cpu = sess.run({name: x.cpu()})[plan.outputs[0].name]
     y_gpu = sess.run({name: x})[plan.outputs[0].name]
     assert isinstance(y_cpu, torch.Tensor) and y_cpu.device.type == "cpu"
-    assert torch.equal(y_cpu, y_gpu.cpu()), "host and device paths differ"
+    # the same plan on the same input (the library's algorithms are fixed at load)
+    assert torch.allclose(y_cpu, y_gpu.cpu(), rtol=1e-6, atol=1e-7), "host and device paths differ"
     m = gpuc.torch.CompiledModule(plan, 0)
     expect_error(lambda: m(x, x), "two inputs to a one-input module")
 
@@ -243,7 +244,7 @@ def check_torch_bert():
     results["torch_bert"] = {"rel_l2": e, "compile_s": secs, "outputs": [t.name for t in fast.plan.outputs]}
     log("  BERT-base b8 s128 fp16: rel L2 %.2e against PyTorch fp32, outputs %s, export+compile %.1f s"
         % (e, [t.name for t in fast.plan.outputs], secs))
-    assert torch.equal(y, y2)
+    assert torch.allclose(y, y2, rtol=1e-6, atol=1e-7), "keyword and positional calls differ"
     assert e <= 1e-2, "rel L2 %.3g > 1e-2" % e
 
 

@@ -16,7 +16,8 @@ codegen/lower_row_group.c), and the compression flags timed side by side.
           TorchScript exporter) at b32 s128, and
   gpt2    GPT-2 small (GPT2Config() defaults) at b8 s512: each compiled
           --fp16, --int8 --fp16, --fp8 --fp16, --prune 2:4 --fp16 and
-          --int8 --fp16 without the row groups, timed by
+          --int8 --fp16 without the row groups, then --prune 2:4 --fp16
+          at -O3 (2:4 GEMMs sparse or dense by timing), timed by
           `gpuc bench --iters 100 --profile` in this one run: latency,
           speed against --fp16 (issue 12's target for --int8: >= 1.4x), the
           plan's bytes (gpuc inspect) and the profile's top steps.
@@ -192,7 +193,9 @@ def export(kind, path):
 
 # the issue's four first; the int8 plan without the row groups last (before/after)
 CONFIGS = [("fp16", ["--fp16"], None), ("int8", ["--int8", "--fp16"], None), ("fp8", ["--fp8", "--fp16"], None),
-           ("prune2:4", ["--prune", "2:4", "--fp16"], None), ("int8-unfused", ["--int8", "--fp16"], UNFUSED)]
+           ("prune2:4", ["--prune", "2:4", "--fp16"], None), ("int8-unfused", ["--int8", "--fp16"], UNFUSED),
+           # -O3 times each 2:4 GEMM sparse against dense on this GPU and keeps the faster (autotune.c)
+           ("prune2:4-O3", ["-O3", "--tune-cache", "none", "--prune", "2:4", "--fp16"], None)]
 
 
 def bench(kind, b, s):

@@ -348,6 +348,28 @@ static Graph *preln_conv1d(const void *arg) {
   return g;
 }
 
+/* x [4, 16] -> Linear (16 -> 8704) -> Relu -> Linear (8704 -> 8): rows of
+ * 8704 are past the row kernel's registers (32 a thread): the quantize
+ * stays a kernel of its own, the dequantize and Relu one group still. */
+static void check_wide_rows(void) {
+  Graph *g = graph_new(17);
+  int64_t xd[2] = {4, 16}, w1[2] = {16, 8704}, b1[1] = {8704}, w2[2] = {8704, 8};
+  int x = input(g, "x", 2, xd);
+  int h = NODE(g, GPUC_OP_MATMUL, x, constant(g, 2, w1, 61, -0.2, 0.2));
+  h = NODE(g, GPUC_OP_ADD, h, constant(g, 1, b1, 62, -0.1, 0.1));
+  h = NODE(g, GPUC_OP_RELU, h);
+  output(g, NODE(g, GPUC_OP_MATMUL, h, constant(g, 2, w2, 63, -0.2, 0.2)));
+  if (!passes(g, PREC_INT8, false)) {
+    Plan *p = codegen(g, 90, false, "wide rows");
+    int fused2 = p ? own_kernels(p, "Fused2") : 0;
+    CHECK(p && own_kernels(p, "QuantizeRows") == 2 && fused2 == 1,
+          "rows of 8704: the quantize of its own (%d QuantizeRows kernels, want 2), dequantize + Relu one kernel (%d)",
+          p ? own_kernels(p, "QuantizeRows") : -1, fused2);
+    gpuc_plan_free(p);
+  }
+  gpuc_graph_free(g);
+}
+
 static const char *models_dir;
 static Graph *ffn_block(const void *arg) {
   (void)arg;
@@ -364,6 +386,7 @@ int main(int argc, char **argv) {
   if (argc < 2) { fprintf(stderr, "usage: test_row_fusion MODELS_DIR\n"); return 2; }
   models_dir = argv[1];
   const int64_t small[2] = {24, 96}, bert[2] = {8, 768}, odd[2] = {5, 40};
+  check_wide_rows();
   for (int fp16 = 0; fp16 <= 1; fp16++) {
     /* the LayerNorm's Y: quantized there, kept for the residual */
     check_graph("ln_linear 24x96", ln_linear, small, PREC_INT8, fp16, 1, 0, 0, 2e-2);
