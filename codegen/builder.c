@@ -379,9 +379,11 @@ static int plan_memory(PlanBuilder *pb) {
   for (uint32_t t = 0; t < p->ntensors; t++) {
     const PlanTensor *pt = &p->tensors[t];
     uint32_t b = gpuc_plan_base_tensor(p, t);
-    if (pt->role == PLAN_ROLE_INPUT || pt->role == PLAN_ROLE_INPUT_OUTPUT) first[b] = -1;
-    if (pt->role == PLAN_ROLE_OUTPUT || pt->role == PLAN_ROLE_INPUT_OUTPUT) last[b] = end;
-    if (pt->role == PLAN_ROLE_INPUT && last[b] < 0) last[b] = 0;
+    /* inputs live through the whole schedule: a replay without a new
+     * upload (gpuc bench, a bound C API input, a second run) must read the
+     * same bytes, so nothing may reuse them after their last read */
+    if (pt->role == PLAN_ROLE_INPUT || pt->role == PLAN_ROLE_INPUT_OUTPUT) { first[b] = -1; last[b] = end; }
+    if (pt->role == PLAN_ROLE_OUTPUT) last[b] = end;
     /* an output no step touches (an empty Split part, found by fuzz_onnx):
      * it lives at the end only, not from "step INT64_MAX" */
     if (first[b] == INT64_MAX && last[b] >= 0) first[b] = last[b];

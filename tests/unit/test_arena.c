@@ -27,11 +27,13 @@ static void lifetimes(const Plan *p, int64_t *first, int64_t *last) {
       if (first[t] > (int64_t)s) first[t] = s;
       if (last[t] < (int64_t)s) last[t] = s;
     }
-  for (uint32_t t = 0; t < p->ntensors; t++) { /* inputs from the start, outputs to the end */
+  /* inputs through the whole schedule (a replay without a new upload reads
+   * them again: nothing may write their bytes), outputs to the end */
+  for (uint32_t t = 0; t < p->ntensors; t++) {
     uint32_t b = gpuc_plan_base_tensor(p, t);
     int role = p->tensors[t].role;
-    if (role == PLAN_ROLE_INPUT || role == PLAN_ROLE_INPUT_OUTPUT) { first[b] = -1; if (last[b] < 0) last[b] = 0; }
-    if (role == PLAN_ROLE_OUTPUT || role == PLAN_ROLE_INPUT_OUTPUT) last[b] = (int64_t)p->nsteps;
+    if (role == PLAN_ROLE_INPUT || role == PLAN_ROLE_INPUT_OUTPUT) { first[b] = -1; last[b] = (int64_t)p->nsteps; }
+    if (role == PLAN_ROLE_OUTPUT) last[b] = (int64_t)p->nsteps;
   }
 }
 
