@@ -421,6 +421,16 @@ GPUC_API gpuc_status gpuc_session_unbind_all(gpuc_session *s) {
     }                                                                                    \
   } while (0)
 
+/* The session's graph captured, one session at a time (first run only). */
+static gpuc_status captured(gpuc_session *s) {
+  if (s->s->graph_ready) return GPUC_OK; /* a session is used by one thread at a time */
+  GpucErr e = {0};
+  pthread_mutex_lock(&session_lock);
+  int rc = gpuc_session_capture(s->s, &e);
+  pthread_mutex_unlock(&session_lock);
+  return rc ? api_fail(GPUC_ERR_CUDA, &e) : GPUC_OK;
+}
+
 /* Input copies, the graph, output copies on cs (the context current). */
 static gpuc_status enqueue_run(gpuc_session *s, CUstream cs) {
   const gpuc_plan *v = &s->view;
@@ -459,7 +469,9 @@ GPUC_API gpuc_status gpuc_session_run_async(gpuc_session *s, void *stream) {
   /* after the last run, whatever stream it was on: its output copies read
    * the buffers this run's input copies write (free on the same stream) */
   if (s->ran) RUN_TRY(cu.cuStreamWaitEvent(cs, s->done, 0));
-  gpuc_status st = enqueue_run(s, cs);
+  gpuc_status st = captured(s);
+  if (st) return st; /* nothing enqueued yet */
+  st = enqueue_run(s, cs);
   /* also after a failure part way: what was enqueued is waited for */
   CUresult r = cu.cuEventRecord(s->done, cs);
   if (r == CUDA_SUCCESS) s->ran = true;
@@ -535,6 +547,8 @@ GPUC_API gpuc_status gpuc_session_benchmark(gpuc_session *s, int warmup, int ite
   GpucBench b;
   RUN_TRY(cu.cuCtxSetCurrent(s->s->ctx));
   if (s->ran) RUN_TRY(cu.cuStreamWaitEvent(s->s->stream, s->done, 0)); /* a run_async's on another stream */
+  gpuc_status cst = captured(s);
+  if (cst) return cst;
   /* the session's own graph at its compiled shape (a bucket plan's
    * largest, as run_async runs it), on what its buffers hold */
   int rc = gpuc_session_bench_graph(s->s, warmup, iters, &b, NULL, &e);

@@ -645,6 +645,11 @@ int gpuc_session_launch(GpucSession *s, GpucErr *e) {
   return 0;
 }
 
+int gpuc_session_capture(GpucSession *s, GpucErr *e) {
+  CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
+  return ensure_graph(s, e);
+}
+
 int gpuc_session_launch_on(GpucSession *s, void *stream, GpucErr *e) {
   CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
   if (ensure_graph(s, e)) return -1;
