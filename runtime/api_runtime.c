@@ -280,6 +280,8 @@ struct gpuc_session {
  * and destruction keep process-wide state without locks. Runs need no
  * lock. */
 static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
+void api_session_lock(void) { pthread_mutex_lock(&session_lock); }
+void api_session_unlock(void) { pthread_mutex_unlock(&session_lock); }
 
 GPUC_API gpuc_status gpuc_session_new(const gpuc_plan *plan, int device, gpuc_session **out) {
   if (!plan || !out)
