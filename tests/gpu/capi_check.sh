@@ -32,12 +32,17 @@ check() { # NAME MODEL [capi_check flags...]
   mkdir -p "$dir"
   local rc
   if [ -n "$gdb" ]; then
-    # exit status of the program through gdb's $_exitcode (a signal: 128+N, as the shell's)
+    # the program's exit status through gdb's $_exitcode, 139 for a crash; symbols read
+    # only on a crash and only of libgpuc and libc (cuDNN's would take long at every start)
     cat >"$dir/gdb.cmd" <<'EOF'
 set pagination off
 set confirm off
+set print thread-events off
+set auto-solib-add off
 run
 if $_isvoid($_exitcode)
+  sharedlibrary libgpuc
+  sharedlibrary libc\.
   echo FAIL crashed under gdb; backtrace:\n
   bt 30
   thread apply all bt 12
