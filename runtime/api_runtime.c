@@ -317,7 +317,14 @@ GPUC_API gpuc_status gpuc_session_new(const gpuc_plan *plan, int device, gpuc_se
     return api_fail(GPUC_ERR_CUDA, &e);
   }
   gpuc_status st = api_plan_wrap((Plan *)gpuc_session_plan(h->s), plan->what, false, &h->view);
-  if (st) { gpuc_session_free(h->s); free(h); return st; }
+  if (st) { /* view's lists are freed (not NULL): not gpuc_session_destroy */
+    cu.cuEventDestroy(h->done);
+    pthread_mutex_lock(&session_lock);
+    gpuc_session_free(h->s);
+    pthread_mutex_unlock(&session_lock);
+    free(h);
+    return st;
+  }
   h->bind[0] = calloc(h->view.n[0] + 1, sizeof(Binding));
   h->bind[1] = calloc(h->view.n[1] + 1, sizeof(Binding));
   if (!h->bind[0] || !h->bind[1]) {
