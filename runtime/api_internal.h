@@ -25,4 +25,9 @@ gpuc_status api_plan_new(Plan *p, const char *what, gpuc_plan **out);
 gpuc_status api_plan_wrap(Plan *p, const char *what, bool owned, gpuc_plan *h);
 /* Open the CUDA driver, cuBLASLt and cuDNN once per process. */
 void api_open_libs(void);
+/* The lock a session's setup, first capture and teardown take (the
+ * libraries' process-wide state); the compiler takes it around -O3's
+ * tuning session. Never take the compiler's lock while holding it. */
+void api_session_lock(void);
+void api_session_unlock(void);
 #endif

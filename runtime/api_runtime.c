@@ -269,9 +269,19 @@ struct gpuc_session {
   GpucSession *s;
   gpuc_plan view;                /* the session's plan, for queries (not owned) */
   Binding *bind[2];              /* per input / per output of view */
-  CUstream last;                 /* the stream of the last run */
-  bool ran;
+  CUevent done;                  /* recorded after each run's last copy, on the run's stream: fetch_output,
+                                    destroy and the next run wait for it, never for the caller's stream
+                                    (which the caller may have destroyed since) */
+  bool ran;                      /* done has been recorded */
 };
+
+/* Session setup and teardown, one at a time: cuda_api.c's loaders,
+ * sparse_gemm.c's cuSPARSELt handle and the libraries' handle creation
+ * and destruction keep process-wide state without locks. Runs need no
+ * lock. */
+static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
+void api_session_lock(void) { pthread_mutex_lock(&session_lock); }
+void api_session_unlock(void) { pthread_mutex_unlock(&session_lock); }
 
 GPUC_API gpuc_status gpuc_session_new(const gpuc_plan *plan, int device, gpuc_session **out) {
   if (!plan || !out)
@@ -295,33 +305,51 @@ GPUC_API gpuc_status gpuc_session_new(const gpuc_plan *plan, int device, gpuc_se
   if (!copy) return api_fail(GPUC_ERR_BAD_INPUT, &e);
   gpuc_session *h = calloc(1, sizeof *h);
   if (!h) { gpuc_plan_free(copy); return api_failf(GPUC_ERR_OUT_OF_MEMORY, "%s: out of memory", plan->what); }
-  /* one session set up at a time: sparse_gemm.c's cuSPARSELt handle is
-   * made on first use without a lock; runs need no lock */
-  static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_lock(&create_lock);
+  pthread_mutex_lock(&session_lock);
   h->s = gpuc_session_create_plan(copy, plan->what, device, &e); /* owns copy from here, also on failure */
-  pthread_mutex_unlock(&create_lock);
+  CUresult r = h->s ? cu.cuEventCreate(&h->done, CU_EVENT_DISABLE_TIMING) : CUDA_SUCCESS; /* its context is current */
+  pthread_mutex_unlock(&session_lock);
   if (!h->s) { free(h); return api_fail(GPUC_ERR_CUDA, &e); }
+  if (r != CUDA_SUCCESS) {
+    h->done = NULL;
+    gpuc_cu_fail(&e, r, "cuEventCreate", __FILE__, __LINE__);
+    gpuc_session_destroy(h);
+    return api_fail(GPUC_ERR_CUDA, &e);
+  }
   gpuc_status st = api_plan_wrap((Plan *)gpuc_session_plan(h->s), plan->what, false, &h->view);
-  if (st) { gpuc_session_free(h->s); free(h); return st; }
+  if (st) { /* view's lists are freed (not NULL): not gpuc_session_destroy */
+    cu.cuEventDestroy(h->done);
+    pthread_mutex_lock(&session_lock);
+    gpuc_session_free(h->s);
+    pthread_mutex_unlock(&session_lock);
+    free(h);
+    return st;
+  }
   h->bind[0] = calloc(h->view.n[0] + 1, sizeof(Binding));
   h->bind[1] = calloc(h->view.n[1] + 1, sizeof(Binding));
   if (!h->bind[0] || !h->bind[1]) {
     gpuc_session_destroy(h);
     return api_failf(GPUC_ERR_OUT_OF_MEMORY, "%s: out of memory", plan->what);
   }
-  h->last = h->s->stream;
   *out = h;
   return GPUC_OK;
 }
 
 GPUC_API void gpuc_session_destroy(gpuc_session *s) {
   if (!s) return;
-  if (s->s && s->ran && cu.cuCtxSetCurrent(s->s->ctx) == CUDA_SUCCESS) cu.cuStreamSynchronize(s->last);
+  /* the last run's copies may still read or write the session's buffers
+   * (and its graph the pinned error record): wait for its event, not for
+   * its stream, which may be gone */
+  if (s->s && cu.cuCtxSetCurrent(s->s->ctx) == CUDA_SUCCESS && s->done) {
+    if (s->ran) cu.cuEventSynchronize(s->done);
+    cu.cuEventDestroy(s->done);
+  }
   plan_unwrap(&s->view);
   free(s->bind[0]);
   free(s->bind[1]);
+  pthread_mutex_lock(&session_lock);
   gpuc_session_free(s->s);
+  pthread_mutex_unlock(&session_lock);
   free(s);
 }
 
@@ -402,16 +430,20 @@ GPUC_API gpuc_status gpuc_session_unbind_all(gpuc_session *s) {
     }                                                                                    \
   } while (0)
 
-GPUC_API gpuc_status gpuc_session_run_async(gpuc_session *s, void *stream) {
-  if (!s) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_run_async: session is NULL");
-  const gpuc_plan *v = &s->view;
-  for (uint32_t k = 0; k < v->n[0]; k++)
-    if (!s->bind[0][k].bound)
-      return api_failf(GPUC_ERR_STATE, "%s: input '%s' is not bound (gpuc_session_bind_input)", v->what,
-                       gpuc_plan_str(v->p, v->p->tensors[v->io[0][k]].name));
+/* The session's graph captured, one session at a time (first run only). */
+static gpuc_status captured(gpuc_session *s) {
+  if (s->s->graph_ready) return GPUC_OK; /* a session is used by one thread at a time */
   GpucErr e = {0};
-  CUstream cs = (CUstream)stream;
-  RUN_TRY(cu.cuCtxSetCurrent(s->s->ctx));
+  pthread_mutex_lock(&session_lock);
+  int rc = gpuc_session_capture(s->s, &e);
+  pthread_mutex_unlock(&session_lock);
+  return rc ? api_fail(GPUC_ERR_CUDA, &e) : GPUC_OK;
+}
+
+/* Input copies, the graph, output copies on cs (the context current). */
+static gpuc_status enqueue_run(gpuc_session *s, CUstream cs) {
+  const gpuc_plan *v = &s->view;
+  GpucErr e = {0};
   for (uint32_t k = 0; k < v->n[0]; k++) {
     uint32_t t = v->io[0][k];
     uint64_t bytes = v->p->tensors[t].bytes;
@@ -420,9 +452,7 @@ GPUC_API gpuc_status gpuc_session_run_async(gpuc_session *s, void *stream) {
     if (b->mem == GPUC_MEMORY_HOST) RUN_TRY(cu.cuMemcpyHtoDAsync(s->s->tptr[t], b->ptr, bytes, cs));
     else RUN_TRY(cu.cuMemcpyDtoDAsync(s->s->tptr[t], (CUdeviceptr)(uintptr_t)b->ptr, bytes, cs));
   }
-  s->last = cs;
-  s->ran = true;
-  if (gpuc_session_launch_on(s->s, stream, &e)) return api_fail(GPUC_ERR_CUDA, &e);
+  if (gpuc_session_launch_on(s->s, (void *)cs, &e)) return api_fail(GPUC_ERR_CUDA, &e);
   for (uint32_t k = 0; k < v->n[1]; k++) {
     uint32_t t = v->io[1][k];
     uint64_t bytes = v->p->tensors[t].bytes;
@@ -433,6 +463,32 @@ GPUC_API gpuc_status gpuc_session_run_async(gpuc_session *s, void *stream) {
     else RUN_TRY(cu.cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)b->ptr, s->s->tptr[t], bytes, cs));
   }
   return GPUC_OK;
+}
+
+GPUC_API gpuc_status gpuc_session_run_async(gpuc_session *s, void *stream) {
+  if (!s) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_run_async: session is NULL");
+  const gpuc_plan *v = &s->view;
+  for (uint32_t k = 0; k < v->n[0]; k++)
+    if (!s->bind[0][k].bound)
+      return api_failf(GPUC_ERR_STATE, "%s: input '%s' is not bound (gpuc_session_bind_input)", v->what,
+                       gpuc_plan_str(v->p, v->p->tensors[v->io[0][k]].name));
+  GpucErr e = {0};
+  CUstream cs = (CUstream)stream;
+  RUN_TRY(cu.cuCtxSetCurrent(s->s->ctx));
+  /* after the last run, whatever stream it was on: its output copies read
+   * the buffers this run's input copies write (free on the same stream) */
+  if (s->ran) RUN_TRY(cu.cuStreamWaitEvent(cs, s->done, 0));
+  gpuc_status st = captured(s);
+  if (st) return st; /* nothing enqueued yet */
+  st = enqueue_run(s, cs);
+  /* also after a failure part way: what was enqueued is waited for */
+  CUresult r = cu.cuEventRecord(s->done, cs);
+  if (r == CUDA_SUCCESS) s->ran = true;
+  else if (!st) {
+    gpuc_cu_fail(&e, r, "cuEventRecord", __FILE__, __LINE__);
+    return api_fail(GPUC_ERR_CUDA, &e);
+  }
+  return st;
 }
 
 GPUC_API gpuc_status gpuc_session_run(gpuc_session *s) {
@@ -461,7 +517,7 @@ GPUC_API gpuc_status gpuc_session_fetch_output(gpuc_session *s, const char *name
     return api_failf(GPUC_ERR_STATE, "%s: output '%s': the session has not run yet", s->view.what, name);
   GpucErr e = {0};
   RUN_TRY(cu.cuCtxSetCurrent(s->s->ctx));
-  RUN_TRY(cu.cuStreamSynchronize(s->last));
+  RUN_TRY(cu.cuEventSynchronize(s->done));
   if (gpuc_session_check(s->s, &e)) return api_fail(GPUC_ERR_BAD_INPUT, &e); /* bad data a kernel found */
   if (bytes) RUN_TRY(cu.cuMemcpyDtoH(data, s->s->tptr[t], bytes));
   return GPUC_OK;
@@ -498,9 +554,15 @@ GPUC_API gpuc_status gpuc_session_benchmark(gpuc_session *s, int warmup, int ite
                      "and %d", iters, warmup);
   GpucErr e = {0};
   GpucBench b;
-  if (gpuc_session_bench(s->s, warmup, iters, &b, NULL, &e)) return api_fail(GPUC_ERR_CUDA, &e);
-  s->last = s->s->stream;
-  s->ran = true;
+  RUN_TRY(cu.cuCtxSetCurrent(s->s->ctx));
+  if (s->ran) RUN_TRY(cu.cuStreamWaitEvent(s->s->stream, s->done, 0)); /* a run_async's on another stream */
+  gpuc_status cst = captured(s);
+  if (cst) return cst;
+  /* the session's own graph at its compiled shape (a bucket plan's
+   * largest, as run_async runs it), on what its buffers hold */
+  int rc = gpuc_session_bench_graph(s->s, warmup, iters, &b, NULL, &e);
+  if (cu.cuEventRecord(s->done, s->s->stream) == CUDA_SUCCESS) s->ran = true;
+  if (rc) return api_fail(GPUC_ERR_CUDA, &e);
   if (median_ms) *median_ms = b.median_ms;
   if (p90_ms) *p90_ms = b.p90_ms;
   return GPUC_OK;

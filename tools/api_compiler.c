@@ -108,11 +108,13 @@ static gpuc_status compile(const char *path, const void *bytes, size_t size, con
     GpucErr ge = {0};
     char cachebuf[4096];
     GpucTuneStats ts;
+    api_session_lock(); /* its session is set up like the API's: one at a time */
     if (gpuc_gpu_sm(&ge) >= 0 && autotune_plan_in_memory(&p, what, default_tune_cache(cachebuf, sizeof cachebuf),
                                                          &ts, &e)) {
       gpuc_err_prefix(&e, "-O3 autotuning");
       st = GPUC_ERR_CUDA;
     }
+    api_session_unlock();
   }
   pthread_mutex_unlock(&compiler_lock);
   request_free(&q);

@@ -34,8 +34,9 @@
  *     bench, destroy); the caller serializes calls on one session. Calls may
  *     come from different threads one after another.
  *   - Different sessions may be used concurrently from different threads,
- *     also sessions of the same plan (their setup in gpuc_session_new is
- *     serialized inside the library; runs are not). They share the device's primary
+ *     also sessions of the same plan (gpuc_session_new, a session's first
+ *     run, which captures its CUDA graph, and gpuc_session_destroy are
+ *     serialized inside the library; other runs are not). They share the device's primary
  *     context (cuDevicePrimaryCtxRetain), so they share memory and streams
  *     with each other and with a CUDA runtime (PyTorch) in the process.
  *   - A session's calls make its device's primary context current on the
@@ -44,9 +45,12 @@
  * Streams. gpuc_session_run_async enqueues everything (input copies, the
  * graph launch, output copies) on the caller's stream and returns; the
  * caller orders other work and waits with its stream or events. The
- * session holds one set of intermediate buffers: two runs of one session
- * must not overlap, so enqueue them on one stream, or make the second
- * stream wait for the first. */
+ * session holds one set of intermediate buffers, so each run also waits
+ * (on the device, cuStreamWaitEvent) for the session's previous run,
+ * whatever stream that was on, and records an event of the session's
+ * after its last copy: fetch_output, benchmark and destroy wait for that
+ * event, never for the caller's stream, which the caller may destroy
+ * once the run is enqueued. */
 #ifndef GPUC_RUNTIME_H
 #define GPUC_RUNTIME_H
 #include <stddef.h>
@@ -229,7 +233,7 @@ GPUC_API gpuc_status gpuc_session_run(gpuc_session *s);
 
 /* Copy output `name` of the last run into host memory data of size bytes
  * (== the output's bytes, else GPUC_ERR_MISMATCH). Waits for the last
- * run's stream first. */
+ * run first (its event, not its stream). */
 GPUC_API gpuc_status gpuc_session_fetch_output(gpuc_session *s, const char *name, void *data, size_t size);
 /* Bad data the kernels found in the runs since the last check (an index
  * or label out of range: the message names the node, the value and the

@@ -618,7 +618,10 @@ static int ensure_graph(GpucSession *s, GpucErr *e) {
   int rc = issue(s, e, NULL);
   if (!rc) rc = gpuc_fault_enqueue(s, e); /* the device error record's copy: the graph's last node */
   CUresult r = cu.cuStreamEndCapture(s->stream, &g);
-  if (rc) return -1;
+  if (rc) {
+    if (r == CUDA_SUCCESS) cu.cuGraphDestroy(g);
+    return -1;
+  }
   if (r != CUDA_SUCCESS) return gpuc_cu_fail(e, r, "cuStreamEndCapture", __FILE__, __LINE__);
   r = cu.cuGraphInstantiate(&s->graph, g, 0);
   cu.cuGraphDestroy(g);
@@ -641,6 +644,11 @@ int gpuc_session_launch(GpucSession *s, GpucErr *e) {
   if (ensure_graph(s, e)) return -1;
   CU_TRY(e, cu.cuGraphLaunch(s->graph, s->stream));
   return 0;
+}
+
+int gpuc_session_capture(GpucSession *s, GpucErr *e) {
+  CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
+  return ensure_graph(s, e);
 }
 
 int gpuc_session_launch_on(GpucSession *s, void *stream, GpucErr *e) {
@@ -702,6 +710,10 @@ int gpuc_session_bench(GpucSession *s, int warmup, int iters, GpucBench *b, doub
                        GpucErr *e) {
   uint64_t arena = gpuc_bucket_arena_bytes(s->plan); /* a bucket plan's: the largest bucket's, shared */
   if (s->bk && gpuc_buckets_prepare(s, &s, e)) return -1; /* the bucket of the inputs' shape */
+  return gpuc_session_bench_graph(s, warmup, iters, b, prof_ms, e);
+}
+
+int gpuc_session_bench_graph(GpucSession *s, int warmup, int iters, GpucBench *b, double *prof_ms, GpucErr *e) {
   CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
   if (ensure_graph(s, e)) return -1;
   CUevent t0, t1;
@@ -719,7 +731,12 @@ int gpuc_session_bench(GpucSession *s, int warmup, int iters, GpucBench *b, doub
     CU_TRY(e, cu.cuEventElapsedTime(&f, t0, t1));
     ms[i] = f;
   }
-  if (gpuc_fault_check(s, e)) { free(ms); return -1; } /* the runs are complete: t1 was the last */
+  if (gpuc_fault_check(s, e)) { /* the runs are complete: t1 was the last */
+    free(ms);
+    cu.cuEventDestroy(t0);
+    cu.cuEventDestroy(t1);
+    return -1;
+  }
   qsort(ms, (size_t)iters, sizeof *ms, cmp_d);
   b->median_ms = ms[iters / 2];
   b->p90_ms = ms[(int)(iters * 0.9) < iters ? (int)(iters * 0.9) : iters - 1];

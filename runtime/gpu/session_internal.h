@@ -66,6 +66,15 @@ void gpuc_fault_free(GpucSession *s);
 /* -1 with "needs N bytes (parts), the GPU has F free of T" when `bytes`
  * more device memory do not fit in what is free now (device_memory.c). */
 int gpuc_session_fits(GpucSession *s, const char *what, uint64_t bytes, const char *parts, GpucErr *e);
+/* Capture and instantiate s's CUDA graph now if it is not yet (what the
+ * first launch does; the public API calls it under its session lock:
+ * the first cuBLASLt/cuDNN/cuSPARSELt calls load kernels and touch shared
+ * handles, and two threads capturing at once would race there). */
+int gpuc_session_capture(GpucSession *s, GpucErr *e);
+/* gpuc_session_bench on s's own graph as its buffers hold the inputs (a
+ * bucket plan's container: its largest bucket; no staged inputs needed):
+ * the public API's gpuc_session_benchmark. */
+int gpuc_session_bench_graph(GpucSession *s, int warmup, int iters, GpucBench *b, double *prof_ms, GpucErr *e);
 /* Every tensor's device address and size (GPUC_DEBUG_TENSORS=1 at session creation). */
 void gpuc_session_print_tensors(const GpucSession *s, FILE *f);
 

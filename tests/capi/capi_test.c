@@ -92,6 +92,32 @@ static void *other_thread(void *arg) {
   return arg;
 }
 
+/* Threads on one plan at once, as capi_check's sessions on a GPU: the
+ * plan's copy that gpuc_session_new makes (its bytes) and the session
+ * itself (without a GPU: a CUDA status, a message of the thread's own). */
+typedef struct Sharer {
+  const gpuc_plan *plan;
+  const void *bytes;             /* the plan's bytes, from the main thread */
+  size_t size;
+  int ok;
+} Sharer;
+static void *share_plan(void *arg) {
+  Sharer *w = arg;
+  w->ok = 1;
+  for (int k = 0; k < 20; k++) {
+    void *b = NULL;
+    size_t n = 0;
+    w->ok &= gpuc_plan_save_bytes(w->plan, &b, &n) == GPUC_OK && n == w->size && !memcmp(b, w->bytes, n);
+    gpuc_free(b);
+    if (gpuc_device_count() == 0) {
+      gpuc_session *s = (gpuc_session *)1;
+      w->ok &= gpuc_session_new(w->plan, 0, &s) == GPUC_ERR_CUDA && s == NULL && strstr(gpuc_last_error(), "CUDA");
+      gpuc_session_destroy(s);
+    }
+  }
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   if (argc != 4) { fprintf(stderr, "usage: capi_test GPUC MODELS WORK\n"); return 2; }
   const char *gpuc = argv[1], *models = argv[2], *work = argv[3];
@@ -345,6 +371,22 @@ int main(int argc, char **argv) {
         "other thread's message");
   CHECK(strstr(gpuc_last_error(), "main-thread") != NULL, "main thread's message kept: %s", gpuc_last_error());
   CHECK(!strcmp(gpuc_status_name(GPUC_ERR_MISMATCH), "GPUC_ERR_MISMATCH"), "status name");
+  { /* four threads on one plan */
+    void *pb = NULL;
+    size_t pn = 0;
+    CHECK(gpuc_plan_save_bytes(p, &pb, &pn) == GPUC_OK, "plan bytes for the threads");
+    Sharer sw[4];
+    pthread_t st4[4];
+    int made = 0;
+    for (int k = 0; k < 4; k++) {
+      sw[k] = (Sharer){.plan = p, .bytes = pb, .size = pn};
+      made += pthread_create(&st4[k], NULL, share_plan, &sw[k]) == 0;
+    }
+    int all = made == 4;
+    for (int k = 0; k < made; k++) all &= pthread_join(st4[k], NULL) == 0 && sw[k].ok;
+    CHECK(all, "4 threads: the plan's bytes and gpuc_session_new on one plan at once");
+    gpuc_free(pb);
+  }
 
   gpuc_free(bytes);
   free(pa);

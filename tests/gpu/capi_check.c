@@ -21,8 +21,11 @@
  * Prints PASS/FAIL lines, then "N passed, M failed" and a TIME line. */
 #include <gpuc/gpuc_compiler.h>
 #include <cuda.h>
+#include <execinfo.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +46,27 @@ static int passed, failed;
     CUresult r_ = (call);                                                                     \
     if (r_ != CUDA_SUCCESS) { printf("FAIL %s = %d at line %d\n", #call, (int)r_, __LINE__); exit(1); } \
   } while (0)
+
+/* A crash prints where it happened (built with exported symbols;
+ * capi_check.sh prefers gdb's backtrace where gdb exists), then dies of
+ * the same signal. Only async-signal-safe calls, and backtrace() was
+ * called once at start so its unwinder is loaded. */
+static void on_crash(int sig) {
+  static const char msg[] = "FAIL crashed (signal); backtrace:\n";
+  if (write(2, msg, sizeof msg - 1) < 0) {}
+  void *frames[64];
+  int n = backtrace(frames, 64);
+  backtrace_symbols_fd(frames, n, 2);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+static void catch_crashes(void) {
+  void *warm[1];
+  backtrace(warm, 1);
+  int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+  for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) signal(sigs[i], on_crash);
+}
 
 static double now_us(void) {
   struct timespec t;
@@ -152,12 +176,16 @@ static void *worker(void *arg) {
     double e = device_run(s, w->m, st, "thread");
     if (!(e <= w->err)) w->err = e;
   }
+  /* the stream goes first on purpose: the session must not touch the
+   * stream of its last run after the caller destroyed it */
   CU(cuStreamDestroy(st));
   gpuc_session_destroy(s);
   return NULL;
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0); /* to a log file too: every line out before a crash */
+  if (!getenv("CAPI_CHECK_NO_HANDLER")) catch_crashes(); /* capi_check.sh sets it under gdb */
   if (argc < 3) { fprintf(stderr, "usage: capi_check MODEL.onnx OUT_DIR [--fp16] [--iters N] [NAME=DIMS]...\n"); return 2; }
   const char *model = argv[1], *outdir = argv[2];
   const char *shapes[16];
@@ -265,6 +293,21 @@ int main(int argc, char **argv) {
           !memcmp(f, hout[i], m.out[i].nbytes), "fetch_output %s equals the bound copy", m.out[i].name);
     free(f);
   }
+  { /* a run on a stream the program destroys at once (legal: its work
+     * completes): fetch_output waits for the run, never the dead stream */
+    CUstream tmp;
+    CU(cuStreamCreate(&tmp, CU_STREAM_NON_BLOCKING));
+    gpuc_status r = gpuc_session_run_async(s, (void *)tmp);
+    CU(cuStreamDestroy(tmp));
+    CHECK(r == GPUC_OK, "run_async on a stream destroyed right after");
+    for (size_t i = 0; i < m.nout; i++) {
+      void *f = malloc(m.out[i].nbytes + 1);
+      gpuc_status fr = gpuc_session_fetch_output(s, m.out[i].name, f, m.out[i].nbytes);
+      e = fr ? INFINITY : rel_l2(f, m.out[i].data, m.out[i].dtype, m.out[i].nbytes / gpuc_dtype_itemsize(m.out[i].dtype));
+      CHECK(fr == GPUC_OK && e <= m.tol, "fetch_output %s after its stream was destroyed: rel L2 %.3g", m.out[i].name, e);
+      free(f);
+    }
+  }
   /* error paths of a live session */
   const gpuc_tensor *x = &m.in[0];
   CHECK(gpuc_session_bind_input(s, "no such input", x->data, GPUC_MEMORY_HOST, x->dtype, x->ndim, x->dims) ==
@@ -352,7 +395,7 @@ int main(int argc, char **argv) {
   free(call);
   free(enq);
   free(bare);
-  CU(cuStreamDestroy(ust));
+  CU(cuStreamDestroy(ust)); /* before the session, as the worker does */
   gpuc_session_destroy(s);
   for (size_t i = 0; i < m.nin; i++) free(m.in[i].data);
   gpuc_tensors_free(ref, nref);

@@ -9,6 +9,10 @@
 # `gpuc bench` and examples/deploy on the same plan.
 #   tests/gpu/capi_check.sh [BUILD_DIR]      (OUT=DIR for the logs; default /tmp/capi_check)
 # Prints PASS/FAIL lines and one TIME line per model; exit 1 on any FAIL.
+# capi_check runs under `gdb -batch` where gdb exists (a crash's backtrace
+# lands in its log and here), else with its own SIGSEGV handler's
+# backtrace. deploy_example is looked for in BUILD_DIR and BUILD_DIR/..;
+# without it that step says SKIP.
 set -u
 build=${1:-build}
 OUT=${OUT:-/tmp/capi_check}
@@ -17,23 +21,59 @@ export LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 chk=$build/tests/capi_check
 models=$build/models
 fails=0
+deploy=
+for d in "$build/deploy_example" "$build/../deploy_example"; do [ -x "$d" ] && { deploy=$d; break; }; done
+gdb=$(command -v gdb || true)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/GPU: /'
 check() { # NAME MODEL [capi_check flags...]
   local name=$1 model=$2
   shift 2
   local dir=$OUT/$name
   mkdir -p "$dir"
-  "$chk" "$model" "$dir" "$@" >"$dir/capi_check.log" 2>&1
-  local rc=$?
+  local rc
+  if [ -n "$gdb" ]; then
+    # the program's exit status through gdb's $_exitcode, 139 for a crash; symbols read
+    # only on a crash and only of libgpuc and libc (cuDNN's would take long at every start)
+    cat >"$dir/gdb.cmd" <<'EOF'
+set pagination off
+set confirm off
+set print thread-events off
+set auto-solib-add off
+run
+if $_isvoid($_exitcode)
+  sharedlibrary libgpuc
+  sharedlibrary libc\.
+  echo FAIL crashed under gdb; backtrace:\n
+  bt 30
+  thread apply all bt 12
+  kill
+  quit 139
+end
+quit $_exitcode
+EOF
+    CAPI_CHECK_NO_HANDLER=1 "$gdb" -q -batch -x "$dir/gdb.cmd" --args "$chk" "$model" "$dir" "$@" \
+      >"$dir/capi_check.log" 2>&1 </dev/null
+    rc=$?
+  else
+    "$chk" "$model" "$dir" "$@" >"$dir/capi_check.log" 2>&1
+    rc=$?
+  fi
   grep -E "^(FAIL|TIME)|passed," "$dir/capi_check.log" | sed "s/^/  $name: /"
+  if [ $rc -ge 128 ] || grep -q -E "^FAIL crashed" "$dir/capi_check.log"; then
+    echo "  $name: crashed; backtrace:"
+    grep -E -B3 -A40 "^FAIL crashed" "$dir/capi_check.log" | head -60 | sed "s/^/    /"
+  fi
   if [ $rc = 0 ]; then echo "PASS capi_check $name"
   else echo "FAIL capi_check $name (exit $rc; $dir/capi_check.log)"; fails=$((fails + 1)); fi
   if [ -f "$dir/capi_check.gpuc" ]; then
     "$build/gpuc" bench "$dir/capi_check.gpuc" --iters 1000 >"$dir/bench.log" 2>&1 &&
       echo "  $name: gpuc bench: $(grep -m1 -i 'median' "$dir/bench.log")" ||
       { echo "FAIL gpuc bench $name"; fails=$((fails + 1)); }
-    "$build/deploy_example" "$dir/capi_check.gpuc" >"$dir/deploy.log" 2>&1 && echo "PASS deploy_example $name" ||
-      { echo "FAIL deploy_example $name ($dir/deploy.log)"; fails=$((fails + 1)); }
+    if [ -z "$deploy" ]; then echo "SKIP deploy_example $name (not in $build or $build/..)"
+    else
+      "$deploy" "$dir/capi_check.gpuc" >"$dir/deploy.log" 2>&1 && echo "PASS deploy_example $name" ||
+        { echo "FAIL deploy_example $name ($dir/deploy.log)"; fails=$((fails + 1)); }
+    fi
   fi
 }
 check mlp_b8 "$models/mlp.onnx" image=8x784
