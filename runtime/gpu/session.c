@@ -709,8 +709,11 @@ static int cmp_d(const void *a, const void *b) {
 int gpuc_session_bench(GpucSession *s, int warmup, int iters, GpucBench *b, double *prof_ms,
                        GpucErr *e) {
   uint64_t arena = gpuc_bucket_arena_bytes(s->plan); /* a bucket plan's: the largest bucket's, shared */
+  uint64_t weights = s->plan->weights_size;
   if (s->bk && gpuc_buckets_prepare(s, &s, e)) return -1; /* the bucket of the inputs' shape */
-  return gpuc_session_bench_graph(s, warmup, iters, b, prof_ms, e);
+  if (gpuc_session_bench_graph(s, warmup, iters, b, prof_ms, e)) return -1;
+  b->peak_device_bytes = arena + s->workspace_bytes + weights; /* the shared arena and weights */
+  return 0;
 }
 
 int gpuc_session_bench_graph(GpucSession *s, int warmup, int iters, GpucBench *b, double *prof_ms, GpucErr *e) {
@@ -742,7 +745,7 @@ int gpuc_session_bench_graph(GpucSession *s, int warmup, int iters, GpucBench *b
   b->p90_ms = ms[(int)(iters * 0.9) < iters ? (int)(iters * 0.9) : iters - 1];
   b->min_ms = ms[0];
   free(ms);
-  b->peak_device_bytes = arena + s->workspace_bytes + s->plan->weights_size;
+  b->peak_device_bytes = gpuc_bucket_arena_bytes(s->plan) + s->workspace_bytes + s->plan->weights_size;
   size_t free_b = 0, total_b = 0;
   b->gpu_used_bytes = cu.cuMemGetInfo(&free_b, &total_b) == CUDA_SUCCESS ? total_b - free_b : 0;
   if (prof_ms) { /* per-step times: eager issue with an event before each step */
