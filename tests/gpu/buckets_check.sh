@@ -17,7 +17,7 @@
 #            5x16, 1x128; ResNet-50 batch 3 and 1) run by `gpuc run PLAN` on
 #            fresh random inputs (BERT's attention mask ends in zeros),
 #            against `gpuc run MODEL.onnx --cpu --fp16` on the same inputs:
-#            rel L2 <= 1e-2 (fp16), the output's shape the actual one, no NaN
+#            rel L2 <= 1e-2 (fp16; 3e-2 for ResNet-50), the output's shape the actual one, no NaN
 #   refused  a shape outside the compiled range names the range
 #   -O3      mlp.onnx (bundled) tuned per bucket, then run at batch 5 vs the CPU
 # Writes $OUT/buckets_check.log, $OUT/buckets.md (the table for
@@ -230,8 +230,13 @@ for name in which:
             shapes.append("%s %s" % (f[:-4], "x".join(map(str, g.shape))))
             r = rel(g, c) if g.shape == c.shape else float("nan")
             worst = r if (r != r or r > worst) else worst
-        verdict(worst <= 1e-2, "%s correct %-7s (padded into its bucket, sliced back: %s) GPU vs CPU --fp16 rel L2 "
-                "%.3g (bound 1e-2)" % (name, label, ", ".join(shapes), worst))
+        # fp16 bound: 1e-2, 3e-2 for ResNet-50, whose 53 fp16 convolutions
+        # differ from the CPU's by 1.1e-2 even unpadded (batch 1, its own
+        # bucket, on the H200) and PyTorch's own fp16 output differs from
+        # fp32 by 2.9e-2 (docs/ZOO.md)
+        bound = 3e-2 if name == "resnet50" else 1e-2
+        verdict(worst <= bound, "%s correct %-7s (padded into its bucket, sliced back: %s) GPU vs CPU --fp16 rel L2 "
+                "%.3g (bound %g)" % (name, label, ", ".join(shapes), worst, bound))
     # 6. outside the range
     rc, text, _ = run([gpuc, "run", plan] + sp["outside"])
     verdict(rc == 1 and sp["outside_msg"] in text, "%s refuses %s: %s" % (name, sp["outside"][1], text[-200:]))
