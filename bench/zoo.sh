@@ -4,12 +4,7 @@
 # Uses the carried build-gpu/gpuc (GPUC=... to change), cuDNN from PyTorch's
 # wheel, and writes zoo.jsonl, zoo.md and zoo.log to $OUT.
 set -u
-OUT=${OUT:-/tmp/gpuc_out}
-mkdir -p "$OUT"
-PY=${PYTHON:-python3}
-cudnn=$($PY -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
-[ -n "$cudnn" ] && export LD_LIBRARY_PATH="$cudnn:${LD_LIBRARY_PATH:-}"
-export PYTHONUNBUFFERED=1
+. "$(dirname "$0")/../tests/gpu/gpu_env.sh"
 export GPUC_TUNE_CACHE=${GPUC_TUNE_CACHE:-/tmp/gpuc_zoo_tune.txt}   # -O3's measurements
 GPUC=${GPUC:-$PWD/build-gpu/gpuc}
 (nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; "$GPUC" --version) 2>&1 | tee "$OUT/zoo.log"

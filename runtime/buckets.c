@@ -4,13 +4,8 @@
 #include <string.h>
 
 static const PlanTensor *io_tensor(const Plan *p, const char *name, bool output) {
-  for (uint32_t i = 0; i < p->ntensors; i++) {
-    int r = p->tensors[i].role;
-    bool io = output ? (r == PLAN_ROLE_OUTPUT || r == PLAN_ROLE_INPUT_OUTPUT)
-                     : (r == PLAN_ROLE_INPUT || r == PLAN_ROLE_INPUT_OUTPUT);
-    if (io && !strcmp(gpuc_plan_str(p, p->tensors[i].name), name)) return &p->tensors[i];
-  }
-  return NULL;
+  int i = gpuc_plan_io_index(p, name, output);
+  return i < 0 ? NULL : &p->tensors[i];
 }
 
 /* The axis input/output `name`'s dim d follows, or -1. */

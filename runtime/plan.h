@@ -353,6 +353,8 @@ void gpuc_plan_free(Plan *p);
 /* Bucket i's plan (p itself for a one-shape plan or the last bucket). */
 const Plan *gpuc_plan_bucket(const Plan *p, uint32_t i);
 const char *gpuc_plan_str(const Plan *p, uint32_t off); /* validated on read */
+/* The index of the input (output = false) or output named `name`, -1 if none. */
+int gpuc_plan_io_index(const Plan *p, const char *name, bool output);
 uint64_t gpuc_fnv1a64(const void *data, size_t n, uint64_t h);
 #define GPUC_FNV_INIT 1469598103934665603ull
 /* gpuc inspect PLAN */

@@ -698,7 +698,7 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
 }
 
 /* The plan's input (output) tensor named `name`, or -1. */
-static int io_tensor(const Plan *p, const char *name, bool output) {
+int gpuc_plan_io_index(const Plan *p, const char *name, bool output) {
   for (uint32_t i = 0; i < p->ntensors; i++) {
     int r = p->tensors[i].role;
     bool io = output ? (r == PLAN_ROLE_OUTPUT || r == PLAN_ROLE_INPUT_OUTPUT)
@@ -765,7 +765,7 @@ static int check_buckets(Plan *p, const char *path, GpucErr *e) {
                       : (ct->role == PLAN_ROLE_INPUT || ct->role == PLAN_ROLE_INPUT_OUTPUT);
         if (!io) continue;
         const char *name = gpuc_plan_str(p, ct->name);
-        int bi = io_tensor(b, name, out);
+        int bi = gpuc_plan_io_index(b, name, out);
         if (bi < 0 || b->tensors[bi].dt != ct->dt || b->tensors[bi].rank != ct->rank)
           return gpuc_err_set(e, "%s: corrupt plan: bucket %u: %s '%s' differs", path, i, out ? "output" : "input", name);
         for (int d = 0; d < ct->rank; d++) {
@@ -783,8 +783,8 @@ static int check_buckets(Plan *p, const char *path, GpucErr *e) {
     }
   }
   for (uint32_t k = 0; k < p->ndimuse; k++) /* every dim use names an input or output */
-    if (io_tensor(p, gpuc_plan_str(p, p->dimuse[k].name), p->dimuse[k].is_output) < 0 ||
-        p->dimuse[k].dim >= p->tensors[io_tensor(p, gpuc_plan_str(p, p->dimuse[k].name), p->dimuse[k].is_output)].rank)
+    if (gpuc_plan_io_index(p, gpuc_plan_str(p, p->dimuse[k].name), p->dimuse[k].is_output) < 0 ||
+        p->dimuse[k].dim >= p->tensors[gpuc_plan_io_index(p, gpuc_plan_str(p, p->dimuse[k].name), p->dimuse[k].is_output)].rank)
       return gpuc_err_set(e, "%s: corrupt plan: dim use %u names no input/output dim", path, k);
   return 0;
 }

@@ -294,13 +294,8 @@ static void bucket_label(const Axes *a, uint32_t b, char *out, size_t n) {
 /* ---- outputs: which dims follow an axis ---- */
 
 static const PlanTensor *io_of(const Plan *p, const char *name, bool output) {
-  for (uint32_t i = 0; i < p->ntensors; i++) {
-    int r = p->tensors[i].role;
-    bool io = output ? (r == PLAN_ROLE_OUTPUT || r == PLAN_ROLE_INPUT_OUTPUT)
-                     : (r == PLAN_ROLE_INPUT || r == PLAN_ROLE_INPUT_OUTPUT);
-    if (io && !strcmp(gpuc_plan_str(p, p->tensors[i].name), name)) return &p->tensors[i];
-  }
-  return NULL;
+  int i = gpuc_plan_io_index(p, name, output);
+  return i < 0 ? NULL : &p->tensors[i];
 }
 
 /* An output dim follows axis A when it equals A's size in every bucket and

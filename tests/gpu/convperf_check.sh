@@ -11,12 +11,7 @@
 # usage (repository root): GPUC=build-gpu/gpuc tests/gpu/convperf_check.sh [MODELS]
 # (CONVPERF_OPTS=-O2 skips the -O3 plans; CONVPERF_BATCH=8 another batch)
 set -u
-OUT=${OUT:-/tmp/gpuc_out}
-mkdir -p "$OUT"
-PY=${PYTHON:-python3}
-cudnn=$($PY -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
-[ -n "$cudnn" ] && export LD_LIBRARY_PATH="$cudnn:${LD_LIBRARY_PATH:-}"
-export PYTHONUNBUFFERED=1
+. "$(dirname "$0")/gpu_env.sh"
 GPUC=${GPUC:-$PWD/build-gpu/gpuc}
 models=${1:-convnext_tiny,mobilenet_v3_large,efficientnet_b0}
 (nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; $GPUC --version) 2>&1 | tee "$OUT/convperf_log.txt"

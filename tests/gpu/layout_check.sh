@@ -14,12 +14,7 @@
 #  mostly torch.compile; under tests/gpu/compression_round.sh give it
 #  LAYOUT_S=900)
 set -u
-OUT=${OUT:-/tmp/gpuc_out}
-mkdir -p "$OUT"
-PY=${PYTHON:-python3}
-cudnn=$($PY -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
-[ -n "$cudnn" ] && export LD_LIBRARY_PATH="$cudnn:${LD_LIBRARY_PATH:-}"
-export PYTHONUNBUFFERED=1
+. "$(dirname "$0")/gpu_env.sh"
 GPUC=${GPUC:-$PWD/build-gpu/gpuc}
 models=${1:-${LAYOUT_MODELS:-convnext_tiny,mobilenet_v3_large,efficientnet_b0,coatnet,maxvit}}
 (nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; $GPUC --version) 2>&1 | tee "$OUT/layout_log.txt"

@@ -14,12 +14,7 @@
 # seconds, default 380, bounds the zoo run).
 # usage: GPUC=build-gpu/gpuc tests/gpu/xformer_check.sh [MODELS (comma list)]
 set -u
-OUT=${OUT:-/tmp/gpuc_out}
-mkdir -p "$OUT"
-PY=${PYTHON:-python3}
-cudnn=$($PY -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
-[ -n "$cudnn" ] && export LD_LIBRARY_PATH="$cudnn:${LD_LIBRARY_PATH:-}"
-export PYTHONUNBUFFERED=1
+. "$(dirname "$0")/gpu_env.sh"
 GPUC=${GPUC:-$PWD/build-gpu/gpuc}
 models=${1:-bert_base,gpt2,vit_b_16}
 log="$OUT/xformer_log.txt"
