@@ -113,6 +113,8 @@ int gpuc_plan_buckets_build(SharedWeights *w, Plan **plans, uint32_t n, const Bu
     plans[i]->weights_size = w->size;
     plans[i]->weights_borrowed = true;
   }
+  /* a plan read back from its file holds empty tables of its own */
+  free(c->axes); free(c->buckets); free(c->dimuse); free(c->bucket_plans);
   c->naxes = spec->naxes;
   c->nbuckets = n;
   c->ndimuse = spec->nuses;
@@ -122,7 +124,7 @@ int gpuc_plan_buckets_build(SharedWeights *w, Plan **plans, uint32_t n, const Bu
   c->bucket_plans = calloc(n, sizeof *c->bucket_plans);
   if (!c->axes || !c->buckets || !c->dimuse || !c->bucket_plans) { gpuc_err_set(e, "out of memory"); goto fail; }
   for (uint32_t i = 0; i < n; i++) c->bucket_plans[i] = plans[i];
-  plans = NULL; /* owned by c from here */
+  plans = NULL; /* owned by c from here (the array stays the caller's) */
   for (uint32_t a = 0; a < spec->naxes; a++) {
     c->axes[a] = spec->axes[a];
     if (add_string(c, spec->axis_name[a], &c->axes[a].name, e)) goto fail;
@@ -142,9 +144,7 @@ fail:
     for (uint32_t i = 0; i < n; i++) {
       if (plans[i] != c) gpuc_plan_free(plans[i]);
     }
-    gpuc_plan_free(c);
-  } else if (c) {
-    gpuc_plan_free(c);
   }
+  gpuc_plan_free(c);
   return rc;
 }

@@ -528,7 +528,8 @@ int compile_buckets(const CompileRequest *base, const ShapeRange *sr, int nsr, c
   a->spec.uses = a->uses;
   uint64_t added = w.added_bytes, dedup = w.deduped_bytes;
   int brc = gpuc_plan_buckets_build(&w, plans, nb, &a->spec, &c, e);
-  plans = NULL; /* owned by the build */
+  free(plans); /* the array; its plans are the build's, also on failure */
+  plans = NULL;
   if (brc) goto done;
   if (gpuc_plan_write(c, base->out, e)) goto done;
   struct stat fst;
