@@ -8,17 +8,7 @@ set -u
 GPUC=$1; MODELS=$2; ZOO=$3; WORK=$4
 rm -rf "$WORK"; mkdir -p "$WORK"
 export GPUC_JOBS=2
-pass=0; fail=0
-check() { # check NAME EXPECTED_RC CMD... ; output in $WORK/out, $WORK/err
-  local name=$1 want=$2; shift 2
-  "$@" >"$WORK/out" 2>"$WORK/err"; local rc=$?
-  if [ "$rc" = "$want" ]; then pass=$((pass+1)); echo "ok   $name";
-  else fail=$((fail+1)); echo "FAIL $name: exit $rc, expected $want"; sed 's/^/     /' "$WORK/err" | head -5; fi
-}
-expect_grep() { # expect_grep NAME FILE PATTERN
-  if grep -q -- "$3" "$2"; then pass=$((pass+1)); echo "ok   $1";
-  else fail=$((fail+1)); echo "FAIL $1: '$3' not in $2"; head -8 "$2" | sed 's/^/     /'; fi
-}
+. "$(dirname "$0")/check_lib.sh"
 
 # the default: a symbolic batch with no --shape compiles at 1, with a note
 check "compile without --shape" 0 "$GPUC" "$MODELS/mlp.onnx" --arch sm_90 -o "$WORK/mlp_default.gpuc"

@@ -4,17 +4,7 @@
 set -u
 GPUC=$1; MODELS=$2; WORK=$3
 rm -rf "$WORK"; mkdir -p "$WORK"
-pass=0; fail=0
-check() { # check NAME EXPECTED_RC CMD... ; output in $WORK/out
-  local name=$1 want=$2; shift 2
-  "$@" >"$WORK/out" 2>"$WORK/err"; local rc=$?
-  if [ "$rc" = "$want" ]; then pass=$((pass+1)); echo "ok   $name";
-  else fail=$((fail+1)); echo "FAIL $name: exit $rc, expected $want"; sed 's/^/     /' "$WORK/err" | head -5; fi
-}
-expect_grep() { # expect_grep NAME FILE PATTERN
-  if grep -q -- "$3" "$2"; then pass=$((pass+1)); echo "ok   $1";
-  else fail=$((fail+1)); echo "FAIL $1: '$3' not in $2"; head -5 "$2" | sed 's/^/     /'; fi
-}
+. "$(dirname "$0")/check_lib.sh"
 
 check "no command is a usage error" 2 "$GPUC"
 check "unknown command" 2 "$GPUC" frobnicate
