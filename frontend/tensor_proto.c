@@ -70,9 +70,11 @@ int gpuc_read_file(const char *path, int64_t max_bytes, uint8_t **buf, size_t *l
 }
 
 /* Resolve external data `location` inside the model folder and read
- * [offset, offset+length) of it into dst (exactly `bytes` bytes). */
+ * [offset, offset+length) of it (exactly `bytes` bytes) into out's data,
+ * allocated only once the file is known to hold them: a few bytes of
+ * hostile model must not buy a large allocation. */
 static int read_external(const Onnx__TensorProto *tp, const char *model_dir, const char *what,
-                         void *dst, size_t bytes, GpucErr *e) {
+                         Tensor *out, size_t bytes, GpucErr *e) {
   const char *loc = NULL;
   int64_t offset = 0, length = -1;
   for (size_t i = 0; i < tp->n_external_data; i++) {
@@ -121,10 +123,17 @@ static int read_external(const Onnx__TensorProto *tp, const char *model_dir, con
     return gpuc_err_set(e, "%s: external data '%s' offset %lld + %zu bytes is past its end (%lld bytes)",
                         what, loc, (long long)offset, bytes, (long long)st.st_size);
   }
+  if (gpuc_tensor_alloc(out, e)) { close(fd); return gpuc_err_prefix(e, what); }
+  char *dst = out->data;
   size_t got = 0;
   while (got < bytes) {
-    ssize_t r = pread(fd, (char *)dst + got, bytes - got, offset + (off_t)got);
-    if (r <= 0) { close(fd); return gpuc_err_set(e, "%s: read error in external data", what); }
+    ssize_t r = pread(fd, dst + got, bytes - got, offset + (off_t)got);
+    if (r <= 0) {
+      close(fd);
+      free(out->data);
+      out->data = NULL;
+      return gpuc_err_set(e, "%s: read error in external data", what);
+    }
     got += (size_t)r;
   }
   close(fd);
@@ -161,59 +170,53 @@ int gpuc_tensor_from_proto(const Onnx__TensorProto *tp, const char *model_dir,
   char shp[160];
   gpuc_shape_str(out, shp, sizeof shp);
   size_t es = gpuc_dtype_size(dt);
-  if (gpuc_tensor_alloc(out, e)) return gpuc_err_prefix(e, what);
+  if (numel > GPUC_MAX_TENSOR_BYTES / (int64_t)es) /* refused with its size, nothing allocated */
+    return gpuc_tensor_alloc(out, e) ? gpuc_err_prefix(e, what) : 0;
   size_t bytes = (size_t)numel * es;
-  int rc = 0;
-  if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-    rc = read_external(tp, model_dir, what, out->data, bytes, e);
-  } else if (tp->has_raw_data) {
-    if (tp->raw_data.len != bytes)
-      rc = gpuc_err_set(e, "%s: raw_data has %zu bytes, but dims %s of %s need %zu", what,
+  if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+    return read_external(tp, model_dir, what, out, bytes, e);
+  /* Inline data: its size must match the dims before anything is allocated. */
+  size_t typed = 0;
+  switch (dt) {
+  case GPUC_DT_F32: typed = tp->n_float_data; break;
+  case GPUC_DT_F64: typed = tp->n_double_data; break;
+  case GPUC_DT_I64: typed = tp->n_int64_data; break;
+  case GPUC_DT_U32: case GPUC_DT_U64: typed = tp->n_uint64_data; break;
+  default: typed = tp->n_int32_data; break; /* half types' bit patterns, I32 and narrower, BOOL */
+  }
+  if (tp->has_raw_data && tp->raw_data.len != bytes)
+    return gpuc_err_set(e, "%s: raw_data has %zu bytes, but dims %s of %s need %zu", what,
                         tp->raw_data.len, shp, gpuc_dtype_name(dt), bytes);
-    else if (bytes) memcpy(out->data, tp->raw_data.data, bytes);
-    if (!rc && dt == GPUC_DT_BOOL) /* normalize bools to 0/1 */
+  if (!tp->has_raw_data && numel > 0 && typed != (size_t)numel) {
+    size_t have = tp->n_float_data + tp->n_double_data + tp->n_int64_data + tp->n_uint64_data +
+                  tp->n_int32_data;
+    if (have == 0) return gpuc_err_set(e, "%s: has no data for its %lld elements", what, (long long)numel);
+    return gpuc_err_set(e, "%s: has %zu values in its typed data field, but dims %s need %lld", what,
+                        have, shp, (long long)numel);
+  }
+  if (gpuc_tensor_alloc(out, e)) return gpuc_err_prefix(e, what);
+  if (tp->has_raw_data) {
+    if (bytes) memcpy(out->data, tp->raw_data.data, bytes);
+    if (dt == GPUC_DT_BOOL) /* normalize bools to 0/1 */
       for (size_t i = 0; i < bytes; i++) ((uint8_t *)out->data)[i] = ((uint8_t *)out->data)[i] != 0;
-  } else if (numel == 0) {
-    rc = 0;
-  } else {
+  } else if (numel > 0) {
     switch (dt) {
-    case GPUC_DT_F32:
-      if (tp->n_float_data != (size_t)numel) goto count;
-      memcpy(out->data, tp->float_data, bytes);
-      break;
-    case GPUC_DT_F64:
-      if (tp->n_double_data != (size_t)numel) goto count;
-      memcpy(out->data, tp->double_data, bytes);
-      break;
-    case GPUC_DT_I64:
-      if (tp->n_int64_data != (size_t)numel) goto count;
-      memcpy(out->data, tp->int64_data, bytes);
-      break;
+    case GPUC_DT_F32: memcpy(out->data, tp->float_data, bytes); break;
+    case GPUC_DT_F64: memcpy(out->data, tp->double_data, bytes); break;
+    case GPUC_DT_I64: memcpy(out->data, tp->int64_data, bytes); break;
     case GPUC_DT_U32: case GPUC_DT_U64:
-      if (tp->n_uint64_data != (size_t)numel) goto count;
       for (int64_t i = 0; i < numel; i++) gpuc_set_i64(out, i, (int64_t)tp->uint64_data[i]);
       break;
     case GPUC_DT_F16: case GPUC_DT_BF16:
       /* half types are stored as their bit patterns in int32_data */
-      if (tp->n_int32_data != (size_t)numel) goto count;
       for (int64_t i = 0; i < numel; i++) ((uint16_t *)out->data)[i] = (uint16_t)tp->int32_data[i];
       break;
     default: /* I32, I16, I8, U16, U8, BOOL */
-      if (tp->n_int32_data != (size_t)numel) goto count;
       for (int64_t i = 0; i < numel; i++) gpuc_set_i64(out, i, tp->int32_data[i]);
       break;
     }
   }
-  if (rc) { free(out->data); out->data = NULL; }
-  return rc;
-count:;
-  size_t have = tp->n_float_data + tp->n_double_data + tp->n_int64_data + tp->n_uint64_data +
-                tp->n_int32_data;
-  free(out->data);
-  out->data = NULL;
-  if (have == 0) return gpuc_err_set(e, "%s: has no data for its %lld elements", what, (long long)numel);
-  return gpuc_err_set(e, "%s: has %zu values in its typed data field, but dims %s need %lld", what,
-                      have, shp, (long long)numel);
+  return 0;
 }
 
 Tensor *gpuc_onnx_load_tensor_pb(const char *path, char **name_out, GpucErr *e) {
