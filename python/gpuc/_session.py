@@ -4,8 +4,11 @@ run(feeds) takes numpy arrays (copied from host memory, outputs copied
 back: a synchronous run) or CUDA torch tensors on the session's device
 (bound by address as device buffers, outputs allocated by torch on that
 device and bound likewise, the run enqueued on
-torch.cuda.current_stream(): nothing passes through the host and nothing
-waits). CPU torch tensors go the host way and come back as CPU tensors."""
+torch.cuda.current_stream(): the plan's CUDA graph reads and writes the
+tensors in place where the zero-copy rules allow, else copies device to
+device; nothing passes through the host and nothing waits). CPU torch
+tensors go the host way and come back as CPU tensors. stats() says what
+was copied and captured."""
 import ctypes
 import sys
 
@@ -213,6 +216,20 @@ class Session:
                                           t.dim(), dims))
         raise Error("input '%s': %s %s, the plan wants %s %s" % (s.name, name, tuple(t.shape), s.dtype, s.shape),
                     "GPUC_ERR_MISMATCH")
+
+    # ---- what moved -----------------------------------------------------------
+    def stats(self):
+        """What this session's runs copied and captured since it was made or
+        reset_stats() (gpuc_session_get_stats): runs, bytes_host_to_device,
+        bytes_device_to_host, bytes_device_to_device, copies,
+        in_place_bindings, graph_captures, graph_updates, graph_cache_hits."""
+        st = _lib.SessionStats()
+        check(lib.gpuc_session_get_stats(self._handle(), ctypes.byref(st), ctypes.sizeof(st)))
+        return {name: getattr(st, name) for name, _ in _lib.SessionStats._fields_}
+
+    def reset_stats(self):
+        """Zero the counters stats() reports."""
+        check(lib.gpuc_session_reset_stats(self._handle()))
 
     # ---- timing -------------------------------------------------------------
     def bench(self, iters=100, warmup=10):
