@@ -361,11 +361,17 @@ GPUC_API gpuc_status gpuc_session_new(const gpuc_plan *plan, int device, gpuc_se
   pthread_mutex_lock(&session_lock);
   h->s = gpuc_session_create_plan(copy, plan->what, device, &e); /* owns copy from here, also on failure */
   CUresult r = h->s ? cu.cuEventCreate(&h->done, CU_EVENT_DISABLE_TIMING) : CUDA_SUCCESS; /* its context is current */
+  /* the arena zeroed: an input slot holds zeros until a run copies an input
+   * there (one bound in place never is), which gpuc_session_benchmark reads */
+  uint64_t arena = h->s ? gpuc_bucket_arena_bytes(h->s->plan) : 0;
+  if (arena && r == CUDA_SUCCESS) r = cu.cuMemsetD8Async(h->s->arena, 0, arena, h->s->stream);
+  if (h->s && r == CUDA_SUCCESS) r = cu.cuStreamSynchronize(h->s->stream);
   pthread_mutex_unlock(&session_lock);
   if (!h->s) { free(h); return api_fail(GPUC_ERR_CUDA, &e); }
   if (r != CUDA_SUCCESS) {
+    if (h->done) cu.cuEventDestroy(h->done);
     h->done = NULL;
-    gpuc_cu_fail(&e, r, "cuEventCreate", __FILE__, __LINE__);
+    gpuc_cu_fail(&e, r, "cuEventCreate/cuMemsetD8Async", __FILE__, __LINE__);
     gpuc_session_destroy(h);
     return api_fail(GPUC_ERR_CUDA, &e);
   }

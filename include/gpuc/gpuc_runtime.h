@@ -294,8 +294,10 @@ GPUC_API gpuc_status gpuc_session_buffer(gpuc_session *s, gpuc_io io, const char
 /* Time whole-plan replays with CUDA events on the session's stream:
  * `warmup` untimed runs, then `iters` (1..100000) timed ones; the median
  * and 90th percentile in milliseconds (either pointer may be NULL). The
- * inputs are whatever the session's buffers hold; bindings are not copied
- * (the graph alone is timed, like `gpuc bench`). */
+ * inputs are whatever the session's buffers hold (zeros until a run copies
+ * an input there; one bound in place is not); bindings are not copied
+ * (the graph alone is timed at the session's own addresses, like `gpuc
+ * bench`). */
 GPUC_API gpuc_status gpuc_session_benchmark(gpuc_session *s, int warmup, int iters, double *median_ms,
                                             double *p90_ms);
 /* The session's device name and compute capability (either may be NULL). */
