@@ -15,6 +15,11 @@
  *   gpuc_session_bind_input(s, "input", x, GPUC_MEMORY_HOST, GPUC_DTYPE_F32, 4, dims);
  *   gpuc_session_run(s);                                       // waits
  *   gpuc_session_fetch_output(s, "logits", y, sizeof y);       // to host
+ *   // or device buffers (cudaMalloc'ed), read and written in place by the
+ *   // graph on the caller's stream (zero-copy, see gpuc_session_bind_input):
+ *   gpuc_session_bind_input(s, "input", d_x, GPUC_MEMORY_DEVICE, GPUC_DTYPE_F32, 4, dims);
+ *   gpuc_session_bind_output(s, "logits", d_y, GPUC_MEMORY_DEVICE, GPUC_DTYPE_F32, 2, ydims);
+ *   gpuc_session_run_async(s, stream);                         // returns at once
  *   gpuc_session_destroy(s); gpuc_plan_destroy(p);
  *
  * Errors. Every call that can fail returns a gpuc_status; on anything but

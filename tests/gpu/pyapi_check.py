@@ -226,6 +226,20 @@ def check_torch_zero_copy():
     results["torch_zero_copy"]["alternating_stats"] = alt
     assert ok, "alternating inputs: an output differs from the host-bound run"
     assert alt["graph_captures"] <= 4, alt
+    # an input view 64 bytes into its storage (not 256-aligned): copied, still right
+    flat = torch.empty(xa.numel() + 16, dtype=xa.dtype, device=dev)
+    view = flat[16:].view(xa.shape)
+    view.copy_(xa)
+    sess.reset_stats()
+    y = sess.run({inp.name: view})[out.name]
+    torch.cuda.synchronize()
+    mis = sess.stats()
+    log("  an input 64 bytes off 256-byte alignment: %s" % mis)
+    results["torch_zero_copy"]["misaligned_stats"] = mis
+    assert torch.equal(y.cpu(), torch.from_numpy(want_a)), "a misaligned input gave other bits"
+    nx, ny = xa.numel() * xa.element_size(), y.numel() * y.element_size()
+    # the input copied; the output in place, or copied too if torch gave it a block it never had
+    assert mis["bytes_device_to_device"] in (nx, nx + ny) and copied(mis) == mis["bytes_device_to_device"], mis
     # the profiler: steady-state runs issue no memcpy at all
     for _ in range(4):
         y = sess.run({inp.name: xa})[out.name]
