@@ -294,6 +294,7 @@ struct gpuc_session {
   CUdeviceptr *out_at;           /* [noutputs] where the last run left each output (fetch_output) */
   GraphSlot slots[GRAPH_SLOTS];
   uint64_t tick;
+  bool copy_all;                 /* GPUC_ZERO_COPY=0 when the session was made: every binding copied */
   gpuc_session_stats stats;
 };
 
@@ -312,6 +313,8 @@ static int in_place_setup(gpuc_session *h, GpucErr *e) {
   for (int k = 0; k < GRAPH_SLOTS; k++)
     if (!(h->slots[k].key = calloc(ng + 1, sizeof(uint64_t)))) return -1;
   for (uint32_t k = 0; k < v->n[1]; k++) h->out_at[k] = h->s->tptr[v->io[1][k]];
+  const char *env = getenv("GPUC_ZERO_COPY"); /* a diagnostic: 0 copies every device binding, as API 1 did */
+  h->copy_all = env && !strcmp(env, "0");
   return 0;
 }
 
@@ -567,7 +570,7 @@ static gpuc_status enqueue_run(gpuc_session *s, CUstream cs) {
   uint32_t nin = v->n[0], nio = s->zc.nio;
   for (uint32_t i = 0; i < nio; i++) {
     const Binding *b = i < nin ? &s->bind[0][i] : &s->bind[1][i - nin];
-    s->ptr[i] = b->bound && b->mem == GPUC_MEMORY_DEVICE ? (uint64_t)(uintptr_t)b->ptr : 0;
+    s->ptr[i] = b->bound && b->mem == GPUC_MEMORY_DEVICE && !s->copy_all ? (uint64_t)(uintptr_t)b->ptr : 0;
   }
   GpucZcRange own[3] = {{g->arena, g->arena + gpuc_bucket_arena_bytes(g->plan)},
                         {g->weights, g->weights + g->plan->weights_size},

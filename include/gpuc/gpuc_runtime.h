@@ -251,7 +251,9 @@ GPUC_API const gpuc_plan *gpuc_session_plan_of(const gpuc_session *s);
  * the caller's buffer only (the session's own buffer of that output keeps
  * an older value; fetch_output reads the caller's buffer, which must then
  * still be valid). The plan never writes an input's bytes, in place or
- * not. Bucket plans run at their largest shape under the same rules. */
+ * not. Bucket plans run at their largest shape under the same rules.
+ * GPUC_ZERO_COPY=0 in the environment when a session is made copies every
+ * device binding (a diagnostic, to compare). */
 GPUC_API gpuc_status gpuc_session_bind_input(gpuc_session *s, const char *name, const void *data, gpuc_memory mem,
                                              gpuc_dtype dtype, int ndim, const int64_t *dims);
 /* Bind a buffer to output `name`: each run leaves the output there (device:

@@ -35,8 +35,10 @@
   overhead_resnet50    `gpuc bench` of the bundled ResNet-50 b1 --fp16 plan
                        against Session.run with CUDA tensors, back to back on
                        torch's stream (CUDA events over 2000 calls): the
-                       per-call difference must be <= 10 us; host time per
-                       call and synchronous latency reported
+                       per-call difference must be <= 10 us, and the timed
+                       loop copies no byte; host time per call, synchronous
+                       latency and the same loop with copies
+                       (GPUC_ZERO_COPY=0) reported
 
 usage: pyapi_check.py GPUC_CLI MODELS_DIR WORK_DIR   (PYTHONPATH=python, GPUC_LIB=build/libgpuc.so)
 Prints PASS/FAIL lines and a summary; writes WORK_DIR/pyapi_check.json.
@@ -428,15 +430,36 @@ def check_overhead_resnet50():
         stream.synchronize()
         lat.append(time.perf_counter() - t0)
     sync_ms = float(np.median(lat)) * 1e3
+    # the same loop with every device binding copied (API 1's way), to compare
+    os.environ["GPUC_ZERO_COPY"] = "0"
+    try:
+        sess_copy = gpuc.Session(plan_path)
+    finally:
+        del os.environ["GPUC_ZERO_COPY"]
+    for _ in range(50):
+        sess_copy.run(feeds)
+    torch.cuda.synchronize()
+    start.record(stream)
+    for _ in range(iters):
+        sess_copy.run(feeds)
+    end.record(stream)
+    end.synchronize()
+    copy_ms = start.elapsed_time(end) / iters
+    copy_stats = sess_copy.stats()
+    sess_copy.close()
     overhead_us = (per_call_ms - cli_ms) * 1e3
     results["overhead_resnet50"] = {"gpuc_bench_median_ms": cli_ms, "session_bench_median_ms": py_bench["median_ms"],
                                     "run_back_to_back_ms": per_call_ms, "overhead_us": overhead_us,
                                     "host_us_per_call": host_us, "sync_latency_ms": sync_ms,
-                                    "timed_loop_stats": timed}
+                                    "timed_loop_stats": timed, "with_copies_back_to_back_ms": copy_ms,
+                                    "with_copies_stats": copy_stats}
     log("  ResNet-50 b1 fp16: gpuc bench median %.4f ms, Session.bench %.4f ms, Session.run back to back %.4f ms "
         "a call (+%.1f us), host time %.1f us a call, synchronous run %.4f ms"
         % (cli_ms, py_bench["median_ms"], per_call_ms, overhead_us, host_us, sync_ms))
     log("  the timed loop's stats: %s" % timed)
+    log("  the same loop with the bindings copied (GPUC_ZERO_COPY=0): %.4f ms a call (%+.1f us over in place); %s"
+        % (copy_ms, (copy_ms - per_call_ms) * 1e3, copy_stats))
+    assert copy_stats["bytes_device_to_device"] > 0 and copy_stats["in_place_bindings"] == 0, copy_stats
     assert copied(timed) == 0, "the timed runs copied %d bytes" % copied(timed)
     assert overhead_us <= 10.0, "Session.run costs %.1f us a call over gpuc bench (limit 10)" % overhead_us
 
