@@ -55,6 +55,7 @@ class Session:
         self._outs = [_Slot(t) for t in plan.outputs]
         self._by_name = {s.name: i for i, s in enumerate(self._ins)}
         self._bound = [None] * len(self._ins)     # device address each input is bound to
+        self._obound = [None] * len(self._outs)   # and each output
         self._torch_ready = False                  # (self._async: a run may still go on a torch stream)
 
     @property
@@ -147,6 +148,7 @@ class Session:
         finally:
             # the bindings pointed into arrays of this call only
             self._bound = [None] * len(self._ins)
+            self._obound = [None] * len(self._outs)
             lib.gpuc_session_unbind_all(h)
         if as_torch:
             return {k: torch.from_numpy(v) for k, v in outs.items()}
@@ -191,10 +193,13 @@ class Session:
                 check(lib.gpuc_session_bind_input(h, s.name_b, p, _lib.MEMORY_DEVICE, s.code, s.ndim, s.dims))
                 bound[i] = p
         outs = []
-        for s in self._outs:
+        obound = self._obound
+        for i, s in enumerate(self._outs):
             y = self._empty(s.tshape, dtype=s.tdtype, device=dev)
-            check(lib.gpuc_session_bind_output(h, s.name_b, y.data_ptr(), _lib.MEMORY_DEVICE, s.code, s.ndim,
-                                               s.dims))
+            p = y.data_ptr()
+            if p != obound[i]:      # torch's allocator often hands back the same block
+                check(lib.gpuc_session_bind_output(h, s.name_b, p, _lib.MEMORY_DEVICE, s.code, s.ndim, s.dims))
+                obound[i] = p
             outs.append(y)
         check(lib.gpuc_session_run_async(h, self._stream_handle()))
         self._async = True
