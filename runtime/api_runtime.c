@@ -1,9 +1,13 @@
 /* The public runtime C API (include/gpuc/gpuc_runtime.h) over the plan
  * reader (plan_io.c) and the GPU session (gpu/session.c): opaque handles,
- * statuses with a per-thread message, bindings copied on the caller's
- * stream around the CUDA graph's launch. */
+ * statuses with a per-thread message, device bindings used in place where
+ * zero_copy.h allows (a CUDA graph per set of in-place addresses, the
+ * last few kept), the others copied on the caller's stream around the
+ * graph's launch. */
 #include "api_internal.h"
+#include "buckets.h"
 #include "session_internal.h"
+#include "zero_copy.h"
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -265,6 +269,15 @@ typedef struct Binding {
   bool bound;
 } Binding;
 
+/* A captured graph with some groups at callers' addresses (key: per
+ * group of zero_copy.h, the address or 0 for its arena slot). */
+enum { GRAPH_SLOTS = 4 };
+typedef struct GraphSlot {
+  uint64_t *key;                 /* [ngroups] */
+  CUgraphExec exec;              /* NULL: empty */
+  uint64_t used;                 /* tick of its last run, for LRU */
+} GraphSlot;
+
 struct gpuc_session {
   GpucSession *s;
   gpuc_plan view;                /* the session's plan, for queries (not owned) */
@@ -273,7 +286,50 @@ struct gpuc_session {
                                     destroy and the next run wait for it, never for the caller's stream
                                     (which the caller may have destroyed since) */
   bool ran;                      /* done has been recorded */
+  GpucZcPlan zc;                 /* which bindings may run in place; entries: inputs, then outputs */
+  uint64_t *ptr;                 /* [nio] a run's device-bound addresses (0: host or unbound) */
+  uint64_t *key;                 /* [ngroups] a run's in-place address per group (0: arena) */
+  uint8_t *in_place;             /* [nio] */
+  CUdeviceptr *table;            /* [ntensors] the addresses a capture uses */
+  CUdeviceptr *out_at;           /* [noutputs] where the last run left each output (fetch_output) */
+  GraphSlot slots[GRAPH_SLOTS];
+  uint64_t tick;
+  bool copy_all;                 /* GPUC_ZERO_COPY=0 when the session was made: every binding copied */
+  gpuc_session_stats stats;
 };
+
+/* The session's in-place machinery: the plan's rules, per-run scratch, the
+ * graph slots' keys, and where outputs are (their arena slots at first). */
+static int in_place_setup(gpuc_session *h, GpucErr *e) {
+  const gpuc_plan *v = &h->view;
+  if (gpuc_zc_analyze(v->p, v->io[0], v->n[0], v->io[1], v->n[1], &h->zc, e)) return -1;
+  uint32_t nio = h->zc.nio, ng = h->zc.ngroups;
+  h->ptr = calloc(nio + 1, sizeof *h->ptr);
+  h->key = calloc(ng + 1, sizeof *h->key);
+  h->in_place = calloc(nio + 1, 1);
+  h->table = calloc(v->p->ntensors + 1, sizeof *h->table);
+  h->out_at = calloc(v->n[1] + 1, sizeof *h->out_at);
+  if (!h->ptr || !h->key || !h->in_place || !h->table || !h->out_at) return -1;
+  for (int k = 0; k < GRAPH_SLOTS; k++)
+    if (!(h->slots[k].key = calloc(ng + 1, sizeof(uint64_t)))) return -1;
+  for (uint32_t k = 0; k < v->n[1]; k++) h->out_at[k] = h->s->tptr[v->io[1][k]];
+  const char *env = getenv("GPUC_ZERO_COPY"); /* a diagnostic: 0 copies every device binding, as API 1 did */
+  h->copy_all = env && !strcmp(env, "0");
+  return 0;
+}
+
+static void in_place_free(gpuc_session *h) {
+  for (int k = 0; k < GRAPH_SLOTS; k++) {
+    if (h->slots[k].exec) cu.cuGraphExecDestroy(h->slots[k].exec);
+    free(h->slots[k].key);
+  }
+  gpuc_zc_free(&h->zc);
+  free(h->ptr);
+  free(h->key);
+  free(h->in_place);
+  free(h->table);
+  free(h->out_at);
+}
 
 /* Session setup and teardown, one at a time: cuda_api.c's loaders,
  * sparse_gemm.c's cuSPARSELt handle and the libraries' handle creation
@@ -308,11 +364,17 @@ GPUC_API gpuc_status gpuc_session_new(const gpuc_plan *plan, int device, gpuc_se
   pthread_mutex_lock(&session_lock);
   h->s = gpuc_session_create_plan(copy, plan->what, device, &e); /* owns copy from here, also on failure */
   CUresult r = h->s ? cu.cuEventCreate(&h->done, CU_EVENT_DISABLE_TIMING) : CUDA_SUCCESS; /* its context is current */
+  /* the arena zeroed: an input slot holds zeros until a run copies an input
+   * there (one bound in place never is), which gpuc_session_benchmark reads */
+  uint64_t arena = h->s ? gpuc_bucket_arena_bytes(h->s->plan) : 0;
+  if (arena && r == CUDA_SUCCESS) r = cu.cuMemsetD8Async(h->s->arena, 0, arena, h->s->stream);
+  if (h->s && r == CUDA_SUCCESS) r = cu.cuStreamSynchronize(h->s->stream);
   pthread_mutex_unlock(&session_lock);
   if (!h->s) { free(h); return api_fail(GPUC_ERR_CUDA, &e); }
   if (r != CUDA_SUCCESS) {
+    if (h->done) cu.cuEventDestroy(h->done);
     h->done = NULL;
-    gpuc_cu_fail(&e, r, "cuEventCreate", __FILE__, __LINE__);
+    gpuc_cu_fail(&e, r, "cuEventCreate/cuMemsetD8Async", __FILE__, __LINE__);
     gpuc_session_destroy(h);
     return api_fail(GPUC_ERR_CUDA, &e);
   }
@@ -327,7 +389,7 @@ GPUC_API gpuc_status gpuc_session_new(const gpuc_plan *plan, int device, gpuc_se
   }
   h->bind[0] = calloc(h->view.n[0] + 1, sizeof(Binding));
   h->bind[1] = calloc(h->view.n[1] + 1, sizeof(Binding));
-  if (!h->bind[0] || !h->bind[1]) {
+  if (!h->bind[0] || !h->bind[1] || in_place_setup(h, &e)) {
     gpuc_session_destroy(h);
     return api_failf(GPUC_ERR_OUT_OF_MEMORY, "%s: out of memory", plan->what);
   }
@@ -344,6 +406,7 @@ GPUC_API void gpuc_session_destroy(gpuc_session *s) {
     if (s->ran) cu.cuEventSynchronize(s->done);
     cu.cuEventDestroy(s->done);
   }
+  in_place_free(s);
   plan_unwrap(&s->view);
   free(s->bind[0]);
   free(s->bind[1]);
@@ -437,31 +500,110 @@ static gpuc_status captured(gpuc_session *s) {
   pthread_mutex_lock(&session_lock);
   int rc = gpuc_session_capture(s->s, &e);
   pthread_mutex_unlock(&session_lock);
+  if (!rc) s->stats.graph_captures++;
   return rc ? api_fail(GPUC_ERR_CUDA, &e) : GPUC_OK;
 }
 
-/* Input copies, the graph, output copies on cs (the context current). */
+/* The graph for this run's key: the session's own (nothing in place), a
+ * slot's with the same key, or a capture into the least recently used
+ * slot (updating its graph in place where CUDA can). */
+static gpuc_status graph_for_key(gpuc_session *s, bool any, CUgraphExec *exec) {
+  if (!any) {
+    gpuc_status st = captured(s);
+    *exec = s->s->graph;
+    return st;
+  }
+  size_t kb = s->zc.ngroups * sizeof(uint64_t);
+  GraphSlot *victim = &s->slots[0];
+  for (int k = 0; k < GRAPH_SLOTS; k++) {
+    GraphSlot *g = &s->slots[k];
+    if (g->exec && !memcmp(g->key, s->key, kb)) {
+      g->used = ++s->tick;
+      s->stats.graph_cache_hits++;
+      *exec = g->exec;
+      return GPUC_OK;
+    }
+    if (!g->exec ? victim->exec != NULL : victim->exec && g->used < victim->used) victim = g;
+  }
+  const Plan *p = s->view.p;
+  memcpy(s->table, s->s->tptr, p->ntensors * sizeof *s->table);
+  for (uint32_t g = 0; g < s->zc.ngroups; g++)
+    if (s->key[g])
+      for (uint32_t m = s->zc.member_start[g]; m < s->zc.member_start[g + 1]; m++)
+        s->table[s->zc.members[m]] = (CUdeviceptr)s->key[g];
+  GpucErr e = {0};
+  bool updated = false;
+  pthread_mutex_lock(&session_lock); /* as the first capture: the libraries' shared state */
+  int rc = gpuc_session_capture_at(s->s, s->table, &victim->exec, &updated, &e);
+  pthread_mutex_unlock(&session_lock);
+  if (rc) { victim->used = 0; return api_fail(GPUC_ERR_CUDA, &e); }
+  memcpy(victim->key, s->key, kb);
+  victim->used = ++s->tick;
+  s->stats.graph_captures++;
+  s->stats.graph_updates += updated;
+  *exec = victim->exec;
+  return GPUC_OK;
+}
+
+/* A copy on cs, counted. */
+static gpuc_status copy(gpuc_session *s, int kind, uint64_t dst, uint64_t src, uint64_t bytes, CUstream cs) {
+  GpucErr e = {0};
+  if (kind == 0) {
+    RUN_TRY(cu.cuMemcpyHtoDAsync((CUdeviceptr)dst, (const void *)(uintptr_t)src, bytes, cs));
+    s->stats.bytes_host_to_device += bytes;
+  } else if (kind == 1) {
+    RUN_TRY(cu.cuMemcpyDtoHAsync((void *)(uintptr_t)dst, (CUdeviceptr)src, bytes, cs));
+    s->stats.bytes_device_to_host += bytes;
+  } else {
+    RUN_TRY(cu.cuMemcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src, bytes, cs));
+    s->stats.bytes_device_to_device += bytes;
+  }
+  s->stats.copies++;
+  return GPUC_OK;
+}
+
+/* Which device bindings run in place (zero_copy.h), their graph, the
+ * other bindings' copies around its launch, on cs (the context current). */
 static gpuc_status enqueue_run(gpuc_session *s, CUstream cs) {
   const gpuc_plan *v = &s->view;
+  const GpucSession *g = s->s;
+  uint32_t nin = v->n[0], nio = s->zc.nio;
+  for (uint32_t i = 0; i < nio; i++) {
+    const Binding *b = i < nin ? &s->bind[0][i] : &s->bind[1][i - nin];
+    s->ptr[i] = b->bound && b->mem == GPUC_MEMORY_DEVICE && !s->copy_all ? (uint64_t)(uintptr_t)b->ptr : 0;
+  }
+  GpucZcRange own[3] = {{g->arena, g->arena + gpuc_bucket_arena_bytes(g->plan)},
+                        {g->weights, g->weights + g->plan->weights_size},
+                        {g->workspace, g->workspace + g->workspace_bytes}};
+  uint32_t n_in_place = gpuc_zc_choose(&s->zc, s->ptr, own, 3, s->key, s->in_place);
+  CUgraphExec exec = NULL;
+  gpuc_status st = graph_for_key(s, n_in_place > 0, &exec);
+  if (st) return st; /* nothing enqueued yet */
   GpucErr e = {0};
-  for (uint32_t k = 0; k < v->n[0]; k++) {
-    uint32_t t = v->io[0][k];
-    uint64_t bytes = v->p->tensors[t].bytes;
+  for (uint32_t i = 0; i < nio; i++) { /* where entry i's tensor is in this run's graph */
+    uint64_t at = s->key[s->zc.group[i]];
+    s->ptr[i] = at ? at : g->tptr[s->zc.tensor[i]];
+  }
+  for (uint32_t k = 0; k < nin; k++) {
+    uint64_t bytes = s->zc.bytes[k], at = s->ptr[k];
     const Binding *b = &s->bind[0][k];
-    if (!bytes || (b->mem == GPUC_MEMORY_DEVICE && (CUdeviceptr)(uintptr_t)b->ptr == s->s->tptr[t])) continue;
-    if (b->mem == GPUC_MEMORY_HOST) RUN_TRY(cu.cuMemcpyHtoDAsync(s->s->tptr[t], b->ptr, bytes, cs));
-    else RUN_TRY(cu.cuMemcpyDtoDAsync(s->s->tptr[t], (CUdeviceptr)(uintptr_t)b->ptr, bytes, cs));
+    if (!bytes || s->in_place[k] || (b->mem == GPUC_MEMORY_DEVICE && (uint64_t)(uintptr_t)b->ptr == at)) continue;
+    st = copy(s, b->mem == GPUC_MEMORY_HOST ? 0 : 2, at, (uint64_t)(uintptr_t)b->ptr, bytes, cs);
+    if (st) return st;
   }
-  if (gpuc_session_launch_on(s->s, (void *)cs, &e)) return api_fail(GPUC_ERR_CUDA, &e);
+  RUN_TRY(cu.cuGraphLaunch(exec, cs));
   for (uint32_t k = 0; k < v->n[1]; k++) {
-    uint32_t t = v->io[1][k];
-    uint64_t bytes = v->p->tensors[t].bytes;
+    uint32_t i = nin + k;
+    uint64_t bytes = s->zc.bytes[i], at = s->ptr[i];
     const Binding *b = &s->bind[1][k];
-    if (!b->bound || !bytes || (b->mem == GPUC_MEMORY_DEVICE && (CUdeviceptr)(uintptr_t)b->ptr == s->s->tptr[t]))
-      continue; /* the session's own buffer (gpuc_session_buffer): nothing to copy */
-    if (b->mem == GPUC_MEMORY_HOST) RUN_TRY(cu.cuMemcpyDtoHAsync((void *)b->ptr, s->s->tptr[t], bytes, cs));
-    else RUN_TRY(cu.cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)b->ptr, s->s->tptr[t], bytes, cs));
+    s->out_at[k] = (CUdeviceptr)at;
+    if (!b->bound || !bytes || s->in_place[i] || (b->mem == GPUC_MEMORY_DEVICE && (uint64_t)(uintptr_t)b->ptr == at))
+      continue; /* in place, or the session's own buffer (gpuc_session_buffer): nothing to copy */
+    st = copy(s, b->mem == GPUC_MEMORY_HOST ? 1 : 2, (uint64_t)(uintptr_t)b->ptr, at, bytes, cs);
+    if (st) return st;
   }
+  s->stats.runs++;
+  s->stats.in_place_bindings += n_in_place;
   return GPUC_OK;
 }
 
@@ -478,9 +620,7 @@ GPUC_API gpuc_status gpuc_session_run_async(gpuc_session *s, void *stream) {
   /* after the last run, whatever stream it was on: its output copies read
    * the buffers this run's input copies write (free on the same stream) */
   if (s->ran) RUN_TRY(cu.cuStreamWaitEvent(cs, s->done, 0));
-  gpuc_status st = captured(s);
-  if (st) return st; /* nothing enqueued yet */
-  st = enqueue_run(s, cs);
+  gpuc_status st = enqueue_run(s, cs);
   /* also after a failure part way: what was enqueued is waited for */
   CUresult r = cu.cuEventRecord(s->done, cs);
   if (r == CUDA_SUCCESS) s->ran = true;
@@ -519,7 +659,10 @@ GPUC_API gpuc_status gpuc_session_fetch_output(gpuc_session *s, const char *name
   RUN_TRY(cu.cuCtxSetCurrent(s->s->ctx));
   RUN_TRY(cu.cuEventSynchronize(s->done));
   if (gpuc_session_check(s->s, &e)) return api_fail(GPUC_ERR_BAD_INPUT, &e); /* bad data a kernel found */
-  if (bytes) RUN_TRY(cu.cuMemcpyDtoH(data, s->s->tptr[t], bytes));
+  /* where the last run left it: its arena slot, or the caller's buffer it ran in */
+  if (bytes) RUN_TRY(cu.cuMemcpyDtoH(data, s->out_at[k], bytes));
+  s->stats.bytes_device_to_host += bytes;
+  s->stats.copies += bytes != 0;
   return GPUC_OK;
 }
 
@@ -576,4 +719,36 @@ GPUC_API gpuc_status gpuc_session_gpu(const gpuc_session *s, char *name, size_t 
   if (name && name_size) snprintf(name, name_size, "%s", buf);
   if (sm) *sm = v;
   return GPUC_OK;
+}
+
+GPUC_API gpuc_status gpuc_session_get_stats(const gpuc_session *s, gpuc_session_stats *stats, size_t size) {
+  if (!s || !stats)
+    return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_get_stats: %s is NULL", s ? "stats" : "session");
+  if (size < sizeof(uint64_t) || size % sizeof(uint64_t))
+    return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_get_stats: size %zu is not sizeof(gpuc_session_stats) "
+                     "of some API version", size);
+  memset(stats, 0, size); /* fields this library does not know stay 0 */
+  memcpy(stats, &s->stats, size < sizeof s->stats ? size : sizeof s->stats);
+  return GPUC_OK;
+}
+
+GPUC_API gpuc_status gpuc_session_reset_stats(gpuc_session *s) {
+  if (!s) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_reset_stats: session is NULL");
+  memset(&s->stats, 0, sizeof s->stats);
+  return GPUC_OK;
+}
+
+GPUC_API int gpuc_plan_in_place(const gpuc_plan *plan, gpuc_io io, size_t index, const char **why) {
+  if (why) *why = NULL;
+  if (!io_tensor(plan, io, index, "gpuc_plan_in_place")) return -1;
+  GpucZcPlan zp;
+  GpucErr e = {0};
+  if (gpuc_zc_analyze(plan->p, plan->io[0], plan->n[0], plan->io[1], plan->n[1], &zp, &e)) {
+    api_fail(GPUC_ERR_OUT_OF_MEMORY, &e);
+    return -1;
+  }
+  GpucZcWhy w = (GpucZcWhy)zp.why[(io == GPUC_OUTPUT ? plan->n[0] : 0) + index];
+  gpuc_zc_free(&zp);
+  if (why) *why = gpuc_zc_why_text(w);
+  return w == GPUC_ZC_OK;
 }

@@ -36,14 +36,10 @@ cd "$work"
 rc=0
 "$venv/bin/python" "$src/tests/python/test_api.py" "$cli" "$models" "$src" "$work/api" || rc=1
 
-# The README's quick start (its first ```python block), from the checkout's
-# root as a reader runs it; without a GPU it takes its CPU branch.
-"$venv/bin/python" - "$src/README.md" > "$work/quickstart.py" <<'PY'
-import re, sys
-text = open(sys.argv[1]).read()
-sec = text[text.index("## Python quick start"):]
-print(re.search(r"```python\n(.*?)```", sec, re.S).group(1))
-PY
+# The README's quick start (its first ```python block, as tests/readme_python.py
+# extracts it), from the checkout's root as a reader runs it; without a GPU
+# it takes its CPU branch. tests/gpu/python_quickstart.sh runs every block on a GPU.
+"$venv/bin/python" "$src/tests/readme_python.py" "$src/README.md" 0 > "$work/quickstart.py"
 if (cd "$src" && "$venv/bin/python" "$work/quickstart.py") > "$work/quickstart.log" 2>&1; then
   cat "$work/quickstart.log"; echo "PASS readme_quickstart"
 else

@@ -15,6 +15,11 @@
  *   gpuc_session_bind_input(s, "input", x, GPUC_MEMORY_HOST, GPUC_DTYPE_F32, 4, dims);
  *   gpuc_session_run(s);                                       // waits
  *   gpuc_session_fetch_output(s, "logits", y, sizeof y);       // to host
+ *   // or device buffers (cudaMalloc'ed), read and written in place by the
+ *   // graph on the caller's stream (zero-copy, see gpuc_session_bind_input):
+ *   gpuc_session_bind_input(s, "input", d_x, GPUC_MEMORY_DEVICE, GPUC_DTYPE_F32, 4, dims);
+ *   gpuc_session_bind_output(s, "logits", d_y, GPUC_MEMORY_DEVICE, GPUC_DTYPE_F32, 2, ydims);
+ *   gpuc_session_run_async(s, stream);                         // returns at once
  *   gpuc_session_destroy(s); gpuc_plan_destroy(p);
  *
  * Errors. Every call that can fail returns a gpuc_status; on anything but
@@ -34,9 +39,10 @@
  *     bench, destroy); the caller serializes calls on one session. Calls may
  *     come from different threads one after another.
  *   - Different sessions may be used concurrently from different threads,
- *     also sessions of the same plan (gpuc_session_new, a session's first
- *     run, which captures its CUDA graph, and gpuc_session_destroy are
- *     serialized inside the library; other runs are not). They share the device's primary
+ *     also sessions of the same plan (gpuc_session_new, graph captures (a
+ *     session's first run, a run with new in-place addresses) and
+ *     gpuc_session_destroy are serialized inside the library; other runs
+ *     are not). They share the device's primary
  *     context (cuDevicePrimaryCtxRetain), so they share memory and streams
  *     with each other and with a CUDA runtime (PyTorch) in the process.
  *   - A session's calls make its device's primary context current on the
@@ -50,7 +56,17 @@
  * whatever stream that was on, and records an event of the session's
  * after its last copy: fetch_output, benchmark and destroy wait for that
  * event, never for the caller's stream, which the caller may destroy
- * once the run is enqueued. */
+ * once the run is enqueued.
+ *
+ * Lifetime of bound buffers. Host and device buffers are read or written
+ * by the run's stream, after the call returns: they must stay valid, and
+ * be left alone by other streams and the host, until that work completes
+ * (device ones used in place are the graph's own memory for that time).
+ * A caching allocator that hands a freed block to work on another stream
+ * needs the usual care (torch: Tensor.record_stream). Graphs the session
+ * keeps for old addresses are never launched at those addresses again
+ * unless the same addresses are bound again, so freeing a buffer after
+ * its runs completed is safe. */
 #ifndef GPUC_RUNTIME_H
 #define GPUC_RUNTIME_H
 #include <stddef.h>
@@ -66,8 +82,11 @@ extern "C" {
 #define GPUC_API
 #endif
 
-/* The API this header declares; bumped when names are added. */
-#define GPUC_API_VERSION 1
+/* The API this header declares; bumped when names are added.
+ *   1: the first release
+ *   2: device bindings used in place (zero-copy), gpuc_plan_in_place,
+ *      gpuc_session_get_stats / gpuc_session_reset_stats */
+#define GPUC_API_VERSION 2
 /* The most dimensions a tensor has. */
 #define GPUC_MAX_DIMS 8
 
@@ -197,24 +216,51 @@ GPUC_API const gpuc_plan *gpuc_session_plan_of(const gpuc_session *s);
  * dtype, ndim and dims must equal the plan's (GPUC_ERR_MISMATCH names both).
  *   GPUC_MEMORY_HOST: each run copies from data to the device (on the run's
  *   stream; from pageable memory the copy is synchronous with the host).
- *   GPUC_MEMORY_DEVICE: data is a device address on the session's device.
- *   Each run enqueues one device-to-device copy from it into the plan's
- *   input buffer on the run's stream, then the graph. The copy is kept
- *   because the CUDA graph has every kernel's and every cuBLASLt/cuDNN
- *   call's addresses baked in at capture, and the plan may overwrite an
- *   input's bytes in place (arena reuse, in-place ops): reading the
- *   caller's buffer directly would need a re-capture per address and
- *   could write into it. The copy runs at device bandwidth (about 1 us
- *   for 600 KB on an H200) and never goes through the host. Binding the
- *   session's own buffer (gpuc_session_buffer) copies nothing.
- * The buffer must stay valid until the runs that read it have finished. */
+ *   GPUC_MEMORY_DEVICE: data is a device address on the session's device,
+ *   used in place (zero-copy, below) or else copied device to device into
+ *   the plan's own buffer on the run's stream before the graph. Never
+ *   through the host.
+ * The buffer must stay valid, and unchanged by anyone else, until the runs
+ * that read it have finished on their stream.
+ *
+ * Zero-copy. The CUDA graph has every address baked in at capture, so a
+ * run whose in-place device addresses (inputs and outputs) differ from
+ * those of the graphs the session holds captures a new graph for them
+ * (host time, about what the first run's capture takes; updated into an
+ * old graph's executable where CUDA allows). A session keeps the graphs of
+ * the last 4 such address sets, so a loop whose buffers repeat (PyTorch's
+ * caching allocator hands back the same blocks) replays without capturing.
+ * A device binding is used in place when:
+ *   - the plan allows it: gpuc_plan_in_place says so per input/output (not
+ *     for an output the compiler folded into the weights, nor a tensor
+ *     whose address a cuBLASLt/cuSPARSELt descriptor took at load: a GEMM
+ *     epilogue's bias row, FP8 scales, a 2:4 GEMM's operands);
+ *   - the address is 256-byte aligned (cudaMalloc's and PyTorch's
+ *     allocations at offset 0 are; the plan's library calls were chosen
+ *     for such addresses);
+ *   - it lies outside the session's own memory, and an output's buffer
+ *     overlaps no other in-place buffer (inputs may share one);
+ *   - no earlier input/output of the same tensor took it (a model input
+ *     that is also an output: the output is copied);
+ *   - it is the first device address bound to that input/output, or one
+ *     of the last 4 bound to it: a new address is copied in its first run
+ *     and used in place from its second, so buffers that change every run
+ *     cost copies, not a capture per run.
+ * Otherwise it is copied as described above. gpuc_session_get_stats
+ * counts what was copied and captured. A run leaves an in-place output in
+ * the caller's buffer only (the session's own buffer of that output keeps
+ * an older value; fetch_output reads the caller's buffer, which must then
+ * still be valid). The plan never writes an input's bytes, in place or
+ * not. Bucket plans run at their largest shape under the same rules.
+ * GPUC_ZERO_COPY=0 in the environment when a session is made copies every
+ * device binding (a diagnostic, to compare). */
 GPUC_API gpuc_status gpuc_session_bind_input(gpuc_session *s, const char *name, const void *data, gpuc_memory mem,
                                              gpuc_dtype dtype, int ndim, const int64_t *dims);
-/* Bind a buffer to output `name`: each run copies the output there after
- * the graph (device: a device-to-device copy on the run's stream; host: a
- * device-to-host copy, complete when the run's stream is). Unbound
- * outputs stay in the session's buffers: read them with
- * gpuc_session_fetch_output. */
+/* Bind a buffer to output `name`: each run leaves the output there (device:
+ * written by the graph in place (zero-copy, above), or copied device to
+ * device after the graph on the run's stream; host: a device-to-host copy,
+ * complete when the run's stream is). Unbound outputs stay in the
+ * session's buffers: read them with gpuc_session_fetch_output. */
 GPUC_API gpuc_status gpuc_session_bind_output(gpuc_session *s, const char *name, void *data, gpuc_memory mem,
                                               gpuc_dtype dtype, int ndim, const int64_t *dims);
 /* Forget every binding (runs then need inputs bound again). */
@@ -222,18 +268,20 @@ GPUC_API gpuc_status gpuc_session_unbind_all(gpuc_session *s);
 
 /* Enqueue one run on `stream` (a CUstream / cudaStream_t of the session's
  * device, passed as void *; NULL is the legacy default stream) and return
- * without waiting: bound inputs are copied in, the CUDA graph is launched
- * on that stream (cuGraphLaunch), bound outputs are copied out. Every input
- * must be bound (GPUC_ERR_STATE names the first that is not). The first
- * run of a session also captures and instantiates the graph (host time,
- * once). */
+ * without waiting: bound inputs not used in place are copied in, the CUDA
+ * graph is launched on that stream (cuGraphLaunch), bound outputs not
+ * written in place are copied out. Every input must be bound
+ * (GPUC_ERR_STATE names the first that is not). The first run of a
+ * session, and a run with a new set of in-place addresses, also captures
+ * and instantiates a graph (host time). */
 GPUC_API gpuc_status gpuc_session_run_async(gpuc_session *s, void *stream);
 /* The same on the session's own stream, then wait for it. */
 GPUC_API gpuc_status gpuc_session_run(gpuc_session *s);
 
 /* Copy output `name` of the last run into host memory data of size bytes
  * (== the output's bytes, else GPUC_ERR_MISMATCH). Waits for the last
- * run first (its event, not its stream). */
+ * run first (its event, not its stream). From the caller's buffer when the
+ * last run wrote that output in place. */
 GPUC_API gpuc_status gpuc_session_fetch_output(gpuc_session *s, const char *name, void *data, size_t size);
 /* Bad data the kernels found in the runs since the last check (an index
  * or label out of range: the message names the node, the value and the
@@ -245,19 +293,51 @@ GPUC_API gpuc_status gpuc_session_poll_errors(gpuc_session *s);
 /* The device address of the session's own buffer for input or output
  * `name` (valid for the session's life). A caller may write an input
  * there itself (ordered before the run) and bind that address (no copy
- * at run time), or read an output from it after the run; its bytes
- * change with every run. */
+ * at run time, no capture), or read an output from it after the run; its
+ * bytes change with every run that does not write that output into a
+ * caller's buffer in place. */
 GPUC_API gpuc_status gpuc_session_buffer(gpuc_session *s, gpuc_io io, const char *name, void **device_ptr);
 
 /* Time whole-plan replays with CUDA events on the session's stream:
  * `warmup` untimed runs, then `iters` (1..100000) timed ones; the median
  * and 90th percentile in milliseconds (either pointer may be NULL). The
- * inputs are whatever the session's buffers hold; bindings are not copied
- * (the graph alone is timed, like `gpuc bench`). */
+ * inputs are whatever the session's buffers hold (zeros until a run copies
+ * an input there; one bound in place is not); bindings are not copied
+ * (the graph alone is timed at the session's own addresses, like `gpuc
+ * bench`). */
 GPUC_API gpuc_status gpuc_session_benchmark(gpuc_session *s, int warmup, int iters, double *median_ms,
                                             double *p90_ms);
 /* The session's device name and compute capability (either may be NULL). */
 GPUC_API gpuc_status gpuc_session_gpu(const gpuc_session *s, char *name, size_t name_size, int *sm);
+
+/* ---- zero-copy and what moved (API 2) ----------------------------------- */
+/* Whether a device buffer bound to input/output `index` of plan can be used
+ * in place (the plan's part of the rules at gpuc_session_bind_input; the
+ * run's part depends on the address): 1 yes, 0 no, -1 for a bad plan, io
+ * or index (gpuc_last_error says). *why (may be NULL) gets a static line
+ * saying why not ("used in place" when it can). Needs no GPU. */
+GPUC_API int gpuc_plan_in_place(const gpuc_plan *plan, gpuc_io io, size_t index, const char **why);
+
+/* What a session's runs moved and captured since it was made or reset.
+ * Bytes count the library's own copies for bindings (every run's) and
+ * fetch_output; weights uploaded at gpuc_session_new are not counted, nor
+ * the device error record (a few bytes the graph copies to pinned host
+ * memory at its end, in plans whose kernels check their data: Gather
+ * indices, labels). Fields are only ever appended: pass sizeof of this
+ * header's struct; a library knowing fewer fields zeroes the rest. */
+typedef struct gpuc_session_stats {
+  uint64_t runs;                 /* runs enqueued (run, run_async) */
+  uint64_t bytes_host_to_device; /* host-bound inputs */
+  uint64_t bytes_device_to_host; /* host-bound outputs and fetch_output */
+  uint64_t bytes_device_to_device; /* device bindings that were copied, not used in place */
+  uint64_t copies;               /* the copies behind the three byte counts */
+  uint64_t in_place_bindings;    /* device bindings used in place, summed over runs */
+  uint64_t graph_captures;       /* the schedule captured: the first graph, and one per new in-place address set */
+  uint64_t graph_updates;        /* of those, applied to a kept graph with cuGraphExecUpdate */
+  uint64_t graph_cache_hits;     /* runs with in-place bindings whose graph was kept */
+} gpuc_session_stats;
+GPUC_API gpuc_status gpuc_session_get_stats(const gpuc_session *s, gpuc_session_stats *stats, size_t size);
+GPUC_API gpuc_status gpuc_session_reset_stats(gpuc_session *s);
 
 #ifdef __cplusplus
 }

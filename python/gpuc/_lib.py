@@ -76,6 +76,13 @@ class CompileOptions(ctypes.Structure):
     ]
 
 
+class SessionStats(ctypes.Structure):
+    """gpuc_session_stats (API 2): what a session's runs copied and captured."""
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "runs", "bytes_host_to_device", "bytes_device_to_host", "bytes_device_to_device", "copies",
+        "in_place_bindings", "graph_captures", "graph_updates", "graph_cache_hits")]
+
+
 def _candidates():
     env = os.environ.get("GPUC_LIB")
     if env:
@@ -133,6 +140,9 @@ _PROTOTYPES = {
     "gpuc_session_benchmark": (_i, [_vp, _i, _i, ctypes.POINTER(ctypes.c_double),
                                     ctypes.POINTER(ctypes.c_double)]),
     "gpuc_session_gpu": (_i, [_vp, _cp, _sz, ctypes.POINTER(_i)]),
+    "gpuc_session_get_stats": (_i, [_vp, ctypes.POINTER(SessionStats), _sz]),
+    "gpuc_session_reset_stats": (_i, [_vp]),
+    "gpuc_plan_in_place": (_i, [_vp, _i, _sz, ctypes.POINTER(_cp)]),
     "gpuc_options_init": (None, [_popt]),
     "gpuc_compile_file": (_i, [_cp, _popt, _pvp]),
     "gpuc_compile_bytes": (_i, [_vp, _sz, _popt, _pvp]),

@@ -83,6 +83,24 @@ class Plan:
     def arch(self):
         return "sm_%d" % self.sm
 
+    def in_place(self):
+        """Which inputs and outputs a CUDA tensor can replace without a copy
+        (the plan's part of the zero-copy rules, gpuc_plan_in_place; the
+        run's part depends on the tensor's address: include/gpuc/gpuc_runtime.h):
+        {"inputs": {name: reason or None}, "outputs": {...}}, None where it
+        is used in place."""
+        why = ctypes.c_char_p()
+        out = {}
+        for key, io, infos in (("inputs", _lib.IO_INPUT, self.inputs), ("outputs", _lib.IO_OUTPUT, self.outputs)):
+            d = {}
+            for i, t in enumerate(infos):
+                r = lib.gpuc_plan_in_place(self._h, io, i, ctypes.byref(why))
+                if r < 0:
+                    raise Error(_lib.last_error(), "GPUC_ERR_INVALID_ARGUMENT")
+                d[t.name] = None if r == 1 else why.value.decode()
+            out[key] = d
+        return out
+
     def save(self, path):
         """Write the plan file (atomically), as `gpuc MODEL.onnx -o PATH` does."""
         check(lib.gpuc_plan_save(self._h, os.fsencode(path)))

@@ -4,8 +4,11 @@ run(feeds) takes numpy arrays (copied from host memory, outputs copied
 back: a synchronous run) or CUDA torch tensors on the session's device
 (bound by address as device buffers, outputs allocated by torch on that
 device and bound likewise, the run enqueued on
-torch.cuda.current_stream(): nothing passes through the host and nothing
-waits). CPU torch tensors go the host way and come back as CPU tensors."""
+torch.cuda.current_stream(): the plan's CUDA graph reads and writes the
+tensors in place where the zero-copy rules allow, else copies device to
+device; nothing passes through the host and nothing waits). CPU torch
+tensors go the host way and come back as CPU tensors. stats() says what
+was copied and captured."""
 import ctypes
 import sys
 
@@ -52,6 +55,7 @@ class Session:
         self._outs = [_Slot(t) for t in plan.outputs]
         self._by_name = {s.name: i for i, s in enumerate(self._ins)}
         self._bound = [None] * len(self._ins)     # device address each input is bound to
+        self._obound = [None] * len(self._outs)   # and each output
         self._torch_ready = False                  # (self._async: a run may still go on a torch stream)
 
     @property
@@ -144,6 +148,7 @@ class Session:
         finally:
             # the bindings pointed into arrays of this call only
             self._bound = [None] * len(self._ins)
+            self._obound = [None] * len(self._outs)
             lib.gpuc_session_unbind_all(h)
         if as_torch:
             return {k: torch.from_numpy(v) for k, v in outs.items()}
@@ -188,10 +193,13 @@ class Session:
                 check(lib.gpuc_session_bind_input(h, s.name_b, p, _lib.MEMORY_DEVICE, s.code, s.ndim, s.dims))
                 bound[i] = p
         outs = []
-        for s in self._outs:
+        obound = self._obound
+        for i, s in enumerate(self._outs):
             y = self._empty(s.tshape, dtype=s.tdtype, device=dev)
-            check(lib.gpuc_session_bind_output(h, s.name_b, y.data_ptr(), _lib.MEMORY_DEVICE, s.code, s.ndim,
-                                               s.dims))
+            p = y.data_ptr()
+            if p != obound[i]:      # torch's allocator often hands back the same block
+                check(lib.gpuc_session_bind_output(h, s.name_b, p, _lib.MEMORY_DEVICE, s.code, s.ndim, s.dims))
+                obound[i] = p
             outs.append(y)
         check(lib.gpuc_session_run_async(h, self._stream_handle()))
         self._async = True
@@ -213,6 +221,20 @@ class Session:
                                           t.dim(), dims))
         raise Error("input '%s': %s %s, the plan wants %s %s" % (s.name, name, tuple(t.shape), s.dtype, s.shape),
                     "GPUC_ERR_MISMATCH")
+
+    # ---- what moved -----------------------------------------------------------
+    def stats(self):
+        """What this session's runs copied and captured since it was made or
+        reset_stats() (gpuc_session_get_stats): runs, bytes_host_to_device,
+        bytes_device_to_host, bytes_device_to_device, copies,
+        in_place_bindings, graph_captures, graph_updates, graph_cache_hits."""
+        st = _lib.SessionStats()
+        check(lib.gpuc_session_get_stats(self._handle(), ctypes.byref(st), ctypes.sizeof(st)))
+        return {name: getattr(st, name) for name, _ in _lib.SessionStats._fields_}
+
+    def reset_stats(self):
+        """Zero the counters stats() reports."""
+        check(lib.gpuc_session_reset_stats(self._handle()))
 
     # ---- timing -------------------------------------------------------------
     def bench(self, iters=100, warmup=10):

@@ -610,23 +610,51 @@ static int issue(GpucSession *s, GpucErr *e, CUevent *marks) {
   return 0;
 }
 
+/* The schedule as a CUDA graph, at the addresses in s->tptr now. */
+static int capture(GpucSession *s, CUgraph *g, GpucErr *e) {
+  CU_TRY(e, cu.cuStreamBeginCapture(s->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  int rc = issue(s, e, NULL);
+  if (!rc) rc = gpuc_fault_enqueue(s, e); /* the device error record's copy: the graph's last node */
+  CUresult r = cu.cuStreamEndCapture(s->stream, g);
+  if (rc) {
+    if (r == CUDA_SUCCESS) cu.cuGraphDestroy(*g);
+    return -1;
+  }
+  if (r != CUDA_SUCCESS) return gpuc_cu_fail(e, r, "cuStreamEndCapture", __FILE__, __LINE__);
+  return 0;
+}
+
 /* Capture the schedule once into a CUDA graph; replays cost one launch. */
 static int ensure_graph(GpucSession *s, GpucErr *e) {
   if (s->graph_ready) return 0;
   CUgraph g;
-  CU_TRY(e, cu.cuStreamBeginCapture(s->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-  int rc = issue(s, e, NULL);
-  if (!rc) rc = gpuc_fault_enqueue(s, e); /* the device error record's copy: the graph's last node */
-  CUresult r = cu.cuStreamEndCapture(s->stream, &g);
-  if (rc) {
-    if (r == CUDA_SUCCESS) cu.cuGraphDestroy(g);
-    return -1;
-  }
-  if (r != CUDA_SUCCESS) return gpuc_cu_fail(e, r, "cuStreamEndCapture", __FILE__, __LINE__);
-  r = cu.cuGraphInstantiate(&s->graph, g, 0);
+  if (capture(s, &g, e)) return -1;
+  CUresult r = cu.cuGraphInstantiate(&s->graph, g, 0);
   cu.cuGraphDestroy(g);
   if (r != CUDA_SUCCESS) return gpuc_cu_fail(e, r, "cuGraphInstantiate", __FILE__, __LINE__);
   s->graph_ready = true;
+  return 0;
+}
+
+int gpuc_session_capture_at(GpucSession *s, CUdeviceptr *tptr, CUgraphExec *exec, bool *updated, GpucErr *e) {
+  *updated = false;
+  CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
+  CUdeviceptr *own = s->tptr;
+  s->tptr = tptr; /* what issue() reads; the session's own table again right after */
+  CUgraph g;
+  int rc = capture(s, &g, e);
+  s->tptr = own;
+  if (rc) return -1;
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  if (*exec) { /* the same steps at other addresses: usually updatable in place */
+    CUgraphExecUpdateResultInfo info;
+    r = cu.cuGraphExecUpdate(*exec, g, &info);
+    if (r == CUDA_SUCCESS) *updated = true;
+    else { cu.cuGraphExecDestroy(*exec); *exec = NULL; } /* freed once a launch in flight ends */
+  }
+  if (r != CUDA_SUCCESS) r = cu.cuGraphInstantiate(exec, g, 0);
+  cu.cuGraphDestroy(g);
+  if (r != CUDA_SUCCESS) { *exec = NULL; return gpuc_cu_fail(e, r, "cuGraphInstantiate", __FILE__, __LINE__); }
   return 0;
 }
 

@@ -71,6 +71,13 @@ int gpuc_session_fits(GpucSession *s, const char *what, uint64_t bytes, const ch
  * the first cuBLASLt/cuDNN/cuSPARSELt calls load kernels and touch shared
  * handles, and two threads capturing at once would race there). */
 int gpuc_session_capture(GpucSession *s, GpucErr *e);
+/* The schedule captured with every tensor at tptr[i] instead of its own
+ * address (the public API's in-place bindings, runtime/zero_copy.h) into
+ * *exec: updated in place (cuGraphExecUpdate, *updated set) when *exec is
+ * a graph of the same steps, else a new one instantiated (an old *exec is
+ * destroyed; a launch of it still in flight completes). Needs the lock
+ * gpuc_session_capture needs. */
+int gpuc_session_capture_at(GpucSession *s, CUdeviceptr *tptr, CUgraphExec *exec, bool *updated, GpucErr *e);
 /* gpuc_session_bench on s's own graph as its buffers hold the inputs (a
  * bucket plan's container: its largest bucket; no staged inputs needed):
  * the public API's gpuc_session_benchmark. */

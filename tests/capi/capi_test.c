@@ -348,6 +348,20 @@ int main(int argc, char **argv) {
   EXPECT_FAIL(gpuc_session_poll_errors(NULL), GPUC_ERR_INVALID_ARGUMENT, "NULL");
   EXPECT_FAIL(gpuc_session_gpu(NULL, NULL, 0, NULL), GPUC_ERR_INVALID_ARGUMENT, "NULL");
   EXPECT_FAIL(gpuc_device_sm(0, NULL), GPUC_ERR_INVALID_ARGUMENT, "NULL");
+  EXPECT_FAIL(gpuc_session_get_stats(NULL, &(gpuc_session_stats){0}, sizeof(gpuc_session_stats)),
+              GPUC_ERR_INVALID_ARGUMENT, "NULL");
+  EXPECT_FAIL(gpuc_session_reset_stats(NULL), GPUC_ERR_INVALID_ARGUMENT, "NULL");
+  /* zero-copy: the plan's rules need no GPU (mlp: its input and output may
+   * be bound in place) */
+  {
+    const char *why = NULL;
+    CHECK(gpuc_plan_in_place(p, GPUC_INPUT, 0, &why) == 1 && why && strstr(why, "in place"), "mlp's input in place");
+    CHECK(gpuc_plan_in_place(p, GPUC_OUTPUT, 0, NULL) == 1, "mlp's output in place");
+    CHECK(gpuc_plan_in_place(p, GPUC_OUTPUT, 1, &why) == -1 && !why && strstr(gpuc_last_error(), "output 1 of 1"),
+          "in_place: index out of range: %s", gpuc_last_error());
+    CHECK(gpuc_plan_in_place(NULL, GPUC_INPUT, 0, &why) == -1 && strstr(gpuc_last_error(), "NULL"), "in_place: NULL");
+    CHECK(gpuc_plan_in_place(p, (gpuc_io)3, 0, &why) == -1, "in_place: bad io");
+  }
   CHECK(gpuc_session_plan_of(NULL) == NULL, "plan_of NULL");
   gpuc_session_destroy(NULL);
   gpuc_plan_destroy(NULL);

@@ -13,9 +13,17 @@
  *    plan in two sessions on two threads and two streams at once; each
  *    checked against the reference (relative L2 <= 1e-5 in fp32, <= 1e-2
  *    with --fp16, as tests/gpu/bundled_vs_cpu.py);
- * 4. error paths of a live session (unknown name, wrong dtype/shape/size,
+ * 4. zero-copy (device buffers bound in place): a fresh session's host-bound
+ *    run, then device-bound inputs and outputs must give the same bits,
+ *    with gpuc_session_get_stats showing no byte copied and one capture;
+ *    two buffer sets alternating (A, B, A, B, ...) stay bit-identical, the
+ *    captures and cache hits reported (B's first run is copied: a new
+ *    address), the last runs copying nothing; a buffer off 256 bytes is
+ *    copied (its bytes counted) and still right; fetch_output after an
+ *    in-place run reads the program's buffer;
+ * 5. error paths of a live session (unknown name, wrong dtype/shape/size,
  *    unbound input, bad device);
- * 5. time: the graph alone (gpuc_session_benchmark, `gpuc bench`'s
+ * 6. time: the graph alone (gpuc_session_benchmark, `gpuc bench`'s
  *    number) against run_async + cuStreamSynchronize per call, and the host
  *    time of run_async alone.
  * Prints PASS/FAIL lines, then "N passed, M failed" and a TIME line. */
@@ -25,6 +33,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +162,213 @@ static double device_run(gpuc_session *s, const Model *m, CUstream st, const cha
   for (size_t i = 0; i < m->nin; i++) CU(cuMemFree(din[i]));
   gpuc_session_unbind_all(s);
   return worst;
+}
+
+/* Device copies of the inputs and room for the outputs, `pad` bytes into
+ * each allocation (0: cuMemAlloc's alignment), filled on st. */
+typedef struct DevSet {
+  CUdeviceptr base_in[16], base_out[16], in[16], out[16];
+} DevSet;
+
+static void devset_new(DevSet *d, const Model *m, size_t pad, CUstream st) {
+  for (size_t i = 0; i < m->nin; i++) {
+    CU(cuMemAlloc(&d->base_in[i], m->in[i].nbytes + pad + 1));
+    d->in[i] = d->base_in[i] + pad;
+    CU(cuMemcpyHtoDAsync(d->in[i], m->in[i].data, m->in[i].nbytes, st));
+  }
+  for (size_t i = 0; i < m->nout; i++) {
+    CU(cuMemAlloc(&d->base_out[i], m->out[i].nbytes + pad + 1));
+    d->out[i] = d->base_out[i] + pad;
+  }
+  CU(cuStreamSynchronize(st));
+}
+
+static void devset_free(DevSet *d, const Model *m) {
+  for (size_t i = 0; i < m->nin; i++) CU(cuMemFree(d->base_in[i]));
+  for (size_t i = 0; i < m->nout; i++) CU(cuMemFree(d->base_out[i]));
+}
+
+/* Bind d, fill its outputs with NaN bytes, run on st and wait; 0 on success. */
+static int devset_run(gpuc_session *s, const Model *m, const DevSet *d, CUstream st) {
+  for (size_t i = 0; i < m->nin; i++)
+    if (gpuc_session_bind_input(s, m->in[i].name, (void *)(uintptr_t)d->in[i], GPUC_MEMORY_DEVICE, m->in[i].dtype,
+                                m->in[i].ndim, m->in[i].dims))
+      return -1;
+  for (size_t i = 0; i < m->nout; i++) {
+    CU(cuMemsetD8Async(d->out[i], 0xff, m->out[i].nbytes, st));
+    if (gpuc_session_bind_output(s, m->out[i].name, (void *)(uintptr_t)d->out[i], GPUC_MEMORY_DEVICE,
+                                 m->out[i].dtype, m->out[i].ndim, m->out[i].dims))
+      return -1;
+  }
+  if (gpuc_session_run_async(s, (void *)st)) return -1;
+  CU(cuStreamSynchronize(st));
+  return gpuc_session_poll_errors(s) ? -1 : 0;
+}
+
+/* Whether the plan gives the same bits run after run (zero_copy_checks
+ * finds out): then outputs are compared bit for bit, else by rel L2. */
+static bool zc_exact = true;
+
+/* How many of d's outputs differ from want's bytes (host copies). */
+static int devset_differs(const Model *m, const DevSet *d, void *const *want) {
+  int bad = 0;
+  for (size_t i = 0; i < m->nout; i++) {
+    void *h = malloc(m->out[i].nbytes + 1);
+    CU(cuMemcpyDtoH(h, d->out[i], m->out[i].nbytes));
+    if (zc_exact) bad += memcmp(h, want[i], m->out[i].nbytes) != 0;
+    else bad += !(rel_l2(h, want[i], m->out[i].dtype, m->out[i].nbytes / gpuc_dtype_itemsize(m->out[i].dtype)) <= 1e-6);
+    free(h);
+  }
+  return bad;
+}
+
+static gpuc_session_stats stats_of(gpuc_session *s) {
+  gpuc_session_stats t;
+  memset(&t, 0, sizeof t);
+  if (gpuc_session_get_stats(s, &t, sizeof t)) printf("FAIL gpuc_session_get_stats: %s\n", gpuc_last_error());
+  return t;
+}
+
+static unsigned long long copied(const gpuc_session_stats *t) {
+  return (unsigned long long)(t->bytes_host_to_device + t->bytes_device_to_host + t->bytes_device_to_device);
+}
+
+static void print_stats(const char *what, const gpuc_session_stats *t) {
+  printf("STATS %s: runs %llu, copied H2D %llu D2H %llu D2D %llu bytes (%llu copies), in place %llu bindings, "
+         "captures %llu (%llu by cuGraphExecUpdate), graph cache hits %llu\n", what, (unsigned long long)t->runs,
+         (unsigned long long)t->bytes_host_to_device, (unsigned long long)t->bytes_device_to_host,
+         (unsigned long long)t->bytes_device_to_device, (unsigned long long)t->copies,
+         (unsigned long long)t->in_place_bindings, (unsigned long long)t->graph_captures,
+         (unsigned long long)t->graph_updates, (unsigned long long)t->graph_cache_hits);
+}
+
+/* Section 4: zero-copy on a session of its own. */
+static void zero_copy_checks(const Model *m, CUstream st) {
+  gpuc_session *s = NULL;
+  CHECK(gpuc_session_new(m->plan, 0, &s) == GPUC_OK, "zero-copy: a fresh session");
+  if (!s) return;
+  size_t can = 0; /* entries the plan lets run in place */
+  for (size_t i = 0; i < m->nin; i++) can += gpuc_plan_in_place(m->plan, GPUC_INPUT, i, NULL) == 1;
+  for (size_t i = 0; i < m->nout; i++) {
+    const char *why = "";
+    int r = gpuc_plan_in_place(m->plan, GPUC_OUTPUT, i, &why);
+    can += r == 1;
+    if (r != 1) printf("note: output %s: %s\n", m->out[i].name, why);
+  }
+  /* the host-bound run: the reference bits */
+  void *want[16];
+  for (size_t i = 0; i < m->nin; i++)
+    gpuc_session_bind_input(s, m->in[i].name, m->in[i].data, GPUC_MEMORY_HOST, m->in[i].dtype, m->in[i].ndim,
+                            m->in[i].dims);
+  for (size_t i = 0; i < m->nout; i++) {
+    want[i] = calloc(1, m->out[i].nbytes + 1);
+    gpuc_session_bind_output(s, m->out[i].name, want[i], GPUC_MEMORY_HOST, m->out[i].dtype, m->out[i].ndim,
+                             m->out[i].dims);
+  }
+  CHECK(gpuc_session_run(s) == GPUC_OK, "zero-copy: host-bound run");
+  gpuc_session_stats t = stats_of(s);
+  CHECK(t.runs == 1 && t.bytes_device_to_device == 0 && t.in_place_bindings == 0 && t.graph_captures == 1,
+        "host-bound run: %llu runs, no device binding, one capture (%llu)", (unsigned long long)t.runs,
+        (unsigned long long)t.graph_captures);
+  double e = 0;
+  for (size_t i = 0; i < m->nout; i++) {
+    double ei = rel_l2(want[i], m->out[i].data, m->out[i].dtype, m->out[i].nbytes / gpuc_dtype_itemsize(m->out[i].dtype));
+    if (!(ei <= e)) e = ei;
+  }
+  CHECK(e <= m->tol, "zero-copy: the host-bound run against the reference: rel L2 %.3g", e);
+  { /* bits are the test where the plan is deterministic (a library's split-K
+     * atomics would not be): a second host-bound run says */
+    void *again[16];
+    for (size_t i = 0; i < m->nout; i++) {
+      again[i] = calloc(1, m->out[i].nbytes + 1);
+      gpuc_session_bind_output(s, m->out[i].name, again[i], GPUC_MEMORY_HOST, m->out[i].dtype, m->out[i].ndim,
+                               m->out[i].dims);
+    }
+    gpuc_session_run(s);
+    zc_exact = true;
+    for (size_t i = 0; i < m->nout; i++) {
+      zc_exact &= !memcmp(again[i], want[i], m->out[i].nbytes);
+      free(again[i]);
+    }
+    printf("zero-copy: two host-bound runs give the same bits: %s\n", zc_exact ? "yes" : "no (compared by rel L2 <= 1e-6)");
+  }
+  gpuc_session_unbind_all(s);
+
+  /* device inputs and outputs, in place */
+  DevSet A, B, off;
+  devset_new(&A, m, 0, st);
+  devset_new(&B, m, 0, st);
+  gpuc_session_reset_stats(s);
+  CHECK(devset_run(s, m, &A, st) == 0, "zero-copy: device-bound run");
+  t = stats_of(s);
+  print_stats("first device-bound run", &t);
+  CHECK(devset_differs(m, &A, want) == 0, "device-bound inputs and outputs give the host-bound run's %s",
+        zc_exact ? "bits" : "outputs (rel L2 <= 1e-6)");
+  CHECK(t.in_place_bindings == can && (can < m->nin + m->nout || copied(&t) == 0) && t.graph_captures == 1,
+        "device-bound run: %llu of %zu bindings in place (the plan allows %zu), %llu bytes copied, %llu capture",
+        (unsigned long long)t.in_place_bindings, m->nin + m->nout, can, copied(&t),
+        (unsigned long long)t.graph_captures);
+  for (size_t i = 0; i < m->nout; i++) { /* fetch_output reads where the run left it */
+    void *f = malloc(m->out[i].nbytes + 1);
+    CHECK(gpuc_session_fetch_output(s, m->out[i].name, f, m->out[i].nbytes) == GPUC_OK &&
+          !memcmp(f, want[i], m->out[i].nbytes), "fetch_output %s after an in-place run", m->out[i].name);
+    free(f);
+  }
+  /* two buffer sets alternating */
+  gpuc_session_reset_stats(s);
+  int bad = 0, runs = 12;
+  unsigned long long tail_copied = 0;
+  for (int k = 0; k < runs; k++) {
+    gpuc_session_stats before = stats_of(s);
+    const DevSet *d = k % 2 ? &B : &A;
+    if (devset_run(s, m, d, st)) { bad++; printf("run %d: %s\n", k, gpuc_last_error()); continue; }
+    bad += devset_differs(m, d, want);
+    gpuc_session_stats after = stats_of(s);
+    if (k >= runs - 4) tail_copied += copied(&after) - copied(&before);
+  }
+  t = stats_of(s);
+  print_stats("A/B alternating, 12 runs", &t);
+  CHECK(bad == 0, "A/B alternating: every run gives the host-bound run's bits (%d differ)", bad);
+  CHECK(t.graph_captures <= 3 && (can < m->nin + m->nout || tail_copied == 0),
+        "A/B alternating: %llu re-captures (B's first run copied, then in place), the last 4 runs copied %llu bytes",
+        (unsigned long long)t.graph_captures, tail_copied);
+  printf("RECAPTURES A/B alternating: %llu captures, %llu of them by cuGraphExecUpdate, %llu cache hits in %d runs\n",
+         (unsigned long long)t.graph_captures, (unsigned long long)t.graph_updates,
+         (unsigned long long)t.graph_cache_hits, runs);
+  { /* what a new address set costs: a third set, copied once, then captured */
+    DevSet C;
+    devset_new(&C, m, 0, st);
+    devset_run(s, m, &C, st);
+    gpuc_session_stats before = stats_of(s);
+    double t0 = now_us();
+    int rc = devset_run(s, m, &C, st);
+    double t1 = now_us();
+    rc |= devset_run(s, m, &C, st);
+    double t2 = now_us();
+    gpuc_session_stats after = stats_of(s);
+    CHECK(rc == 0 && devset_differs(m, &C, want) == 0 && after.graph_captures == before.graph_captures + 1,
+          "a third buffer set: captured on its second run, right");
+    printf("TIME a run that captures a new address set (%s) %.1f us; the next run (cached) %.1f us\n",
+           after.graph_updates > before.graph_updates ? "cuGraphExecUpdate" : "instantiated", t1 - t0, t2 - t1);
+    devset_free(&C, m);
+  }
+  /* buffers 16 bytes off cuMemAlloc's alignment: copied, still right */
+  devset_new(&off, m, 16, st);
+  gpuc_session_reset_stats(s);
+  int r1 = devset_run(s, m, &off, st), r2 = devset_run(s, m, &off, st);
+  t = stats_of(s);
+  print_stats("buffers off 256 bytes, 2 runs", &t);
+  size_t io_bytes = 0;
+  for (size_t i = 0; i < m->nin; i++) io_bytes += m->in[i].nbytes;
+  for (size_t i = 0; i < m->nout; i++) io_bytes += m->out[i].nbytes;
+  CHECK(r1 == 0 && r2 == 0 && devset_differs(m, &off, want) == 0 && t.in_place_bindings == 0 &&
+        t.bytes_device_to_device == 2 * io_bytes, "misaligned buffers are copied (%llu bytes of %zu) and right",
+        (unsigned long long)t.bytes_device_to_device, 2 * io_bytes);
+  gpuc_session_destroy(s); /* before the buffers: it waits for its work */
+  devset_free(&A, m);
+  devset_free(&B, m);
+  devset_free(&off, m);
+  for (size_t i = 0; i < m->nout; i++) free(want[i]);
 }
 
 typedef struct Worker {
@@ -308,6 +524,7 @@ int main(int argc, char **argv) {
       free(f);
     }
   }
+  zero_copy_checks(&m, ust);
   /* error paths of a live session */
   const gpuc_tensor *x = &m.in[0];
   CHECK(gpuc_session_bind_input(s, "no such input", x->data, GPUC_MEMORY_HOST, x->dtype, x->ndim, x->dims) ==
@@ -382,6 +599,10 @@ int main(int argc, char **argv) {
     gpuc_session_run_async(s, (void *)ust);
     CU(cuStreamSynchronize(ust));
     bare[k] = now_us() - a;
+  }
+  {
+    gpuc_session_stats t = stats_of(s);
+    print_stats("the session after the timed runs", &t);
   }
   qsort(call, (size_t)iters, sizeof *call, cmp_d);
   qsort(enq, (size_t)iters, sizeof *enq, cmp_d);

@@ -5,10 +5,14 @@
 # legacy stream, host bindings, two sessions on two threads), check every
 # output against the CPU reference (gpuc_reference_run, fresh random
 # inputs; rel L2 <= 1e-5 fp32, <= 1e-2 fp16), the error paths of a live
-# session, and time run_async+sync per call against the graph alone; then
-# `gpuc bench` and examples/deploy on the same plan.
+# session, zero-copy (device inputs and outputs bound in place: the same
+# bits as a host-bound run, no byte copied per gpuc_session_get_stats, two
+# buffer sets alternating with the re-captures reported, misaligned
+# buffers copied), and time run_async+sync per call against the graph
+# alone; then `gpuc bench` and examples/deploy on the same plan.
 #   tests/gpu/capi_check.sh [BUILD_DIR]      (OUT=DIR for the logs; default /tmp/capi_check)
-# Prints PASS/FAIL lines and one TIME line per model; exit 1 on any FAIL.
+# Prints PASS/FAIL lines, TIME, STATS and RECAPTURES lines per model; exit 1
+# on any FAIL.
 # capi_check runs under `gdb -batch` where gdb exists (a crash's backtrace
 # lands in its log and here), else with its own SIGSEGV handler's
 # backtrace. deploy_example is looked for in BUILD_DIR and BUILD_DIR/..;
@@ -58,7 +62,7 @@ EOF
     "$chk" "$model" "$dir" "$@" >"$dir/capi_check.log" 2>&1
     rc=$?
   fi
-  grep -E "^(FAIL|TIME)|passed," "$dir/capi_check.log" | sed "s/^/  $name: /"
+  grep -E "^(FAIL|TIME|STATS|RECAPTURES)|passed," "$dir/capi_check.log" | sed "s/^/  $name: /"
   if [ $rc -ge 128 ] || grep -q -E "^FAIL crashed" "$dir/capi_check.log"; then
     echo "  $name: crashed; backtrace:"
     grep -E -B3 -A40 "^FAIL crashed" "$dir/capi_check.log" | head -60 | sed "s/^/    /"
@@ -79,6 +83,9 @@ EOF
 check mlp_b8 "$models/mlp.onnx" image=8x784
 check mlp_b8_fp16 "$models/mlp.onnx" --fp16 image=8x784
 check small_cnn "$models/small_cnn.onnx"
+# three outputs, two of them read again by later steps; eight inputs, four outputs
+check mobile_block "$models/mobile_block.onnx"
+check add_layernorm_fp16 "$models/add_layernorm.onnx" --fp16
 check resnet50_b1 "$models/resnet50.onnx" input=1x3x224x224
 check resnet50_b1_fp16 "$models/resnet50.onnx" --fp16 input=1x3x224x224
 check attention_bert_b2_fp16 "$models/attention_bert.onnx" --fp16 q=2x12x128x64 k=2x12x128x64 v=2x12x128x64 mask=2x1x1x128

@@ -15,6 +15,17 @@
                        allocations (memory_allocated grows by exactly their
                        bytes); a torch.profiler trace (CUPTI, where it works)
                        holds no host<->device memcpy during runs
+  torch_zero_copy      CUDA tensors in and out used in place (zero-copy):
+                       Session.stats() shows no byte copied and no capture
+                       over 16 steady-state runs (after 10 warm-up runs) of
+                       a loop that keeps the last output (torch's allocator
+                       alternates two blocks); outputs bit-identical to a numpy (host-bound)
+                       run of the same session; two input tensors
+                       alternating stay right (captures reported); a
+                       torch.profiler trace of steady-state runs holds no
+                       memcpy at all (nor host<->device); a torch module
+                       through gpuc.torch.compile (fp32, no TF32) against
+                       PyTorch with its session's stats
   torch_validation     wrong dtype, shape, device, non-contiguous -> gpuc.Error;
                        CPU torch tensors -> CPU torch tensors
   torch_resnet18       gpuc.torch.compile(torchvision ResNet-18), b8 224, fp16
@@ -24,8 +35,10 @@
   overhead_resnet50    `gpuc bench` of the bundled ResNet-50 b1 --fp16 plan
                        against Session.run with CUDA tensors, back to back on
                        torch's stream (CUDA events over 2000 calls): the
-                       per-call difference must be <= 10 us; host time per
-                       call and synchronous latency reported
+                       per-call difference must be <= 10 us, and the timed
+                       loop copies no byte; host time per call, synchronous
+                       latency and the same loop with copies
+                       (GPUC_ZERO_COPY=0) reported
 
 usage: pyapi_check.py GPUC_CLI MODELS_DIR WORK_DIR   (PYTHONPATH=python, GPUC_LIB=build/libgpuc.so)
 Prints PASS/FAIL lines and a summary; writes WORK_DIR/pyapi_check.json.
@@ -149,6 +162,131 @@ def check_torch_no_host_copy():
         log("  profiler: %d CUDA events, %d memcpy (%s), %d through the host"
             % (len(names), len(memcpy), ", ".join(sorted(set(memcpy))) or "none", len(host)))
         assert not host, "host<->device copies during runs: %s" % sorted(set(host))
+
+
+def copied(st):
+    return st["bytes_host_to_device"] + st["bytes_device_to_host"] + st["bytes_device_to_device"]
+
+
+def cuda_memcpys(fn):
+    """The memcpy kernels/activities a torch.profiler (CUPTI) trace of fn()
+    records, or None where the profiler records nothing here."""
+    from torch.profiler import ProfilerActivity, profile
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        names = [ev.name for ev in prof.events()]
+    except RuntimeError as ex:
+        log("  profiler failed: %s" % ex)
+        return None
+    if not names:
+        return None
+    return [n for n in names if "Memcpy" in n or "memcpy" in n]
+
+
+def check_torch_zero_copy():
+    plan = gpuc.compile(model("resnet_block"))
+    sess = gpuc.Session(plan)
+    (inp,), (out,) = plan.inputs, plan.outputs
+    log("  plan.in_place(): %s" % plan.in_place())
+    assert plan.in_place() == {"inputs": {inp.name: None}, "outputs": {out.name: None}}
+    xa_np = feeds_for(plan.inputs, 11)[inp.name]
+    xb_np = feeds_for(plan.inputs, 12)[inp.name]
+    want_a = sess.run({inp.name: xa_np})[out.name]           # host-bound: the bits to match
+    want_b = sess.run({inp.name: xb_np})[out.name]
+    # a plan whose library calls are not bitwise deterministic (split-K
+    # atomics) cannot be held to bits: then within 1e-6
+    exact = bool(np.array_equal(sess.run({inp.name: xa_np})[out.name], want_a))
+    log("  two host-bound runs give the same bits: %s" % exact)
+
+    def same(y, want):
+        got = y.cpu().numpy()
+        return bool(np.array_equal(got, want)) if exact else rel_l2(got, want) <= 1e-6
+    dev = torch.device("cuda", 0)
+    xa, xb = torch.from_numpy(xa_np).to(dev), torch.from_numpy(xb_np).to(dev)
+    sess.reset_stats()
+    y = None
+    # warm-up: torch's allocator settles on two output blocks (the last
+    # output is alive while the next is allocated), each seen twice and captured
+    for _ in range(10):
+        y = sess.run({inp.name: xa})[out.name]
+    torch.cuda.synchronize()
+    warm = sess.stats()
+    sess.reset_stats()
+    ys_equal = True
+    for _ in range(16):
+        y = sess.run({inp.name: xa})[out.name]
+        ys_equal &= same(y, want_a)
+    torch.cuda.synchronize()
+    st = sess.stats()
+    log("  warm-up (10 runs): %s" % warm)
+    log("  steady state (16 runs): %s" % st)
+    results["torch_zero_copy"] = {"warmup_stats": warm, "steady_stats": st}
+    assert ys_equal, "in-place outputs differ from the host-bound run's bits"
+    assert copied(st) == 0 and st["copies"] == 0, "steady-state runs copied %d bytes" % copied(st)
+    assert st["in_place_bindings"] == 32 and st["graph_captures"] == 0 and st["graph_cache_hits"] == 16, st
+    # the profiler: steady-state runs issue no memcpy at all
+    for _ in range(10):
+        y = sess.run({inp.name: xa})[out.name]
+
+    def runs():
+        for _ in range(20):
+            sess.run({inp.name: xa})
+    memcpy = cuda_memcpys(runs)
+    results["torch_zero_copy"]["profiler_memcpy"] = memcpy
+    if memcpy is None:
+        log("  profiler: no CUDA events recorded here (CUPTI unavailable): that sub-check is skipped")
+    else:
+        log("  profiler: %d memcpy during 20 steady-state runs: %s" % (len(memcpy), sorted(set(memcpy)) or "none"))
+        assert not memcpy, "memcpy during in-place runs: %s" % sorted(set(memcpy))
+    # two inputs alternating: right every time; the captures it took
+    sess.reset_stats()
+    ok = True
+    for k in range(12):
+        x, want = (xa, want_a) if k % 2 == 0 else (xb, want_b)
+        y = sess.run({inp.name: x})[out.name]
+        ok &= same(y, want)
+    alt = sess.stats()
+    log("  two inputs alternating, 12 runs: %s" % alt)
+    results["torch_zero_copy"]["alternating_stats"] = alt
+    assert ok, "alternating inputs: an output differs from the host-bound run"
+    assert alt["graph_captures"] <= 8, "a capture nearly every run: %s" % alt
+    # an input view 64 bytes into its storage (not 256-aligned): copied, still right
+    flat = torch.empty(xa.numel() + 16, dtype=xa.dtype, device=dev)
+    view = flat[16:].view(xa.shape)
+    view.copy_(xa)
+    sess.reset_stats()
+    y = sess.run({inp.name: view})[out.name]
+    torch.cuda.synchronize()
+    mis = sess.stats()
+    log("  an input 64 bytes off 256-byte alignment: %s" % mis)
+    results["torch_zero_copy"]["misaligned_stats"] = mis
+    assert same(y, want_a), "a misaligned input gave other bits"
+    nx, ny = xa.numel() * xa.element_size(), y.numel() * y.element_size()
+    # the input copied; the output in place, or copied too if torch gave it a block it never had
+    assert mis["bytes_device_to_device"] in (nx, nx + ny) and copied(mis) == mis["bytes_device_to_device"], mis
+    # a torch module through gpuc.torch.compile, fp32, against PyTorch
+    torch.manual_seed(3)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 10)).cuda().eval()
+    x = torch.randn(4, 3, 32, 32, device="cuda")
+    fast = gpuc.torch.compile(net, (x,), fp16=False)
+    with torch.no_grad():
+        want = net(x)
+    for _ in range(10):
+        y = fast(x)
+    fast.session.reset_stats()
+    for _ in range(8):
+        y = fast(x)
+    torch.cuda.synchronize()
+    mst = fast.session.stats()
+    e = rel_l2(y.cpu(), want.cpu())
+    log("  gpuc.torch.compile(conv net) fp32: rel L2 %.2e against PyTorch; stats over 8 runs %s" % (e, mst))
+    results["torch_zero_copy"]["module"] = {"rel_l2": e, "stats": mst}
+    assert e <= 1e-5, "rel L2 %.3g > 1e-5" % e
+    assert copied(mst) == 0 and mst["in_place_bindings"] == 16, mst
 
 
 def expect_error(fn, what):
@@ -275,6 +413,7 @@ def check_overhead_resnet50():
         sess.run(feeds)
     host_us = (time.perf_counter() - t0) / 200 * 1e6
     torch.cuda.synchronize()
+    sess.reset_stats()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record(stream)
     for _ in range(iters):
@@ -282,6 +421,7 @@ def check_overhead_resnet50():
     end.record(stream)
     end.synchronize()
     per_call_ms = start.elapsed_time(end) / iters
+    timed = sess.stats()
     # synchronous: each call waited for (latency as a caller sees it)
     lat = []
     for _ in range(200):
@@ -290,17 +430,42 @@ def check_overhead_resnet50():
         stream.synchronize()
         lat.append(time.perf_counter() - t0)
     sync_ms = float(np.median(lat)) * 1e3
+    # the same loop with every device binding copied (API 1's way), to compare
+    os.environ["GPUC_ZERO_COPY"] = "0"
+    try:
+        sess_copy = gpuc.Session(plan_path)
+    finally:
+        del os.environ["GPUC_ZERO_COPY"]
+    for _ in range(50):
+        sess_copy.run(feeds)
+    torch.cuda.synchronize()
+    start.record(stream)
+    for _ in range(iters):
+        sess_copy.run(feeds)
+    end.record(stream)
+    end.synchronize()
+    copy_ms = start.elapsed_time(end) / iters
+    copy_stats = sess_copy.stats()
+    sess_copy.close()
     overhead_us = (per_call_ms - cli_ms) * 1e3
     results["overhead_resnet50"] = {"gpuc_bench_median_ms": cli_ms, "session_bench_median_ms": py_bench["median_ms"],
                                     "run_back_to_back_ms": per_call_ms, "overhead_us": overhead_us,
-                                    "host_us_per_call": host_us, "sync_latency_ms": sync_ms}
+                                    "host_us_per_call": host_us, "sync_latency_ms": sync_ms,
+                                    "timed_loop_stats": timed, "with_copies_back_to_back_ms": copy_ms,
+                                    "with_copies_stats": copy_stats}
     log("  ResNet-50 b1 fp16: gpuc bench median %.4f ms, Session.bench %.4f ms, Session.run back to back %.4f ms "
         "a call (+%.1f us), host time %.1f us a call, synchronous run %.4f ms"
         % (cli_ms, py_bench["median_ms"], per_call_ms, overhead_us, host_us, sync_ms))
+    log("  the timed loop's stats: %s" % timed)
+    log("  the same loop with the bindings copied (GPUC_ZERO_COPY=0): %.4f ms a call (%+.1f us over in place); %s"
+        % (copy_ms, (copy_ms - per_call_ms) * 1e3, copy_stats))
+    assert copy_stats["bytes_device_to_device"] > 0 and copy_stats["in_place_bindings"] == 0, copy_stats
+    assert copied(timed) == 0, "the timed runs copied %d bytes" % copied(timed)
     assert overhead_us <= 10.0, "Session.run costs %.1f us a call over gpuc bench (limit 10)" % overhead_us
 
 
-CHECKS = [check_numpy_vs_reference, check_torch_no_host_copy, check_torch_validation, check_torch_resnet18,
+CHECKS = [check_numpy_vs_reference, check_torch_no_host_copy, check_torch_zero_copy, check_torch_validation,
+          check_torch_resnet18,
           check_torch_bert, check_overhead_resnet50]
 only = os.environ.get("PYAPI_ONLY")
 failed = 0

@@ -91,6 +91,20 @@ def compile_sm90_metadata():
 
 
 @test
+def zero_copy_rules_without_a_gpu():
+    # which inputs/outputs a CUDA tensor may replace in place (the plan's
+    # part of the rules; runtime/zero_copy.h): every one of these models'
+    plan = gpuc.compile(model("mobile_block"), arch="sm_90")
+    assert plan.in_place() == {"inputs": {"x": None}, "outputs": {"dw": None, "clip": None, "y": None}}
+    plan = gpuc.compile(model("mlp"), shapes={"image": (8, 784)}, fp16=True, arch="sm_90")
+    assert plan.in_place() == {"inputs": {"image": None}, "outputs": {"logits": None}}
+    from gpuc import _lib
+    assert [f for f, _ in _lib.SessionStats._fields_][:4] == ["runs", "bytes_host_to_device", "bytes_device_to_host",
+                                                           "bytes_device_to_device"]
+    assert gpuc.api_version() >= 2
+
+
+@test
 def compile_shapes_fp16_and_sources():
     # a symbolic batch bound by shapes=; fp16 keeps fp32 inputs and outputs
     plan = gpuc.compile(model("mlp"), shapes={"image": (8, 784)}, fp16=True, arch="sm_90", opt=2)
