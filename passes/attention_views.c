@@ -1,0 +1,427 @@
+/* Attention reads Q, K and V as strided views instead of copies, and the
+ * Q, K and V projections become one GEMM.
+ *
+ * 1. Views. An Attention input (Q, K or V) is a logical [B,H,S,D] tensor
+ *    whose element (b,h,s,d) lies at off + b*sb + h*sh + s*ss + d of the
+ *    tensor the node reads (ir/infer_linalg.h, attributes view and dims).
+ *    Walking up from the input, ops that only move data keep such an
+ *    affine map: Reshape, Flatten, Squeeze, Unsqueeze and Identity keep
+ *    the row-major element order (the map is unchanged); Transpose, Split
+ *    (output j: a window of the axis), and Gather of one constant index
+ *    pick elements by multi-index, and the map follows when every logical
+ *    axis lies inside one axis of the op's output (its stride a multiple
+ *    of that axis's stride, and offset plus extent never carrying into the
+ *    next axis). The walk stops at the first op that computes, or where a
+ *    step does not fit; d must stay contiguous. The Attention then reads
+ *    that tensor: GPT-2's Split of c_attn, torchvision's in_proj chunking
+ *    ([S,B,3,E] -> Transpose -> Gather) and the head-split Reshapes and
+ *    Transposes all stop being kernels (they die unless read elsewhere).
+ * 2. One QKV GEMM. When Q, K and V (after 1) are the outputs of three
+ *    GEMMs on one A (MatMulBias with activation 0 and no residual, or
+ *    MatMul, a constant 2-D weight [K,N_i], a constant bias row), read by
+ *    nothing but this Attention, they become one GEMM against the weights
+ *    concatenated along N (bias likewise): Y [..., Nq+Nk+Nv], each view
+ *    re-addressed as a column window of Y's rows (BERT, ViT from Hugging
+ *    Face: [B,S,3,H,D] order, one read of A instead of three).
+ * Runs right after fuse_attention (before fp16: the merged weights get the
+ * half policy like the others). Each rewrite is checked against the
+ * unrewritten graph on the CPU reference (tests/unit/test_xformer_passes.c). */
+#include "passes.h"
+#include "infer_linalg.h"
+#include "linear_layers.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* logical axes b, h, s, d: element offset, strides and extents */
+typedef struct View {
+  int64_t off, st[4], n[4];
+} View;
+
+static void row_major(const Tensor *t, int64_t *st) {
+  int64_t s = 1;
+  for (int a = t->rank - 1; a >= 0; a--) {
+    st[a] = s;
+    s *= t->dims[a];
+  }
+}
+
+/* v addresses y (row-major); y's element i lies in z (row-major) at
+ * index zi[map[a]] = i[a] + start[a] for each y axis a, and zi[x] =
+ * fixed[x] on the z axes no y axis maps to (fixed[x] >= 0 there). On
+ * success v addresses z. */
+static bool through(View *v, const Tensor *y, const Tensor *z, const int *map, const int64_t *start,
+                    const int64_t *fixed) {
+  int64_t sty[GPUC_MAX_RANK], stz[GPUC_MAX_RANK], o[GPUC_MAX_RANK], reach[GPUC_MAX_RANK];
+  int axis[4];
+  int64_t coef[4];
+  if (!gpuc_shape_known(y) || !gpuc_shape_known(z) || v->off < 0 || v->off >= gpuc_numel(y)) return false;
+  row_major(y, sty);
+  row_major(z, stz);
+  int64_t rest = v->off;
+  for (int a = 0; a < y->rank; a++) {
+    o[a] = rest / sty[a];
+    rest -= o[a] * sty[a];
+    reach[a] = o[a];
+  }
+  for (int j = 0; j < 4; j++) {
+    axis[j] = -1;
+    coef[j] = 0;
+    if (v->n[j] == 1 || v->st[j] == 0) continue; /* no step along it */
+    for (int a = 0; a < y->rank && axis[j] < 0; a++)
+      if (y->dims[a] > 1 && sty[a] <= v->st[j]) axis[j] = a;
+    if (axis[j] < 0 || v->st[j] % sty[axis[j]]) return false;
+    coef[j] = v->st[j] / sty[axis[j]];
+    reach[axis[j]] += coef[j] * (v->n[j] - 1);
+  }
+  for (int a = 0; a < y->rank; a++)
+    if (reach[a] >= y->dims[a]) return false; /* a step would carry into the next axis */
+  View w = *v;
+  w.off = 0;
+  for (int a = 0; a < y->rank; a++) w.off += (o[a] + start[a]) * stz[map[a]];
+  for (int x = 0; x < z->rank; x++)
+    if (fixed[x] >= 0) w.off += fixed[x] * stz[x];
+  for (int j = 0; j < 4; j++) w.st[j] = axis[j] < 0 ? v->st[j] : coef[j] * stz[map[axis[j]]];
+  if (w.n[3] > 1 && w.st[3] != 1) return false; /* d no longer contiguous */
+  *v = w;
+  return true;
+}
+
+/* One step up from value y through its producer: the new base, or -1 */
+static int step_up(const Graph *g, int y, View *v) {
+  int p = g->values[y].producer;
+  if (p < 0) return -1;
+  const Node *n = &g->nodes[p];
+  if (n->nin < 1 || n->in[0] < 0) return -1;
+  int z = n->in[0];
+  const Tensor *yt = &g->values[y].t, *zt = &g->values[z].t;
+  if (yt->dt != zt->dt || !gpuc_shape_known(yt) || !gpuc_shape_known(zt) || zt->rank > GPUC_MAX_RANK) return -1;
+  int map[GPUC_MAX_RANK];
+  int64_t start[GPUC_MAX_RANK] = {0}, fixed[GPUC_MAX_RANK];
+  for (int x = 0; x < GPUC_MAX_RANK; x++) fixed[x] = -1;
+  switch (n->op) {
+  case GPUC_OP_RESHAPE: case GPUC_OP_FLATTEN: case GPUC_OP_SQUEEZE: case GPUC_OP_UNSQUEEZE: case GPUC_OP_IDENTITY:
+    return gpuc_numel(yt) == gpuc_numel(zt) ? z : -1; /* the same row-major order */
+  case GPUC_OP_TRANSPOSE: {
+    const int64_t *perm;
+    if (gpuc_attr_ints(n, "perm", &perm) != yt->rank || yt->rank != zt->rank) return -1;
+    for (int a = 0; a < yt->rank; a++) {
+      if (perm[a] < 0 || perm[a] >= zt->rank) return -1;
+      map[a] = (int)perm[a];
+    }
+    break;
+  }
+  case GPUC_OP_SPLIT: {
+    int64_t ax = gpuc_attr_i(n, "axis", 0);
+    if (ax < 0) ax += zt->rank;
+    if (ax < 0 || ax >= zt->rank || yt->rank != zt->rank) return -1;
+    int64_t s = 0;
+    int k = 0;
+    for (; k < n->nout && n->out[k] != y; k++) {
+      if (n->out[k] < 0 || !gpuc_shape_known(&g->values[n->out[k]].t)) return -1;
+      s += g->values[n->out[k]].t.dims[ax];
+    }
+    if (k == n->nout) return -1;
+    for (int a = 0; a < yt->rank; a++) map[a] = a;
+    start[ax] = s;
+    break;
+  }
+  case GPUC_OP_GATHER: { /* one constant index: that slice of the axis, the axis dropped */
+    const Value *iv = &g->values[n->in[1]];
+    int64_t ax = gpuc_attr_i(n, "axis", 0);
+    if (ax < 0) ax += zt->rank;
+    if (ax < 0 || ax >= zt->rank || !iv->is_const || !iv->t.data || iv->t.rank != 0 || yt->rank != zt->rank - 1)
+      return -1;
+    int64_t idx = gpuc_get_i64(&iv->t, 0);
+    if (idx < 0) idx += zt->dims[ax];
+    if (idx < 0 || idx >= zt->dims[ax]) return -1;
+    for (int a = 0; a < yt->rank; a++) map[a] = a < ax ? a : a + 1;
+    fixed[ax] = idx;
+    break;
+  }
+  default:
+    return -1;
+  }
+  return through(v, yt, zt, map, start, fixed) ? z : -1;
+}
+
+/* the view of Attention input i (0 Q, 1 K, 2 V) as its geometry has it */
+static View geom_view(const GpucAttnGeom *a, int i) {
+  View v = {.off = a->off[i], .st = {a->st[i][0], a->st[i][1], a->st[i][2], 1},
+            .n = {a->B, a->H, i == 0 ? a->Sq : a->Sk, i == 2 ? a->Dv : a->D}};
+  return v;
+}
+
+/* Attention node n reads in[i] through views v[i]: its inputs and
+ * attributes (view, dims; bshd's input flags cleared, y's kept) */
+static int set_views(Graph *g, Node *n, const GpucAttnGeom *a, const int in[3], const View v[3], GpucErr *e) {
+  int keep = 0;
+  Attr *at = gpuc_arena_alloc(&g->arena, sizeof(Attr) * ((size_t)n->nattr + 2));
+  int64_t *view = gpuc_arena_alloc(&g->arena, sizeof(int64_t) * 12);
+  int64_t *dims = gpuc_arena_alloc(&g->arena, sizeof(int64_t) * 6);
+  int64_t *bshd = gpuc_arena_alloc(&g->arena, sizeof(int64_t) * 4);
+  if (!at || !view || !dims || !bshd) return gpuc_err_set(e, "%s: out of memory", g->path);
+  for (int i = 0; i < n->nattr; i++) {
+    const char *nm = n->attrs[i].name;
+    if (!strcmp(nm, "view") || !strcmp(nm, "dims") || !strcmp(nm, "bshd")) continue;
+    at[keep++] = n->attrs[i];
+  }
+  for (int i = 0; i < 3; i++) {
+    view[4 * i] = v[i].off;
+    for (int j = 0; j < 3; j++) view[4 * i + 1 + j] = v[i].st[j];
+  }
+  int64_t d[6] = {a->B, a->H, a->Sq, a->Sk, a->D, a->Dv};
+  memcpy(dims, d, sizeof d);
+  bshd[0] = bshd[1] = bshd[2] = 0;
+  bshd[3] = a->bshd[3];
+  at[keep++] = (Attr){.name = "view", .kind = GPUC_ATTR_INTS, .n = 12, .ints = view};
+  at[keep++] = (Attr){.name = "dims", .kind = GPUC_ATTR_INTS, .n = 6, .ints = dims};
+  if (keep > n->nattr + 2) return gpuc_err_set(e, "%s: internal: attribute count", g->path);
+  Attr *b = gpuc_arena_alloc(&g->arena, sizeof(Attr) * ((size_t)keep + 1));
+  if (!b) return gpuc_err_set(e, "%s: out of memory", g->path);
+  memcpy(b, at, sizeof(Attr) * (size_t)keep);
+  b[keep] = (Attr){.name = "bshd", .kind = GPUC_ATTR_INTS, .n = 4, .ints = bshd};
+  n->attrs = b;
+  n->nattr = keep + 1;
+  for (int i = 0; i < 3; i++) n->in[i] = in[i];
+  return 0;
+}
+
+/* The node's geometry after a rewrite must still hold and lower */
+static bool still_valid(const Graph *g, const Node *n) {
+  GpucAttnGeom a;
+  const Tensor *q = &g->values[n->in[0]].t, *k = &g->values[n->in[1]].t, *v = &g->values[n->in[2]].t;
+  const Tensor *m = n->nin > 3 && n->in[3] >= 0 ? &g->values[n->in[3]].t : NULL;
+  return !gpuc_attention_geom(n, q, k, v, &a) && gpuc_attention_lowerable(&a, q, k, v, m);
+}
+
+/* 1: walk each of Q, K, V up as far as views go; 1 if any moved */
+static int fold_views(Graph *g, int i, GpucErr *e) {
+  Node *n = &g->nodes[i];
+  GpucAttnGeom a;
+  if (gpuc_attention_geom(n, &g->values[n->in[0]].t, &g->values[n->in[1]].t, &g->values[n->in[2]].t, &a)) return 0;
+  int in[3];
+  View v[3];
+  bool moved = false;
+  for (int k = 0; k < 3; k++) {
+    in[k] = n->in[k];
+    v[k] = geom_view(&a, k);
+    for (int guard = 0; guard < 64; guard++) {
+      View w = v[k];
+      int z = step_up(g, in[k], &w);
+      if (z < 0) break;
+      in[k] = z;
+      v[k] = w;
+      moved = true;
+    }
+  }
+  if (!moved) return 0;
+  Node keep = *n;
+  int *nin = gpuc_arena_alloc(&g->arena, sizeof(int) * 4);
+  if (!nin) return gpuc_err_set(e, "%s: out of memory", g->path);
+  memcpy(nin, n->in, sizeof(int) * (size_t)n->nin);
+  n->in = nin;
+  if (set_views(g, n, &a, in, v, e)) return -1;
+  if (!still_valid(g, n)) { *n = keep; return 0; }
+  return 1;
+}
+
+/* ---- 0: Y written in the layout its readers want ----------------------- */
+
+/* Attention node n's y_perm attribute set to perm */
+static int set_y_perm(Graph *g, Node *n, const int perm[4], GpucErr *e) {
+  int64_t *p = gpuc_arena_alloc(&g->arena, sizeof(int64_t) * 4);
+  Attr *at = gpuc_arena_alloc(&g->arena, sizeof(Attr) * ((size_t)n->nattr + 1));
+  if (!p || !at) return gpuc_err_set(e, "%s: out of memory", g->path);
+  for (int i = 0; i < 4; i++) p[i] = perm[i];
+  int k = 0;
+  for (int i = 0; i < n->nattr; i++)
+    if (strcmp(n->attrs[i].name, "y_perm")) at[k++] = n->attrs[i];
+  at[k++] = (Attr){.name = "y_perm", .kind = GPUC_ATTR_INTS, .n = 4, .ints = p};
+  n->attrs = at;
+  n->nattr = k;
+  return 0;
+}
+
+static bool same_dims(const Tensor *a, const Tensor *b) {
+  if (a->rank != b->rank || !gpuc_shape_known(a) || !gpuc_shape_known(b)) return false;
+  for (int d = 0; d < a->rank; d++)
+    if (a->dims[d] != b->dims[d]) return false;
+  return true;
+}
+
+/* Y's only reader, a Transpose that keeps Dv last or a Reshape to the same
+ * shape (GPT-2's head merge: Reshape, Transpose [0,2,1,3]; torchvision's
+ * Transpose [2,0,1,3]), becomes Y's stored layout: the Attention writes
+ * that reader's output. Returns how many were absorbed. */
+static int fold_output(Graph *g, int i, const int *readers, const int *last, bool *drop, GpucErr *e) {
+  int absorbed = 0;
+  for (int guard = 0; guard < 8; guard++) {
+    Node *n = &g->nodes[i];
+    int y = n->out[0];
+    if (y < 0 || readers[y] != 1 || g->values[y].is_output || last[y] < 0 || drop[last[y]]) break;
+    const Node *r = &g->nodes[last[y]];
+    if (r->in[0] != y || r->out[0] < 0) break;
+    GpucAttnGeom a;
+    if (gpuc_attention_geom(n, &g->values[n->in[0]].t, &g->values[n->in[1]].t, &g->values[n->in[2]].t, &a)) break;
+    int perm[4];
+    const int64_t *tp;
+    if (r->op == GPUC_OP_TRANSPOSE && gpuc_attr_ints(r, "perm", &tp) == 4 && tp[3] == 3) {
+      bool ok = true;
+      for (int k = 0; k < 4 && ok; k++) {
+        ok = tp[k] >= 0 && tp[k] < 4;
+        if (ok) perm[k] = a.ydims_perm[tp[k]];
+      }
+      if (!ok) break;
+    } else if (r->op == GPUC_OP_RESHAPE && same_dims(&g->values[y].t, &g->values[r->out[0]].t)) {
+      memcpy(perm, a.ydims_perm, sizeof perm);
+    } else {
+      break;
+    }
+    Node keep = *n;
+    if (set_y_perm(g, n, perm, e)) return -1;
+    n->out[0] = r->out[0];
+    if (!still_valid(g, n)) { n->out[0] = y; n->attrs = keep.attrs; n->nattr = keep.nattr; break; }
+    drop[last[y]] = true;
+    absorbed++;
+  }
+  return absorbed;
+}
+
+/* ---- 2: one GEMM for Q, K and V ---------------------------------------- */
+
+/* the GEMM that makes y, mergeable: MatMulBias(A, W, bias) with activation
+ * 0 or MatMul(A, W), W a constant 2-D float [K,N], bias a constant of N
+ * values, y [..., N]; its node index or -1 */
+static int mergeable_gemm(const Graph *g, int y) {
+  int p = g->values[y].producer;
+  if (p < 0) return -1;
+  const Node *n = &g->nodes[p];
+  bool mmb = n->op == GPUC_OP_MATMULBIAS && n->nin == 3 && gpuc_attr_i(n, "activation", 0) == 0;
+  if (!mmb && n->op != GPUC_OP_MATMUL) return -1;
+  const Value *w = &g->values[n->in[1]];
+  const Tensor *yt = &g->values[y].t;
+  if (!w->is_const || !w->t.data || w->t.rank != 2 || !gpuc_dtype_is_float(w->t.dt) || w->t.dt != yt->dt ||
+      g->values[n->in[0]].t.rank < 2 || !gpuc_shape_known(yt) || yt->dims[yt->rank - 1] != w->t.dims[1])
+    return -1;
+  if (mmb) {
+    const Value *b = &g->values[n->in[2]];
+    if (!b->is_const || !b->t.data || b->t.dt != yt->dt || gpuc_numel(&b->t) != w->t.dims[1]) return -1;
+  }
+  return p;
+}
+
+/* Merge the GEMMs making Q, K and V of Attention node i (read only by it)
+ * into one: 1 done, 0 not applicable, -1 error */
+static int merge_qkv(Graph *g, int i, const int *readers, bool *drop, GpucErr *e) {
+  Node *n = &g->nodes[i];
+  int y[3] = {n->in[0], n->in[1], n->in[2]}, p[3];
+  if (y[0] == y[1] || y[0] == y[2] || y[1] == y[2]) return 0;
+  for (int k = 0; k < 3; k++) {
+    p[k] = mergeable_gemm(g, y[k]);
+    if (p[k] < 0 || drop[p[k]] || readers[y[k]] != 1 || g->values[y[k]].is_output) return 0;
+  }
+  const Node *g0 = &g->nodes[p[0]];
+  int64_t K = g->values[g0->in[1]].t.dims[0], N[3], Nt = 0;
+  for (int k = 0; k < 3; k++) {
+    const Node *gk = &g->nodes[p[k]];
+    const Tensor *w = &g->values[gk->in[1]].t;
+    if (gk->in[0] != g0->in[0] || gk->op != g0->op || w->dims[0] != K || w->dt != g->values[g0->in[1]].t.dt) return 0;
+    N[k] = w->dims[1];
+    Nt += N[k];
+  }
+  GpucAttnGeom a;
+  if (gpuc_attention_geom(n, &g->values[y[0]].t, &g->values[y[1]].t, &g->values[y[2]].t, &a)) return 0;
+  /* each view re-addressed in Y [M, Nt] through Y_k = Y[:, c_k : c_k + N_k] */
+  const Tensor *yt0 = &g->values[y[0]].t;
+  int64_t M = gpuc_numel(yt0) / N[0];
+  int64_t c = 0;
+  View v[3];
+  for (int k = 0; k < 3; k++) {
+    int64_t mk = gpuc_numel(&g->values[y[k]].t) / N[k];
+    if (mk != M) return 0;
+    Tensor yk = {.dt = yt0->dt, .rank = 2, .dims = {M, N[k]}}, ya = {.dt = yt0->dt, .rank = 2, .dims = {M, Nt}};
+    int map[2] = {0, 1};
+    int64_t start[2] = {0, c}, fixed[2] = {-1, -1};
+    v[k] = geom_view(&a, k);
+    if (!through(&v[k], &yk, &ya, map, start, fixed)) return 0;
+    c += N[k];
+  }
+  /* W [K, Nt] and the bias [Nt], column blocks in Q, K, V order */
+  GpucDType dt = g->values[g0->in[1]].t.dt;
+  char name[512];
+  snprintf(name, sizeof name, "%s.qkv_weight", g0->name);
+  int64_t wd[2] = {K, Nt};
+  int w = gpuc_linear_new_const(g, name, dt, 2, wd, e), bias = -1;
+  if (w < 0) return -1;
+  if (g0->op == GPUC_OP_MATMULBIAS) {
+    snprintf(name, sizeof name, "%s.qkv_bias", g->nodes[p[0]].name);
+    bias = gpuc_linear_new_const(g, name, dt, 1, &Nt, e);
+    if (bias < 0) return -1;
+  }
+  size_t es = gpuc_dtype_size(dt);
+  c = 0;
+  for (int k = 0; k < 3; k++) {
+    const Node *gk = &g->nodes[p[k]];
+    const char *src = g->values[gk->in[1]].t.data;
+    char *dst = g->values[w].t.data;
+    for (int64_t r = 0; r < K; r++) memcpy(dst + ((size_t)(r * Nt + c)) * es, src + (size_t)(r * N[k]) * es, (size_t)N[k] * es);
+    if (bias >= 0)
+      memcpy((char *)g->values[bias].t.data + (size_t)c * es, g->values[gk->in[2]].t.data, (size_t)N[k] * es);
+    c += N[k];
+  }
+  /* the first GEMM (all three come after A and before this Attention)
+   * becomes the merged one; its output value grows to [..., Nt] */
+  int first = p[0] < p[1] ? (p[0] < p[2] ? 0 : 2) : (p[1] < p[2] ? 1 : 2);
+  Node *gm = &g->nodes[p[first]];
+  int *in = gpuc_arena_alloc(&g->arena, sizeof(int) * 3);
+  size_t len = strlen(gm->name) + 16;
+  char *nm = gpuc_arena_alloc(&g->arena, len);
+  if (!in || !nm) return gpuc_err_set(e, "%s: out of memory", g->path);
+  snprintf(nm, len, "%s (qkv)", gm->name);
+  in[0] = gm->in[0];
+  in[1] = w;
+  in[2] = bias;
+  gm->in = in;
+  gm->nin = bias >= 0 ? 3 : 2;
+  gm->name = nm;
+  int yv = y[first];
+  Tensor *yt = &g->values[yv].t;
+  yt->dims[yt->rank - 1] = Nt;
+  for (int k = 0; k < 3; k++)
+    if (k != first) drop[p[k]] = true;
+  n = &g->nodes[i];
+  int ins[3] = {yv, yv, yv};
+  return set_views(g, n, &a, ins, v, e) ? -1 : 1;
+}
+
+int pass_attention_views(Graph *g, const PassOptions *o, GpucErr *e) {
+  (void)o;
+  int changes = 0, rc = -1;
+  for (int i = 0; i < g->nnodes; i++) {
+    if (g->nodes[i].op != GPUC_OP_ATTENTION) continue;
+    int r = fold_views(g, i, e);
+    if (r < 0) return -1;
+    changes += r;
+  }
+  if (changes && pass_dead_code(g, o, e) < 0) return -1; /* the copies nothing reads now */
+  int nn = g->nnodes;
+  int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *last = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  bool *drop = calloc((size_t)nn + 1, 1);
+  if (!readers || !last || !drop) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
+  gpuc_graph_count_readers(g, readers, last);
+  for (int i = 0; i < nn; i++) {
+    if (g->nodes[i].op != GPUC_OP_ATTENTION || drop[i]) continue;
+    int r = fold_output(g, i, readers, last, drop, e);
+    if (r < 0) goto done;
+    changes += r;
+    r = merge_qkv(g, i, readers, drop, e);
+    if (r < 0) goto done;
+    changes += r;
+  }
+  gpuc_graph_remove_nodes(g, drop);
+  rc = changes;
+done:
+  free(readers); free(last); free(drop);
+  return rc;
+}
