@@ -288,6 +288,139 @@ static int fold_output(Graph *g, int i, const int *readers, const int *last, boo
   return absorbed;
 }
 
+/* ---- 3: the Transposes around torchvision's attention block ----------- */
+
+/* the node making y when it is a GEMM that works row by row: MatMulBias
+ * with 3 inputs and activation 0, or MatMul against a constant 2-D B;
+ * permuting A's leading axes permutes Y's the same way */
+static int row_gemm(const Graph *g, int y) {
+  int p = y >= 0 ? g->values[y].producer : -1;
+  if (p < 0) return -1;
+  const Node *n = &g->nodes[p];
+  const Value *b = &g->values[n->in[1]];
+  bool mmb = n->op == GPUC_OP_MATMULBIAS && n->nin == 3 && gpuc_attr_i(n, "activation", 0) == 0;
+  bool mm = n->op == GPUC_OP_MATMUL && b->is_const && b->t.data;
+  if ((!mmb && !mm) || b->t.rank != 2 || g->values[n->in[0]].t.rank < 2) return -1;
+  return p;
+}
+
+/* a Transpose node's perm when it keeps the last axis, else false */
+static bool perm_keeps_last(const Node *t, int rank, int *perm) {
+  const int64_t *p;
+  if (t->op != GPUC_OP_TRANSPOSE || gpuc_attr_ints(t, "perm", &p) != rank || p[rank - 1] != rank - 1) return false;
+  for (int a = 0; a < rank; a++) {
+    if (p[a] < 0 || p[a] >= rank) return false;
+    perm[a] = (int)p[a];
+  }
+  return true;
+}
+
+/* Input side: the Attention (node i) reads all of Q, K, V from y =
+ * GEMM(Transpose(x, P)) (torchvision: x [B,S,E] -> [S,B,E] -> in_proj),
+ * the GEMM's output read by nothing else and the Transpose's by nothing
+ * but the GEMM: the GEMM reads x (its output holds y transposed back) and
+ * the views follow through P. 1 done, 0 not. */
+static int sink_input_transpose(Graph *g, int i, const int *readers, bool *drop, GpucErr *e) {
+  Node *n = &g->nodes[i];
+  int y = n->in[0];
+  if (n->in[1] != y || n->in[2] != y || readers[y] != 3 || g->values[y].is_output) return 0;
+  int gp = row_gemm(g, y);
+  if (gp < 0 || drop[gp]) return 0;
+  int xt = g->nodes[gp].in[0], tp = g->values[xt].producer;
+  if (tp < 0 || drop[tp] || readers[xt] != 1 || g->values[xt].is_output) return 0;
+  const Tensor *yt = &g->values[y].t;
+  int perm[GPUC_MAX_RANK];
+  if (yt->rank > GPUC_MAX_RANK || g->values[xt].t.rank != yt->rank || !perm_keeps_last(&g->nodes[tp], yt->rank, perm))
+    return 0;
+  GpucAttnGeom a;
+  if (gpuc_attention_geom(n, yt, yt, yt, &a)) return 0;
+  /* y = Transpose(y', P): y's element i lies in y' at index i[a] on axis P[a] */
+  Tensor y2 = *yt;
+  for (int ax = 0; ax < yt->rank; ax++) y2.dims[perm[ax]] = yt->dims[ax];
+  View v[3];
+  int64_t start[GPUC_MAX_RANK] = {0}, fixed[GPUC_MAX_RANK];
+  for (int ax = 0; ax < GPUC_MAX_RANK; ax++) fixed[ax] = -1;
+  for (int k = 0; k < 3; k++) {
+    v[k] = geom_view(&a, k);
+    if (!through(&v[k], yt, &y2, perm, start, fixed)) return 0;
+  }
+  g->nodes[gp].in[0] = g->nodes[tp].in[0];
+  g->values[y].t = y2; /* the GEMM's output, now untransposed */
+  g->values[y].t.data = NULL;
+  drop[tp] = true;
+  int in[3] = {y, y, y};
+  return set_views(g, &g->nodes[i], &a, in, v, e) ? -1 : 1;
+}
+
+/* Output side: Y -> Reshape (merging axes after the first p, which it
+ * keeps) -> GEMM -> Transpose(P) with P moving only axes before p
+ * (torchvision: [S,B,H,D] -> [S,B,E] -> out_proj -> [B,S,E]): the
+ * Attention writes Y with those axes permuted, the Reshape and the GEMM
+ * keep the order, and the Transpose goes, so the residual Add after it
+ * meets the GEMM (fuse_residual_gemm). 1 done, 0 not. */
+static int hoist_output_transpose(Graph *g, int i, const int *readers, const int *last, bool *drop, GpucErr *e) {
+  Node *n = &g->nodes[i];
+  int y = n->out[0];
+  if (y < 0 || readers[y] != 1 || g->values[y].is_output || last[y] < 0) return 0;
+  int rs = last[y];
+  Node *r = &g->nodes[rs];
+  int y1 = r->out[0];
+  if (drop[rs] || r->op != GPUC_OP_RESHAPE || r->in[0] != y || y1 < 0 || readers[y1] != 1 ||
+      g->values[y1].is_output || last[y1] < 0)
+    return 0;
+  int gp = last[y1];
+  int y2 = g->nodes[gp].out[0];
+  if (drop[gp] || row_gemm(g, y2) != gp || g->nodes[gp].in[0] != y1 || readers[y2] != 1 ||
+      g->values[y2].is_output || last[y2] < 0 || drop[last[y2]])
+    return 0;
+  int tp = last[y2];
+  const Tensor *yt = &g->values[y].t, *t1 = &g->values[y1].t, *t2 = &g->values[y2].t;
+  int perm[GPUC_MAX_RANK];
+  if (t2->rank > GPUC_MAX_RANK || t1->rank != t2->rank || !perm_keeps_last(&g->nodes[tp], t2->rank, perm) ||
+      g->nodes[tp].out[0] < 0)
+    return 0;
+  int p = 0; /* the Reshape keeps Y's first p axes */
+  while (p < yt->rank && p < t1->rank && yt->dims[p] == t1->dims[p]) p++;
+  for (int ax = 0; ax < t1->rank; ax++)
+    if (ax >= p ? perm[ax] != ax : perm[ax] >= p) return 0;
+  GpucAttnGeom a;
+  if (p < 1 || p > 3 ||
+      gpuc_attention_geom(n, &g->values[n->in[0]].t, &g->values[n->in[1]].t, &g->values[n->in[2]].t, &a))
+    return 0;
+  int yperm[4];
+  for (int ax = 0; ax < 4; ax++) yperm[ax] = ax < p ? a.ydims_perm[perm[ax]] : a.ydims_perm[ax];
+  /* the Reshape's new target: its output's dims with the first p permuted */
+  int64_t dims[GPUC_MAX_RANK];
+  for (int ax = 0; ax < t1->rank; ax++) dims[ax] = ax < p ? t1->dims[perm[ax]] : t1->dims[ax];
+  char name[512];
+  snprintf(name, sizeof name, "%s.shape", r->name);
+  int64_t rk = t1->rank;
+  int sc = gpuc_linear_new_const(g, name, GPUC_DT_I64, 1, &rk, e);
+  if (sc < 0) return -1;
+  for (int ax = 0; ax < t1->rank; ax++) gpuc_set_i64(&g->values[sc].t, ax, dims[ax]);
+  n = &g->nodes[i];
+  r = &g->nodes[rs];
+  Node keep = *n;
+  if (set_y_perm(g, n, yperm, e)) return -1;
+  if (!still_valid(g, n)) { *n = keep; return 0; }
+  /* Y's stored dims follow; the Reshape's output and the GEMM's too */
+  Tensor *ty = &g->values[y].t, *ty1 = &g->values[y1].t;
+  int64_t old[GPUC_MAX_RANK];
+  memcpy(old, ty->dims, sizeof old);
+  for (int ax = 0; ax < p; ax++) ty->dims[ax] = old[perm[ax]];
+  for (int ax = 0; ax < ty1->rank; ax++) ty1->dims[ax] = dims[ax];
+  int *rin = gpuc_arena_alloc(&g->arena, sizeof(int) * 2);
+  if (!rin) return gpuc_err_set(e, "%s: out of memory", g->path);
+  rin[0] = r->in[0];
+  rin[1] = sc;
+  r->in = rin;
+  r->nin = 2;
+  g->nodes[gp].out[0] = g->nodes[tp].out[0];
+  g->values[g->nodes[tp].out[0]].producer = gp;
+  drop[tp] = true;
+  return 1;
+}
+
 /* ---- 2: one GEMM for Q, K and V ---------------------------------------- */
 
 /* the GEMM that makes y, mergeable: MatMulBias(A, W, bias) with activation
@@ -415,7 +548,13 @@ int pass_attention_views(Graph *g, const PassOptions *o, GpucErr *e) {
   gpuc_graph_count_readers(g, readers, last);
   for (int i = 0; i < nn; i++) {
     if (g->nodes[i].op != GPUC_OP_ATTENTION || drop[i]) continue;
-    int r = fold_output(g, i, readers, last, drop, e);
+    int r = sink_input_transpose(g, i, readers, drop, e);
+    if (r < 0) goto done;
+    changes += r;
+    r = fold_output(g, i, readers, last, drop, e);
+    if (r < 0) goto done;
+    changes += r;
+    r = hoist_output_transpose(g, i, readers, last, drop, e);
     if (r < 0) goto done;
     changes += r;
     r = merge_qkv(g, i, readers, drop, e);

@@ -246,7 +246,9 @@ static int attention_pattern(Graph *g, int q, int k, int v, bool kt, int mask) {
  * 3 torchvision: x -> Transpose [5,2,16] -> in_proj [5,2,48] -> Reshape
  *   [5,2,3,16] -> Unsqueeze -> Transpose [3,1,2,0,4] -> Squeeze -> Gather
  *   0/1/2 -> Reshape [5,4,8] -> Transpose [1,0,2] -> Reshape [2,2,5,8];
- *   Y by Transpose [2,0,1,3] -> Reshape [5,2,16] (no copies left)
+ *   Y by Transpose [2,0,1,3] -> Reshape [5,2,16] -> out_proj -> Transpose
+ *   [1,0,2] -> residual Add of x: no copies left, in_proj reads x, the
+ *   Attention writes Y [B,S,H,D] and the Add follows out_proj directly
  * 4 as 0 with V split along S instead (Split on axis 1 of [2,15,16] made
  *   by a Reshape of the GEMM output [2,5,48]): K, Q views; V's still a
  *   view where the axes fit, the result the same */
@@ -297,6 +299,9 @@ static void build_views(Graph *g) {
     }
     y = attention_pattern(g, part[0], part[1], part[2], false, -1);
     y = reshape(g, transpose(g, y, 4, p2013), 3, sbe);
+    /* out_proj, back to [B,S,E], the residual */
+    y = NODE(g, GPUC_OP_MATMULBIAS, y, constant(g, 2, w16, 52, -0.5, 0.5), constant(g, 1, b16, 53, -1, 1));
+    y = NODE(g, GPUC_OP_ADD, transpose(g, y, 3, p102), x);
   }
   output(g, y);
 }
@@ -324,12 +329,16 @@ static void test_attention_views(void) {
     CHECK(at != NULL, "views %d: no Attention", views_variant);
     if (at) {
       bool one_input = at->in[0] == at->in[1] && at->in[1] == at->in[2];
-      int want_gemms = views_variant == 1 ? 1 : views_variant == 2 ? 3 : views_variant == 3 ? 1 : 1;
-      /* torchvision's x Transpose before in_proj is not a view of Q/K/V */
-      int want_copies = views_variant == 3 ? 1 : 0;
+      int want_gemms = views_variant == 2 ? 3 : views_variant == 3 ? 2 : 1, want_copies = 0;
       CHECK(gemms == want_gemms && copies == want_copies && (views_variant == 2 || one_input),
             "views %d: %d GEMMs, %d copies (want %d, %d), inputs %d %d %d", views_variant, gemms, copies,
             want_gemms, want_copies, at->in[0], at->in[1], at->in[2]);
+    }
+    if (views_variant == 3) { /* the residual Add reads out_proj's output */
+      const Node *last = &g1->nodes[g1->nnodes - 1], *gm = &g1->nodes[g1->nnodes - 2];
+      CHECK(last->op == GPUC_OP_ADD && gm->op == GPUC_OP_MATMULBIAS && last->in[0] == gm->out[0],
+            "views 3: the residual Add does not follow out_proj (%s after %s)", gpuc_op_name(last),
+            gpuc_op_name(gm));
     }
     compare("attention views", g0, g1, 1e-5);
     gpuc_graph_free(g0);
