@@ -3,8 +3,13 @@
  * Shapes (static, baked in): Q [B,H,Sq,D], K [B,H,Sk,D], V [B,H,Sk,DV],
  * mask broadcast to [B,H,Sq,Sk] by strides (0 on broadcast dims), Y
  * [B,H,Sq,DV]; each tensor may instead be stored [B,S,H,D] (attribute
- * bshd): rows are addressed by the strides of GpucAttnGeom, the last axis
- * contiguous. Limits: gpuc_attention_lowerable.
+ * bshd), Q, K and V may be strided views at an offset of the tensor read
+ * (attributes view/dims: one QKV GEMM output [B,S,3,H,D] read three
+ * times), Y's axes permuted (y_perm): rows are addressed by the offsets
+ * and strides of GpucAttnGeom, the last axis contiguous. The tensor-core
+ * kernels move rows 16 bytes at a time, so they need every offset and
+ * stride a multiple of 8 halves (rows_aligned); else the FMA kernel runs.
+ * Limits: gpuc_attention_lowerable.
  *
  * Three kernels: f16/bf16 with D % 16 == 0 and DV % 8 == 0 on sm_80+ use
  * tensor cores: attention_mma_kv when the block's Q tile and all of K and
