@@ -17,7 +17,7 @@
  *    ([S,B,3,E] -> Transpose -> Gather) and the head-split Reshapes and
  *    Transposes all stop being kernels (they die unless read elsewhere).
  * 2. One QKV GEMM. When Q, K and V (after 1) are the outputs of three
- *    GEMMs on one A (MatMulBias with activation 0 and no residual, or
+ *    GEMMs on one A (or two of them are: K and V of cross-attention) (MatMulBias with activation 0 and no residual, or
  *    MatMul, a constant 2-D weight [K,N_i], a constant bias row), read by
  *    nothing but this Attention, they become one GEMM against the weights
  *    concatenated along N (bias likewise): Y [..., Nq+Nk+Nv], each view
@@ -444,57 +444,81 @@ static int mergeable_gemm(const Graph *g, int y) {
   return p;
 }
 
-/* Merge the GEMMs making Q, K and V of Attention node i (read only by it)
- * into one: 1 done, 0 not applicable, -1 error */
+/* can GEMM nodes pa and pb (mergeable_gemm) become one? */
+static bool same_gemm_family(const Graph *g, int pa, int pb) {
+  const Node *a = &g->nodes[pa], *b = &g->nodes[pb];
+  const Tensor *wa = &g->values[a->in[1]].t, *wb = &g->values[b->in[1]].t;
+  return a->in[0] == b->in[0] && a->op == b->op && wa->dims[0] == wb->dims[0] && wa->dt == wb->dt;
+}
+
+/* Merge the GEMMs making Q, K and V of Attention node i (each read only
+ * by it) that share their A: all three (self-attention), or two (K and V
+ * of cross-attention, from the encoder's output). 1 done, 0 not
+ * applicable, -1 error. */
 static int merge_qkv(Graph *g, int i, const int *readers, bool *drop, GpucErr *e) {
   Node *n = &g->nodes[i];
   int y[3] = {n->in[0], n->in[1], n->in[2]}, p[3];
-  if (y[0] == y[1] || y[0] == y[2] || y[1] == y[2]) return 0;
   for (int k = 0; k < 3; k++) {
     p[k] = mergeable_gemm(g, y[k]);
-    if (p[k] < 0 || drop[p[k]] || readers[y[k]] != 1 || g->values[y[k]].is_output) return 0;
+    if (p[k] >= 0 && (drop[p[k]] || readers[y[k]] != 1 || g->values[y[k]].is_output)) p[k] = -1;
   }
-  const Node *g0 = &g->nodes[p[0]];
-  int64_t K = g->values[g0->in[1]].t.dims[0], N[3], Nt = 0;
-  for (int k = 0; k < 3; k++) {
-    const Node *gk = &g->nodes[p[k]];
-    const Tensor *w = &g->values[gk->in[1]].t;
-    if (gk->in[0] != g0->in[0] || gk->op != g0->op || w->dims[0] != K || w->dt != g->values[g0->in[1]].t.dt) return 0;
-    N[k] = w->dims[1];
-    Nt += N[k];
+  /* the members: all three, else the first pair of K/V, Q/K, Q/V whose
+   * outputs differ and whose GEMMs share A */
+  static const int groups[4][3] = {{0, 1, 2}, {1, 2, -1}, {0, 1, -1}, {0, 2, -1}};
+  int mem[3], nm = 0;
+  for (int gi = 0; gi < 4 && !nm; gi++) {
+    int sz = groups[gi][2] < 0 ? 2 : 3;
+    bool ok = true;
+    for (int x = 0; x < sz && ok; x++) {
+      ok = p[groups[gi][x]] >= 0;
+      for (int z = 0; z < x && ok; z++)
+        ok = y[groups[gi][x]] != y[groups[gi][z]] && same_gemm_family(g, p[groups[gi][x]], p[groups[gi][z]]);
+    }
+    if (!ok) continue;
+    for (int x = 0; x < sz; x++) mem[x] = groups[gi][x];
+    nm = sz;
+  }
+  if (nm < 2) return 0;
+  const Node *g0 = &g->nodes[p[mem[0]]];
+  int64_t K = g->values[g0->in[1]].t.dims[0], N[3] = {0, 0, 0}, Nt = 0;
+  for (int x = 0; x < nm; x++) {
+    N[mem[x]] = g->values[g->nodes[p[mem[x]]].in[1]].t.dims[1];
+    Nt += N[mem[x]];
   }
   GpucAttnGeom a;
   if (gpuc_attention_geom(n, &g->values[y[0]].t, &g->values[y[1]].t, &g->values[y[2]].t, &a)) return 0;
-  /* each view re-addressed in Y [M, Nt] through Y_k = Y[:, c_k : c_k + N_k] */
-  const Tensor *yt0 = &g->values[y[0]].t;
-  int64_t M = gpuc_numel(yt0) / N[0];
+  /* each member's view re-addressed in Y [M, Nt] through Y_k = Y[:, c_k : c_k + N_k] */
+  const Tensor *yt0 = &g->values[y[mem[0]]].t;
+  int64_t M = gpuc_numel(yt0) / N[mem[0]];
   int64_t c = 0;
   View v[3];
-  for (int k = 0; k < 3; k++) {
-    int64_t mk = gpuc_numel(&g->values[y[k]].t) / N[k];
-    if (mk != M) return 0;
+  for (int k = 0; k < 3; k++) v[k] = geom_view(&a, k);
+  for (int x = 0; x < nm; x++) {
+    int k = mem[x];
+    if (gpuc_numel(&g->values[y[k]].t) / N[k] != M) return 0;
     Tensor yk = {.dt = yt0->dt, .rank = 2, .dims = {M, N[k]}}, ya = {.dt = yt0->dt, .rank = 2, .dims = {M, Nt}};
     int map[2] = {0, 1};
     int64_t start[2] = {0, c}, fixed[2] = {-1, -1};
-    v[k] = geom_view(&a, k);
     if (!through(&v[k], &yk, &ya, map, start, fixed)) return 0;
     c += N[k];
   }
   /* W [K, Nt] and the bias [Nt], column blocks in Q, K, V order */
   GpucDType dt = g->values[g0->in[1]].t.dt;
+  bool has_bias = g0->op == GPUC_OP_MATMULBIAS;
   char name[512];
   snprintf(name, sizeof name, "%s.qkv_weight", g0->name);
   int64_t wd[2] = {K, Nt};
   int w = gpuc_linear_new_const(g, name, dt, 2, wd, e), bias = -1;
   if (w < 0) return -1;
-  if (g0->op == GPUC_OP_MATMULBIAS) {
-    snprintf(name, sizeof name, "%s.qkv_bias", g->nodes[p[0]].name);
+  if (has_bias) {
+    snprintf(name, sizeof name, "%s.qkv_bias", g->nodes[p[mem[0]]].name);
     bias = gpuc_linear_new_const(g, name, dt, 1, &Nt, e);
     if (bias < 0) return -1;
   }
   size_t es = gpuc_dtype_size(dt);
   c = 0;
-  for (int k = 0; k < 3; k++) {
+  for (int x = 0; x < nm; x++) {
+    int k = mem[x];
     const Node *gk = &g->nodes[p[k]];
     const char *src = g->values[gk->in[1]].t.data;
     char *dst = g->values[w].t.data;
@@ -503,32 +527,37 @@ static int merge_qkv(Graph *g, int i, const int *readers, bool *drop, GpucErr *e
       memcpy((char *)g->values[bias].t.data + (size_t)c * es, g->values[gk->in[2]].t.data, (size_t)N[k] * es);
     c += N[k];
   }
-  /* the first GEMM (all three come after A and before this Attention)
+  /* the first member GEMM (all come after A and before this Attention)
    * becomes the merged one; its output value grows to [..., Nt] */
-  int first = p[0] < p[1] ? (p[0] < p[2] ? 0 : 2) : (p[1] < p[2] ? 1 : 2);
+  int first = mem[0];
+  for (int x = 1; x < nm; x++)
+    if (p[mem[x]] < p[first]) first = mem[x];
   Node *gm = &g->nodes[p[first]];
-  int *in = gpuc_arena_alloc(&g->arena, sizeof(int) * 3);
+  int *gin = gpuc_arena_alloc(&g->arena, sizeof(int) * 3);
   size_t len = strlen(gm->name) + 16;
-  char *nm = gpuc_arena_alloc(&g->arena, len);
-  if (!in || !nm) return gpuc_err_set(e, "%s: out of memory", g->path);
-  snprintf(nm, len, "%s (qkv)", gm->name);
-  in[0] = gm->in[0];
-  in[1] = w;
-  in[2] = bias;
-  gm->in = in;
-  gm->nin = bias >= 0 ? 3 : 2;
-  gm->name = nm;
+  char *nmv = gpuc_arena_alloc(&g->arena, len);
+  if (!gin || !nmv) return gpuc_err_set(e, "%s: out of memory", g->path);
+  snprintf(nmv, len, "%s (%s)", gm->name, nm == 3 ? "qkv" : "merged");
+  gin[0] = gm->in[0];
+  gin[1] = w;
+  gin[2] = bias;
+  gm->in = gin;
+  gm->nin = has_bias ? 3 : 2;
+  gm->name = nmv;
   int yv = y[first];
   Tensor *yt = &g->values[yv].t;
   yt->dims[yt->rank - 1] = Nt;
-  for (int k = 0; k < 3; k++)
-    if (k != first) drop[p[k]] = true;
+  int ins[3] = {y[0], y[1], y[2]};
+  for (int x = 0; x < nm; x++) {
+    if (mem[x] != first) drop[p[mem[x]]] = true;
+    ins[mem[x]] = yv;
+  }
   n = &g->nodes[i];
-  int ins[3] = {yv, yv, yv};
   return set_views(g, n, &a, ins, v, e) ? -1 : 1;
 }
 
 int pass_attention_views(Graph *g, const PassOptions *o, GpucErr *e) {
+  if (o->training) return 0; /* the weights are parameters there */
   /* GPUC_NO_ATTENTION_VIEWS=1: the copies stay (the GPU A/B of
    * tests/gpu/xformer_check.sh: steps and time before and after) */
   const char *off = getenv("GPUC_NO_ATTENTION_VIEWS");

@@ -242,13 +242,16 @@ static int attention_pattern(Graph *g, int q, int k, int v, bool kt, int mask) {
  *   [2,1,1,5] mask: one Attention reading the GEMM output three times
  * 1 BERT: three MatMulBias on x (Q, K, V), each Reshape + Transpose: the
  *   three become one GEMM [16,48], the Attention reads it
- * 2 as 1, the K projection also a graph output: views, no merge
+ * 2 as 1, the K projection also a graph output: Q and V merged (one
+ *   GEMM [16,32]), K read from its own
  * 3 torchvision: x -> Transpose [5,2,16] -> in_proj [5,2,48] -> Reshape
  *   [5,2,3,16] -> Unsqueeze -> Transpose [3,1,2,0,4] -> Squeeze -> Gather
  *   0/1/2 -> Reshape [5,4,8] -> Transpose [1,0,2] -> Reshape [2,2,5,8];
  *   Y by Transpose [2,0,1,3] -> Reshape [5,2,16] -> out_proj -> Transpose
  *   [1,0,2] -> residual Add of x: no copies left, in_proj reads x, the
  *   Attention writes Y [B,S,H,D] and the Add follows out_proj directly
+ * 5 cross-attention: Q from x, K and V from mem [2,7,16]: K and V merged
+ *   (one GEMM [16,32] on mem), Q its own
  * 4 as 0 with V split along S instead (Split on axis 1 of [2,15,16] made
  *   by a Reshape of the GEMM output [2,5,48]): K, Q views; V's still a
  *   view where the axes fit, the result the same */
@@ -273,16 +276,19 @@ static void build_views(Graph *g) {
     int mask = constant(g, 4, md, 23, -3, 0);
     y = attention_pattern(g, q, k, v, true, mask);
     y = reshape(g, transpose(g, y, 4, p0213), 3, flat);
-  } else if (views_variant <= 2) {
+  } else if (views_variant <= 2 || views_variant == 5) {
+    int64_t md7[3] = {2, 7, 16}, kv7[4] = {2, 7, 2, 8};
+    int mem = views_variant == 5 ? input(g, "mem", 3, md7) : x;
     int proj[3];
     for (int i = 0; i < 3; i++) {
-      proj[i] = NODE(g, GPUC_OP_MATMULBIAS, x, constant(g, 2, w16, 30 + i, -0.5, 0.5), constant(g, 1, b16, 40 + i, -1, 1));
+      proj[i] = NODE(g, GPUC_OP_MATMULBIAS, i ? mem : x, constant(g, 2, w16, 30 + i, -0.5, 0.5),
+                     constant(g, 1, b16, 40 + i, -1, 1));
+      if (views_variant == 5 && i) proj[i] = reshape(g, proj[i], 4, kv7);
       if (views_variant == 2 && i == 1) output(g, proj[i]);
     }
-    q = transpose(g, reshape(g, proj[0], 4, heads), 4, p0213);
-    k = transpose(g, reshape(g, proj[1], 4, heads), 4, p0213);
-    v = transpose(g, reshape(g, proj[2], 4, heads), 4, p0213);
-    y = attention_pattern(g, q, k, v, false, -1);
+    for (int i = 0; i < 3; i++)
+      proj[i] = transpose(g, views_variant == 5 && i ? proj[i] : reshape(g, proj[i], 4, heads), 4, p0213);
+    y = attention_pattern(g, proj[0], proj[1], proj[2], false, -1);
     y = reshape(g, transpose(g, y, 4, p0213), 3, flat);
   } else {
     int64_t p102[3] = {1, 0, 2}, sb3e[4] = {5, 2, 3, 16}, p31204[5] = {3, 1, 2, 0, 4}, sbh[3] = {5, 4, 8};
@@ -307,7 +313,7 @@ static void build_views(Graph *g) {
 }
 
 static void test_attention_views(void) {
-  for (views_variant = 0; views_variant <= 4; views_variant++) {
+  for (views_variant = 0; views_variant <= 5; views_variant++) {
     GpucErr e = {0};
     Graph *g0 = graph_new(17), *g1 = graph_new(17);
     build_views(g0);
@@ -329,8 +335,10 @@ static void test_attention_views(void) {
     CHECK(at != NULL, "views %d: no Attention", views_variant);
     if (at) {
       bool one_input = at->in[0] == at->in[1] && at->in[1] == at->in[2];
-      int want_gemms = views_variant == 2 ? 3 : views_variant == 3 ? 2 : 1, want_copies = 0;
-      CHECK(gemms == want_gemms && copies == want_copies && (views_variant == 2 || one_input),
+      int want_gemms = views_variant == 2 || views_variant == 3 || views_variant == 5 ? 2 : 1, want_copies = 0;
+      if (views_variant == 2) one_input = at->in[0] == at->in[2] && at->in[1] != at->in[0];
+      if (views_variant == 5) one_input = at->in[1] == at->in[2] && at->in[1] != at->in[0];
+      CHECK(gemms == want_gemms && copies == want_copies && one_input,
             "views %d: %d GEMMs, %d copies (want %d, %d), inputs %d %d %d", views_variant, gemms, copies,
             want_gemms, want_copies, at->in[0], at->in[1], at->in[2]);
     }
