@@ -195,11 +195,25 @@ static bool still_valid(const Graph *g, const Node *n) {
   return !gpuc_attention_geom(n, q, k, v, &a) && gpuc_attention_lowerable(&a, q, k, v, m);
 }
 
+/* the node reads Q, K, V through views (fold_views set them): the QKV
+ * merge and the input Transpose work on those only */
+static bool has_views(const Node *n) {
+  const int64_t *v;
+  return gpuc_attr_ints(n, "view", &v) == 12;
+}
+
 /* 1: walk each of Q, K, V up as far as views go; 1 if any moved */
 static int fold_views(Graph *g, int i, GpucErr *e) {
   Node *n = &g->nodes[i];
   GpucAttnGeom a;
   if (gpuc_attention_geom(n, &g->values[n->in[0]].t, &g->values[n->in[1]].t, &g->values[n->in[2]].t, &a)) return 0;
+  /* K and V with as many heads as Q (views of grouped-query K/V would need
+   * their own head count in `dims`) */
+  const int64_t *had;
+  for (int k = 1; k < 3 && gpuc_attr_ints(n, "view", &had) < 0; k++) {
+    const Tensor *t = &g->values[n->in[k]].t;
+    if (t->rank != 4 || t->dims[a.bshd[k] ? 2 : 1] != a.H) return 0;
+  }
   int in[3];
   View v[3];
   bool moved = false;
@@ -323,7 +337,7 @@ static bool perm_keeps_last(const Node *t, int rank, int *perm) {
 static int sink_input_transpose(Graph *g, int i, const int *readers, bool *drop, GpucErr *e) {
   Node *n = &g->nodes[i];
   int y = n->in[0];
-  if (n->in[1] != y || n->in[2] != y || readers[y] != 3 || g->values[y].is_output) return 0;
+  if (!has_views(n) || n->in[1] != y || n->in[2] != y || readers[y] != 3 || g->values[y].is_output) return 0;
   int gp = row_gemm(g, y);
   if (gp < 0 || drop[gp]) return 0;
   int xt = g->nodes[gp].in[0], tp = g->values[xt].producer;
@@ -458,6 +472,7 @@ static bool same_gemm_family(const Graph *g, int pa, int pb) {
 static int merge_qkv(Graph *g, int i, const int *readers, bool *drop, GpucErr *e) {
   Node *n = &g->nodes[i];
   int y[3] = {n->in[0], n->in[1], n->in[2]}, p[3];
+  if (!has_views(n)) return 0;
   for (int k = 0; k < 3; k++) {
     p[k] = mergeable_gemm(g, y[k]);
     if (p[k] >= 0 && (drop[p[k]] || readers[y[k]] != 1 || g->values[y[k]].is_output)) p[k] = -1;
