@@ -5,14 +5,10 @@
  *    whose element (b,h,s,d) lies at off + b*sb + h*sh + s*ss + d of the
  *    tensor the node reads (ir/infer_linalg.h, attributes view and dims).
  *    Walking up from the input, ops that only move data keep such an
- *    affine map: Reshape, Flatten, Squeeze, Unsqueeze and Identity keep
- *    the row-major element order (the map is unchanged); Transpose, Split
- *    (output j: a window of the axis), and Gather of one constant index
- *    pick elements by multi-index, and the map follows when every logical
- *    axis lies inside one axis of the op's output (its stride a multiple
- *    of that axis's stride, and offset plus extent never carrying into the
- *    next axis). The walk stops at the first op that computes, or where a
- *    step does not fit; d must stay contiguous. The Attention then reads
+ *    affine map (passes/view_walk.c: Reshape, Flatten, Squeeze, Unsqueeze,
+ *    Identity, Transpose, Split, Gather of one constant index). The walk
+ *    stops at the first op that computes, or where a step does not fit;
+ *    d must stay contiguous. The Attention then reads
  *    that tensor: GPT-2's Split of c_attn, torchvision's in_proj chunking
  *    ([S,B,3,E] -> Transpose -> Gather) and the head-split Reshapes and
  *    Transposes all stop being kernels (they die unless read elsewhere).
@@ -29,125 +25,38 @@
 #include "passes.h"
 #include "infer_linalg.h"
 #include "linear_layers.h"
+#include "view_walk.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* logical axes b, h, s, d: element offset, strides and extents */
-typedef struct View {
-  int64_t off, st[4], n[4];
-} View;
+/* Q, K, V as views: the logical axes b, h, s, d (rank 4); d must stay
+ * contiguous */
+typedef GpucView View;
 
-static void row_major(const Tensor *t, int64_t *st) {
-  int64_t s = 1;
-  for (int a = t->rank - 1; a >= 0; a--) {
-    st[a] = s;
-    s *= t->dims[a];
-  }
-}
+static bool d_contiguous(const View *v) { return v->n[3] == 1 || v->st[3] == 1; }
 
-/* v addresses y (row-major); y's element i lies in z (row-major) at
- * index zi[map[a]] = i[a] + start[a] for each y axis a, and zi[x] =
- * fixed[x] on the z axes no y axis maps to (fixed[x] >= 0 there). On
- * success v addresses z. */
+/* v through y -> z (gpuc_view_through), d still contiguous after */
 static bool through(View *v, const Tensor *y, const Tensor *z, const int *map, const int64_t *start,
                     const int64_t *fixed) {
-  int64_t sty[GPUC_MAX_RANK], stz[GPUC_MAX_RANK], o[GPUC_MAX_RANK], reach[GPUC_MAX_RANK];
-  int axis[4];
-  int64_t coef[4];
-  if (!gpuc_shape_known(y) || !gpuc_shape_known(z) || v->off < 0 || v->off >= gpuc_numel(y)) return false;
-  row_major(y, sty);
-  row_major(z, stz);
-  int64_t rest = v->off;
-  for (int a = 0; a < y->rank; a++) {
-    o[a] = rest / sty[a];
-    rest -= o[a] * sty[a];
-    reach[a] = o[a];
-  }
-  for (int j = 0; j < 4; j++) {
-    axis[j] = -1;
-    coef[j] = 0;
-    if (v->n[j] == 1 || v->st[j] == 0) continue; /* no step along it */
-    for (int a = 0; a < y->rank && axis[j] < 0; a++)
-      if (y->dims[a] > 1 && sty[a] <= v->st[j]) axis[j] = a;
-    if (axis[j] < 0 || v->st[j] % sty[axis[j]]) return false;
-    coef[j] = v->st[j] / sty[axis[j]];
-    reach[axis[j]] += coef[j] * (v->n[j] - 1);
-  }
-  for (int a = 0; a < y->rank; a++)
-    if (reach[a] >= y->dims[a]) return false; /* a step would carry into the next axis */
   View w = *v;
-  w.off = 0;
-  for (int a = 0; a < y->rank; a++) w.off += (o[a] + start[a]) * stz[map[a]];
-  for (int x = 0; x < z->rank; x++)
-    if (fixed[x] >= 0) w.off += fixed[x] * stz[x];
-  for (int j = 0; j < 4; j++) w.st[j] = axis[j] < 0 ? v->st[j] : coef[j] * stz[map[axis[j]]];
-  if (w.n[3] > 1 && w.st[3] != 1) return false; /* d no longer contiguous */
+  if (!gpuc_view_through(&w, y, z, map, start, fixed, false) || !d_contiguous(&w)) return false;
   *v = w;
   return true;
 }
 
 /* One step up from value y through its producer: the new base, or -1 */
 static int step_up(const Graph *g, int y, View *v) {
-  int p = g->values[y].producer;
-  if (p < 0) return -1;
-  const Node *n = &g->nodes[p];
-  if (n->nin < 1 || n->in[0] < 0) return -1;
-  int z = n->in[0];
-  const Tensor *yt = &g->values[y].t, *zt = &g->values[z].t;
-  if (yt->dt != zt->dt || !gpuc_shape_known(yt) || !gpuc_shape_known(zt) || zt->rank > GPUC_MAX_RANK) return -1;
-  int map[GPUC_MAX_RANK];
-  int64_t start[GPUC_MAX_RANK] = {0}, fixed[GPUC_MAX_RANK];
-  for (int x = 0; x < GPUC_MAX_RANK; x++) fixed[x] = -1;
-  switch (n->op) {
-  case GPUC_OP_RESHAPE: case GPUC_OP_FLATTEN: case GPUC_OP_SQUEEZE: case GPUC_OP_UNSQUEEZE: case GPUC_OP_IDENTITY:
-    return gpuc_numel(yt) == gpuc_numel(zt) ? z : -1; /* the same row-major order */
-  case GPUC_OP_TRANSPOSE: {
-    const int64_t *perm;
-    if (gpuc_attr_ints(n, "perm", &perm) != yt->rank || yt->rank != zt->rank) return -1;
-    for (int a = 0; a < yt->rank; a++) {
-      if (perm[a] < 0 || perm[a] >= zt->rank) return -1;
-      map[a] = (int)perm[a];
-    }
-    break;
-  }
-  case GPUC_OP_SPLIT: {
-    int64_t ax = gpuc_attr_i(n, "axis", 0);
-    if (ax < 0) ax += zt->rank;
-    if (ax < 0 || ax >= zt->rank || yt->rank != zt->rank) return -1;
-    int64_t s = 0;
-    int k = 0;
-    for (; k < n->nout && n->out[k] != y; k++) {
-      if (n->out[k] < 0 || !gpuc_shape_known(&g->values[n->out[k]].t)) return -1;
-      s += g->values[n->out[k]].t.dims[ax];
-    }
-    if (k == n->nout) return -1;
-    for (int a = 0; a < yt->rank; a++) map[a] = a;
-    start[ax] = s;
-    break;
-  }
-  case GPUC_OP_GATHER: { /* one constant index: that slice of the axis, the axis dropped */
-    const Value *iv = &g->values[n->in[1]];
-    int64_t ax = gpuc_attr_i(n, "axis", 0);
-    if (ax < 0) ax += zt->rank;
-    if (ax < 0 || ax >= zt->rank || !iv->is_const || !iv->t.data || iv->t.rank != 0 || yt->rank != zt->rank - 1)
-      return -1;
-    int64_t idx = gpuc_get_i64(&iv->t, 0);
-    if (idx < 0) idx += zt->dims[ax];
-    if (idx < 0 || idx >= zt->dims[ax]) return -1;
-    for (int a = 0; a < yt->rank; a++) map[a] = a < ax ? a : a + 1;
-    fixed[ax] = idx;
-    break;
-  }
-  default:
-    return -1;
-  }
-  return through(v, yt, zt, map, start, fixed) ? z : -1;
+  View w = *v;
+  int z = gpuc_view_step(g, y, &w, false);
+  if (z < 0 || !d_contiguous(&w)) return -1;
+  *v = w;
+  return z;
 }
 
 /* the view of Attention input i (0 Q, 1 K, 2 V) as its geometry has it */
 static View geom_view(const GpucAttnGeom *a, int i) {
-  View v = {.off = a->off[i], .st = {a->st[i][0], a->st[i][1], a->st[i][2], 1},
+  View v = {.off = a->off[i], .rank = 4, .st = {a->st[i][0], a->st[i][1], a->st[i][2], 1},
             .n = {a->B, a->H, i == 0 ? a->Sq : a->Sk, i == 2 ? a->Dv : a->D}};
   return v;
 }
