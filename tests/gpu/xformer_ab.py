@@ -4,20 +4,24 @@ for each model's TorchScript export at batch 32, the -O2 --fp16 plan as
 compiled ("after") and the same compile with GPUC_NO_ATTENTION_VIEWS=1
 ("before": the Split/Transpose copies and three Q/K/V GEMMs kept), each
 inspected (steps, bytes moved from the IR's cost model) and timed with `gpuc
-bench`; the after plan's slowest steps from `gpuc bench --profile`. One
-line a model:
+bench`; the after plan's slowest steps from `gpuc bench --profile`. The
+before plans compile in parallel; benches stop when XFORMER_AB_BUDGET
+seconds (default 90) are spent. One line a model:
   AB gpt2 ts b32: steps 143 -> 95, MB moved 3333 -> 2276, gpuc 2.190 -> 1.900 ms
 usage: xformer_ab.py GPUC WORK_DIR MODELS(comma list) [BATCH]"""
+import concurrent.futures
 import os
 import re
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import zoo_models as zm  # noqa: E402
 
 gpuc, work, models = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
 batch = int(sys.argv[4]) if len(sys.argv) > 4 else 32
+deadline = time.time() + float(os.environ.get("XFORMER_AB_BUDGET", "90"))
 
 
 def run(cmd, env=None, timeout=240):
@@ -50,7 +54,8 @@ def top_steps(text, n=8):
     return [r[1][:220] for r in rows[:n]]
 
 
-bad = 0
+# the before plans, compiled in parallel (one NVRTC process each)
+jobs = {}
 for name in models:
     model = zm.BY_NAME[name]
     onnx = os.path.join(work, name, "%s_ts.onnx" % name)
@@ -63,10 +68,20 @@ for name in models:
     for k, (shape, _, _) in model.spec.items():
         shapes += ["--shape", "%s=%s" % (k, "x".join(str(d) for d in (batch,) + tuple(shape)))]
     env = dict(os.environ, GPUC_NO_ATTENTION_VIEWS="1")
-    rc, out = run([gpuc, onnx, "-O2", "--fp16", "-o", before] + shapes, env=env)
+    jobs[name] = (after, before, [gpuc, onnx, "-O2", "--fp16", "-o", before] + shapes, env)
+with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
+    done = {name: pool.submit(run, j[2], j[3]) for name, j in jobs.items()}
+    compiled = {name: f.result() for name, f in done.items()}
+
+bad = 0
+for name, (after, before, _, _) in jobs.items():
+    rc, out = compiled[name]
     if rc:
         bad += 1
         print("AB %s ts b%d: FAIL compiling the before plan: %s" % (name, batch, out.strip()[-300:]))
+        continue
+    if time.time() > deadline:
+        print("AB %s ts b%d: SKIP (XFORMER_AB_BUDGET spent)" % (name, batch))
         continue
     (s0, b0), (s1, b1) = plan_cost(before), plan_cost(after)
     t0, _ = bench(before)
