@@ -13,12 +13,18 @@
  *    ([S,B,3,E] -> Transpose -> Gather) and the head-split Reshapes and
  *    Transposes all stop being kernels (they die unless read elsewhere).
  * 2. One QKV GEMM. When Q, K and V (after 1) are the outputs of three
- *    GEMMs on one A (or two of them are: K and V of cross-attention) (MatMulBias with activation 0 and no residual, or
+ *    GEMMs on one A (MatMulBias with activation 0 and no residual, or
  *    MatMul, a constant 2-D weight [K,N_i], a constant bias row), read by
  *    nothing but this Attention, they become one GEMM against the weights
- *    concatenated along N (bias likewise): Y [..., Nq+Nk+Nv], each view
- *    re-addressed as a column window of Y's rows (BERT, ViT from Hugging
- *    Face: [B,S,3,H,D] order, one read of A instead of three).
+ *    concatenated along N (bias likewise; zeros for a member without one,
+ *    as Whisper's k_proj): Y [..., Nq+Nk+Nv], each view re-addressed as a
+ *    column window of Y's rows (BERT, ViT from Hugging Face: [B,S,3,H,D]
+ *    order, one read of A instead of three). Two of them on one A merge
+ *    the same way (cross-attention's K and V from the encoder output).
+ * 3. torchvision's Transposes around the block (in_proj on [S,B,E], out_proj
+ *    back to [B,S,E]): the GEMMs work row by row, so in_proj reads x as it
+ *    is (the views follow the Transpose), and out_proj's Transpose moves
+ *    up into Y's layout, where the residual Add then meets out_proj.
  * Runs right after fuse_attention (before fp16: the merged weights get the
  * half policy like the others). Each rewrite is checked against the
  * unrewritten graph on the CPU reference (tests/unit/test_xformer_passes.c). */
@@ -371,7 +377,7 @@ static int mergeable_gemm(const Graph *g, int y) {
 static bool same_gemm_family(const Graph *g, int pa, int pb) {
   const Node *a = &g->nodes[pa], *b = &g->nodes[pb];
   const Tensor *wa = &g->values[a->in[1]].t, *wb = &g->values[b->in[1]].t;
-  return a->in[0] == b->in[0] && a->op == b->op && wa->dims[0] == wb->dims[0] && wa->dt == wb->dt;
+  return a->in[0] == b->in[0] && wa->dims[0] == wb->dims[0] && wa->dt == wb->dt;
 }
 
 /* Merge the GEMMs making Q, K and V of Attention node i (each read only
@@ -428,7 +434,8 @@ static int merge_qkv(Graph *g, int i, const int *readers, bool *drop, GpucErr *e
   }
   /* W [K, Nt] and the bias [Nt], column blocks in Q, K, V order */
   GpucDType dt = g->values[g0->in[1]].t.dt;
-  bool has_bias = g0->op == GPUC_OP_MATMULBIAS;
+  bool has_bias = false; /* a member without one (Whisper's k_proj) adds zeros */
+  for (int x = 0; x < nm; x++) has_bias |= g->nodes[p[mem[x]]].op == GPUC_OP_MATMULBIAS;
   char name[512];
   snprintf(name, sizeof name, "%s.qkv_weight", g0->name);
   int64_t wd[2] = {K, Nt};
@@ -447,8 +454,10 @@ static int merge_qkv(Graph *g, int i, const int *readers, bool *drop, GpucErr *e
     const char *src = g->values[gk->in[1]].t.data;
     char *dst = g->values[w].t.data;
     for (int64_t r = 0; r < K; r++) memcpy(dst + ((size_t)(r * Nt + c)) * es, src + (size_t)(r * N[k]) * es, (size_t)N[k] * es);
-    if (bias >= 0)
+    if (bias >= 0 && gk->op == GPUC_OP_MATMULBIAS)
       memcpy((char *)g->values[bias].t.data + (size_t)c * es, g->values[gk->in[2]].t.data, (size_t)N[k] * es);
+    else if (bias >= 0)
+      memset((char *)g->values[bias].t.data + (size_t)c * es, 0, (size_t)N[k] * es);
     c += N[k];
   }
   /* the first member GEMM (all come after A and before this Attention)
@@ -457,6 +466,7 @@ static int merge_qkv(Graph *g, int i, const int *readers, bool *drop, GpucErr *e
   for (int x = 1; x < nm; x++)
     if (p[mem[x]] < p[first]) first = mem[x];
   Node *gm = &g->nodes[p[first]];
+  gm->op = has_bias ? GPUC_OP_MATMULBIAS : GPUC_OP_MATMUL;
   int *gin = gpuc_arena_alloc(&g->arena, sizeof(int) * 3);
   size_t len = strlen(gm->name) + 16;
   char *nmv = gpuc_arena_alloc(&g->arena, len);

@@ -252,6 +252,7 @@ static int attention_pattern(Graph *g, int q, int k, int v, bool kt, int mask) {
  *   Attention writes Y [B,S,H,D] and the Add follows out_proj directly
  * 5 cross-attention: Q from x, K and V from mem [2,7,16]: K and V merged
  *   (one GEMM [16,32] on mem), Q its own
+ * 6 as 1 with K a MatMul without bias: one GEMM, zeros in its bias
  * 4 as 0 with V split along S instead (Split on axis 1 of [2,15,16] made
  *   by a Reshape of the GEMM output [2,5,48]): K, Q views; V's still a
  *   view where the axes fit, the result the same */
@@ -276,13 +277,16 @@ static void build_views(Graph *g) {
     int mask = constant(g, 4, md, 23, -3, 0);
     y = attention_pattern(g, q, k, v, true, mask);
     y = reshape(g, transpose(g, y, 4, p0213), 3, flat);
-  } else if (views_variant <= 2 || views_variant == 5) {
+  } else if (views_variant <= 2 || views_variant >= 5) {
     int64_t md7[3] = {2, 7, 16}, kv7[4] = {2, 7, 2, 8};
     int mem = views_variant == 5 ? input(g, "mem", 3, md7) : x;
     int proj[3];
     for (int i = 0; i < 3; i++) {
-      proj[i] = NODE(g, GPUC_OP_MATMULBIAS, i ? mem : x, constant(g, 2, w16, 30 + i, -0.5, 0.5),
-                     constant(g, 1, b16, 40 + i, -1, 1));
+      if (views_variant == 6 && i == 1) /* K without a bias (Whisper's k_proj) */
+        proj[i] = NODE(g, GPUC_OP_MATMUL, x, constant(g, 2, w16, 30 + i, -0.5, 0.5));
+      else
+        proj[i] = NODE(g, GPUC_OP_MATMULBIAS, i ? mem : x, constant(g, 2, w16, 30 + i, -0.5, 0.5),
+                       constant(g, 1, b16, 40 + i, -1, 1));
       if (views_variant == 5 && i) proj[i] = reshape(g, proj[i], 4, kv7);
       if (views_variant == 2 && i == 1) output(g, proj[i]);
     }
@@ -313,7 +317,7 @@ static void build_views(Graph *g) {
 }
 
 static void test_attention_views(void) {
-  for (views_variant = 0; views_variant <= 5; views_variant++) {
+  for (views_variant = 0; views_variant <= 6; views_variant++) {
     GpucErr e = {0};
     Graph *g0 = graph_new(17), *g1 = graph_new(17);
     build_views(g0);
