@@ -3,8 +3,13 @@
  * Shapes (static, baked in): Q [B,H,Sq,D], K [B,H,Sk,D], V [B,H,Sk,DV],
  * mask broadcast to [B,H,Sq,Sk] by strides (0 on broadcast dims), Y
  * [B,H,Sq,DV]; each tensor may instead be stored [B,S,H,D] (attribute
- * bshd): rows are addressed by the strides of GpucAttnGeom, the last axis
- * contiguous. Limits: gpuc_attention_lowerable.
+ * bshd), Q, K and V may be strided views at an offset of the tensor read
+ * (attributes view/dims: one QKV GEMM output [B,S,3,H,D] read three
+ * times), Y's axes permuted (y_perm): rows are addressed by the offsets
+ * and strides of GpucAttnGeom, the last axis contiguous. The tensor-core
+ * kernels move rows 16 bytes at a time, so they need every offset and
+ * stride a multiple of 8 halves (rows_aligned); else the FMA kernel runs.
+ * Limits: gpuc_attention_lowerable.
  *
  * Three kernels: f16/bf16 with D % 16 == 0 and DV % 8 == 0 on sm_80+ use
  * tensor cores: attention_mma_kv when the block's Q tile and all of K and
@@ -63,9 +68,9 @@ static const char *mma_body =
   "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;\n"
   "  const i64 bh = blockIdx.x, b = bh / H, h = bh % H;\n"
   "  const int r0 = blockIdx.y * 64 + warp * 16 + g; /* this lane's rows: r0, r0 + 8 */\n"
-  "  const T* qb = q + b * QS0 + h * QS1;\n"
-  "  const T* kb = k + b * KS0 + h * KS1;\n"
-  "  const T* vb = v + b * VS0 + h * VS1;\n"
+  "  const T* qb = q + QO + b * QS0 + h * QS1;\n"
+  "  const T* kb = k + KO + b * KS0 + h * KS1;\n"
+  "  const T* vb = v + VO + b * VS0 + h * VS1;\n"
   "  unsigned qf[KD][4]; /* Q as A fragments; rows past SQ are 0 */\n"
   "#pragma unroll\n"
   "  for (int kk = 0; kk < KD; kk++)\n"
@@ -239,9 +244,9 @@ static const char *mma_kv_body =
   "  const int lm = lane >> 3, lr = lane & 7; /* ldmatrix: this lane addresses row lr of matrix lm */\n"
   "  const i64 bh = blockIdx.x, b = bh / H, h = bh % H;\n"
   "  const int q0 = blockIdx.y * 64, r0 = q0 + warp * 16 + g; /* this lane's rows: r0, r0 + 8 */\n"
-  "  const T* qb = q + b * QS0 + h * QS1;\n"
-  "  const T* kb = k + b * KS0 + h * KS1;\n"
-  "  const T* vb = v + b * VS0 + h * VS1;\n"
+  "  const T* qb = q + QO + b * QS0 + h * QS1;\n"
+  "  const T* kb = k + KO + b * KS0 + h * KS1;\n"
+  "  const T* vb = v + VO + b * VS0 + h * VS1;\n"
   "  /* rows past SQ / SK are stored as zeros (0 * a finite V stays 0) */\n"
   "  for (int i = tid; i < 64 * (D / 8); i += 128) {\n"
   "    const int r = i / (D / 8), c = (i - r * (D / 8)) * 8;\n"
@@ -423,12 +428,26 @@ static void emit_subst(StrBuf *b, const char *body, int n, const char *const *ke
   }
 }
 
-/* "constexpr i64 QS0 = .., QS1 = .., QS2 = ..;" for Q, K, V and Y */
+/* "constexpr i64 QS0 = .., QS1 = .., QS2 = ..;" for Q, K, V and Y, and
+ * the element offsets QO, KO, VO of Q, K and V in the tensors read (views
+ * of one QKV GEMM output: attribute view) */
 static void emit_strides(StrBuf *b, const GpucAttnGeom *a) {
   static const char *nm[4] = {"QS", "KS", "VS", "YS"};
   for (int i = 0; i < 4; i++)
     sb_printf(b, "  constexpr i64 %s0 = %lldLL, %s1 = %lldLL, %s2 = %lldLL;\n", nm[i], LL(a->st[i][0]), nm[i],
               LL(a->st[i][1]), nm[i], LL(a->st[i][2]));
+  sb_printf(b, "  constexpr i64 QO = %lldLL, KO = %lldLL, VO = %lldLL;\n", LL(a->off[0]), LL(a->off[1]), LL(a->off[2]));
+}
+
+/* the tensor-core kernels move Q, K and V rows 16 bytes at a time: every
+ * row start (offset and strides) a multiple of 8 halves */
+static bool rows_aligned(const GpucAttnGeom *a) {
+  for (int i = 0; i < 4; i++) {
+    if (a->off[i] % 8) return false;
+    for (int j = 0; j < 3; j++)
+      if (a->st[i][j] % 8) return false;
+  }
+  return true;
 }
 
 /* "extern "C" __global__ void <bounds> name(q, k, v, mask?, y) {" */
@@ -558,9 +577,9 @@ static int attention_fma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]
                "  const i64 bh = blockIdx.x, b = bh / %lldLL, h = bh %% %lldLL;\n"
                "  const int q0 = blockIdx.y * %d;\n", LL(H), LL(H), ATT_BQ);
   emit_strides(b, a);
-  sb_printf(b, "  const %s* qb = q + b * QS0 + h * QS1;\n"
-               "  const %s* kb = k + b * KS0 + h * KS1;\n"
-               "  const %s* vb = v + b * VS0 + h * VS1;\n", T, T, T);
+  sb_printf(b, "  const %s* qb = q + QO + b * QS0 + h * QS1;\n"
+               "  const %s* kb = k + KO + b * KS0 + h * KS1;\n"
+               "  const %s* vb = v + VO + b * VS0 + h * VS1;\n", T, T, T);
   /* the block's Q rows (rows past Sq are zeros, never written out) */
   sb_printf(b, "  for (int i = tid; i < %lld; i += %d) {\n"
                "    const int r = i / %lld, d = i - r * %lld;\n"
@@ -672,7 +691,7 @@ int lower_Attention(LowerCtx *c) {
    * the tiled tensor-core kernel over the K/V-resident one (to bisect a
    * wrong result between the kernels on a GPU, or time them) */
   bool tc = (q->dt == GPUC_DT_F16 || q->dt == GPUC_DT_BF16) && c->opt->sm >= 80 && a.D % 16 == 0 &&
-            a.Dv % 8 == 0 && !env_set("GPUC_ATTENTION_FMA");
+            a.Dv % 8 == 0 && rows_aligned(&a) && !env_set("GPUC_ATTENTION_FMA");
   if (!tc) return attention_fma(c, &a, ms);
   if (mma_kv_smem(&a) <= 48 * 1024 && !env_set("GPUC_ATTENTION_TILED")) return attention_mma_kv(c, &a, ms);
   return attention_mma(c, &a, ms);

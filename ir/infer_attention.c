@@ -21,11 +21,74 @@ static void strides(const int64_t l[4], bool bshd, int64_t st[3]) {
 
 static bool dims_eq(int64_t a, int64_t b) { return a < 0 || b < 0 || a == b; }
 
+/* Y's stored axis order (logical 0 b, 1 h, 2 s, 3 d) from y_perm or
+ * bshd[3], and its strides and stored dims */
+static int y_layout(const Node *n, GpucAttnGeom *a) {
+  const int64_t *p;
+  int np = gpuc_attr_ints(n, "y_perm", &p);
+  int perm[4] = {0, 1, 2, 3};
+  if (np >= 0) {
+    if (np != 4 || p[3] != 3) return -1;
+    bool seen[3] = {false, false, false};
+    for (int i = 0; i < 3; i++) {
+      if (p[i] < 0 || p[i] > 2 || seen[p[i]]) return -1;
+      seen[p[i]] = true;
+      perm[i] = (int)p[i];
+    }
+  } else if (a->bshd[3]) {
+    perm[1] = 2;
+    perm[2] = 1;
+  }
+  int64_t l[4] = {a->B, a->H, a->Sq, a->Dv}, st[4], s = 1;
+  for (int i = 3; i >= 0; i--) {
+    st[perm[i]] = s;
+    s *= l[perm[i]];
+  }
+  for (int i = 0; i < 4; i++) a->ydims_perm[i] = perm[i];
+  a->off[3] = 0;
+  for (int i = 0; i < 3; i++) a->st[3][i] = st[i];
+  return 0;
+}
+
+/* the last element a view reaches lies inside t: off + sum (n-1) stride +
+ * (d-1) < numel(t), every term without overflow */
+static bool view_inside(const Tensor *t, int64_t off, const int64_t st[3], const int64_t n[3], int64_t d) {
+  if (!gpuc_shape_known(t) || off < 0) return false;
+  int64_t last = off + d - 1, term;
+  for (int i = 0; i < 3; i++) {
+    if (st[i] < 0 || __builtin_mul_overflow(st[i], n[i] - 1, &term) || __builtin_add_overflow(last, term, &last))
+      return false;
+  }
+  return last < gpuc_numel(t);
+}
+
+/* attributes view and dims (above); 0 or -1 */
+static int strided_views(const Node *n, const Tensor *in[3], GpucAttnGeom *a) {
+  const int64_t *v, *d;
+  if (gpuc_attr_ints(n, "view", &v) != 12 || gpuc_attr_ints(n, "dims", &d) != 6) return -1;
+  for (int i = 0; i < 6; i++)
+    if (d[i] < 1) return -1;
+  a->B = d[0]; a->H = d[1]; a->Sq = d[2]; a->Sk = d[3]; a->D = d[4]; a->Dv = d[5];
+  for (int i = 0; i < 3; i++) {
+    int64_t ext[3] = {a->B, a->H, i == 0 ? a->Sq : a->Sk};
+    a->off[i] = v[4 * i];
+    for (int j = 0; j < 3; j++) a->st[i][j] = v[4 * i + 1 + j];
+    if (!view_inside(in[i], a->off[i], a->st[i], ext, i == 2 ? a->Dv : a->D)) return -1;
+  }
+  return 0;
+}
+
 int gpuc_attention_geom(const Node *n, const Tensor *q, const Tensor *k, const Tensor *v, GpucAttnGeom *a) {
   const int64_t *flags;
   int nf = gpuc_attr_ints(n, "bshd", &flags);
   if (nf >= 0 && nf != 4) return -1;
   for (int i = 0; i < 4; i++) a->bshd[i] = nf == 4 && flags[i] != 0;
+  const int64_t *unused;
+  if (gpuc_attr_ints(n, "view", &unused) >= 0) {
+    const Tensor *in[3] = {q, k, v};
+    if (strided_views(n, in, a)) return -1;
+    return y_layout(n, a);
+  }
   if (q->rank != 4 || k->rank != 4 || v->rank != 4) return -1;
   int64_t lq[4], lk[4], lv[4];
   logical(q, a->bshd[0], lq);
@@ -35,17 +98,17 @@ int gpuc_attention_geom(const Node *n, const Tensor *q, const Tensor *k, const T
     if (!dims_eq(lq[d], lk[d]) || !dims_eq(lq[d], lv[d])) return -1;
   if (!dims_eq(lq[3], lk[3]) || !dims_eq(lk[2], lv[2])) return -1;
   a->B = lq[0]; a->H = lq[1]; a->Sq = lq[2]; a->D = lq[3]; a->Sk = lk[2]; a->Dv = lv[3];
-  int64_t ly[4] = {a->B, a->H, a->Sq, a->Dv};
   strides(lq, a->bshd[0], a->st[0]);
   strides(lk, a->bshd[1], a->st[1]);
   strides(lv, a->bshd[2], a->st[2]);
-  strides(ly, a->bshd[3], a->st[3]);
-  return 0;
+  a->off[0] = a->off[1] = a->off[2] = 0;
+  return y_layout(n, a);
 }
 
 /* Q [B,H,Sq,D], K [B,H,Sk,D], V [B,H,Sk,Dv], mask? broadcast to
  * [B,H,Sq,Sk] -> Y [B,H,Sq,Dv] of Q's dtype; with attribute bshd[i] set,
- * tensor i (Q, K, V, Y) is stored [B,S,H,D] instead. */
+ * tensor i (Q, K, V, Y) is stored [B,S,H,D] instead; with view and dims,
+ * Q, K and V are strided views; y_perm permutes Y's stored axes. */
 int infer_Attention(OpCtx *c) {
   static const GpucDType flt[] = {GPUC_DT_F32, GPUC_DT_F16, GPUC_DT_BF16, GPUC_DT_F64, GPUC_DT_UNDEF};
   for (int i = 0; i < 4; i++)
@@ -56,9 +119,10 @@ int infer_Attention(OpCtx *c) {
                         gpuc_dtype_name(k->dt), gpuc_dtype_name(v->dt));
   GpucAttnGeom a;
   if (gpuc_attention_geom(c->n, q, k, v, &a))
-    return gpuc_op_fail(c, "Q, K and V are not 4-D with one batch, head count and head size");
-  int64_t dims[4] = {a.B, a.H, a.Sq, a.Dv};
-  if (a.bshd[3]) { dims[1] = a.Sq; dims[2] = a.H; }
+    return gpuc_op_fail(c, "Q, K and V are not 4-D with one batch, head count and head size, or their views "
+                           "(attributes view, dims, y_perm) do not lie inside them");
+  int64_t l[4] = {a.B, a.H, a.Sq, a.Dv}, dims[4];
+  for (int i = 0; i < 4; i++) dims[i] = l[a.ydims_perm[i]];
   gpuc_set_shape(c->out[0], q->dt, 4, dims);
   if (gpuc_has_in(c, 3)) {
     const Tensor *m = c->in[3];

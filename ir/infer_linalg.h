@@ -29,13 +29,22 @@ int gpuc_einsum_parse(OpCtx *c, GpucEinsum *es);
 void gpuc_einsum_free(GpucEinsum *es);
 
 /* Attention (ir/infer_attention.c). Its geometry: sizes, and per tensor
- * (0 Q, 1 K, 2 V, 3 Y) whether it is stored [B,S,H,D] (attribute bshd)
- * rather than [B,H,S,D], and the element strides of its b, h and s axes
- * (d is contiguous). -1 when the ranks or sizes do not fit together. */
+ * (0 Q, 1 K, 2 V, 3 Y) the element offset and the element strides of its
+ * b, h and s axes (d is contiguous). By default Q, K, V and Y are stored
+ * [B,H,S,D], or [B,S,H,D] where attribute bshd says so. With attributes
+ * `view` (12 ints: offset, stride_b, stride_h, stride_s of Q, K, V) and
+ * `dims` (6 ints: B, H, Sq, Sk, D, Dv) Q, K and V are strided views of
+ * whatever tensors the node reads (passes/attention_views.c: slices of one
+ * [B,S,3,H,D] QKV GEMM output, no copies), each checked to lie inside its
+ * tensor. Attribute `y_perm` (4 ints, last 3) stores Y as that permutation
+ * of [B,H,Sq,Dv] (it overrides bshd[3]). -1 when the ranks, sizes or
+ * views do not fit together. */
 typedef struct GpucAttnGeom {
   int64_t B, H, Sq, Sk, D, Dv;
   bool bshd[4];
+  int64_t off[4];
   int64_t st[4][3];
+  int ydims_perm[4]; /* Y's stored axes as logical axes (0 b, 1 h, 2 s, 3 d) */
 } GpucAttnGeom;
 int gpuc_attention_geom(const Node *n, const Tensor *q, const Tensor *k, const Tensor *v, GpucAttnGeom *a);
 /* the mask's element strides over [B,H,Sq,Sk] (0 where it broadcasts) */

@@ -61,6 +61,9 @@ int pass_fuse_gelu(Graph *g, const PassOptions *o, GpucErr *e);
  * attribute activation, cuBLASLt's epilogue. */
 int pass_fuse_matmul_act(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e);
+/* Attention's Q, K, V as strided views of the tensors the copies read; their
+ * three projections as one GEMM (passes/attention_views.c) */
+int pass_attention_views(Graph *g, const PassOptions *o, GpucErr *e);
 /* Add(MatMulBias/MatMul, R) -> MatMulBias(A, B, bias, R): the residual as
  * the GEMM's C operand (passes/fuse_residual_gemm.c). */
 int pass_fuse_residual_gemm(Graph *g, const PassOptions *o, GpucErr *e);

@@ -8,6 +8,11 @@
  * Rules (each alone in tests/unit/test_simplify_transpose.c):
  *   compose   Transpose(Transpose(x, p1), p2) -> Transpose(x, p1[p2[i]])
  *             (the inner one stays while others read it)
+ *   plain     a Transpose whose elements, walked up through Reshapes and
+ *             Transposes (passes/view_walk.c), are some x's in x's own
+ *             order -> Reshape(x) (torchvision ViT's patches: the NHWC
+ *             conv's to_nchw Transpose, a Reshape and the model's
+ *             Transpose back to [B,S,C] move nothing)
  *   identity  Transpose(x, [0,1,..]) -> x for every reader; when it writes
  *             a graph output (whose name stays), x's producer writes that
  *             output instead if the Transpose is x's only reader
@@ -28,6 +33,7 @@
  * Runs at -O2 after layout_nhwc (and fuse_attention, which matches
  * Transposes of its own). */
 #include "passes.h"
+#include "view_walk.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,6 +279,48 @@ static int sink(Ctx *c, int t, int ni, int k, const Perm *p) {
   return 1;
 }
 
+/* The value whose elements in its own row-major order are Transpose t's
+ * output (walking up through data movement), or -1 */
+static int plain_source(const Graph *g, int t) {
+  int y = g->nodes[t].out[0];
+  const Tensor *yt = &g->values[y].t;
+  int64_t n = gpuc_numel(yt);
+  if (!gpuc_shape_known(yt) || n < 1) return -1;
+  GpucView v;
+  gpuc_view_row_major(&v, yt);
+  int cur = y;
+  for (int guard = 0; guard < 32; guard++) {
+    cur = gpuc_view_step(g, cur, &v, true);
+    if (cur < 0) return -1;
+    if (gpuc_numel(&g->values[cur].t) == n && gpuc_view_is_plain(&v, n)) return cur;
+  }
+  return -1;
+}
+
+/* Transpose t -> Reshape(x, t's output shape) */
+static int as_reshape(Ctx *c, int t, int x) {
+  Graph *g = c->g;
+  const Tensor *yt = &g->values[g->nodes[t].out[0]].t;
+  char name[512];
+  snprintf(name, sizeof name, "%s.shape", g->nodes[t].name);
+  int s = gpuc_graph_add_value(g, name);
+  int *in = gpuc_arena_alloc(&g->arena, sizeof(int) * 2);
+  if (s < 0 || !in) return oom(g, c->e);
+  int64_t r = yt->rank;
+  gpuc_set_shape(&g->values[s].t, GPUC_DT_I64, 1, &r);
+  if (gpuc_tensor_alloc(&g->values[s].t, c->e)) return -1;
+  for (int a = 0; a < yt->rank; a++) gpuc_set_i64(&g->values[s].t, a, yt->dims[a]);
+  g->values[s].is_const = true;
+  Node *n = &g->nodes[t];
+  in[0] = x;
+  in[1] = s;
+  n->op = GPUC_OP_RESHAPE;
+  n->in = in;
+  n->nin = 2;
+  n->nattr = 0;
+  return 1;
+}
+
 /* One rule at Transpose t, if any applies: 1 changed, 0 none, -1 error. */
 static int rewrite_at(Ctx *c, int t) {
   Graph *g = c->g;
@@ -303,6 +351,8 @@ static int rewrite_at(Ctx *c, int t) {
         if (g->nodes[i].in[k] == y) g->nodes[i].in[k] = x;
     return 1;
   }
+  int src = plain_source(g, t);
+  if (src >= 0) return as_reshape(c, t, src);
   int ni = sole_reader(c, y);
   if (ni < 0) return 0;
   const Node *n = &g->nodes[ni];

@@ -6,7 +6,8 @@ PyTorch with both exporters (export.py re-exports them) and PyTorch's fp32
 outputs at batch 4. For each exported model this test
   * compiles it for sm_90 at batch 1 and 4, fp32 and --fp16
     (`gpuc M.onnx --arch sm_90 [--fp16] --shape NAME=DIMS...`): must succeed;
-  * runs the CPU reference (`gpuc run M.onnx --cpu --shape ...`) on the stored
+  * runs the CPU reference (`gpuc run M.onnx --cpu [-O2] --shape ...`: the
+    graph as imported, and after the -O2 passes in fp32) on the stored
     inputs at batch 4 and on their first row at batch 1, against PyTorch's
     outputs (the first row at batch 1): rel L2 <= 1e-4 (fp32).
 A model in XFAIL is expected to fail one of these today, for the reason
@@ -63,27 +64,29 @@ def check_model(gpuc, zoo, work, onnx_name, spec):
             elif not os.path.getsize(os.path.join(mwork, "b%d.gpuc" % batch)):
                 fails.append("%s: empty plan" % what)
             done.append(what)
-        # the CPU reference on the stored inputs (batch 1: their first row)
-        what = "cpu ref b%d" % batch
+        # the CPU reference on the stored inputs (batch 1: their first row),
+        # as imported and after the -O2 passes (in fp32)
         args = []
         for k, v in inputs.items():
             f = os.path.join(mwork, "in_b%d_%s.npy" % (batch, k))
             np.save(f, v[:batch])
             args += ["--input", "%s=%s" % (k, f)]
-        out = os.path.join(mwork, "out_b%d" % batch)
-        r = subprocess.run([gpuc, "run", path, "--cpu", "--out", out] + shape_flags(inputs, batch) + args,
-                           capture_output=True, text=True)
-        done.append(what)
-        if r.returncode:
-            fails.append("%s: %s" % (what, first_error(r.stderr + r.stdout)))
-            continue
-        files = sorted(f for f in os.listdir(out) if f.endswith(".npy"))
-        if len(files) != 1:
-            fails.append("%s: %d outputs written, expected 1" % (what, len(files)))
-            continue
-        e = rel_l2(np.load(os.path.join(out, files[0])), ref[:batch])
-        if not e <= REL_L2_FP32:
-            fails.append("%s: rel L2 %.2e > %.0e against PyTorch" % (what, e, REL_L2_FP32))
+        for level in ("", "-O2"):
+            what = "cpu ref b%d%s" % (batch, " " + level if level else "")
+            out = os.path.join(mwork, "out_b%d%s" % (batch, level))
+            r = subprocess.run([gpuc, "run", path, "--cpu", "--out", out] + ([level] if level else []) +
+                               shape_flags(inputs, batch) + args, capture_output=True, text=True)
+            done.append(what)
+            if r.returncode:
+                fails.append("%s: %s" % (what, first_error(r.stderr + r.stdout)))
+                continue
+            files = sorted(f for f in os.listdir(out) if f.endswith(".npy"))
+            if len(files) != 1:
+                fails.append("%s: %d outputs written, expected 1" % (what, len(files)))
+                continue
+            e = rel_l2(np.load(os.path.join(out, files[0])), ref[:batch])
+            if not e <= REL_L2_FP32:
+                fails.append("%s: rel L2 %.2e > %.0e against PyTorch" % (what, e, REL_L2_FP32))
     shutil.rmtree(mwork, ignore_errors=True)
     return fails, done
 

@@ -1,10 +1,11 @@
-/* gpuc run MODEL.onnx --cpu [--fp16|--bf16] [--int8 [--int8-skip GLOB]...] [--prune l1:F|2:4]
+/* gpuc run MODEL.onnx --cpu [-O0|-O1|-O2] [--fp16|--bf16] [--int8 [--int8-skip GLOB]...] [--prune l1:F|2:4]
  *                          [--input NAME=FILE]... [--out DIR] [--shape ...]
  * Inputs not given are filled with seeded random values (a note says so),
  * which needs their shapes to be known. With a pass flag (tools/pass_flags.h)
  * the reference runs the graph the -O2 passes leave with that flag (half
  * storage rounds where the compiled plan would), to check a GPU plan
- * compiled with the same flags against. */
+ * compiled with the same flags against. -O1/-O2 alone run that level's
+ * passes in fp32 (to check the rewrites against -O0 or PyTorch). */
 #include "cli.h"
 #include "npy.h"
 #include "passes.h"
@@ -167,12 +168,14 @@ done:
 int cmd_run(int argc, char **argv) {
   const char *model = NULL, *outdir = NULL;
   bool cpu = false;
+  int level = 0; /* -O1/-O2: passes of that level on the reference */
   GpucShapeBind binds[64];
   int nbinds = 0, ninputs = 0;
   const char *in_names[256], *in_files[256];
   PassFlags flags = {0};
   for (int i = 0, pf; i < argc; i++) {
     if (!strcmp(argv[i], "--cpu")) cpu = true;
+    else if (!strcmp(argv[i], "-O0") || !strcmp(argv[i], "-O1") || !strcmp(argv[i], "-O2")) level = argv[i][2] - '0';
     else if ((pf = pass_flags_parse(&flags, argc, argv, &i)) != 0) {
       if (pf < 0) return EXIT_USAGE;
     }
@@ -206,7 +209,13 @@ int cmd_run(int argc, char **argv) {
   GpucErr e = {0};
   Graph *g = gpuc_onnx_load(model, binds, nbinds, &e);
   if (!g) return report(&e);
-  if (bind_from_files(g, ninputs, in_names, in_files, &e) || reference_passes(g, &flags, stderr, &e)) {
+  PassOptions po;
+  gpuc_pass_options_default(&po, level);
+  /* -O1/-O2 without a pass flag: that level's passes, in fp32 (a pass flag
+   * runs the -O2 passes with it, as before) */
+  bool plain_level = level > 0 && !pass_flags_any(&flags);
+  if (bind_from_files(g, ninputs, in_names, in_files, &e) || reference_passes(g, &flags, stderr, &e) ||
+      (plain_level && gpuc_passes_run(g, &po, &e))) {
     gpuc_graph_free(g);
     return report(&e);
   }

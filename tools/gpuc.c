@@ -13,7 +13,7 @@
 static const char *usage_text =
     "usage:\n"
     "  gpuc inspect MODEL.onnx [--dump] [--shape NAME=DIMS]... [-O0|-O1|-O2] [--fp16|--bf16] [--int8|--fp8] [--dump-after PASS]\n"
-    "  gpuc run MODEL.onnx --cpu [--fp16|--bf16] [--int8 [--int8-skip GLOB]...|--fp8] [--prune l1:F|2:4] [--input NAME=FILE]...\n"
+    "  gpuc run MODEL.onnx --cpu [-O0|-O1|-O2] [--fp16|--bf16] [--int8 [--int8-skip GLOB]...|--fp8] [--prune l1:F|2:4] [--input NAME=FILE]...\n"
     "           [--out DIR] [--shape NAME=DIMS]...\n"
     "  gpuc test-onnx DIR [--cpu | --gpu [-O0..-O3]]\n"
     "  gpuc MODEL.onnx [-o PLAN] [-O0|-O1|-O2|-O3] [--fp16|--bf16] [--int8 [--int8-skip GLOB[,GLOB]]...|--fp8]\n"

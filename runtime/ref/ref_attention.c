@@ -26,9 +26,9 @@ int ref_Attention(OpCtx *c) {
   if (!q || !k || !v || (mt && !m) || !out || !s || !acc) { rc = gpuc_op_fail(c, "out of host memory"); goto done; }
   for (int64_t b = 0; b < B; b++)
     for (int64_t h = 0; h < H; h++) {
-      const float *K = k + b * sk[0] + h * sk[1], *V = v + b * sv[0] + h * sv[1];
+      const float *K = k + a.off[1] + b * sk[0] + h * sk[1], *V = v + a.off[2] + b * sv[0] + h * sv[1];
       for (int64_t i = 0; i < Sq; i++) {
-        const float *Q = q + b * sq[0] + h * sq[1] + i * sq[2];
+        const float *Q = q + a.off[0] + b * sq[0] + h * sq[1] + i * sq[2];
         double mx = -INFINITY, sum = 0;
         for (int64_t j = 0; j < Sk; j++) {
           double dot = 0;

@@ -8,8 +8,12 @@
 #     masked so no row is -inf throughout); every output compared by
 #     relative L2, tolerance 1e-2, NaN fails. Each case twice: the default
 #     kernel choice and GPUC_ATTENTION_TILED=1 (the tiled tensor-core
-#     kernel instead of the K/V-resident one), so a failure names the
-#     kernel. The cases: BERT's shape (H 12, S 128, D 64, [B,1,1,128]
+#     kernel instead of the K/V-resident one), and once in fp32 (the FMA
+#     kernel), so a failure names the kernel. attention.onnx's Q, K, V
+#     come from Linear layers: its Attention nodes read them as views of
+#     one merged GEMM output (passes/attention_views.c: offsets 0/64/128
+#     of [B,S,192] rows; K and V of the cross-attention at 0/64 of one
+#     [B,S,128]). The cases: BERT's shape (H 12, S 128, D 64, [B,1,1,128]
 #     mask) at batch 2 and 3; attention.onnx (Sq 33 with Sk 33 and a
 #     [B,1,1,33] mask, then Sq 33 / Sk 20 without); attention_shapes.onnx
 #     (Sk 130 and D 128 with a full mask, D 80 / Dv 64 with an [Sk] mask,
@@ -46,7 +50,8 @@ CASES = [("bert_b2", "attention_bert.onnx", BERT(2)),
          ("bert_b3", "attention_bert.onnx", BERT(3)),
          ("attention", "attention.onnx", ["x=2x33x64", "mem=2x20x64", "mask=2x1x1x33"]),
          ("shapes", "attention_shapes.onnx", [])]
-KERNELS = [("default", {}), ("tiled", {"GPUC_ATTENTION_TILED": "1"})]
+# (name, environment, --fp16): fp32 plans run the FMA kernel
+KERNELS = [("default", {}, True), ("tiled", {"GPUC_ATTENTION_TILED": "1"}, True), ("fp32", {}, False)]
 TOL = 1e-2
 
 
@@ -93,9 +98,9 @@ for tag, model, shapes in CASES:
     os.makedirs(d, exist_ok=True)
     cpu = os.path.join(d, "cpu")
     ins = None
-    for kname, env in KERNELS:
+    for kname, env, half in KERNELS:
         plan = os.path.join(d, "%s.gpuc" % kname)
-        rc, msg = run([gpuc, path, "--fp16", "--arch", arch, "-o", plan] + sargs, env)
+        rc, msg = run([gpuc, path] + (["--fp16"] if half else []) + ["--arch", arch, "-o", plan] + sargs, env)
         if rc:
             print("%-10s %-8s compile failed: %s" % (tag, kname, msg[-400:])); failed += 1; continue
         if ins is None:  # the inputs and the CPU reference, once per case

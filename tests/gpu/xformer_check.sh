@@ -10,8 +10,13 @@
 # torch.compile(mode="reduce-overhead") fp16 in the same run. Prints one
 # PASS/FAIL line per (model, exporter, batch) with both times; a plan slower
 # than torch.compile gets its top profile steps in the log. Logs and the
-# zoo table (zoo.md, zoo.jsonl) in $OUT. About 6 minutes (XFORMER_BUDGET
-# seconds, default 380, bounds the zoo run).
+# zoo table (zoo.md, zoo.jsonl) in $OUT. Then the before/after of
+# passes/attention_views.c (tests/gpu/xformer_ab.py): each model's TorchScript
+# export at batch 32 compiled again with GPUC_NO_ATTENTION_VIEWS=1, both
+# plans' step counts, bytes moved and `gpuc bench` times, and the slowest
+# steps of the new plan's profile ("AB ..." lines). About 6 minutes
+# (XFORMER_BUDGET seconds, default 270, bounds the zoo run; the A/B
+# XFORMER_AB_BUDGET, default 70, more).
 # usage: GPUC=build-gpu/gpuc tests/gpu/xformer_check.sh [MODELS (comma list)]
 set -u
 . "$(dirname "$0")/gpu_env.sh"
@@ -21,7 +26,7 @@ log="$OUT/xformer_log.txt"
 (nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; $GPUC --version) 2>&1 | tee "$log"
 $PY bench/zoo.py --gpuc "$GPUC" --out "$OUT" --work /tmp/gpuc_xformer --models "$models" \
     --exporters ts,dynamo --batches 1,32 --opts=-O2 --precisions fp16 \
-    --budget "${XFORMER_BUDGET:-380}" --timeout-per-model 200 2>&1 | tee -a "$log"
+    --budget "${XFORMER_BUDGET:-270}" --timeout-per-model 200 2>&1 | tee -a "$log"
 zoo_rc=${PIPESTATUS[0]}
 # one line per row: correctness decides PASS/FAIL; the times say who is faster
 $PY - "$OUT/zoo.jsonl" "$models" <<'PYEOF' 2>&1 | tee -a "$log"
@@ -49,5 +54,8 @@ print("xformer_check: %d of %d rows failed" % (bad, len(want)))
 sys.exit(1 if bad else 0)
 PYEOF
 rc=${PIPESTATUS[0]}
-[ "$rc" = 0 ] && exit "$zoo_rc"
-exit "$rc"
+XFORMER_AB_BUDGET=${XFORMER_AB_BUDGET:-70} $PY tests/gpu/xformer_ab.py "$GPUC" /tmp/gpuc_xformer "$models" 32 2>&1 | tee -a "$log"
+ab_rc=${PIPESTATUS[0]}
+[ "$rc" = 0 ] || exit "$rc"
+[ "$zoo_rc" = 0 ] || exit "$zoo_rc"
+exit "$ab_rc"

@@ -129,7 +129,46 @@ static void b_layernorm_moved(Graph *g) {
   output(g, transpose(g, ln, 4, NHWC_TO_NCHW));
 }
 
+/* Reshape(x, dims) with the target as an i64 constant */
+static int reshape_to(Graph *g, int x, int rank, const int64_t *dims) {
+  char name[32];
+  snprintf(name, sizeof name, "shape%d", g->nvalues);
+  int v = gpuc_graph_add_value(g, name);
+  GpucErr e;
+  int64_t n = rank;
+  Tensor *t = gpuc_tensor_new(GPUC_DT_I64, 1, &n, &e);
+  GPUC_ASSERT(t);
+  for (int i = 0; i < rank; i++) gpuc_set_i64(t, i, dims[i]);
+  g->values[v].t = *t;
+  free(t);
+  g->values[v].is_const = true;
+  return NODE(g, GPUC_OP_RESHAPE, x, v);
+}
+/* plain: x NHWC [2,3,3,5] -> to NCHW -> Reshape [2,5,9] -> Transpose
+ * [0,2,1] = x as [2,9,5] (torchvision ViT's patches): a Reshape of x */
+static void b_plain_merge(Graph *g) {
+  int64_t d[4] = {2, 3, 3, 5}, r[3] = {2, 5, 9}, p[3] = {0, 2, 1};
+  int x = input(g, "x", 4, d);
+  output(g, NODE(g, GPUC_OP_RELU, transpose(g, reshape_to(g, transpose(g, x, 4, NHWC_TO_NCHW), 3, r), 3, p)));
+}
+/* plain, the Reshape splitting: x [2,9,5] -> [2,5,9] -> [2,5,3,3] -> to NHWC */
+static void b_plain_split(Graph *g) {
+  int64_t d[3] = {2, 9, 5}, r[4] = {2, 5, 3, 3}, p[3] = {0, 2, 1};
+  int x = input(g, "x", 3, d);
+  output(g, NODE(g, GPUC_OP_RELU, transpose(g, reshape_to(g, transpose(g, x, 3, p), 4, r), 4, NCHW_TO_NHWC)));
+}
+/* not plain: x [2,3,3,5] -> to NCHW -> Reshape [2,5,9] -> Transpose
+ * [2,1,0]: moves data, both Transposes stay */
+static void b_plain_not(Graph *g) {
+  int64_t d[4] = {2, 3, 3, 5}, r[3] = {2, 5, 9}, p[3] = {2, 1, 0};
+  int x = input(g, "x", 4, d);
+  output(g, NODE(g, GPUC_OP_RELU, transpose(g, reshape_to(g, transpose(g, x, 4, NHWC_TO_NCHW), 3, r), 3, p)));
+}
+
 static const Case cases[] = {
+    {"plain: transpose, reshape, transpose", 17, b_plain_merge, 0, true},
+    {"plain: the reshape splitting", 17, b_plain_split, 0, true},
+    {"not plain", 17, b_plain_not, 2, false},
     {"compose to identity", 17, b_compose_cancel, 0, true},
     {"compose to one", 17, b_compose_one, 1, true},
     {"compose, inner shared", 17, b_compose_shared, 1, true},

@@ -5,6 +5,9 @@
  *                   spellings) -> Gelu; look-alikes and shared values not
  *   fuse_attention  the dynamo exporter's K transpose (Reshape, 3-D
  *                   Transpose, Reshape)
+ *   attention_views Q, K, V as strided views of the GEMM output behind
+ *                   GPT-2's Split, BERT's three projections merged into
+ *                   one GEMM, torchvision's in_proj chunking
  *   gemm_as_matmul  Gemm -> MatMul/MatMulBias, flattening Reshapes dropped
  *   fuse_residual_gemm  Add(GEMM, R) -> MatMulBias(A, B, bias, R), and its
  *                   plan: a GEMM with C and the bias row (PLAN_GEMM_F_BIAS_C)
@@ -188,6 +191,173 @@ static void test_attention_kt(void) {
   }
 }
 
+/* ---- attention_views: Q, K, V as views, one QKV GEMM --------------------- */
+
+static int index_const(Graph *g, int64_t i) {
+  char name[32];
+  snprintf(name, sizeof name, "idx%d", g->nvalues);
+  int v = gpuc_graph_add_value(g, name);
+  GpucErr e;
+  Tensor *t = gpuc_tensor_new(GPUC_DT_I64, 0, NULL, &e);
+  GPUC_ASSERT(t);
+  gpuc_set_i64(t, 0, i);
+  g->values[v].t = *t;
+  free(t);
+  g->values[v].is_const = true;
+  return v;
+}
+
+/* Split(x) along `axis` into three equal parts (opset 17: no split input) */
+static void split3(Graph *g, int x, int64_t axis, int out[3]) {
+  int ni = gpuc_graph_add_node(g, GPUC_OP_SPLIT, "split", 1, 3);
+  GPUC_ASSERT(ni >= 0);
+  g->nodes[ni].in[0] = x;
+  g->nodes[ni].attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr));
+  g->nodes[ni].attrs[0] = (Attr){.name = "axis", .kind = GPUC_ATTR_INT, .i = axis};
+  g->nodes[ni].nattr = 1;
+  for (int k = 0; k < 3; k++) {
+    char name[32];
+    snprintf(name, sizeof name, "part%d", k);
+    out[k] = gpuc_graph_add_value(g, name);
+    g->nodes[ni].out[k] = out[k];
+    g->values[out[k]].producer = ni;
+  }
+}
+
+/* softmax(Q K^T / sqrt 8 + mask?) V on q, k, v [B,H,S,8] (K already
+ * transposed when kt): the MatMul/Softmax pattern fuse_attention takes */
+static int attention_pattern(Graph *g, int q, int k, int v, bool kt, int mask) {
+  int64_t p[4] = {0, 1, 3, 2};
+  int s = NODE(g, GPUC_OP_MATMUL, q, kt ? k : transpose(g, k, 4, p));
+  s = NODE(g, GPUC_OP_MUL, s, scalar(g, 1 / sqrt(8.0)));
+  if (mask >= 0) s = NODE(g, GPUC_OP_ADD, s, mask);
+  int sm = NODE(g, GPUC_OP_SOFTMAX, s);
+  attr_i(g, "axis", -1);
+  return NODE(g, GPUC_OP_MATMUL, sm, v);
+}
+
+/* B 2, S 5, H 2, D 8, E 16; x [2,5,16]:
+ * 0 GPT-2: c_attn MatMulBias [2,5,48] -> Split -> Reshape [2,5,2,8] ->
+ *   Transpose (K by [0,2,3,1]), heads merged by Transpose + Reshape, a
+ *   [2,1,1,5] mask: one Attention reading the GEMM output three times
+ * 1 BERT: three MatMulBias on x (Q, K, V), each Reshape + Transpose: the
+ *   three become one GEMM [16,48], the Attention reads it
+ * 2 as 1, the K projection also a graph output: Q and V merged (one
+ *   GEMM [16,32]), K read from its own
+ * 3 torchvision: x -> Transpose [5,2,16] -> in_proj [5,2,48] -> Reshape
+ *   [5,2,3,16] -> Unsqueeze -> Transpose [3,1,2,0,4] -> Squeeze -> Gather
+ *   0/1/2 -> Reshape [5,4,8] -> Transpose [1,0,2] -> Reshape [2,2,5,8];
+ *   Y by Transpose [2,0,1,3] -> Reshape [5,2,16] -> out_proj -> Transpose
+ *   [1,0,2] -> residual Add of x: no copies left, in_proj reads x, the
+ *   Attention writes Y [B,S,H,D] and the Add follows out_proj directly
+ * 5 cross-attention: Q from x, K and V from mem [2,7,16]: K and V merged
+ *   (one GEMM [16,32] on mem), Q its own
+ * 6 as 1 with K a MatMul without bias: one GEMM, zeros in its bias
+ * 4 as 0 with V split along S instead (Split on axis 1 of [2,15,16] made
+ *   by a Reshape of the GEMM output [2,5,48]): K, Q views; V's still a
+ *   view where the axes fit, the result the same */
+static int views_variant;
+static void build_views(Graph *g) {
+  int64_t xd[3] = {2, 5, 16}, w48[2] = {16, 48}, b48[1] = {48}, w16[2] = {16, 16}, b16[1] = {16};
+  int64_t heads[4] = {2, 5, 2, 8}, flat[3] = {2, 5, 16}, md[4] = {2, 1, 1, 5};
+  int64_t p0213[4] = {0, 2, 1, 3}, p0231[4] = {0, 2, 3, 1};
+  int x = input(g, "x", 3, xd), q, k, v, y;
+  if (views_variant == 0 || views_variant == 4) {
+    int qkv = NODE(g, GPUC_OP_MATMULBIAS, x, constant(g, 2, w48, 21, -0.5, 0.5), constant(g, 1, b48, 22, -1, 1));
+    int part[3];
+    if (views_variant == 4) {
+      int64_t s15[3] = {2, 15, 16};
+      split3(g, reshape(g, qkv, 3, s15), 1, part);
+    } else {
+      split3(g, qkv, 2, part);
+    }
+    q = transpose(g, reshape(g, part[0], 4, heads), 4, p0213);
+    k = transpose(g, reshape(g, part[1], 4, heads), 4, p0231);
+    v = transpose(g, reshape(g, part[2], 4, heads), 4, p0213);
+    int mask = constant(g, 4, md, 23, -3, 0);
+    y = attention_pattern(g, q, k, v, true, mask);
+    y = reshape(g, transpose(g, y, 4, p0213), 3, flat);
+  } else if (views_variant <= 2 || views_variant >= 5) {
+    int64_t md7[3] = {2, 7, 16}, kv7[4] = {2, 7, 2, 8};
+    int mem = views_variant == 5 ? input(g, "mem", 3, md7) : x;
+    int proj[3];
+    for (int i = 0; i < 3; i++) {
+      if (views_variant == 6 && i == 1) /* K without a bias (Whisper's k_proj) */
+        proj[i] = NODE(g, GPUC_OP_MATMUL, x, constant(g, 2, w16, 30 + i, -0.5, 0.5));
+      else
+        proj[i] = NODE(g, GPUC_OP_MATMULBIAS, i ? mem : x, constant(g, 2, w16, 30 + i, -0.5, 0.5),
+                       constant(g, 1, b16, 40 + i, -1, 1));
+      if (views_variant == 5 && i) proj[i] = reshape(g, proj[i], 4, kv7);
+      if (views_variant == 2 && i == 1) output(g, proj[i]);
+    }
+    for (int i = 0; i < 3; i++)
+      proj[i] = transpose(g, views_variant == 5 && i ? proj[i] : reshape(g, proj[i], 4, heads), 4, p0213);
+    y = attention_pattern(g, proj[0], proj[1], proj[2], false, -1);
+    y = reshape(g, transpose(g, y, 4, p0213), 3, flat);
+  } else {
+    int64_t p102[3] = {1, 0, 2}, sb3e[4] = {5, 2, 3, 16}, p31204[5] = {3, 1, 2, 0, 4}, sbh[3] = {5, 4, 8};
+    int64_t bhsd[4] = {2, 2, 5, 8}, p2013[4] = {2, 0, 1, 3}, sbe[3] = {5, 2, 16}, ax0[1] = {0}, ax3[1] = {3};
+    int xt = transpose(g, x, 3, p102);
+    int proj = NODE(g, GPUC_OP_MATMULBIAS, xt, constant(g, 2, w48, 50, -0.5, 0.5), constant(g, 1, b48, 51, -1, 1));
+    int u = NODE(g, GPUC_OP_UNSQUEEZE, reshape(g, proj, 4, sb3e), shape_const(g, 1, ax0));
+    int sq = NODE(g, GPUC_OP_SQUEEZE, transpose(g, u, 5, p31204), shape_const(g, 1, ax3));
+    int part[3];
+    for (int i = 0; i < 3; i++) {
+      int gi = NODE(g, GPUC_OP_GATHER, sq, index_const(g, i));
+      attr_i(g, "axis", 0);
+      part[i] = reshape(g, transpose(g, reshape(g, gi, 3, sbh), 3, p102), 4, bhsd);
+    }
+    y = attention_pattern(g, part[0], part[1], part[2], false, -1);
+    y = reshape(g, transpose(g, y, 4, p2013), 3, sbe);
+    /* out_proj, back to [B,S,E], the residual */
+    y = NODE(g, GPUC_OP_MATMULBIAS, y, constant(g, 2, w16, 52, -0.5, 0.5), constant(g, 1, b16, 53, -1, 1));
+    y = NODE(g, GPUC_OP_ADD, transpose(g, y, 3, p102), x);
+  }
+  output(g, y);
+}
+
+static void test_attention_views(void) {
+  for (views_variant = 0; views_variant <= 6; views_variant++) {
+    GpucErr e = {0};
+    Graph *g0 = graph_new(17), *g1 = graph_new(17);
+    build_views(g0);
+    build_views(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "views %d: bad test graph: %s",
+          views_variant, e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    CHECK(pass_fuse_attention(g1, &o, &e) == 1, "views %d: attention not fused (%s)", views_variant, e.msg);
+    int got = pass_attention_views(g1, &o, &e);
+    CHECK(got > 0, "views %d: %d changes (%s)", views_variant, got, e.msg);
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "views %d: verify: %s", views_variant,
+          e.msg);
+    int gemms = count_op(g1, GPUC_OP_MATMULBIAS), copies = count_op(g1, GPUC_OP_SPLIT) +
+                count_op(g1, GPUC_OP_TRANSPOSE) + count_op(g1, GPUC_OP_GATHER);
+    const Node *at = NULL;
+    for (int i = 0; i < g1->nnodes; i++)
+      if (g1->nodes[i].op == GPUC_OP_ATTENTION) at = &g1->nodes[i];
+    CHECK(at != NULL, "views %d: no Attention", views_variant);
+    if (at) {
+      bool one_input = at->in[0] == at->in[1] && at->in[1] == at->in[2];
+      int want_gemms = views_variant == 2 || views_variant == 3 || views_variant == 5 ? 2 : 1, want_copies = 0;
+      if (views_variant == 2) one_input = at->in[0] == at->in[2] && at->in[1] != at->in[0];
+      if (views_variant == 5) one_input = at->in[1] == at->in[2] && at->in[1] != at->in[0];
+      CHECK(gemms == want_gemms && copies == want_copies && one_input,
+            "views %d: %d GEMMs, %d copies (want %d, %d), inputs %d %d %d", views_variant, gemms, copies,
+            want_gemms, want_copies, at->in[0], at->in[1], at->in[2]);
+    }
+    if (views_variant == 3) { /* the residual Add reads out_proj's output */
+      const Node *last = &g1->nodes[g1->nnodes - 1], *gm = &g1->nodes[g1->nnodes - 2];
+      CHECK(last->op == GPUC_OP_ADD && gm->op == GPUC_OP_MATMULBIAS && last->in[0] == gm->out[0],
+            "views 3: the residual Add does not follow out_proj (%s after %s)", gpuc_op_name(last),
+            gpuc_op_name(gm));
+    }
+    compare("attention views", g0, g1, 1e-5);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
 /* ---- gemm_as_matmul ---------------------------------------------------- */
 
 /* x [2,5,16] -> Reshape [10,16] -> Gemm -> Reshape [2,5,24] -> Relu:
@@ -345,6 +515,7 @@ int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: test_xformer_passes WORK_DIR\n"); return 2; }
   test_gelu();
   test_attention_kt();
+  test_attention_views();
   test_gemm_as_matmul();
   test_residual();
   test_residual_plan(argv[1]);
