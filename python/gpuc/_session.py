@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _lib
 from ._lib import Error, check, lib
+from ._buckets import run_ranged
 from ._plan import Plan, dtype_code, host_array, load, np_dtype
 
 
@@ -53,6 +54,7 @@ class Session:
         self._by_name = {s.name: i for i, s in enumerate(self._ins)}
         self._bound = [None] * len(self._ins)     # device address each input is bound to
         self._torch_ready = False                  # (self._async: a run may still go on a torch stream)
+        self._ranged = any(t.min_shape != t.max_shape for t in plan.inputs)
 
     @property
     def inputs(self):
@@ -110,6 +112,8 @@ class Session:
         through the host, ordered on torch.cuda.current_stream()."""
         values = self._ordered(feeds)
         torch = _torch_module()
+        if self._ranged:          # a bucket plan: any shape in range, outputs at the actual shape
+            return run_ranged(self, values, torch)
         if torch is not None and values and any(isinstance(v, torch.Tensor) and v.is_cuda for v in values):
             outs = self._run_cuda(values)
             return {s.name: y for s, y in zip(self._outs, outs)}
