@@ -67,6 +67,8 @@ def run_ranged(sess, values, torch):
                 ptr, mem = y.ctypes.data or 1, _lib.MEMORY_HOST
             check(lib.gpuc_session_bind_output(h, s.name_b, ptr, mem, s.code, nd.value, odims))
             outs.append(y)
+        first = values[0] if values else None
+        sess._last_batch = tuple(first.shape)[0] if first is not None and len(getattr(first, "shape", ())) else None
         if cuda:
             check(lib.gpuc_session_run_async(h, sess._stream_handle()))
             sess._async = True

@@ -222,7 +222,8 @@ class Session:
     def bench(self, iters=100, warmup=10):
         """Replay the plan's CUDA graph iters times (after warmup untimed runs)
         timed with CUDA events, as `gpuc bench`: {median_ms, p90_ms,
-        items_per_s} (items: the first input's leading dim)."""
+        items_per_s} (items: the first input's leading dim). A bucket plan
+        times the bucket of its last run, items that run's leading dim."""
         for k, v, lo in (("iters", iters, 1), ("warmup", warmup, 0)):
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= 100000:
                 raise Error("bench: %s wants an integer in [%d, 100000], got %r" % (k, lo, v))
@@ -230,7 +231,7 @@ class Session:
         self._wait_async()
         check(lib.gpuc_session_benchmark(self._handle(), warmup, iters, ctypes.byref(med), ctypes.byref(p90)))
         shape = self._ins[0].shape if self._ins else ()
-        batch = shape[0] if shape else 1
+        batch = getattr(self, "_last_batch", None) or (shape[0] if shape else 1)  # a bucket plan: its last run's
         return {"median_ms": med.value, "p90_ms": p90.value,
                 "items_per_s": batch / (med.value * 1e-3) if med.value > 0 else float("inf")}
 
