@@ -6,6 +6,7 @@
  * graph's launch. */
 #include "api_internal.h"
 #include "buckets.h"
+#include "api_buckets.h"
 #include "session_internal.h"
 #include "zero_copy.h"
 #include <pthread.h>
@@ -281,6 +282,7 @@ typedef struct GraphSlot {
 struct gpuc_session {
   GpucSession *s;
   gpuc_plan view;                /* the session's plan, for queries (not owned) */
+  ApiBuckets *bk;                /* a bucket plan's bindings and runs (api_buckets.c), else NULL */
   Binding *bind[2];              /* per input / per output of view */
   CUevent done;                  /* recorded after each run's last copy, on the run's stream: fetch_output,
                                     destroy and the next run wait for it, never for the caller's stream
@@ -393,6 +395,10 @@ GPUC_API gpuc_status gpuc_session_new(const gpuc_plan *plan, int device, gpuc_se
     gpuc_session_destroy(h);
     return api_failf(GPUC_ERR_OUT_OF_MEMORY, "%s: out of memory", plan->what);
   }
+  if (h->view.p->nbuckets && !(h->bk = api_buckets_new(&h->view, h->s))) {
+    gpuc_session_destroy(h);
+    return api_failf(GPUC_ERR_OUT_OF_MEMORY, "%s: out of memory", plan->what);
+  }
   *out = h;
   return GPUC_OK;
 }
@@ -410,6 +416,7 @@ GPUC_API void gpuc_session_destroy(gpuc_session *s) {
   plan_unwrap(&s->view);
   free(s->bind[0]);
   free(s->bind[1]);
+  api_buckets_free(s->bk);
   pthread_mutex_lock(&session_lock);
   gpuc_session_free(s->s);
   pthread_mutex_unlock(&session_lock);
@@ -461,7 +468,8 @@ static gpuc_status bind(gpuc_session *s, gpuc_io io, const char *name, const voi
     return api_failf(GPUC_ERR_INVALID_ARGUMENT, "%s: memory %d is neither GPUC_MEMORY_HOST nor GPUC_MEMORY_DEVICE",
                      fn, (int)mem);
   gpuc_status st = GPUC_OK;
-  int k = match(s, io, name, dtype, ndim, dims, fn, &st);
+  int k = s->bk ? api_buckets_bind(s->bk, io, name, data, mem, dtype, ndim, dims, fn, &st) /* any shape in range */
+                : match(s, io, name, dtype, ndim, dims, fn, &st);
   if (k < 0) return st;
   s->bind[io][k] = (Binding){.ptr = data, .mem = mem, .bound = true};
   return GPUC_OK;
@@ -481,6 +489,7 @@ GPUC_API gpuc_status gpuc_session_unbind_all(gpuc_session *s) {
   if (!s) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_unbind_all: session is NULL");
   memset(s->bind[0], 0, s->view.n[0] * sizeof(Binding));
   memset(s->bind[1], 0, s->view.n[1] * sizeof(Binding));
+  if (s->bk) api_buckets_unbind_all(s->bk);
   return GPUC_OK;
 }
 
@@ -565,6 +574,7 @@ static gpuc_status copy(gpuc_session *s, int kind, uint64_t dst, uint64_t src, u
 /* Which device bindings run in place (zero_copy.h), their graph, the
  * other bindings' copies around its launch, on cs (the context current). */
 static gpuc_status enqueue_run(gpuc_session *s, CUstream cs) {
+  if (s->bk) return api_buckets_enqueue(s->bk, (void *)cs); /* the bucket the inputs' dims pick, copied */
   const gpuc_plan *v = &s->view;
   const GpucSession *g = s->s;
   uint32_t nin = v->n[0], nio = s->zc.nio;
@@ -637,6 +647,7 @@ GPUC_API gpuc_status gpuc_session_run(gpuc_session *s) {
   if (st) return st;
   GpucErr e = {0};
   if (gpuc_session_sync(s->s, &e)) return api_fail(GPUC_ERR_CUDA, &e); /* the session's own wait and checks */
+  if (s->bk && api_buckets_check(s->bk, &e)) return api_fail(GPUC_ERR_BAD_INPUT, &e);
   return GPUC_OK;
 }
 
@@ -648,6 +659,14 @@ GPUC_API gpuc_status gpuc_session_fetch_output(gpuc_session *s, const char *name
   if (k < 0)
     return api_failf(GPUC_ERR_NOT_FOUND, "%s: gpuc_session_fetch_output: the plan has no output named '%s'",
                      s->view.what, name);
+  if (s->bk && s->ran) { /* sliced to the last run's shape */
+    GpucErr be = {0};
+    CUresult r = cu.cuCtxSetCurrent(s->s->ctx);
+    if (r == CUDA_SUCCESS) r = cu.cuEventSynchronize(s->done);
+    if (r != CUDA_SUCCESS) return api_fail(GPUC_ERR_CUDA, (gpuc_cu_fail(&be, r, "cuEventSynchronize", __FILE__, __LINE__), &be));
+    if (gpuc_session_check(s->s, &be) || api_buckets_check(s->bk, &be)) return api_fail(GPUC_ERR_BAD_INPUT, &be);
+  }
+  if (s->bk) return api_buckets_fetch(s->bk, (uint32_t)k, data, size);
   uint32_t t = s->view.io[1][k];
   uint64_t bytes = s->view.p->tensors[t].bytes;
   if (size != bytes)
@@ -671,6 +690,22 @@ GPUC_API gpuc_status gpuc_session_poll_errors(gpuc_session *s) {
   GpucErr e = {0};
   RUN_TRY(cu.cuCtxSetCurrent(s->s->ctx));
   if (gpuc_session_check(s->s, &e)) return api_fail(GPUC_ERR_BAD_INPUT, &e);
+  if (s->bk && api_buckets_check(s->bk, &e)) return api_fail(GPUC_ERR_BAD_INPUT, &e);
+  return GPUC_OK;
+}
+
+GPUC_API gpuc_status gpuc_session_output_dims(gpuc_session *s, const char *name, int *ndim, int64_t *dims) {
+  if (!s || !name || !ndim || !dims)
+    return api_failf(GPUC_ERR_INVALID_ARGUMENT, "gpuc_session_output_dims: %s is NULL",
+                     !s ? "session" : !name ? "name" : !ndim ? "ndim" : "dims");
+  int k = gpuc_plan_index(&s->view, GPUC_OUTPUT, name);
+  if (k < 0)
+    return api_failf(GPUC_ERR_NOT_FOUND, "%s: gpuc_session_output_dims: the plan has no output named '%s'",
+                     s->view.what, name);
+  if (s->bk) return api_buckets_output_dims(s->bk, (uint32_t)k, ndim, dims);
+  const PlanTensor *t = &s->view.p->tensors[s->view.io[1][k]]; /* one shape: the plan's */
+  *ndim = t->rank;
+  for (int d = 0; d < t->rank; d++) dims[d] = t->dims[d];
   return GPUC_OK;
 }
 
@@ -685,6 +720,9 @@ GPUC_API gpuc_status gpuc_session_buffer(gpuc_session *s, gpuc_io io, const char
   if (k < 0)
     return api_failf(GPUC_ERR_NOT_FOUND, "%s: gpuc_session_buffer: the plan has no %s named '%s'", s->view.what,
                      io_word(io), name);
+  if (s->bk) /* each bucket has its own slots in the one arena: bound there, a copy could overlap another's */
+    return api_failf(GPUC_ERR_UNSUPPORTED, "%s: gpuc_session_buffer: a bucket plan's buffers move with the bucket "
+                     "each run picks; bind buffers of your own", s->view.what);
   *device_ptr = (void *)(uintptr_t)s->s->tptr[s->view.io[io][k]];
   return GPUC_OK;
 }
@@ -701,9 +739,11 @@ GPUC_API gpuc_status gpuc_session_benchmark(gpuc_session *s, int warmup, int ite
   if (s->ran) RUN_TRY(cu.cuStreamWaitEvent(s->s->stream, s->done, 0)); /* a run_async's on another stream */
   gpuc_status cst = captured(s);
   if (cst) return cst;
-  /* the session's own graph at its compiled shape (a bucket plan's
-   * largest, as run_async runs it), on what its buffers hold */
-  int rc = gpuc_session_bench_graph(s->s, warmup, iters, &b, NULL, &e);
+  /* the session's own graph at its compiled shape (a bucket plan's: the
+   * last run's bucket, the largest before any run), on what its buffers hold */
+  GpucSession *timed = s->bk ? api_buckets_bench_session(s->bk, &cst) : s->s;
+  if (!timed) return cst;
+  int rc = gpuc_session_bench_graph(timed, warmup, iters, &b, NULL, &e);
   if (cu.cuEventRecord(s->done, s->s->stream) == CUDA_SUCCESS) s->ran = true;
   if (rc) return api_fail(GPUC_ERR_CUDA, &e);
   if (median_ms) *median_ms = b.median_ms;

@@ -17,6 +17,8 @@ static int axis_of(const Plan *p, const char *name, bool output, int d) {
   return -1;
 }
 
+int gpuc_bucket_axis_of(const Plan *p, const char *name, bool output, int d) { return axis_of(p, name, output, d); }
+
 static const char *axis_name(const Plan *p, uint32_t a) { return gpuc_plan_str(p, p->axes[a].name); }
 
 int gpuc_bucket_io_dims(const Plan *p, const char *name, bool output, const int64_t sizes[GPUC_PLAN_MAX_AXES],
@@ -103,46 +105,120 @@ int gpuc_bucket_select(const Plan *p, const int64_t actual[GPUC_PLAN_MAX_AXES], 
   return -1;
 }
 
-/* Copy the leading corner of src into dst (dims may differ either way):
- * past src's end a dim repeats src's last index when rep[d], else zeros. */
-static void copy_corner(uint8_t *dst, const uint8_t *src, int d, int rank, const int64_t *dd, const int64_t *sd,
-                        const uint64_t *dstride, const uint64_t *sstride, const bool *rep, size_t es) {
-  int64_t n = dd[d] < sd[d] ? dd[d] : sd[d];
-  if (d == rank - 1) {
-    memcpy(dst, src, (size_t)n * es);
-    for (int64_t i = n; i < dd[d]; i++) {
-      if (rep[d] && sd[d] > 0) memcpy(dst + (size_t)i * es, src + (size_t)(sd[d] - 1) * es, es);
-      else memset(dst + (size_t)i * es, 0, es);
-    }
-    return;
+/* The copies of the corner walk (buckets.h): dst's block at dim d, given
+ * src's block there; c is the innermost dim where the two differ, so the
+ * dims past c are equal and a row of dim c is `inner` contiguous bytes in
+ * both. Offsets are bytes from dst's / src's start. */
+typedef struct Walk {
+  int c;
+  const int64_t *dd, *sd;
+  const bool *rep;
+  uint64_t ds[GPUC_MAX_RANK], ss[GPUC_MAX_RANK], inner;
+  GpucBucketCopyFn fn;
+  void *ctx;
+} Walk;
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+static int emit(const Walk *w, int kind, uint64_t doff, uint64_t soff, uint64_t dpitch, uint64_t spitch,
+                uint64_t width, uint64_t rows) {
+  if (!width || !rows) return 0;
+  GpucBucketCopy c = {.kind = kind, .dst_off = doff, .src_off = soff, .dst_pitch = dpitch, .src_pitch = spitch,
+                      .width = width, .rows = rows};
+  return w->fn(w->ctx, &c);
+}
+
+/* Rows n.. of dim d past src's end: the last row repeated (copies from
+ * dst itself, doubling the repeated run each time) or zeros. */
+static int pad_rows(const Walk *w, int d, uint64_t doff, int64_t n) {
+  int64_t want = w->dd[d];
+  uint64_t row = w->ds[d];
+  if (want <= n) return 0;
+  if (!w->rep[d] || n == 0)
+    return emit(w, GPUC_BUCKET_ZERO, doff + (uint64_t)n * row, 0, 0, 0, (uint64_t)(want - n) * row, 1);
+  for (int64_t have = 1; n - 1 + have < want;) { /* rows n-1 .. n-1+have all equal row n-1 */
+    int64_t k = min64(have, want - (n - 1 + have));
+    if (emit(w, GPUC_BUCKET_FROM_DST, doff + (uint64_t)(n - 1 + have) * row, doff + (uint64_t)(n - 1) * row, 0, 0,
+             (uint64_t)k * row, 1))
+      return -1;
+    have += k;
   }
-  for (int64_t i = 0; i < dd[d]; i++) {
-    uint8_t *to = dst + (uint64_t)i * dstride[d];
-    if (i < n) copy_corner(to, src + (uint64_t)i * sstride[d], d + 1, rank, dd, sd, dstride, sstride, rep, es);
-    else if (rep[d] && sd[d] > 0)
-      copy_corner(to, src + (uint64_t)(sd[d] - 1) * sstride[d], d + 1, rank, dd, sd, dstride, sstride, rep, es);
-    else memset(to, 0, dstride[d]);
+  return 0;
+}
+
+static int walk(const Walk *w, int d, uint64_t doff, uint64_t soff) {
+  int64_t n = min64(w->dd[d], w->sd[d]);
+  if (d == w->c) { /* only when c is dim 0: its rows are contiguous */
+    if (emit(w, GPUC_BUCKET_FROM_SRC, doff, soff, 0, 0, (uint64_t)n * w->inner, 1)) return -1;
+  } else if (d == w->c - 1) { /* n rows of dim d, each a run of dim c's rows: one 2-D copy */
+    int c = w->c;
+    int64_t m = min64(w->dd[c], w->sd[c]);
+    if (emit(w, GPUC_BUCKET_FROM_SRC, doff, soff, w->ds[d], w->ss[d], (uint64_t)m * w->inner, (uint64_t)n)) return -1;
+    if (w->dd[c] > m && n > 0) {
+      if (w->rep[c] && m > 0) {
+        for (int64_t j = m; j < w->dd[c]; j++)
+          if (emit(w, GPUC_BUCKET_FROM_DST, doff + (uint64_t)j * w->inner, doff + (uint64_t)(m - 1) * w->inner,
+                   w->ds[d], w->ds[d], w->inner, (uint64_t)n))
+            return -1;
+      } else if (emit(w, GPUC_BUCKET_ZERO, doff + (uint64_t)m * w->inner, 0, w->ds[d], 0,
+                      (uint64_t)(w->dd[c] - m) * w->inner, (uint64_t)n)) {
+        return -1;
+      }
+    }
+  } else {
+    for (int64_t i = 0; i < n; i++)
+      if (walk(w, d + 1, doff + (uint64_t)i * w->ds[d], soff + (uint64_t)i * w->ss[d])) return -1;
+  }
+  return pad_rows(w, d, doff, n);
+}
+
+int gpuc_bucket_copies(int rank, const int64_t *src_dims, const int64_t *dst_dims, const bool *repeat, size_t es,
+                       GpucBucketCopyFn fn, void *ctx) {
+  Walk w = {.c = -1, .dd = dst_dims, .sd = src_dims, .rep = repeat, .fn = fn, .ctx = ctx};
+  uint64_t a = es, b = es;
+  for (int d = rank - 1; d >= 0; d--) {
+    w.ds[d] = a;
+    w.ss[d] = b;
+    a *= (uint64_t)dst_dims[d];
+    b *= (uint64_t)src_dims[d];
+    if (w.c < 0 && dst_dims[d] != src_dims[d]) { w.c = d; w.inner = w.ds[d]; }
+  }
+  if (w.c < 0) return emit(&w, GPUC_BUCKET_FROM_SRC, 0, 0, 0, 0, a, 1); /* the same dims: one copy */
+  return walk(&w, 0, 0, 0);
+}
+
+/* The host's copies: memcpy / memset row by row. */
+typedef struct HostCopy {
+  uint8_t *dst;
+  const uint8_t *src;
+} HostCopy;
+
+static int host_copy(void *ctx, const GpucBucketCopy *c) {
+  const HostCopy *h = ctx;
+  for (uint64_t r = 0; r < c->rows; r++) {
+    uint8_t *to = h->dst + c->dst_off + r * c->dst_pitch;
+    if (c->kind == GPUC_BUCKET_ZERO) memset(to, 0, c->width);
+    else memcpy(to, (c->kind == GPUC_BUCKET_FROM_DST ? h->dst : h->src) + c->src_off + r * c->src_pitch, c->width);
+  }
+  return 0;
+}
+
+void gpuc_bucket_repeat_dims(const Plan *p, const char *name, bool output, int rank, bool rep[GPUC_MAX_RANK]) {
+  for (int d = 0; d < rank; d++) {
+    int ax = axis_of(p, name, output, d);
+    rep[d] = ax >= 0 && (p->axes[ax].flags & PLAN_AXIS_F_BATCH);
   }
 }
 
-/* x reshaped to `dims` by copy_corner; batch axes of `name` repeat. */
+/* x reshaped to `dims` by the corner walk; batch axes of `name` repeat. */
 static Tensor *resize(const Plan *p, const char *name, bool output, const Tensor *x, const int64_t *dims, GpucErr *e) {
   Tensor *y = gpuc_tensor_new(x->dt, x->rank, dims, e);
   if (!y) return NULL;
   if (gpuc_numel(y) == 0) return y;
-  uint64_t ds[GPUC_MAX_RANK], ss[GPUC_MAX_RANK];
   bool rep[GPUC_MAX_RANK];
-  size_t es = gpuc_dtype_size(x->dt);
-  uint64_t a = es, b = es;
-  for (int d = x->rank - 1; d >= 0; d--) {
-    ds[d] = a; ss[d] = b;
-    a *= (uint64_t)dims[d]; b *= (uint64_t)x->dims[d];
-    int ax = axis_of(p, name, output, d);
-    rep[d] = ax >= 0 && (p->axes[ax].flags & PLAN_AXIS_F_BATCH);
-  }
-  if (x->rank == 0) memcpy(y->data, x->data, es);
-  else if (gpuc_numel(x) > 0) copy_corner(y->data, x->data, 0, x->rank, dims, x->dims, ds, ss, rep, es);
-  else memset(y->data, 0, (size_t)gpuc_numel(y) * es);
+  gpuc_bucket_repeat_dims(p, name, output, x->rank, rep);
+  HostCopy h = {y->data, x->data};
+  gpuc_bucket_copies(x->rank, x->dims, dims, rep, gpuc_dtype_size(x->dt), host_copy, &h);
   return y;
 }
 

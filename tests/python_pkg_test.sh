@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Python package as a user gets it: a virtualenv, `pip install` of the
 # checkout (scikit-build-core builds libgpuc.so with the project's CMake),
-# then tests/python/test_api.py against the installed package and the
+# then tests/python/test_api.py and test_buckets.py against the installed package and the
 # README's Python quick start, run as written from the checkout's root.
 # The venv and the wheel's CMake build folder stay in WORK, so a second run
 # recompiles only what changed; the first build compiles the library once
@@ -34,6 +34,7 @@ fi
 echo "pip install: $(( $(date +%s) - t0 )) s"
 cd "$work"
 rc=0
+"$venv/bin/python" "$src/tests/python/test_buckets.py" "$cli" "$models" "$src/tests/models/zoo" "$src" "$work/buckets" || rc=1
 "$venv/bin/python" "$src/tests/python/test_api.py" "$cli" "$models" "$src" "$work/api" || rc=1
 
 # The README's quick start (its first ```python block, as tests/readme_python.py

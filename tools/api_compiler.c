@@ -8,7 +8,10 @@
 #include "cli.h"
 #include "ref.h"
 #include "session.h"
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,13 +32,21 @@ typedef struct Request {
   GpucShapeBind *binds;
   char **shape_text;
   size_t nshapes;
+  ShapeRange *ranges;            /* a shape with a range ("1..64x3x224x224"): every shape as one, for the buckets */
+  bool ranged;
+  const char **bucket_lists;     /* options->buckets (API 2) */
+  int nlists;
 } Request;
 
 static void request_free(Request *q) {
   for (size_t i = 0; i < q->nshapes; i++) free(q->shape_text[i]);
   free(q->shape_text);
   free(q->binds);
+  free(q->ranges);
 }
+
+/* The options' size when the caller was built against API 1 (no buckets). */
+#define OPTIONS_V1_SIZE offsetof(gpuc_compile_options, buckets)
 
 /* 0, or a status with the message set. */
 static gpuc_status request_from(const gpuc_compile_options *o, Request *q) {
@@ -43,7 +54,7 @@ static gpuc_status request_from(const gpuc_compile_options *o, Request *q) {
   q->r.level = 2;
   q->r.quiet = true;
   if (!o) return GPUC_OK;
-  if (o->struct_size != sizeof *o)
+  if (o->struct_size != sizeof *o && o->struct_size != OPTIONS_V1_SIZE)
     return api_failf(GPUC_ERR_INVALID_ARGUMENT,
                      "gpuc_compile_options.struct_size is %zu, this library's is %zu: initialize the options with "
                      "gpuc_options_init (a program built for another API version needs its gpuc)",
@@ -69,19 +80,79 @@ static gpuc_status request_from(const gpuc_compile_options *o, Request *q) {
   q->r.mem_limit = o->mem_limit;
   if (o->num_shapes && !o->shapes) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "num_shapes is %zu but shapes is NULL", o->num_shapes);
   if (o->num_shapes > 4096) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "num_shapes %zu: at most 4096", o->num_shapes);
-  if (!o->num_shapes) return GPUC_OK;
+  if (o->struct_size == sizeof *o && o->num_buckets) { /* --buckets */
+    if (!o->buckets || o->num_buckets > 16)
+      return api_failf(GPUC_ERR_INVALID_ARGUMENT, "num_buckets is %zu: 1..16 lists, and buckets not NULL", o->num_buckets);
+    for (size_t i = 0; i < o->num_buckets; i++)
+      if (!o->buckets[i] || !*o->buckets[i])
+        return api_failf(GPUC_ERR_INVALID_ARGUMENT, "buckets[%zu]: sizes like \"1,8,32\", \"seq=16,128\" or "
+                         "\"1x16,8x64\"", i);
+    q->bucket_lists = (const char **)o->buckets;
+    q->nlists = (int)o->num_buckets;
+  }
+  if (!o->num_shapes) {
+    if (q->nlists) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "buckets need a range in a shape, like x=1..64x3x224x224");
+    return GPUC_OK;
+  }
+  if (o->num_shapes > 64) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "num_shapes %zu: at most 64", o->num_shapes);
   q->binds = calloc(o->num_shapes, sizeof *q->binds);
   q->shape_text = calloc(o->num_shapes, sizeof *q->shape_text);
-  if (!q->binds || !q->shape_text) return api_failf(GPUC_ERR_OUT_OF_MEMORY, "out of memory");
+  q->ranges = calloc(o->num_shapes, sizeof *q->ranges);
+  if (!q->binds || !q->shape_text || !q->ranges) return api_failf(GPUC_ERR_OUT_OF_MEMORY, "out of memory");
   for (size_t i = 0; i < o->num_shapes; i++) {
     if (!o->shapes[i]) return api_failf(GPUC_ERR_INVALID_ARGUMENT, "shapes[%zu] is NULL", i);
+    q->ranged |= strstr(o->shapes[i], "..") != NULL;
+  }
+  for (size_t i = 0; i < o->num_shapes; i++) { /* as the command: with a range, every --shape is a ShapeRange */
     if (!(q->shape_text[i] = strdup(o->shapes[i]))) return api_failf(GPUC_ERR_OUT_OF_MEMORY, "out of memory");
     q->nshapes = i + 1;
-    if (parse_shape_bind(q->shape_text[i], &q->binds[i], &e)) return api_fail(GPUC_ERR_INVALID_ARGUMENT, &e);
+    if (q->ranged ? parse_shape_range(q->shape_text[i], &q->ranges[i], &e)
+                  : parse_shape_bind(q->shape_text[i], &q->binds[i], &e))
+      return api_fail(GPUC_ERR_INVALID_ARGUMENT, &e);
+    if (q->ranged) q->binds[i] = q->ranges[i].bind;
   }
+  if (q->nlists && !q->ranged)
+    return api_failf(GPUC_ERR_INVALID_ARGUMENT, "buckets need a range in a shape, like x=1..64x3x224x224");
   q->r.binds = q->binds;
   q->r.nbinds = (int)o->num_shapes;
   return GPUC_OK;
+}
+
+/* -O3 of one bucket (compile_buckets_plan's tune step) in memory; without
+ * a GPU the bucket keeps -O2's choices, as a one-shape plan does here. */
+static int tune_in_memory(Plan **p, const char *what, const char *cache, GpucErr *e) {
+  GpucErr ge = {0};
+  if (gpuc_gpu_sm(&ge) < 0) return 0;
+  GpucTuneStats ts;
+  return autotune_plan_in_memory(p, what, cache, &ts, e);
+}
+
+/* A bucket plan (shapes with ranges): the buckets compiled one after
+ * another in this process, each tuned at -O3 (under the session lock, as
+ * the one-shape -O3 below). Bytes go through a temporary file: the
+ * compiler reads the model once per bucket. */
+static int compile_ranged(const char *path, const void *bytes, size_t size, Request *q, Plan **p, GpucErr *e) {
+  char tmp[4200] = "";
+  if (!path) {
+    const char *dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(tmp, sizeof tmp, "%s/gpuc-api-model.XXXXXX", dir);
+    int fd = mkstemp(tmp);
+    if (fd < 0) return gpuc_err_set(e, "<onnx bytes>: a temporary file in %s for the buckets' compiles: %s", dir, strerror(errno));
+    FILE *f = fdopen(fd, "wb");
+    bool ok = f && fwrite(bytes, 1, size, f) == size;
+    if (f ? fclose(f) : close(fd)) ok = false;
+    if (!ok) { unlink(tmp); return gpuc_err_set(e, "<onnx bytes>: cannot write %s", tmp); }
+    path = tmp;
+  }
+  q->r.model = path;
+  char cachebuf[4096];
+  const char *cache = q->r.level >= 3 ? default_tune_cache(cachebuf, sizeof cachebuf) : NULL;
+  if (q->r.level >= 3) api_session_lock();
+  int rc = compile_buckets_plan(&q->r, q->ranges, (int)q->nshapes, q->bucket_lists, q->nlists, tune_in_memory, cache,
+                                1, p, e);
+  if (q->r.level >= 3) api_session_unlock();
+  if (*tmp) unlink(tmp);
+  return rc;
 }
 
 /* The model from a file (path) or bytes, with the request's shapes. */
@@ -100,6 +171,14 @@ static gpuc_status compile(const char *path, const void *bytes, size_t size, con
   GpucErr e = {0};
   Plan *p = NULL;
   CompileStats cs;
+  if (q.ranged) {
+    st = compile_ranged(path, bytes, size, &q, &p, &e) ? (strstr(e.msg, "no GPU here") ? GPUC_ERR_CUDA : GPUC_ERR_BAD_INPUT)
+                                                      : GPUC_OK;
+    pthread_mutex_unlock(&compiler_lock);
+    request_free(&q);
+    if (st) { gpuc_plan_free(p); return api_fail(st, &e); }
+    return api_plan_new(p, what, out);
+  }
   Graph *g = load(path, bytes, size, q.r.binds, q.r.nbinds, &e);
   if (!g) st = GPUC_ERR_BAD_INPUT;
   else if (compile_graph_plan(g, &q.r, &cs, &p, &e)) st = strstr(e.msg, "no GPU here") ? GPUC_ERR_CUDA : GPUC_ERR_BAD_INPUT;

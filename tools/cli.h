@@ -79,11 +79,15 @@ typedef struct ShapeRange {
   int64_t lo[GPUC_MAX_RANK];
   unsigned ranged;
 } ShapeRange;
-int parse_shape_range(char *arg, ShapeRange *r);
-/* One plan for the ranges (bucket plans): compiles each bucket with base's
- * flags (-O3 tunes each, caching in tune_cache) and writes base->out. */
-int compile_buckets(const CompileRequest *base, const ShapeRange *sr, int nsr, const char **bucket_lists,
-                    int nlists, const char *tune_cache, GpucErr *e);
+int parse_shape_range(char *arg, ShapeRange *r, GpucErr *e);
+/* One plan for the ranges (bucket plans) into *out: compiles each bucket
+ * with base's flags (progress on stdout unless base->quiet), `jobs` at a
+ * time in child processes (0: GPUC_JOBS or the CPUs; 1: in this process,
+ * what the C API uses), then at -O3 tune(plan, what, tune_cache) on each
+ * (the CLI through a file, printing; the C API in memory). */
+typedef int (*BucketTuneFn)(Plan **p, const char *what, const char *cache, GpucErr *e);
+int compile_buckets_plan(const CompileRequest *base, const ShapeRange *sr, int nsr, const char **bucket_lists,
+                         int nlists, BucketTuneFn tune, const char *tune_cache, int jobs, Plan **out, GpucErr *e);
 /* The shape `gpuc run/bench PLAN --shape ...` gives input `name`: its own
  * --shape, else the plan's with each ranged dim sized by the --shape of
  * an input sharing its axis (a bucket plan; the top of the range if none). */

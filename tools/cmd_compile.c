@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,6 +53,36 @@ int autotune_plan(const char *path, const char *cache) {
   return EXIT_OK;
 }
 
+/* -O3 of one bucket's plan (compile_buckets_plan's tune step), as a
+ * one-shape plan's: through a file, printing what it chose. */
+static int tune_bucket(Plan **p, const char *what, const char *cache, GpucErr *e) {
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s/gpuc-bucket-tune.%ld.gpuc", getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+           (long)getpid());
+  if (gpuc_plan_write(*p, tmp, e)) return -1;
+  int rc = autotune_plan(tmp, cache);
+  Plan *q = rc ? NULL : gpuc_plan_read(tmp, e);
+  unlink(tmp);
+  if (rc) return gpuc_err_set(e, "%s: autotuning failed (above)", what);
+  if (!q) return -1;
+  gpuc_plan_free(*p);
+  *p = q;
+  return 0;
+}
+
+/* One plan for the ranges, written to r->out. */
+static int compile_buckets_file(const CompileRequest *r, const ShapeRange *sr, int nsr, const char **lists, int nlists,
+                                const char *tune_cache, GpucErr *e) {
+  Plan *c = NULL;
+  if (compile_buckets_plan(r, sr, nsr, lists, nlists, tune_bucket, tune_cache, 0, &c, e)) return -1;
+  int rc = gpuc_plan_write(c, r->out, e);
+  gpuc_plan_free(c);
+  if (rc) return -1;
+  struct stat fst;
+  printf("wrote %s: %lld bytes\n", r->out, stat(r->out, &fst) ? -1LL : (long long)fst.st_size);
+  return 0;
+}
+
 int cmd_compile(int argc, char **argv) {
   CompileRequest r = {.level = 2, .sm = 0};
   static GpucShapeBind binds[64];
@@ -78,7 +109,8 @@ int cmd_compile(int argc, char **argv) {
     } else if (!strcmp(a, "--shape")) {
       if (i + 1 >= argc) return usage_error("--shape needs NAME=DIMS");
       if (r.nbinds == 64) return usage_error("too many --shape flags");
-      if (parse_shape_range(argv[++i], &ranges[r.nbinds])) return EXIT_USAGE;
+      GpucErr pe = {0};
+      if (parse_shape_range(argv[++i], &ranges[r.nbinds], &pe)) return usage_error("%s", pe.msg);
       ranged |= ranges[r.nbinds].ranged != 0;
       binds[r.nbinds] = ranges[r.nbinds].bind;
       r.nbinds++;
@@ -111,7 +143,7 @@ int cmd_compile(int argc, char **argv) {
   GpucErr e = {0};
   if (r.level >= 3 && !tune_cache_set) tune_cache = default_tune_cache(cachebuf, sizeof cachebuf);
   if (ranged) { /* one plan for the ranges: a schedule per bucket */
-    return compile_buckets(&r, ranges, r.nbinds, bucket_lists, nlists, tune_cache, &e) ? report(&e) : EXIT_OK;
+    return compile_buckets_file(&r, ranges, r.nbinds, bucket_lists, nlists, tune_cache, &e) ? report(&e) : EXIT_OK;
   }
   CompileStats st;
   char *prune_lines = NULL; /* the pass's per-layer lines, printed with the summary */

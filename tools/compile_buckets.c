@@ -20,33 +20,33 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int parse_shape_range(char *arg, ShapeRange *r) {
+int parse_shape_range(char *arg, ShapeRange *r, GpucErr *e) {
   memset(r, 0, sizeof *r);
   char *eq = strrchr(arg, '=');
-  if (!eq || eq == arg) return usage_error("--shape wants NAME=DIMS, got '%s'", arg);
+  if (!eq || eq == arg) return gpuc_err_set(e, "--shape wants NAME=DIMS, got '%s'", arg);
   *eq = 0;
   r->bind.name = arg;
   const char *p = eq + 1;
-  if (!*p) return usage_error("--shape %s: no dims", arg);
+  if (!*p) return gpuc_err_set(e, "--shape %s: no dims", arg);
   while (*p) {
     char *end;
     errno = 0;
     long long lo = strtoll(p, &end, 10), hi = lo;
-    if (end == p || errno || lo < 0) return usage_error("--shape %s=%s: bad dim", arg, eq + 1);
+    if (end == p || errno || lo < 0) return gpuc_err_set(e, "--shape %s=%s: bad dim", arg, eq + 1);
     p = end;
     if (p[0] == '.' && p[1] == '.') {
       errno = 0;
       hi = strtoll(p + 2, &end, 10);
       if (end == p + 2 || errno || lo < 1 || hi < lo || hi > ((long long)1 << 31))
-        return usage_error("--shape %s=%s: a range is LO..HI with 1 <= LO <= HI", arg, eq + 1);
+        return gpuc_err_set(e, "--shape %s=%s: a range is LO..HI with 1 <= LO <= HI", arg, eq + 1);
       p = end;
       if (r->bind.rank < GPUC_MAX_RANK) r->ranged |= 1u << r->bind.rank;
     }
-    if (r->bind.rank == GPUC_MAX_RANK) return usage_error("--shape %s: rank over %d", arg, GPUC_MAX_RANK);
+    if (r->bind.rank == GPUC_MAX_RANK) return gpuc_err_set(e, "--shape %s: rank over %d", arg, GPUC_MAX_RANK);
     r->lo[r->bind.rank] = lo;
     r->bind.dims[r->bind.rank++] = hi;
     if (*p == 'x' || *p == 'X' || *p == ',') p++;
-    else if (*p) return usage_error("--shape %s=%s: bad dim separator", arg, eq + 1);
+    else if (*p) return gpuc_err_set(e, "--shape %s=%s: bad dim separator", arg, eq + 1);
   }
   return 0;
 }
@@ -169,7 +169,7 @@ static int parse_list(const char *s, int64_t *out, int max, const char *what, Gp
     if (*s == ',') s++;
     else if (*s) return gpuc_err_set(e, "--buckets %s: sizes are separated by commas", what);
   }
-  return n ? n : usage_error("--buckets %s: no sizes", what);
+  return n ? n : gpuc_err_set(e, "--buckets %s: no sizes", what);
 }
 
 static int64_t volume(const int64_t *s, uint32_t n) {
@@ -348,18 +348,6 @@ static int output_uses(const Graph *g0, Plan **plans, Axes *a, GpucErr *e) {
 
 /* ---- the compile ---- */
 
-static int tune_bucket(Plan **p, const char *tmpdir_path, const char *cache, GpucErr *e) {
-  if (gpuc_plan_write(*p, tmpdir_path, e)) return -1;
-  int rc = autotune_plan(tmpdir_path, cache);
-  Plan *q = rc ? NULL : gpuc_plan_read(tmpdir_path, e);
-  unlink(tmpdir_path);
-  if (rc) return gpuc_err_set(e, "-O3 autotuning of a bucket failed (above)");
-  if (!q) return -1;
-  gpuc_plan_free(*p);
-  *p = q;
-  return 0;
-}
-
 /* Compile bucket b (its ranged dims bound to the bucket's sizes) into *out. */
 static int compile_bucket(const CompileRequest *base, const ShapeRange *sr, int nsr, const Graph *g0, const Axes *a,
                           uint32_t b, Plan **out, GpucErr *e) {
@@ -392,9 +380,11 @@ static int compile_bucket(const CompileRequest *base, const ShapeRange *sr, int 
     gpuc_err_prefix(e, what);
     return -1;
   }
-  printf("  bucket %2u %-24s %4d kernels, %3d GEMMs, %3d convs, arena %llu bytes (%.1f s)\n", b, label, st.kernels,
-         st.gemms, st.convs, (unsigned long long)st.arena_bytes, st.compile_seconds);
-  fflush(stdout);
+  if (!base->quiet) {
+    printf("  bucket %2u %-24s %4d kernels, %3d GEMMs, %3d convs, arena %llu bytes (%.1f s)\n", b, label, st.kernels,
+           st.gemms, st.convs, (unsigned long long)st.arena_bytes, st.compile_seconds);
+    fflush(stdout);
+  }
   return 0;
 }
 
@@ -475,10 +465,12 @@ static int compile_jobs(void) {
   return n < 1 ? 1 : n > 8 ? 8 : (int)n;
 }
 
-int compile_buckets(const CompileRequest *base, const ShapeRange *sr, int nsr, const char **bucket_lists,
-                    int nlists, const char *tune_cache, GpucErr *e) {
+int compile_buckets_plan(const CompileRequest *base, const ShapeRange *sr, int nsr, const char **bucket_lists,
+                         int nlists, BucketTuneFn tune, const char *tune_cache, int jobs, Plan **out, GpucErr *e) {
+  *out = NULL;
   GpucShapeBind fixed[64];
   int nfixed = 0;
+  if (nsr > 64) return gpuc_err_set(e, "more than 64 --shape binds");
   for (int k = 0; k < nsr; k++)
     if (!sr[k].ranged) fixed[nfixed++] = sr[k].bind;
   CompileRequest rb = *base;
@@ -493,7 +485,6 @@ int compile_buckets(const CompileRequest *base, const ShapeRange *sr, int nsr, c
   Axes *a = calloc(1, sizeof *a);
   Plan **plans = NULL;
   SharedWeights w = {0};
-  Plan *c = NULL;
   int rc = -1;
   if (!a) { gpuc_err_set(e, "out of memory"); goto done; }
   if (find_axes(g0, sr, nsr, a, e)) goto done;
@@ -501,49 +492,44 @@ int compile_buckets(const CompileRequest *base, const ShapeRange *sr, int nsr, c
   uint32_t nb = a->spec.nbuckets;
   plans = calloc(nb, sizeof *plans);
   if (!plans) { gpuc_err_set(e, "out of memory"); goto done; }
-  int jobs = compile_jobs();
-  printf("compiling %s for %u shape buckets (%d at a time):", base->model, nb, jobs);
-  for (uint32_t i = 0; i < a->spec.naxes; i++)
-    printf(" %s %lld..%lld (%s)", a->names[i], (long long)a->spec.axes[i].lo, (long long)a->spec.axes[i].hi,
-           (a->spec.axes[i].flags & PLAN_AXIS_F_BATCH)    ? "batch"
-           : (a->spec.axes[i].flags & PLAN_AXIS_F_MASKED) ? "sequence, masked"
-                                                           : "not paddable: no attention mask");
-  printf("\n");
-  fflush(stdout);
+  if (jobs <= 0) jobs = compile_jobs();
+  if (!base->quiet) {
+    printf("compiling %s for %u shape buckets (%d at a time):", base->model, nb, jobs);
+    for (uint32_t i = 0; i < a->spec.naxes; i++)
+      printf(" %s %lld..%lld (%s)", a->names[i], (long long)a->spec.axes[i].lo, (long long)a->spec.axes[i].hi,
+             (a->spec.axes[i].flags & PLAN_AXIS_F_BATCH)    ? "batch"
+             : (a->spec.axes[i].flags & PLAN_AXIS_F_MASKED) ? "sequence, masked"
+                                                             : "not paddable: no attention mask");
+    printf("\n");
+    fflush(stdout);
+  }
   if (compile_all(&rb, sr, nsr, g0, a, jobs, plans, e)) goto done;
-  for (uint32_t b = 0; b < nb; b++) {
-    if (base->level >= 3) { /* -O3 tunes each bucket on this GPU, one at a time */
-      char tmp[4200], label[200];
-      bucket_label(a, b, label, sizeof label);
-      printf("  -O3 bucket %u (%s):", b, label);
-      fflush(stdout);
-      snprintf(tmp, sizeof tmp, "%s.bucket%u.tune.%ld", base->out, b, (long)getpid());
-      if (tune_bucket(&plans[b], tmp, tune_cache, e)) goto done;
-    }
+  for (uint32_t b = 0; b < nb && base->level >= 3 && tune; b++) { /* -O3 tunes each bucket on this GPU, one at a time */
+    char label[200], what[260];
+    bucket_label(a, b, label, sizeof label);
+    snprintf(what, sizeof what, "-O3 bucket %u (%s)", b, label);
+    if (!base->quiet) { printf("  %s:", what); fflush(stdout); }
+    if (tune(&plans[b], what, tune_cache, e)) { gpuc_err_prefix(e, what); goto done; }
   }
   for (uint32_t b = nb; b-- > 0;) /* largest first: smaller buckets' constants are often its leading bytes */
     if (gpuc_shared_weights_add(&w, plans[b], e)) goto done;
   if (output_uses(g0, plans, a, e)) goto done;
   a->spec.use_name = (const char **)a->use_names;
   a->spec.uses = a->uses;
-  uint64_t added = w.added_bytes, dedup = w.deduped_bytes;
-  int brc = gpuc_plan_buckets_build(&w, plans, nb, &a->spec, &c, e);
+  int brc = gpuc_plan_buckets_build(&w, plans, nb, &a->spec, out, e);
   free(plans); /* the array; its plans are the build's, also on failure */
   plans = NULL;
   if (brc) goto done;
-  if (gpuc_plan_write(c, base->out, e)) goto done;
-  struct stat fst;
-  long long fsize = stat(base->out, &fst) ? -1 : (long long)fst.st_size;
-  printf("wrote %s: %u buckets, %lld bytes; weights %llu bytes stored once (%llu of the buckets' %llu weight bytes "
-         "were already stored); one arena of %llu bytes\n", base->out, nb, fsize,
-         (unsigned long long)c->weights_size, (unsigned long long)dedup, (unsigned long long)added,
-         (unsigned long long)gpuc_bucket_arena_bytes(c));
+  if (!base->quiet)
+    printf("%u buckets; weights %llu bytes stored once (%llu of the buckets' %llu weight bytes were already stored); "
+           "one arena of %llu bytes\n", nb, (unsigned long long)(*out)->weights_size,
+           (unsigned long long)w.deduped_bytes, (unsigned long long)w.added_bytes,
+           (unsigned long long)gpuc_bucket_arena_bytes(*out));
   rc = 0;
 done:
   if (plans)
     for (uint32_t i = 0; i < a->spec.nbuckets; i++) gpuc_plan_free(plans[i]);
   free(plans);
-  gpuc_plan_free(c);
   gpuc_shared_weights_free(&w);
   if (a) {
     for (uint32_t i = 0; i < a->spec.nuses; i++) free(a->use_names[i]);

@@ -26,7 +26,8 @@ extern "C" {
 
 /* Options of one compile; the fields mirror the `gpuc MODEL.onnx` flags.
  * Always start with gpuc_options_init (struct_size is how the library
- * knows which fields a caller's struct has: fields are only ever appended). */
+ * knows which fields a caller's struct has: fields are only ever appended;
+ * a struct of API 1, without buckets, is still taken). */
 typedef struct gpuc_compile_options {
   size_t struct_size;            /* sizeof(gpuc_compile_options), set by gpuc_options_init */
   int opt_level;                 /* 0..3 (-O0..-O3), default 2; 3 autotunes on the present GPU if
@@ -39,8 +40,15 @@ typedef struct gpuc_compile_options {
   const char *prune;             /* --prune: "l1:FRACTION" or "2:4", or NULL */
   const char *arch;              /* "sm_80" .. "sm_120"; NULL or "native": the present GPU */
   int64_t mem_limit;             /* --mem-limit in bytes; 0: none */
-  const char *const *shapes;     /* --shape: "name=1x3x224x224" each */
+  const char *const *shapes;     /* --shape: "name=1x3x224x224" each; a range on a dim
+                                    ("name=1..64x3x224x224") makes a bucket plan (gpuc_runtime.h
+                                    "Shape buckets"), its buckets compiled one after another here */
   size_t num_shapes;
+  /* API 2 */
+  const char *const *buckets;    /* --buckets: "1,8,32" (the first ranged dim's sizes), "seq=16,128" (a
+                                    dim by name), "1x16,8x64" (exactly these combinations); NULL: powers of
+                                    two in each range plus its top */
+  size_t num_buckets;
 } gpuc_compile_options;
 
 /* Defaults: -O2, float32, no pass flags, the present GPU, no limits. */

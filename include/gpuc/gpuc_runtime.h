@@ -85,7 +85,10 @@ extern "C" {
 /* The API this header declares; bumped when names are added.
  *   1: the first release
  *   2: device bindings used in place (zero-copy), gpuc_plan_in_place,
- *      gpuc_session_get_stats / gpuc_session_reset_stats */
+ *      gpuc_session_get_stats / gpuc_session_reset_stats; shape buckets:
+ *      sessions of a plan compiled for shape ranges take any shape in
+ *      range; gpuc_plan_bucket_count, gpuc_plan_dim_range,
+ *      gpuc_plan_bucket_dims, gpuc_plan_resolve, gpuc_session_output_dims */
 #define GPUC_API_VERSION 2
 /* The most dimensions a tensor has. */
 #define GPUC_MAX_DIMS 8
@@ -203,9 +206,9 @@ GPUC_API gpuc_status gpuc_device_sm(int device, int *sm);
 typedef struct gpuc_session gpuc_session;
 
 /* Load plan on CUDA device `device` (0-based), in the device's primary
- * context. A plan compiled with shape ranges (buckets) runs here at its
- * largest shape, the one its queries report. The session copies what it needs: the plan may be destroyed
- * right after. Fails (GPUC_ERR_CUDA) without a GPU, or when the plan was
+ * context. A plan compiled with shape ranges (buckets, below) takes any
+ * shape in its ranges. The session copies what it needs: the plan may be
+ * destroyed right after. Fails (GPUC_ERR_CUDA) without a GPU, or when the plan was
  * built for a newer GPU than this one. */
 GPUC_API gpuc_status gpuc_session_new(const gpuc_plan *plan, int device, gpuc_session **out);
 GPUC_API void gpuc_session_destroy(gpuc_session *s); /* waits for its work; NULL is fine */
@@ -213,7 +216,9 @@ GPUC_API void gpuc_session_destroy(gpuc_session *s); /* waits for its work; NULL
 GPUC_API const gpuc_plan *gpuc_session_plan_of(const gpuc_session *s);
 
 /* Bind a buffer to input `name`, for every later run until bound again.
- * dtype, ndim and dims must equal the plan's (GPUC_ERR_MISMATCH names both).
+ * dtype and ndim must equal the plan's, and dims too for a one-shape plan
+ * (GPUC_ERR_MISMATCH names both); for a bucket plan dims may be any in
+ * the compiled ranges ("Shape buckets" below).
  *   GPUC_MEMORY_HOST: each run copies from data to the device (on the run's
  *   stream; from pageable memory the copy is synchronous with the host).
  *   GPUC_MEMORY_DEVICE: data is a device address on the session's device,
@@ -251,7 +256,7 @@ GPUC_API const gpuc_plan *gpuc_session_plan_of(const gpuc_session *s);
  * the caller's buffer only (the session's own buffer of that output keeps
  * an older value; fetch_output reads the caller's buffer, which must then
  * still be valid). The plan never writes an input's bytes, in place or
- * not. Bucket plans run at their largest shape under the same rules.
+ * not. A bucket plan's bindings are always copied (below).
  * GPUC_ZERO_COPY=0 in the environment when a session is made copies every
  * device binding (a diagnostic, to compare). */
 GPUC_API gpuc_status gpuc_session_bind_input(gpuc_session *s, const char *name, const void *data, gpuc_memory mem,
@@ -279,9 +284,9 @@ GPUC_API gpuc_status gpuc_session_run_async(gpuc_session *s, void *stream);
 GPUC_API gpuc_status gpuc_session_run(gpuc_session *s);
 
 /* Copy output `name` of the last run into host memory data of size bytes
- * (== the output's bytes, else GPUC_ERR_MISMATCH). Waits for the last
- * run first (its event, not its stream). From the caller's buffer when the
- * last run wrote that output in place. */
+ * (== the output's bytes at the last run's shape, else GPUC_ERR_MISMATCH).
+ * Waits for the last run first (its event, not its stream). From the
+ * caller's buffer when the last run wrote that output in place. */
 GPUC_API gpuc_status gpuc_session_fetch_output(gpuc_session *s, const char *name, void *data, size_t size);
 /* Bad data the kernels found in the runs since the last check (an index
  * or label out of range: the message names the node, the value and the
@@ -295,7 +300,8 @@ GPUC_API gpuc_status gpuc_session_poll_errors(gpuc_session *s);
  * there itself (ordered before the run) and bind that address (no copy
  * at run time, no capture), or read an output from it after the run; its
  * bytes change with every run that does not write that output into a
- * caller's buffer in place. */
+ * caller's buffer in place. A bucket plan has one such buffer per bucket:
+ * GPUC_ERR_UNSUPPORTED there (bind buffers of your own). */
 GPUC_API gpuc_status gpuc_session_buffer(gpuc_session *s, gpuc_io io, const char *name, void **device_ptr);
 
 /* Time whole-plan replays with CUDA events on the session's stream:
@@ -304,7 +310,8 @@ GPUC_API gpuc_status gpuc_session_buffer(gpuc_session *s, gpuc_io io, const char
  * inputs are whatever the session's buffers hold (zeros until a run copies
  * an input there; one bound in place is not); bindings are not copied
  * (the graph alone is timed at the session's own addresses, like `gpuc
- * bench`). */
+ * bench`). A bucket plan's session times the bucket its last run used
+ * (the largest before any run). */
 GPUC_API gpuc_status gpuc_session_benchmark(gpuc_session *s, int warmup, int iters, double *median_ms,
                                             double *p90_ms);
 /* The session's device name and compute capability (either may be NULL). */
@@ -338,6 +345,62 @@ typedef struct gpuc_session_stats {
 } gpuc_session_stats;
 GPUC_API gpuc_status gpuc_session_get_stats(const gpuc_session *s, gpuc_session_stats *stats, size_t size);
 GPUC_API gpuc_status gpuc_session_reset_stats(gpuc_session *s);
+/* ---- shape buckets (API 2) ------------------------------------------------
+ * A plan compiled with a range on some input dims (`gpuc MODEL.onnx
+ * --shape input_ids=1..32x16..128`, gpuc_compile_options.shapes the same
+ * way) holds one schedule per bucket (a point of the ranges) and takes any
+ * shape in range:
+ *   - gpuc_plan_info/gpuc_plan_dim report the largest shape (each range's
+ *     top); gpuc_plan_dim_range the range and kind of each dim;
+ *   - gpuc_session_bind_input takes any dims in range (checked at once:
+ *     GPUC_ERR_MISMATCH names the dim, its value and the range, and the
+ *     session is unchanged and stays usable);
+ *   - each run picks the smallest bucket holding the bound dims (as
+ *     `gpuc run` does): a batch dim is padded by repeating the last row, a
+ *     sequence dim that an attention-mask input carries is padded with
+ *     zeros (the mask hides them), any other ranged dim runs only at the
+ *     bucket sizes (GPUC_ERR_MISMATCH lists them); inputs sharing a dim
+ *     must agree;
+ *   - the inputs are copied padded into that bucket's buffers and bound
+ *     outputs copied sliced back to the actual shape, on the run's stream
+ *     (strided copies, host or device memory alike: a bucket plan's
+ *     bindings are always copied, never used in place, since padding
+ *     needs a copy anyway); bound outputs' dims must be the actual ones
+ *     (gpuc_session_output_dims), checked when the run is enqueued;
+ *   - the buckets share one arena, one copy of the weights and the
+ *     session's stream; each bucket's CUDA graph is captured on its first
+ *     run (serialized like the first capture above).
+ * Threads: the plan queries below are read-only (any thread, as the other
+ * plan queries); gpuc_session_output_dims reads the session (one thread at
+ * a time, as its other calls). */
+typedef enum gpuc_dim_kind {
+  GPUC_DIM_FIXED = 0,            /* one size (min == max) */
+  GPUC_DIM_BATCH = 1,            /* any size in range: padded by repeating the last row, sliced */
+  GPUC_DIM_MASKED = 2,           /* any size in range: padded with zeros an attention mask hides, sliced */
+  GPUC_DIM_BUCKET_SIZES = 3      /* only the sizes the buckets have (gpuc_plan_bucket_dims): no safe padding */
+} gpuc_dim_kind;
+/* Buckets in the plan: 1 for a plan of one shape, 0 for NULL. */
+GPUC_API size_t gpuc_plan_bucket_count(const gpuc_plan *plan);
+/* The sizes input/output `index`'s dim `axis` takes: [*min, *max] and how
+ * (any out-pointer may be NULL). A one-shape plan's dims are all FIXED. */
+GPUC_API gpuc_status gpuc_plan_dim_range(const gpuc_plan *plan, gpuc_io io, size_t index, int axis, int64_t *min,
+                                         int64_t *max, gpuc_dim_kind *kind);
+/* The dims input/output `index` has in bucket `bucket` (dims: room for
+ * GPUC_MAX_DIMS). Buckets are ordered as compiled; the last is the largest. */
+GPUC_API gpuc_status gpuc_plan_bucket_dims(const gpuc_plan *plan, size_t bucket, gpuc_io io, size_t index,
+                                           int *ndim, int64_t *dims);
+/* What a run on inputs of these dims does, without a GPU: inputs[i] name
+ * every input once with its dtype, ndim and dims (data unused); *bucket
+ * (may be NULL) gets the bucket it runs in (its padded dims:
+ * gpuc_plan_bucket_dims), and outputs (may be NULL; room for
+ * gpuc_plan_count(plan, GPUC_OUTPUT)) each output's name, dtype, actual
+ * dims and bytes. The refusals are a session's, with the same messages. */
+GPUC_API gpuc_status gpuc_plan_resolve(const gpuc_plan *plan, const gpuc_tensor *inputs, size_t num_inputs,
+                                       size_t *bucket, gpuc_tensor *outputs);
+/* The dims output `name` has for the inputs bound now (every input bound),
+ * else for the last run (GPUC_ERR_STATE before either); a one-shape plan's
+ * are the plan's. dims: room for GPUC_MAX_DIMS. */
+GPUC_API gpuc_status gpuc_session_output_dims(gpuc_session *s, const char *name, int *ndim, int64_t *dims);
 
 #ifdef __cplusplus
 }

@@ -73,6 +73,8 @@ class CompileOptions(ctypes.Structure):
         ("mem_limit", ctypes.c_int64),
         ("shapes", ctypes.POINTER(ctypes.c_char_p)),
         ("num_shapes", ctypes.c_size_t),
+        ("buckets", ctypes.POINTER(ctypes.c_char_p)),   # API 2
+        ("num_buckets", ctypes.c_size_t),
     ]
 
 
@@ -127,6 +129,13 @@ _PROTOTYPES = {
     "gpuc_plan_count": (_sz, [_vp, _i]),
     "gpuc_plan_info": (_i, [_vp, _i, _sz, _pt]),
     "gpuc_plan_sm": (_i, [_vp]),
+    # shape buckets (API 2)
+    "gpuc_plan_bucket_count": (_sz, [_vp]),
+    "gpuc_plan_dim_range": (_i, [_vp, _i, _sz, _i, ctypes.POINTER(_i64), ctypes.POINTER(_i64),
+                                 ctypes.POINTER(_i)]),
+    "gpuc_plan_bucket_dims": (_i, [_vp, _sz, _i, _sz, ctypes.POINTER(_i), ctypes.POINTER(_i64)]),
+    "gpuc_plan_resolve": (_i, [_vp, _pt, _sz, ctypes.POINTER(_sz), _pt]),
+    "gpuc_session_output_dims": (_i, [_vp, _cp, ctypes.POINTER(_i), ctypes.POINTER(_i64)]),
     "gpuc_device_count": (_i, []),
     "gpuc_device_sm": (_i, [_i, ctypes.POINTER(_i)]),
     "gpuc_session_new": (_i, [_vp, _i, _pvp]),

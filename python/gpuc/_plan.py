@@ -39,18 +39,26 @@ def dtype_code(dtype, what):
 
 class TensorInfo:
     """One input or output of a plan: name, shape (tuple of ints), dtype
-    (numpy dtype name: "float32", "int64", ...)."""
-    __slots__ = ("name", "shape", "dtype")
+    (numpy dtype name: "float32", "int64", ...). A plan compiled for shape
+    ranges (buckets) takes any shape from min_shape to max_shape dim by dim;
+    its shape is max_shape, the largest (as the C API's gpuc_plan_info).
+    In a one-shape plan min_shape == max_shape == shape."""
+    __slots__ = ("name", "shape", "dtype", "min_shape", "max_shape")
 
-    def __init__(self, name, shape, dtype):
+    def __init__(self, name, shape, dtype, min_shape=None, max_shape=None):
         self.name, self.shape, self.dtype = name, shape, dtype
+        self.min_shape = shape if min_shape is None else min_shape
+        self.max_shape = shape if max_shape is None else max_shape
 
     def __repr__(self):
-        return "TensorInfo(name=%r, shape=%r, dtype=%r)" % (self.name, self.shape, self.dtype)
+        ranged = "" if self.min_shape == self.max_shape else \
+            ", min_shape=%r, max_shape=%r" % (self.min_shape, self.max_shape)
+        return "TensorInfo(name=%r, shape=%r, dtype=%r%s)" % (self.name, self.shape, self.dtype, ranged)
 
     def __eq__(self, other):
-        return isinstance(other, TensorInfo) and (self.name, self.shape, self.dtype) == \
-            (other.name, other.shape, other.dtype)
+        return isinstance(other, TensorInfo) and \
+            (self.name, self.shape, self.dtype, self.min_shape, self.max_shape) == \
+            (other.name, other.shape, other.dtype, other.min_shape, other.max_shape)
 
 
 def tensor_info(t):
@@ -59,10 +67,17 @@ def tensor_info(t):
                       _lib.DTYPE_NAMES.get(t.dtype, "undefined"))
 
 
+def _dims(nd, dims):
+    return tuple(dims[i] for i in range(nd.value))
+
+
 class Plan:
     """A compiled model (gpuc.compile or gpuc.load). .inputs and .outputs are
     lists of TensorInfo in the model's order; .sm is the target (90 for
-    sm_90). Run it with gpuc.Session(plan); keep it with plan.save(path)."""
+    sm_90). Run it with gpuc.Session(plan); keep it with plan.save(path).
+    A plan compiled with shape ranges (buckets) takes any shape in range:
+    .buckets lists its buckets, .resolve(shapes) says which one a shape
+    runs in (docs/PYTHON.md "Shape ranges")."""
 
     def __init__(self, handle):
         # handle: a gpuc_plan * this object owns (made by compile/load only)
@@ -73,11 +88,64 @@ class Plan:
 
     def _list(self, io):
         out = []
+        lo, hi = ctypes.c_int64(), ctypes.c_int64()
         for i in range(lib.gpuc_plan_count(self._h, io)):
             t = _lib.Tensor()
             check(lib.gpuc_plan_info(self._h, io, i, ctypes.byref(t)))
-            out.append(tensor_info(t))
+            info = tensor_info(t)
+            mins, maxs = [], []
+            for d in range(t.ndim):
+                check(lib.gpuc_plan_dim_range(self._h, io, i, d, ctypes.byref(lo), ctypes.byref(hi), None))
+                mins.append(lo.value)
+                maxs.append(hi.value)
+            info.min_shape, info.max_shape = tuple(mins), tuple(maxs)
+            out.append(info)
         return out
+
+    @property
+    def buckets(self):
+        """The shapes the plan has a schedule for, smallest first: a list of
+        {input name: shape} (one entry for a one-shape plan)."""
+        nd, dims = ctypes.c_int(), (ctypes.c_int64 * _lib.GPUC_MAX_DIMS)()
+        out = []
+        for b in range(lib.gpuc_plan_bucket_count(self._h)):
+            shapes = {}
+            for i, t in enumerate(self.inputs):
+                check(lib.gpuc_plan_bucket_dims(self._h, b, _lib.IO_INPUT, i, ctypes.byref(nd), dims))
+                shapes[t.name] = _dims(nd, dims)
+            out.append(shapes)
+        return out
+
+    def resolve(self, shapes):
+        """What a run on inputs of these shapes does, without a GPU: shapes
+        {input name: shape tuple (or an array: its shape and dtype)} for
+        every input -> {"bucket": index into .buckets, "inputs": {name: the
+        padded shape it runs at}, "outputs": {name: the shape returned}}.
+        Out-of-range shapes raise gpuc.Error naming the range (as a run does)."""
+        if not isinstance(shapes, dict):
+            raise Error("Plan.resolve wants a dict {input name: shape}, got %s" % type(shapes).__name__)
+        by_name = {t.name: t for t in self.inputs}
+        ins = (_lib.Tensor * max(len(shapes), 1))()
+        keep = []
+        for k, (name, v) in enumerate(shapes.items()):
+            if not isinstance(name, str):
+                raise Error("Plan.resolve: input names are strings, got %r" % (name,))
+            shape, dtype = (tuple(v.shape), np.dtype(str(v.dtype).replace("torch.", ""))) if hasattr(v, "shape") \
+                else (v, by_name[name].dtype if name in by_name else "float32")
+            if not isinstance(shape, (tuple, list)) or len(shape) > _lib.GPUC_MAX_DIMS or \
+                    not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+                raise Error("Plan.resolve: shapes['%s'] wants a tuple of ints, got %r" % (name, v), "GPUC_ERR_MISMATCH")
+            keep.append(name.encode())
+            t = ins[k]
+            t.name, t.dtype, t.ndim = keep[-1], dtype_code(dtype, "input '%s'" % name), len(shape)
+            for d, n in enumerate(shape):
+                t.dims[d] = n
+        outs = (_lib.Tensor * max(len(self.outputs), 1))()
+        bucket = ctypes.c_size_t()
+        check(lib.gpuc_plan_resolve(self._h, ins, len(shapes), ctypes.byref(bucket), outs))
+        b = bucket.value
+        return {"bucket": b, "inputs": dict(self.buckets[b]),
+                "outputs": {tensor_info(outs[i]).name: tensor_info(outs[i]).shape for i in range(len(self.outputs))}}
 
     @property
     def arch(self):
@@ -171,6 +239,21 @@ def _mem_limit(v):
     return int(float(m.group(1)) * mul)
 
 
+def _is_int(d):
+    return isinstance(d, int) and not isinstance(d, bool)
+
+
+def _dim_text(d):
+    """One dim of a shapes tuple: an int, a (lo, hi) range, or a range(lo, hi + 1)."""
+    if _is_int(d):
+        return str(d)
+    if isinstance(d, range) and d.step == 1 and len(d):
+        return "%d..%d" % (d.start, d.stop - 1)
+    if isinstance(d, (tuple, list)) and len(d) == 2 and all(_is_int(x) for x in d):
+        return "%d..%d" % tuple(d)
+    return None
+
+
 def _shape_strings(shapes):
     if shapes is None:
         return []
@@ -180,22 +263,48 @@ def _shape_strings(shapes):
     for name, dims in shapes.items():
         if not isinstance(name, str):
             raise Error("shapes: input names are strings, got %r" % (name,))
+        texts = [_dim_text(d) for d in dims] if isinstance(dims, (tuple, list)) else None
         if isinstance(dims, str):
-            text = dims            # "1x3x224x224": the library parses it as --shape does
-        elif isinstance(dims, (tuple, list)) and all(isinstance(d, int) and not isinstance(d, bool)
-                                                     for d in dims):
-            text = "x".join(str(d) for d in dims)
+            text = dims            # "1x3x224x224", "1..64x3x224x224": the library parses it as --shape does
+        elif texts is not None and None not in texts:
+            text = "x".join(texts)
         else:
-            raise Error("shapes['%s'] wants a tuple of ints or a string like '1x3x224x224', got %r"
-                        % (name, dims))
+            raise Error("shapes['%s'] wants a tuple of ints, (lo, hi) ranges or range()s, or a string like "
+                        "'1x3x224x224' or '1..64x3x224x224', got %r" % (name, dims))
         out.append(("%s=%s" % (name, text)).encode())
     return out
+
+
+def _bucket_strings(buckets):
+    """gpuc.compile's buckets as --buckets values: [1, 8, 32] (the first
+    ranged dim's sizes), [(1, 16), (8, 64)] (exactly these combinations),
+    {"seq": [16, 128]} (a dim by its name), or the CLI's strings."""
+    if buckets is None:
+        return []
+    if isinstance(buckets, str):
+        return [buckets.encode()]
+    if isinstance(buckets, dict):
+        out = []
+        for name, sizes in buckets.items():
+            if not isinstance(name, str) or not isinstance(sizes, (list, tuple)) or not all(_is_int(x) for x in sizes):
+                raise Error("buckets: {dim name: [sizes]} wants a list of ints per name, got %r: %r" % (name, sizes))
+            out.append(("%s=%s" % (name, ",".join(str(x) for x in sizes))).encode())
+        return out
+    if isinstance(buckets, (list, tuple)) and buckets:
+        if all(_is_int(x) for x in buckets):
+            return [",".join(str(x) for x in buckets).encode()]
+        if all(isinstance(x, (list, tuple)) and x and all(_is_int(y) for y in x) for x in buckets):
+            return [",".join("x".join(str(y) for y in x) for x in buckets).encode()]
+        if all(isinstance(x, str) for x in buckets):
+            return [x.encode() for x in buckets]
+    raise Error("buckets wants sizes like [1, 8, 32], combinations like [(1, 16), (8, 64)], {'seq': [16, 128]} "
+                "or a string like '1,8,32', got %r" % (buckets,))
 
 
 class Options:
     """gpuc_compile_options plus the Python objects its pointers point into."""
 
-    def __init__(self, shapes=None, opt=2, fp16=False, arch=None, mem_limit=None, flags=None):
+    def __init__(self, shapes=None, opt=2, fp16=False, arch=None, mem_limit=None, flags=None, buckets=None):
         o = _lib.CompileOptions()
         lib.gpuc_options_init(ctypes.byref(o))
         if isinstance(opt, bool) or not isinstance(opt, int) or not 0 <= opt <= 3:
@@ -231,6 +340,11 @@ class Options:
             self._shape_array = (ctypes.c_char_p * len(self._shapes))(*self._shapes)
             o.shapes = self._shape_array
             o.num_shapes = len(self._shapes)
+        self._buckets = _bucket_strings(buckets)
+        if self._buckets:
+            self._bucket_array = (ctypes.c_char_p * len(self._buckets))(*self._buckets)
+            o.buckets = self._bucket_array
+            o.num_buckets = len(self._buckets)
         self.c = o
 
     def ref(self):
@@ -243,13 +357,16 @@ def _flag_bool(name, v):
     return int(bool(v))
 
 
-def compile(model, *, shapes=None, opt=2, fp16=False, arch=None, mem_limit=None, **pass_flags):
+def compile(model, *, shapes=None, opt=2, fp16=False, arch=None, mem_limit=None, buckets=None, **pass_flags):
     """Compile an ONNX model (a path, bytes or an onnx.ModelProto) into a Plan,
     as `gpuc MODEL.onnx` does. shapes binds symbolic input dims
-    ({"x": (1, 3, 224, 224)}); opt is the -O level; arch "sm_90" or None for
-    the present GPU; mem_limit bytes or "8G"; pass_flags: bf16, int8,
-    int8_skip, fp8, prune ("l1:0.5" or "2:4")."""
-    o = Options(shapes, opt, fp16, arch, mem_limit, pass_flags)
+    ({"x": (1, 3, 224, 224)}); a range on a dim, ((1, 64), 3, 224, 224) or
+    "1..64x3x224x224", makes a plan that takes any size in it (buckets:
+    their sizes, as --buckets: [1, 8, 32, 64], [(1, 16), (8, 64)],
+    {"seq": [16, 128]}; default powers of two and the top); opt is the -O
+    level; arch "sm_90" or None for the present GPU; mem_limit bytes or
+    "8G"; pass_flags: bf16, int8, int8_skip, fp8, prune ("l1:0.5" or "2:4")."""
+    o = Options(shapes, opt, fp16, arch, mem_limit, pass_flags, buckets)
     path, data = _model_source(model, "gpuc.compile")
     h = ctypes.c_void_p()
     if path is not None:

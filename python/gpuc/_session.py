@@ -16,6 +16,7 @@ import numpy as np
 
 from . import _lib
 from ._lib import Error, check, lib
+from ._buckets import run_ranged
 from ._plan import Plan, dtype_code, host_array, load, np_dtype
 
 
@@ -57,6 +58,7 @@ class Session:
         self._bound = [None] * len(self._ins)     # device address each input is bound to
         self._obound = [None] * len(self._outs)   # and each output
         self._torch_ready = False                  # (self._async: a run may still go on a torch stream)
+        self._ranged = any(t.min_shape != t.max_shape for t in plan.inputs)
 
     @property
     def inputs(self):
@@ -114,6 +116,8 @@ class Session:
         through the host, ordered on torch.cuda.current_stream()."""
         values = self._ordered(feeds)
         torch = _torch_module()
+        if self._ranged:          # a bucket plan: any shape in range, outputs at the actual shape
+            return run_ranged(self, values, torch)
         if torch is not None and values and any(isinstance(v, torch.Tensor) and v.is_cuda for v in values):
             outs = self._run_cuda(values)
             return {s.name: y for s, y in zip(self._outs, outs)}
@@ -240,7 +244,8 @@ class Session:
     def bench(self, iters=100, warmup=10):
         """Replay the plan's CUDA graph iters times (after warmup untimed runs)
         timed with CUDA events, as `gpuc bench`: {median_ms, p90_ms,
-        items_per_s} (items: the first input's leading dim)."""
+        items_per_s} (items: the first input's leading dim). A bucket plan
+        times the bucket of its last run, items that run's leading dim."""
         for k, v, lo in (("iters", iters, 1), ("warmup", warmup, 0)):
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= 100000:
                 raise Error("bench: %s wants an integer in [%d, 100000], got %r" % (k, lo, v))
@@ -248,7 +253,7 @@ class Session:
         self._wait_async()
         check(lib.gpuc_session_benchmark(self._handle(), warmup, iters, ctypes.byref(med), ctypes.byref(p90)))
         shape = self._ins[0].shape if self._ins else ()
-        batch = shape[0] if shape else 1
+        batch = getattr(self, "_last_batch", None) or (shape[0] if shape else 1)  # a bucket plan: its last run's
         return {"median_ms": med.value, "p90_ms": p90.value,
                 "items_per_s": batch / (med.value * 1e-3) if med.value > 0 else float("inf")}
 

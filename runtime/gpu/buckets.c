@@ -123,6 +123,10 @@ Tensor *gpuc_buckets_get_output(GpucSession *s, const char *name, GpucErr *e) {
   return z;
 }
 
+GpucSession *gpuc_buckets_session(GpucSession *s, uint32_t k) {
+  return s->bk && k < s->plan->nbuckets ? s->bk->sess[k] : NULL;
+}
+
 const Plan *gpuc_session_run_plan(const GpucSession *s) {
   if (!s->bk || s->bk->active < 0) return s->plan;
   return gpuc_plan_bucket(s->plan, (uint32_t)s->bk->active);

@@ -100,6 +100,9 @@ void gpuc_buckets_close(GpucSession *s);
 int gpuc_buckets_set_input(GpucSession *s, const char *name, const Tensor *host, GpucErr *e);
 int gpuc_buckets_prepare(GpucSession *s, GpucSession **run, GpucErr *e);
 Tensor *gpuc_buckets_get_output(GpucSession *s, const char *name, GpucErr *e);
+/* Bucket k's session (the container itself for the last), NULL past the
+ * buckets or for a one-shape plan: the C API runs it (runtime/api_buckets.c). */
+GpucSession *gpuc_buckets_session(GpucSession *s, uint32_t k);
 
 /* cuBLASLt's heuristic results for GEMM state st (up to max, the workspace
  * limited to the plan's); *found how many. */

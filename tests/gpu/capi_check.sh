@@ -16,7 +16,8 @@
 # capi_check runs under `gdb -batch` where gdb exists (a crash's backtrace
 # lands in its log and here), else with its own SIGSEGV handler's
 # backtrace. deploy_example is looked for in BUILD_DIR and BUILD_DIR/..;
-# without it that step says SKIP.
+# without it that step says SKIP. Then tests/gpu/capi_buckets_check.sh: a
+# bucket plan's session at shapes between buckets (it runs alone too).
 set -u
 build=${1:-build}
 OUT=${OUT:-/tmp/capi_check}
@@ -89,5 +90,7 @@ check add_layernorm_fp16 "$models/add_layernorm.onnx" --fp16
 check resnet50_b1 "$models/resnet50.onnx" input=1x3x224x224
 check resnet50_b1_fp16 "$models/resnet50.onnx" --fp16 input=1x3x224x224
 check attention_bert_b2_fp16 "$models/attention_bert.onnx" --fp16 q=2x12x128x64 k=2x12x128x64 v=2x12x128x64 mask=2x1x1x128
+# bucket plans (shape ranges) through the C API: tests/gpu/capi_buckets_check.sh
+OUT=$OUT "$(dirname "$0")/capi_buckets_check.sh" "$build" || fails=$((fails + 1))
 echo "capi_check: $fails failed (logs in $OUT)"
 [ $fails = 0 ]

@@ -6,7 +6,8 @@
  * byte-exact, corrupt tables and other formats refused); and on the CPU
  * reference, a padded run sliced back equals the unpadded run: mlp at batch
  * 5 in its 16 bucket (rows repeated), tiny_bert at batch 3 x sequence 5 in
- * its 4 x 8 bucket (the padding masked). fp32 throughout: the padded rows
+ * its 4 x 8 bucket (the padding masked); the corner walk both the host's
+ * padding and the C API's device copies use, on random shapes. fp32 throughout: the padded rows
  * and masked keys add exact zeros, so the bound is 1e-6 relative L2.
  * usage: test_buckets MODELS_DIR ZOO_DIR WORK_DIR */
 #include "check.h"
@@ -552,6 +553,91 @@ static void test_reference_bert(const char *zoo) {
   gpuc_plan_free(p);
 }
 
+/* ---- the corner walk (gpuc_bucket_copies) on random shapes, against the
+ * element-wise rule: dst[i] = src[i] where i is inside src, else (a
+ * repeat dim past src's end) src's last index there, else 0 ---- */
+typedef struct WalkMem { uint8_t *dst; const uint8_t *src; int copies; } WalkMem;
+
+static int walk_exec(void *ctx, const GpucBucketCopy *c) { /* the test's own executor: rows of memcpy/memset */
+  WalkMem *m = ctx;
+  m->copies++;
+  for (uint64_t r = 0; r < c->rows; r++) {
+    uint8_t *to = m->dst + c->dst_off + r * c->dst_pitch;
+    if (c->kind == GPUC_BUCKET_ZERO) memset(to, 0, c->width);
+    else memmove(to, (c->kind == GPUC_BUCKET_FROM_DST ? m->dst : m->src) + c->src_off + r * c->src_pitch, c->width);
+  }
+  return 0;
+}
+
+static int walk_case(int rank, const int64_t *sd, const int64_t *dd, const bool *rep, size_t es) {
+  int64_t ns = 1, nd = 1;
+  for (int d = 0; d < rank; d++) { ns *= sd[d]; nd *= dd[d]; }
+  uint8_t *src = malloc((size_t)ns * es + 1), *dst = malloc((size_t)nd * es + 1);
+  for (int64_t i = 0; i < ns * (int64_t)es; i++) src[i] = (uint8_t)(1 + (i * 7 + 3) % 251);
+  memset(dst, 0xAB, (size_t)nd * es + 1);
+  WalkMem m = {dst, src, 0};
+  gpuc_bucket_copies(rank, sd, dd, rep, es, walk_exec, &m);
+  int bad = dst[nd * (int64_t)es] != 0xAB; /* nothing written past the end */
+  for (int64_t i = 0; i < nd && !bad; i++) {
+    int64_t r = i, at = 0, stride = 1;
+    bool zero = false;
+    for (int d = rank - 1; d >= 0; d--) {
+      int64_t k = r % dd[d];
+      r /= dd[d];
+      if (k >= sd[d]) {
+        if (rep[d] && sd[d] > 0) k = sd[d] - 1;
+        else zero = true;
+      }
+      at += k * stride;
+      stride *= sd[d];
+    }
+    for (size_t b = 0; b < es && !bad; b++) bad = dst[i * (int64_t)es + (int64_t)b] != (zero ? 0 : src[at * (int64_t)es + (int64_t)b]);
+  }
+  free(src);
+  free(dst);
+  return bad ? -1 : m.copies;
+}
+
+static void test_copies(void) {
+  uint64_t seed = 12345;
+  int fails = 0, cases = 0;
+  for (int t = 0; t < 3000; t++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    uint64_t r = seed >> 11;
+    int rank = (int)(r % 5); /* 0..4 */
+    int64_t sd[GPUC_MAX_RANK], dd[GPUC_MAX_RANK];
+    bool rep[GPUC_MAX_RANK];
+    for (int d = 0; d < rank; d++) {
+      r = r * 2862933555777941757ull + 3037000493ull;
+      sd[d] = (int64_t)((r >> 20) % 5);     /* 0..4 */
+      dd[d] = (int64_t)((r >> 30) % 5);
+      rep[d] = (r >> 40) & 1;
+    }
+    size_t es = (size_t[]){1, 2, 4, 8}[(r >> 50) % 4];
+    cases++;
+    if (walk_case(rank, sd, dd, rep, es) < 0) {
+      if (fails++ < 3) {
+        printf("walk rank %d es %zu:", rank, es);
+        for (int d = 0; d < rank; d++) printf(" %lld->%lld%s", (long long)sd[d], (long long)dd[d], rep[d] ? "r" : "");
+        printf("\n");
+      }
+    }
+  }
+  CHECK(fails == 0, "the corner walk: %d of %d random pads/slices differ from the element-wise rule", fails, cases);
+  /* mlp's batch 5 padded to 64 (rows repeated): one copy, then 5 doublings of the repeated run */
+  int64_t s5[2] = {5, 784}, d64[2] = {64, 784};
+  bool rb[2] = {true, false};
+  CHECK(walk_case(2, s5, d64, rb, 4) == 7, "batch 5 -> 64: 7 copies (got %d)", walk_case(2, s5, d64, rb, 4));
+  /* BERT's 3x5 ids into a 4x8 bucket: one 2-D copy, one 2-D zero fill, the batch's repeat */
+  int64_t s35[2] = {3, 5}, d48[2] = {4, 8};
+  bool rs[2] = {true, false};
+  CHECK(walk_case(2, s35, d48, rs, 8) == 3, "3x5 -> 4x8: 3 copies (got %d)", walk_case(2, s35, d48, rs, 8));
+  /* a [4,16,32] output sliced to [3,5,32]: one 2-D copy */
+  int64_t so[3] = {4, 16, 32}, dso[3] = {3, 5, 32};
+  bool rn[3] = {true, false, false};
+  CHECK(walk_case(3, so, dso, rn, 4) == 1, "[4x16x32] -> [3x5x32]: one 2-D copy");
+}
+
 /* ---- the default of 1 for symbolic dims no --shape binds (ir/default_dims.c) ---- */
 static void test_default_dims(const char *zoo) {
   char path[4096], note[1024];
@@ -581,6 +667,7 @@ int main(int argc, char **argv) {
   if (argc < 4) { fprintf(stderr, "usage: test_buckets MODELS_DIR ZOO_DIR WORK_DIR\n"); return 2; }
   test_selection();
   test_pad_slice();
+  test_copies();
   test_shared_weights();
   test_default_dims(argv[2]);
   test_reference_mlp(argv[1]);
