@@ -150,6 +150,37 @@ static void check_constant_index(const char *path) {
   gpuc_graph_free(g);
 }
 
+/* gpuc_fault_in_ptx: the runtime looks the record up only in a module
+ * that declares it (a failing lookup is an error to compute-sanitizer).
+ * Declarations as NVRTC writes them and as PTX allows, and near misses. */
+static void check_ptx_scan(const Plan *with_record, const char *gn_convnet) {
+  CHECK(gpuc_fault_in_ptx(with_record->ptx, with_record->ptx_size), "index_ops' PTX declares the record");
+  Plan *none = compile_model(gn_convnet, NULL, 0, 90, false, NULL); /* no index or label read at run time */
+  CHECK(none && none->ptx && !strstr(none->ptx, GPUC_FAULT_SYMBOL), "dynops_gn_convnet compiles without the record");
+  if (none) CHECK(!gpuc_fault_in_ptx(none->ptx, none->ptx_size), "its PTX is not taken for one that has it");
+  gpuc_plan_free(none);
+  static const struct { const char *ptx; bool has; } cases[] = {
+    {".version 8.8\n.target sm_90\n.global .align 8 .b8 gpuc_fault[48];\n", true},
+    {"\t.visible .global .align 8 .u64 gpuc_fault[6];", true},
+    {".extern .global .align 8 .b8 gpuc_fault[48];\n", true},
+    {".global .u64 gpuc_fault;\n", true},
+    {"// .global .align 8 .b8 gpuc_fault[48];\n", false},
+    {".global .align 8 .b8 gpuc_faults[48];\n", false},
+    {".global .align 8 .b8 my_gpuc_fault[48];\n", false},
+    {".shared .align 8 .b8 gpuc_fault[48];\n", false},
+    {".func gpuc_fault(\n.param .b64 gpuc_fault_param_0\n)\n", false},
+    {"\tld.global.u64 %rd1, [gpuc_fault];\n", false},
+    {"", false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    CHECK(gpuc_fault_in_ptx(cases[i].ptx, strlen(cases[i].ptx) + 1) == cases[i].has, "PTX case %zu: %s", i,
+          cases[i].has ? "declared" : "not a declaration");
+  /* the size bounds the scan: a declaration past n bytes is not seen */
+  const char *cut = ".version 8.8\n.global .align 8 .b8 gpuc_fault[48];\n";
+  CHECK(!gpuc_fault_in_ptx(cut, 13) && gpuc_fault_in_ptx(cut, strlen(cut)), "the scan stops at n bytes");
+  CHECK(!gpuc_fault_in_ptx(NULL, 0), "no PTX: no record");
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) { fprintf(stderr, "usage: test_device_fault MODELS_DIR WORK_DIR\n"); return 2; }
   char path[4096], a[4200], b[4200];
@@ -164,6 +195,11 @@ int main(int argc, char **argv) {
     if (q) {
       check_module(q, sm); /* the record survives in the module read back */
       if (sm == 90) check_messages(path, q);
+    }
+    if (sm == 90) {
+      char gn[4096];
+      snprintf(gn, sizeof gn, "%s/dynops_gn_convnet.onnx", argv[1]);
+      check_ptx_scan(p, gn);
     }
     gpuc_plan_free(q);
     gpuc_plan_free(p);
