@@ -309,7 +309,8 @@ GPUC_API gpuc_status gpuc_session_new(const gpuc_plan *plan, int device, gpuc_se
   h->s = gpuc_session_create_plan(copy, plan->what, device, &e); /* owns copy from here, also on failure */
   CUresult r = h->s ? cu.cuEventCreate(&h->done, CU_EVENT_DISABLE_TIMING) : CUDA_SUCCESS; /* its context is current */
   pthread_mutex_unlock(&session_lock);
-  if (!h->s) { free(h); return api_fail(GPUC_ERR_CUDA, &e); }
+  /* a failed creation released all it had acquired (session.c): nothing of it is left, *out stays NULL */
+  if (!h->s) { free(h); return api_fail(e.out_of_memory ? GPUC_ERR_OUT_OF_MEMORY : GPUC_ERR_CUDA, &e); }
   if (r != CUDA_SUCCESS) {
     h->done = NULL;
     gpuc_cu_fail(&e, r, "cuEventCreate", __FILE__, __LINE__);

@@ -26,6 +26,7 @@ int gpuc_fault_setup(GpucSession *s, const char *what, GpucErr *e) {
     return gpuc_err_set(e, "%s: the module's %s is %zu bytes, not %zu: rebuild the plan with this gpuc", s->what,
                         GPUC_FAULT_SYMBOL, bytes, (size_t)FAULT_BYTES);
   void *h = NULL;
+  if (gpuc_session_inject("cuMemHostAlloc (device error record)", e)) return -1;
   CU_TRY(e, cu.cuMemHostAlloc(&h, FAULT_BYTES, 0));
   memset(h, 0, FAULT_BYTES);
   s->fault_host = h;

@@ -11,10 +11,12 @@ int gpuc_session_fits(GpucSession *s, const char *what, uint64_t bytes, const ch
   size_t free_b = 0, total_b = 0;
   CU_TRY(e, cu.cuMemGetInfo(&free_b, &total_b));
   if (bytes <= free_b) return 0;
-  return gpuc_err_set(e, "%s: the plan needs %llu bytes (%.2f GiB) of device memory (%s), the GPU (%s) has %llu "
+  gpuc_err_set(e, "%s: the plan needs %llu bytes (%.2f GiB) of device memory (%s), the GPU (%s) has %llu "
                       "bytes (%.2f GiB) free of %llu: compile for a smaller batch (--shape) or check it with "
                       "--mem-limit", what, (unsigned long long)bytes, gib(bytes), parts, s->devname,
                       (unsigned long long)free_b, gib(free_b), (unsigned long long)total_b);
+  if (e) e->out_of_memory = true;
+  return -1;
 }
 
 /* GPUC_DEBUG_TENSORS=1: every tensor's device range on stderr, so a
@@ -32,4 +34,21 @@ void gpuc_session_print_tensors(const GpucSession *s, FILE *f) {
     fprintf(f, "gpuc: tensor %u %s 0x%llx %llu %s\n", i, gpuc_plan_str(p, t->name), (unsigned long long)s->tptr[i],
             (unsigned long long)t->bytes, t->mem < 3 ? mem[t->mem] : "?");
   }
+}
+
+static int fail_at, fail_points; /* session_internal.h: the failure-injection hook */
+
+void gpuc_session_fail_at(int n) {
+  fail_at = n > 0 ? n : 0;
+  fail_points = 0;
+}
+
+int gpuc_session_fail_points(void) { return fail_points; }
+
+bool gpuc_session_inject(const char *what, GpucErr *e) {
+  if (!fail_at) return false;
+  if (++fail_points != fail_at) return false;
+  gpuc_err_set(e, "session creation: injected failure at point %d (%s): out of memory", fail_at, what);
+  if (e) e->out_of_memory = true;
+  return true;
 }
