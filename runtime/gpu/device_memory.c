@@ -20,9 +20,10 @@ int gpuc_session_fits(GpucSession *s, const char *what, uint64_t bytes, const ch
 }
 
 /* GPUC_DEBUG_TENSORS=1: every tensor's device range on stderr, so a
- * sanitizer's "Address 0x..." can be named (tests/gpu/sanitize.sh). Arena
- * tensors whose lifetimes do not overlap share bytes: an address may name
- * several. */
+ * sanitizer's "Address 0x..." can be named (tests/gpu/sanitize.sh,
+ * leak_check.sh). Arena tensors whose lifetimes do not overlap share
+ * bytes: an address may name several; the kernels' argument lists and the
+ * library outputs say which one a kernel read and who wrote it. */
 void gpuc_session_print_tensors(const GpucSession *s, FILE *f) {
   const Plan *p = s->plan;
   static const char *const mem[] = {"arena", "weights", "alias"};
@@ -33,6 +34,29 @@ void gpuc_session_print_tensors(const GpucSession *s, FILE *f) {
     const PlanTensor *t = &p->tensors[i];
     fprintf(f, "gpuc: tensor %u %s 0x%llx %llu %s\n", i, gpuc_plan_str(p, t->name), (unsigned long long)s->tptr[i],
             (unsigned long long)t->bytes, t->mem < 3 ? mem[t->mem] : "?");
+  }
+  /* who writes what: each kernel's arguments, and the tensors a library
+   * call writes (a GEMM's Y; a convolution's Y, dX or dW) with every alias
+   * of them, so a sanitizer report in a kernel can be traced to the
+   * producer of the bytes it read */
+  for (uint32_t i = 0; i < p->nsteps; i++) {
+    const PlanStep *st = &p->steps[i];
+    if (st->kind != PLAN_STEP_KERNEL) continue;
+    fprintf(f, "gpuc: kernel %s args", gpuc_plan_str(p, p->kernels[st->index].name));
+    for (uint32_t k = 0; k < st->nargs; k++) fprintf(f, " %u", p->args[st->args + k]);
+    fprintf(f, "\n");
+  }
+  for (uint32_t i = 0; i < p->ntensors; i++) {
+    uint32_t root = i; /* an alias points backwards (validated): its root is a real tensor */
+    while (p->tensors[root].mem == PLAN_MEM_ALIAS && p->tensors[root].offset < root) root = (uint32_t)p->tensors[root].offset;
+    const char *by = NULL;
+    for (uint32_t k = 0; k < p->ngemms && !by; k++) if (p->gemms[k].y == root) by = "cuBLASLt";
+    for (uint32_t k = 0; k < p->nconvs && !by; k++) {
+      const PlanConv *c = &p->convs[k];
+      uint32_t out = c->mode == PLAN_CONV_BWD_DATA ? c->x : c->mode == PLAN_CONV_BWD_FILTER ? c->w : c->y;
+      if (out == root) by = "cuDNN";
+    }
+    if (by) fprintf(f, "gpuc: library output %u %s %s\n", i, gpuc_plan_str(p, p->tensors[i].name), by);
   }
 }
 
