@@ -6,12 +6,19 @@
  * - for each op, one index out of range: the message the runtime builds
  *   from the record the kernel writes (same step, value, position, bound,
  *   axis) is the CPU reference's message, word for word after the path;
- * - a constant index out of range fails the compile with that message.
+ * - a constant index out of range fails the compile with that message;
+ * - the module scan that decides whether the runtime looks the record up
+ *   (gpuc_fault_in_ptx), and the host side of session creation's failure
+ *   paths: the injection hook counts and fails the n-th point only, and
+ *   out-of-memory errors carry the flag the C API maps to
+ *   GPUC_ERR_OUT_OF_MEMORY (what the driver gives back after a failure is
+ *   checked on a GPU: tests/gpu/leak_check.sh).
  * The kernels themselves run in tests/gpu/harden_check.sh.
  * usage: test_device_fault MODELS_DIR WORK_DIR */
 #include "check.h"
 #include "compile_model.h"
 #include "device_fault.h"
+#include "session_internal.h"
 #include "ref.h"
 #include <string.h>
 
@@ -181,8 +188,40 @@ static void check_ptx_scan(const Plan *with_record, const char *gn_convnet) {
   CHECK(!gpuc_fault_in_ptx(NULL, 0), "no PTX: no record");
 }
 
+/* The failure-injection hook and the out-of-memory flag, on the host. */
+static void check_failure_hook(void) {
+  GpucErr e = {0};
+  gpuc_session_fail_at(0);
+  bool any = false;
+  for (int i = 0; i < 50; i++) any |= gpuc_session_inject("x", &e);
+  CHECK(!any && gpuc_session_fail_points() == 0, "off: no point fails, none counted");
+  gpuc_session_fail_at(3);
+  bool got[5];
+  for (int i = 0; i < 5; i++) got[i] = gpuc_session_inject(i == 2 ? "cuMemAlloc (arena)" : "other", &e);
+  CHECK(!got[0] && !got[1] && got[2] && !got[3] && !got[4], "fail_at(3): the third point fails, no other");
+  CHECK(strstr(e.msg, "injected failure at point 3 (cuMemAlloc (arena))") && e.out_of_memory,
+        "its message names the point, and it is an out-of-memory error: %s", e.msg);
+  CHECK(gpuc_session_fail_points() == 5, "points passed are counted: %d", gpuc_session_fail_points());
+  gpuc_session_fail_at(0);
+  /* the flag: set by an out-of-memory failure, kept by a prefix, cleared by the next error */
+  GpucErr f = {0};
+  gpuc_cu_fail(&f, CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc", "x.c", 1);
+  CHECK(f.out_of_memory, "CUDA_ERROR_OUT_OF_MEMORY sets out_of_memory: %s", f.msg);
+  gpuc_err_prefix(&f, "bucket 1");
+  CHECK(f.out_of_memory && !strncmp(f.msg, "bucket 1: ", 10), "a prefix keeps it");
+  gpuc_cu_fail(&f, CUDA_ERROR_INVALID_VALUE, "cuMemcpyHtoD", "x.c", 2);
+  CHECK(!f.out_of_memory, "another CUDA error clears it");
+  gpuc_cublas_fail(&f, CUBLAS_STATUS_ALLOC_FAILED, "cublasLtCreate", "x.c", 3);
+  CHECK(f.out_of_memory, "cuBLASLt's allocation failure sets it");
+  gpuc_cudnn_fail(&f, CUDNN_STATUS_ALLOC_FAILED, "cudnnCreate", "x.c", 4);
+  CHECK(f.out_of_memory, "cuDNN's allocation failure sets it");
+  gpuc_err_set(&f, "plain");
+  CHECK(!f.out_of_memory, "gpuc_err_set clears it");
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) { fprintf(stderr, "usage: test_device_fault MODELS_DIR WORK_DIR\n"); return 2; }
+  check_failure_hook();
   char path[4096], a[4200], b[4200];
   snprintf(path, sizeof path, "%s/index_ops.onnx", argv[1]);
   for (int sm = 80; sm <= 90; sm += 10) {
