@@ -148,6 +148,7 @@ static int reuse(const char *plan, const char *good, const char *bad) {
 
 static int device_free(size_t *free_b, GpucErr *e) {
   size_t total = 0;
+  CU_TRY(e, cu.cuCtxSynchronize()); /* nothing of the last frees still in flight */
   CU_TRY(e, cu.cuMemGetInfo(free_b, &total));
   return 0;
 }
