@@ -119,6 +119,7 @@ int gpuc_err_set(GpucErr *e, const char *fmt, ...) {
     va_end(ap);
     one_line(e);
     e->unsupported = false;
+    e->out_of_memory = false;
   }
   return -1;
 }
@@ -131,6 +132,7 @@ int gpuc_err_unsupported(GpucErr *e, const char *fmt, ...) {
     va_end(ap);
     one_line(e);
     e->unsupported = true;
+    e->out_of_memory = false;
   }
   return -1;
 }

@@ -21,13 +21,14 @@
 typedef struct GpucErr {
   char msg[1024];
   bool unsupported;              /* op/dtype outside the supported set */
+  bool out_of_memory;            /* the GPU lacks the memory asked for (set after gpuc_err_set) */
 } GpucErr;
 
 int gpuc_err_set(GpucErr *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 int gpuc_err_unsupported(GpucErr *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Prepend "prefix: " to e->msg (keeps the unsupported flag). */
+/* Prepend "prefix: " to e->msg (keeps the unsupported and out_of_memory flags). */
 int gpuc_err_prefix(GpucErr *e, const char *prefix);
 void gpuc_panic(const char *file, int line, const char *what)
     __attribute__((noreturn));

@@ -372,7 +372,8 @@ GPUC_API gpuc_status gpuc_session_new(const gpuc_plan *plan, int device, gpuc_se
   if (arena && r == CUDA_SUCCESS) r = cu.cuMemsetD8Async(h->s->arena, 0, arena, h->s->stream);
   if (h->s && r == CUDA_SUCCESS) r = cu.cuStreamSynchronize(h->s->stream);
   pthread_mutex_unlock(&session_lock);
-  if (!h->s) { free(h); return api_fail(GPUC_ERR_CUDA, &e); }
+  /* a failed creation released all it had acquired (session.c): nothing of it is left, *out stays NULL */
+  if (!h->s) { free(h); return api_fail(e.out_of_memory ? GPUC_ERR_OUT_OF_MEMORY : GPUC_ERR_CUDA, &e); }
   if (r != CUDA_SUCCESS) {
     if (h->done) cu.cuEventDestroy(h->done);
     h->done = NULL;

@@ -72,3 +72,38 @@ int gpuc_fault_message(const Plan *p, const char *what, const uint64_t rec[GPUC_
   }
   return gpuc_err_set(e, "%s: node '%s' (%s): %s", what, gpuc_plan_str(p, s->nodes), op, reason);
 }
+
+/* One PTX line [s, end): its directives (tokens starting with '.', with
+ * their numbers, as in `.global .align 8 .b8 gpuc_fault[48];`) must
+ * include .global, and the first other token, cut at '[', ';' or '=',
+ * must be GPUC_FAULT_SYMBOL. */
+static bool global_line_declares(const char *s, const char *end) {
+  bool global = false;
+  while (s < end) {
+    while (s < end && (*s == ' ' || *s == '\t')) s++;
+    const char *t = s;
+    while (s < end && *s != ' ' && *s != '\t' && *s != '[' && *s != ';' && *s != '=') s++;
+    if (s == t) return false;
+    if (*t == '.') {
+      global |= (size_t)(s - t) == 7 && !memcmp(t, ".global", 7);
+      continue;
+    }
+    if (*t >= '0' && *t <= '9') continue; /* a directive's number: `.align 8` */
+    size_t len = strlen(GPUC_FAULT_SYMBOL);
+    return global && (size_t)(s - t) == len && !memcmp(t, GPUC_FAULT_SYMBOL, len);
+  }
+  return false;
+}
+
+bool gpuc_fault_in_ptx(const char *ptx, size_t n) {
+  if (!ptx) return false;
+  const char *end = memchr(ptx, 0, n);
+  if (!end) end = ptx + n;
+  for (const char *s = ptx; s < end;) {
+    const char *nl = memchr(s, '\n', (size_t)(end - s));
+    const char *e = nl ? nl : end;
+    if (global_line_declares(s, e)) return true;
+    s = nl ? nl + 1 : end;
+  }
+  return false;
+}

@@ -41,4 +41,10 @@ extern const char gpuc_fault_cuda_src[];
  * file): "what: node 'NAME' (Op): index V (element P of the indices) out
  * of range [-B, B) for axis A". -1 with it in e; 0 if rec holds no error. */
 int gpuc_fault_message(const Plan *p, const char *what, const uint64_t rec[GPUC_FAULT_WORDS], GpucErr *e);
+/* Whether the module's PTX (n bytes, NUL-terminated or not) declares the
+ * record: a line `[.visible|.extern|.weak] .global ... gpuc_fault[...]`.
+ * The runtime asks the driver for the record only then: looking up a
+ * symbol a module lacks fails the call (CUDA_ERROR_NOT_FOUND), which
+ * compute-sanitizer's memcheck counts as an error of the program. */
+bool gpuc_fault_in_ptx(const char *ptx, size_t n);
 #endif

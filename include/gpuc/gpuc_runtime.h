@@ -208,8 +208,11 @@ typedef struct gpuc_session gpuc_session;
 /* Load plan on CUDA device `device` (0-based), in the device's primary
  * context. A plan compiled with shape ranges (buckets, below) takes any
  * shape in its ranges. The session copies what it needs: the plan may be
- * destroyed right after. Fails (GPUC_ERR_CUDA) without a GPU, or when the plan was
- * built for a newer GPU than this one. */
+ * destroyed right after. Fails (GPUC_ERR_CUDA) without a GPU, or when the
+ * plan was built for a newer GPU than this one; GPUC_ERR_OUT_OF_MEMORY when
+ * the GPU has not the memory the plan needs (the message: bytes needed vs
+ * free). A failed call leaves *out NULL and nothing allocated on the
+ * device: a later call, once memory is free, succeeds. */
 GPUC_API gpuc_status gpuc_session_new(const gpuc_plan *plan, int device, gpuc_session **out);
 GPUC_API void gpuc_session_destroy(gpuc_session *s); /* waits for its work; NULL is fine */
 /* The session's plan, for queries; owned by the session. */

@@ -364,7 +364,8 @@ int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats 
   for (uint32_t i = 0; i < p->nconvs; i++)
     if (tune_conv(s, i, &cache, ts, e)) goto done_saved;
   if (p->meta.workspace_bytes > s->workspace_bytes) { /* the tuned algorithms' scratch */
-    CU_TRY(e, cu.cuStreamSynchronize(s->stream));
+    CUresult r = cu.cuStreamSynchronize(s->stream);
+    if (r != CUDA_SUCCESS) { gpuc_cu_fail(e, r, "cuStreamSynchronize", __FILE__, __LINE__); goto done_saved; }
     cu.cuMemFree(s->workspace);
     s->workspace = 0;
     s->workspace_bytes = p->meta.workspace_bytes;

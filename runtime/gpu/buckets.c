@@ -48,6 +48,7 @@ int gpuc_buckets_open(GpucSession *s, GpucErr *e) {
     CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
     cu.cuMemFree(s->workspace);
     s->workspace = 0;
+    if (gpuc_session_inject("cuMemAlloc (the buckets' workspace)", e)) return -1;
     CU_TRY(e, cu.cuMemAlloc(&s->workspace, ws));
     s->workspace_bytes = ws;
   }

@@ -78,21 +78,25 @@ int gpuc_cu_fail(GpucErr *e, CUresult r, const char *what, const char *file, int
   const char *s = NULL, *n = NULL;
   if (cu.cuGetErrorString) cu.cuGetErrorString(r, &s);
   if (cu.cuGetErrorName) cu.cuGetErrorName(r, &n);
-  return gpuc_err_set(e, "CUDA error %s (%d: %s) in %s at %s:%d", n ? n : "?", (int)r,
-                      s ? s : "?", what, file, line);
+  gpuc_err_set(e, "CUDA error %s (%d: %s) in %s at %s:%d", n ? n : "?", (int)r, s ? s : "?", what, file, line);
+  if (e) e->out_of_memory = r == CUDA_ERROR_OUT_OF_MEMORY;
+  return -1;
 }
 int gpuc_nvrtc_fail(GpucErr *e, nvrtcResult r, const char *what, const char *file, int line) {
   return gpuc_err_set(e, "NVRTC error %s in %s at %s:%d",
                       nvrtc.nvrtcGetErrorString ? nvrtc.nvrtcGetErrorString(r) : "?", what, file, line);
 }
 int gpuc_cublas_fail(GpucErr *e, cublasStatus_t r, const char *what, const char *file, int line) {
-  return gpuc_err_set(e, "cuBLASLt error %s in %s at %s:%d",
-                      cublaslt.cublasLtGetStatusString ? cublaslt.cublasLtGetStatusString(r) : "?",
-                      what, file, line);
+  gpuc_err_set(e, "cuBLASLt error %s in %s at %s:%d",
+               cublaslt.cublasLtGetStatusString ? cublaslt.cublasLtGetStatusString(r) : "?", what, file, line);
+  if (e) e->out_of_memory = r == CUBLAS_STATUS_ALLOC_FAILED;
+  return -1;
 }
 int gpuc_cudnn_fail(GpucErr *e, cudnnStatus_t r, const char *what, const char *file, int line) {
-  return gpuc_err_set(e, "cuDNN error %s in %s at %s:%d",
-                      cudnn.cudnnGetErrorString ? cudnn.cudnnGetErrorString(r) : "?", what, file, line);
+  gpuc_err_set(e, "cuDNN error %s in %s at %s:%d", cudnn.cudnnGetErrorString ? cudnn.cudnnGetErrorString(r) : "?",
+               what, file, line);
+  if (e) e->out_of_memory = r == CUDNN_STATUS_ALLOC_FAILED;
+  return -1;
 }
 
 const char *gpuc_cuda_include_dir(void) {

@@ -11,16 +11,19 @@ int gpuc_session_fits(GpucSession *s, const char *what, uint64_t bytes, const ch
   size_t free_b = 0, total_b = 0;
   CU_TRY(e, cu.cuMemGetInfo(&free_b, &total_b));
   if (bytes <= free_b) return 0;
-  return gpuc_err_set(e, "%s: the plan needs %llu bytes (%.2f GiB) of device memory (%s), the GPU (%s) has %llu "
+  gpuc_err_set(e, "%s: the plan needs %llu bytes (%.2f GiB) of device memory (%s), the GPU (%s) has %llu "
                       "bytes (%.2f GiB) free of %llu: compile for a smaller batch (--shape) or check it with "
                       "--mem-limit", what, (unsigned long long)bytes, gib(bytes), parts, s->devname,
                       (unsigned long long)free_b, gib(free_b), (unsigned long long)total_b);
+  if (e) e->out_of_memory = true;
+  return -1;
 }
 
 /* GPUC_DEBUG_TENSORS=1: every tensor's device range on stderr, so a
- * sanitizer's "Address 0x..." can be named (tests/gpu/sanitize.sh). Arena
- * tensors whose lifetimes do not overlap share bytes: an address may name
- * several. */
+ * sanitizer's "Address 0x..." can be named (tests/gpu/sanitize.sh,
+ * leak_check.sh). Arena tensors whose lifetimes do not overlap share
+ * bytes: an address may name several; the kernels' argument lists and the
+ * library outputs say which one a kernel read and who wrote it. */
 void gpuc_session_print_tensors(const GpucSession *s, FILE *f) {
   const Plan *p = s->plan;
   static const char *const mem[] = {"arena", "weights", "alias"};
@@ -32,4 +35,44 @@ void gpuc_session_print_tensors(const GpucSession *s, FILE *f) {
     fprintf(f, "gpuc: tensor %u %s 0x%llx %llu %s\n", i, gpuc_plan_str(p, t->name), (unsigned long long)s->tptr[i],
             (unsigned long long)t->bytes, t->mem < 3 ? mem[t->mem] : "?");
   }
+  /* who writes what: each kernel's arguments, and the tensors a library
+   * call writes (a GEMM's Y; a convolution's Y, dX or dW) with every alias
+   * of them, so a sanitizer report in a kernel can be traced to the
+   * producer of the bytes it read */
+  for (uint32_t i = 0; i < p->nsteps; i++) {
+    const PlanStep *st = &p->steps[i];
+    if (st->kind != PLAN_STEP_KERNEL) continue;
+    fprintf(f, "gpuc: kernel %s args", gpuc_plan_str(p, p->kernels[st->index].name));
+    for (uint32_t k = 0; k < st->nargs; k++) fprintf(f, " %u", p->args[st->args + k]);
+    fprintf(f, "\n");
+  }
+  for (uint32_t i = 0; i < p->ntensors; i++) {
+    uint32_t root = i; /* an alias points backwards (validated): its root is a real tensor */
+    while (p->tensors[root].mem == PLAN_MEM_ALIAS && p->tensors[root].offset < root) root = (uint32_t)p->tensors[root].offset;
+    const char *by = NULL;
+    for (uint32_t k = 0; k < p->ngemms && !by; k++) if (p->gemms[k].y == root) by = "cuBLASLt";
+    for (uint32_t k = 0; k < p->nconvs && !by; k++) {
+      const PlanConv *c = &p->convs[k];
+      uint32_t out = c->mode == PLAN_CONV_BWD_DATA ? c->x : c->mode == PLAN_CONV_BWD_FILTER ? c->w : c->y;
+      if (out == root) by = "cuDNN";
+    }
+    if (by) fprintf(f, "gpuc: library output %u %s %s\n", i, gpuc_plan_str(p, p->tensors[i].name), by);
+  }
+}
+
+static int fail_at, fail_points; /* session_internal.h: the failure-injection hook */
+
+void gpuc_session_fail_at(int n) {
+  fail_at = n > 0 ? n : 0;
+  fail_points = 0;
+}
+
+int gpuc_session_fail_points(void) { return fail_points; }
+
+bool gpuc_session_inject(const char *what, GpucErr *e) {
+  if (!fail_at) return false;
+  if (++fail_points != fail_at) return false;
+  gpuc_err_set(e, "session creation: injected failure at point %d (%s): out of memory", fail_at, what);
+  if (e) e->out_of_memory = true;
+  return true;
 }

@@ -316,7 +316,14 @@ GpucSession *gpuc_session_create(const char *plan_path, int device, GpucErr *e) 
 
 /* parent set: a bucket's session inside a bucket plan's (buckets.c), which
  * shares its parent's stream, arena, weights and workspace, and whose plan
- * the parent's plan owns. */
+ * the parent's plan owns.
+ *
+ * Every resource is acquired in this order and gpuc_session_free releases
+ * whatever was acquired in the reverse order, so any failure on the way
+ * (a full GPU, a library that will not load) leaves nothing behind: `goto
+ * fail` is the one exit. Before each acquisition an INJECT lets the test
+ * hook fail it (gpuc_session_fail_at; tests/tools/session_check.c
+ * `faults` fails every point in turn, on a GPU). */
 static GpucSession *open_session(Plan *p, const char *plan_path, int device, GpucSession *parent, GpucErr *e) {
   GpucSession *s = calloc(1, sizeof *s);
   if (!s) { if (!parent) gpuc_plan_free(p); gpuc_err_set(e, "out of memory"); return NULL; }
@@ -345,22 +352,33 @@ static GpucSession *open_session(Plan *p, const char *plan_path, int device, Gpu
   }
   if (cu.cuDeviceGet(&s->dev, device) != CUDA_SUCCESS) { gpuc_err_set(e, "no CUDA device %d", device); goto fail; }
   cu.cuDeviceGetName(s->devname, sizeof s->devname, s->dev);
-#define TRYF(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { gpuc_cu_fail(e, r_, #call, __FILE__, __LINE__); goto fail; } } while (0)
-  TRYF(cu.cuDevicePrimaryCtxRetain(&s->ctx, s->dev));
-  TRYF(cu.cuCtxSetCurrent(s->ctx));
-  if (parent) s->stream = parent->stream;
-  else TRYF(cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING));
-  /* CUBIN for the exact arch; the PTX JIT-compiles on newer GPUs */
-  if (sm == (int)p->hdr.sm && p->cubin_size) TRYF(cu.cuModuleLoadDataEx(&s->module, p->cubin, 0, NULL, NULL));
-  else TRYF(cu.cuModuleLoadDataEx(&s->module, p->ptx, 0, NULL, NULL));
   s->funcs = calloc(p->nkernels + 1, sizeof *s->funcs);
   s->tptr = calloc(p->ntensors + 1, sizeof *s->tptr);
   s->gemms = calloc(p->ngemms + 1, sizeof *s->gemms);
   s->convs = calloc(p->nconvs + 1, sizeof *s->convs);
   if (!s->funcs || !s->tptr || !s->gemms || !s->convs) { gpuc_err_set(e, "out of memory"); goto fail; }
+#define TRYF(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { gpuc_cu_fail(e, r_, #call, __FILE__, __LINE__); goto fail; } } while (0)
+/* before each acquisition: the test hook may fail it (nothing acquired) */
+#define INJECT(what) do { if (gpuc_session_inject(what, e)) goto fail; } while (0)
+  /* 1. the device's primary context, held until the session is freed */
+  INJECT("cuDevicePrimaryCtxRetain");
+  TRYF(cu.cuDevicePrimaryCtxRetain(&s->ctx, s->dev));
+  TRYF(cu.cuCtxSetCurrent(s->ctx));
+  /* 2. the stream (a bucket's is its parent's) */
+  if (parent) s->stream = parent->stream;
+  else {
+    INJECT("cuStreamCreate");
+    TRYF(cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING));
+  }
+  /* 3. the module: CUBIN for the exact arch; the PTX JIT-compiles on newer GPUs */
+  INJECT("cuModuleLoadDataEx");
+  if (sm == (int)p->hdr.sm && p->cubin_size) TRYF(cu.cuModuleLoadDataEx(&s->module, p->cubin, 0, NULL, NULL));
+  else TRYF(cu.cuModuleLoadDataEx(&s->module, p->ptx, 0, NULL, NULL));
   for (uint32_t i = 0; i < p->nkernels; i++)
     TRYF(cu.cuModuleGetFunction(&s->funcs[i], s->module, gpuc_plan_str(p, p->kernels[i].name)));
+  /* 4. the device error record's pinned copy (its INJECT is inside) */
   if (gpuc_fault_setup(s, plan_path, e)) goto fail;
+  /* 5. arena and weights (a bucket's are its parent's) */
   char parts[160];
   if (parent) { /* one arena (the largest bucket's) and one copy of the weights */
     s->arena = parent->arena;
@@ -371,8 +389,11 @@ static GpucSession *open_session(Plan *p, const char *plan_path, int device, Gpu
              (unsigned long long)arena, (unsigned long long)p->weights_size,
              (unsigned long long)s->workspace_bytes);
     if (gpuc_session_fits(s, plan_path, arena + p->weights_size + s->workspace_bytes, parts, e)) goto fail;
+    INJECT("cuMemAlloc (arena)");
     TRYF(cu.cuMemAlloc(&s->arena, arena ? arena : 256));
+    INJECT("cuMemAlloc (weights)");
     TRYF(cu.cuMemAlloc(&s->weights, p->weights_size ? p->weights_size : 256));
+    INJECT("cuMemcpyHtoD (weights)");
     if (p->weights_size) TRYF(cu.cuMemcpyHtoD(s->weights, p->weights, p->weights_size));
   }
   for (uint32_t i = 0; i < p->ntensors; i++) {
@@ -381,32 +402,47 @@ static GpucSession *open_session(Plan *p, const char *plan_path, int device, Gpu
                : t->mem == PLAN_MEM_WEIGHTS ? s->weights + t->offset
                : s->tptr[t->offset]; /* alias: validated to point backwards */
   }
+  /* 6. cuBLASLt: the handle, each GEMM's descriptors, the 2:4 GEMMs' compressed weights */
   if (p->ngemms) {
     if (gpuc_load_cublaslt(e)) goto fail;
-    if (cublaslt.cublasLtCreate(&s->lt) != CUBLAS_STATUS_SUCCESS) { gpuc_err_set(e, "cublasLtCreate failed"); goto fail; }
-    for (uint32_t i = 0; i < p->ngemms; i++)
+    INJECT("cublasLtCreate");
+    cublasStatus_t r = cublaslt.cublasLtCreate(&s->lt);
+    if (r != CUBLAS_STATUS_SUCCESS) { s->lt = NULL; gpuc_cublas_fail(e, r, "cublasLtCreate", __FILE__, __LINE__); goto fail; }
+    for (uint32_t i = 0; i < p->ngemms; i++) {
+      INJECT("GEMM descriptors");
       if (setup_gemm(s, &p->gemms[i], &s->gemms[i], e)) goto fail;
+    }
     if (setup_sparse_gemms(s, e)) goto fail;
   }
+  /* 7. cuDNN: the handle on the stream, each convolution's descriptors */
   if (p->nconvs) {
     if (gpuc_load_cudnn(e)) goto fail;
-    if (cudnn.cudnnCreate(&s->dnn) != CUDNN_STATUS_SUCCESS) { gpuc_err_set(e, "cudnnCreate failed"); goto fail; }
-    if (cudnn.cudnnSetStream(s->dnn, (cudaStream_t)s->stream) != CUDNN_STATUS_SUCCESS) { gpuc_err_set(e, "cudnnSetStream failed"); goto fail; }
-    for (uint32_t i = 0; i < p->nconvs; i++)
+    INJECT("cudnnCreate");
+    cudnnStatus_t r = cudnn.cudnnCreate(&s->dnn);
+    if (r != CUDNN_STATUS_SUCCESS) { s->dnn = NULL; gpuc_cudnn_fail(e, r, "cudnnCreate", __FILE__, __LINE__); goto fail; }
+    r = cudnn.cudnnSetStream(s->dnn, (cudaStream_t)s->stream);
+    if (r != CUDNN_STATUS_SUCCESS) { gpuc_cudnn_fail(e, r, "cudnnSetStream", __FILE__, __LINE__); goto fail; }
+    for (uint32_t i = 0; i < p->nconvs; i++) {
+      INJECT("convolution descriptors");
       if (setup_conv(s, &p->convs[i], &s->convs[i], e)) goto fail;
+    }
   }
+  /* 8. the library workspace, at the size the chosen algorithms need (a bucket's is its parent's) */
   if (parent) s->workspace = parent->workspace; /* gpuc_buckets_open grows it to the largest need */
   else {
     snprintf(parts, sizeof parts, "the library workspace the chosen cuDNN algorithms need");
     if (gpuc_session_fits(s, plan_path, s->workspace_bytes, parts, e)) goto fail;
+    INJECT("cuMemAlloc (workspace)");
     TRYF(cu.cuMemAlloc(&s->workspace, s->workspace_bytes ? s->workspace_bytes : 256));
   }
+  /* 9. a bucket plan's buckets: a session each, sharing the above */
   if (!parent && p->nbuckets && gpuc_buckets_open(s, e)) goto fail;
   if (getenv("GPUC_DEBUG_TENSORS") && *getenv("GPUC_DEBUG_TENSORS") == '1') gpuc_session_print_tensors(s, stderr);
   return s;
 fail:
   gpuc_session_free(s);
   return NULL;
+#undef INJECT
 #undef TRYF
 }
 
@@ -418,24 +454,18 @@ GpucSession *gpuc_session_open_bucket(GpucSession *parent, Plan *p, const char *
   return open_session(p, what, (int)parent->dev, parent, e);
 }
 
+/* What open_session acquired, released in the reverse order; every field
+ * is 0 until acquired, so a session that failed half-way is freed here
+ * too. Shared (bucket) sessions leave their parent's stream and memory. */
 void gpuc_session_free(GpucSession *s) {
   if (!s) return;
-  gpuc_buckets_close(s);
+  gpuc_buckets_close(s); /* 9 */
   if (s->ctx) {
     cu.cuCtxSetCurrent(s->ctx);
-    if (s->stream) cu.cuStreamSynchronize(s->stream);
+    if (s->stream) cu.cuStreamSynchronize(s->stream); /* nothing in flight reads what goes next */
     if (s->graph) cu.cuGraphExecDestroy(s->graph);
-    if (s->plan && s->gemms)
-      for (uint32_t i = 0; i < s->plan->ngemms; i++) {
-        GemmState *g = &s->gemms[i];
-        gpuc_sparse_gemm_free(g->sparse);
-        if (g->op) cublaslt.cublasLtMatmulDescDestroy(g->op);
-        if (g->la) cublaslt.cublasLtMatrixLayoutDestroy(g->la);
-        if (g->lb) cublaslt.cublasLtMatrixLayoutDestroy(g->lb);
-        if (g->lc) cublaslt.cublasLtMatrixLayoutDestroy(g->lc);
-        if (g->ld) cublaslt.cublasLtMatrixLayoutDestroy(g->ld);
-      }
-    if (s->plan && s->convs)
+    if (!s->shared) cu_free(s->workspace); /* 8 */
+    if (s->plan && s->convs) /* 7 */
       for (uint32_t i = 0; i < s->plan->nconvs; i++) {
         ConvState *c = &s->convs[i];
         if (c->x) cudnn.cudnnDestroyTensorDescriptor(c->x);
@@ -445,17 +475,26 @@ void gpuc_session_free(GpucSession *s) {
         if (c->b) cudnn.cudnnDestroyTensorDescriptor(c->b);
         if (c->act) cudnn.cudnnDestroyActivationDescriptor(c->act);
       }
-    if (s->lt) cublaslt.cublasLtDestroy(s->lt);
     if (s->dnn) cudnn.cudnnDestroy(s->dnn);
-    if (!s->shared) {
-      cu_free(s->arena);
+    if (s->plan && s->gemms) /* 6 */
+      for (uint32_t i = 0; i < s->plan->ngemms; i++) {
+        GemmState *g = &s->gemms[i];
+        gpuc_sparse_gemm_free(g->sparse);
+        if (g->op) cublaslt.cublasLtMatmulDescDestroy(g->op);
+        if (g->la) cublaslt.cublasLtMatrixLayoutDestroy(g->la);
+        if (g->lb) cublaslt.cublasLtMatrixLayoutDestroy(g->lb);
+        if (g->lc) cublaslt.cublasLtMatrixLayoutDestroy(g->lc);
+        if (g->ld) cublaslt.cublasLtMatrixLayoutDestroy(g->ld);
+      }
+    if (s->lt) cublaslt.cublasLtDestroy(s->lt);
+    if (!s->shared) { /* 5 */
       cu_free(s->weights);
-      cu_free(s->workspace);
+      cu_free(s->arena);
     }
-    gpuc_fault_free(s);
-    if (s->module) cu.cuModuleUnload(s->module);
-    if (s->stream && !s->shared) cu.cuStreamDestroy(s->stream);
-    cu.cuDevicePrimaryCtxRelease(s->dev);
+    gpuc_fault_free(s); /* 4 */
+    if (s->module) cu.cuModuleUnload(s->module); /* 3 */
+    if (s->stream && !s->shared) cu.cuStreamDestroy(s->stream); /* 2 */
+    cu.cuDevicePrimaryCtxRelease(s->dev); /* 1 */
   }
   free(s->funcs); free(s->tptr); free(s->gemms); free(s->convs); free(s->what);
   if (!s->shared) gpuc_plan_free(s->plan);
@@ -744,59 +783,80 @@ int gpuc_session_bench(GpucSession *s, int warmup, int iters, GpucBench *b, doub
   return 0;
 }
 
+/* cuEventElapsedTime between a and b, or -1 with the message. */
+static int elapsed(CUevent a, CUevent b, float *ms, GpucErr *e) {
+  CU_TRY(e, cu.cuEventElapsedTime(ms, a, b));
+  return 0;
+}
+
+/* Per-step times of s's schedule issued eagerly with an event before each
+ * step, averaged over min(iters, 20) runs, into prof_ms[nsteps]. */
+static int profile_steps(GpucSession *s, int iters, double *prof_ms, GpucErr *e) {
+  const Plan *p = s->plan;
+  CUevent *marks = calloc(p->nsteps + 1, sizeof *marks);
+  if (!marks) return gpuc_err_set(e, "out of memory");
+  int rc = -1;
+  CUresult r = CUDA_SUCCESS;
+  for (uint32_t i = 0; i <= p->nsteps && r == CUDA_SUCCESS; i++) r = cu.cuEventCreate(&marks[i], CU_EVENT_DEFAULT);
+  if (r != CUDA_SUCCESS) { gpuc_cu_fail(e, r, "cuEventCreate", __FILE__, __LINE__); goto done; }
+  for (uint32_t i = 0; i < p->nsteps; i++) prof_ms[i] = 0;
+  int reps = iters < 20 ? iters : 20;
+  for (int k = 0; k < reps; k++) {
+    if (issue(s, e, marks)) goto done;
+    if ((r = cu.cuEventRecord(marks[p->nsteps], s->stream)) != CUDA_SUCCESS ||
+        (r = cu.cuEventSynchronize(marks[p->nsteps])) != CUDA_SUCCESS) {
+      gpuc_cu_fail(e, r, "cuEventRecord/cuEventSynchronize", __FILE__, __LINE__);
+      goto done;
+    }
+    for (uint32_t i = 0; i < p->nsteps; i++) {
+      float f;
+      if (elapsed(marks[i], marks[i + 1], &f, e)) goto done;
+      prof_ms[i] += f / reps;
+    }
+  }
+  rc = 0;
+done:
+  for (uint32_t i = 0; i <= p->nsteps; i++)
+    if (marks[i]) cu.cuEventDestroy(marks[i]);
+  free(marks);
+  return rc;
+}
+
 int gpuc_session_bench_graph(GpucSession *s, int warmup, int iters, GpucBench *b, double *prof_ms, GpucErr *e) {
   CU_TRY(e, cu.cuCtxSetCurrent(s->ctx));
   if (ensure_graph(s, e)) return -1;
-  CUevent t0, t1;
-  CU_TRY(e, cu.cuEventCreate(&t0, CU_EVENT_DEFAULT));
-  CU_TRY(e, cu.cuEventCreate(&t1, CU_EVENT_DEFAULT));
-  for (int i = 0; i < warmup; i++) CU_TRY(e, cu.cuGraphLaunch(s->graph, s->stream));
+  CUevent t0 = NULL, t1 = NULL;
   double *ms = calloc((size_t)iters + 1, sizeof *ms);
-  if (!ms) return gpuc_err_set(e, "out of memory");
-  for (int i = 0; i < iters; i++) {
-    CU_TRY(e, cu.cuEventRecord(t0, s->stream));
-    CU_TRY(e, cu.cuGraphLaunch(s->graph, s->stream));
-    CU_TRY(e, cu.cuEventRecord(t1, s->stream));
-    CU_TRY(e, cu.cuEventSynchronize(t1));
-    float f;
-    CU_TRY(e, cu.cuEventElapsedTime(&f, t0, t1));
+  int rc = -1;
+  CUresult r = ms ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  if (r == CUDA_SUCCESS) r = cu.cuEventCreate(&t0, CU_EVENT_DEFAULT);
+  if (r == CUDA_SUCCESS) r = cu.cuEventCreate(&t1, CU_EVENT_DEFAULT);
+  for (int i = 0; i < warmup && r == CUDA_SUCCESS; i++) r = cu.cuGraphLaunch(s->graph, s->stream);
+  for (int i = 0; i < iters && r == CUDA_SUCCESS; i++) {
+    float f = 0;
+    if ((r = cu.cuEventRecord(t0, s->stream)) == CUDA_SUCCESS && (r = cu.cuGraphLaunch(s->graph, s->stream)) == CUDA_SUCCESS &&
+        (r = cu.cuEventRecord(t1, s->stream)) == CUDA_SUCCESS && (r = cu.cuEventSynchronize(t1)) == CUDA_SUCCESS)
+      r = cu.cuEventElapsedTime(&f, t0, t1);
     ms[i] = f;
   }
-  if (gpuc_fault_check(s, e)) { /* the runs are complete: t1 was the last */
-    free(ms);
-    cu.cuEventDestroy(t0);
-    cu.cuEventDestroy(t1);
-    return -1;
+  if (r != CUDA_SUCCESS) {
+    if (ms) gpuc_cu_fail(e, r, "timing the graph's replays", __FILE__, __LINE__);
+    else gpuc_err_set(e, "out of memory");
+    goto done;
   }
+  if (gpuc_fault_check(s, e)) goto done; /* the runs are complete: t1 was the last */
   qsort(ms, (size_t)iters, sizeof *ms, cmp_d);
   b->median_ms = ms[iters / 2];
   b->p90_ms = ms[(int)(iters * 0.9) < iters ? (int)(iters * 0.9) : iters - 1];
   b->min_ms = ms[0];
-  free(ms);
   b->peak_device_bytes = gpuc_bucket_arena_bytes(s->plan) + s->workspace_bytes + s->plan->weights_size;
   size_t free_b = 0, total_b = 0;
   b->gpu_used_bytes = cu.cuMemGetInfo(&free_b, &total_b) == CUDA_SUCCESS ? total_b - free_b : 0;
-  if (prof_ms) { /* per-step times: eager issue with an event before each step */
-    const Plan *p = s->plan;
-    CUevent *marks = calloc(p->nsteps + 1, sizeof *marks);
-    if (!marks) return gpuc_err_set(e, "out of memory");
-    for (uint32_t i = 0; i <= p->nsteps; i++) CU_TRY(e, cu.cuEventCreate(&marks[i], CU_EVENT_DEFAULT));
-    for (uint32_t i = 0; i < p->nsteps; i++) prof_ms[i] = 0;
-    int reps = iters < 20 ? iters : 20;
-    for (int r = 0; r < reps; r++) {
-      if (issue(s, e, marks)) return -1;
-      CU_TRY(e, cu.cuEventRecord(marks[p->nsteps], s->stream));
-      CU_TRY(e, cu.cuEventSynchronize(marks[p->nsteps]));
-      for (uint32_t i = 0; i < p->nsteps; i++) {
-        float f;
-        CU_TRY(e, cu.cuEventElapsedTime(&f, marks[i], marks[i + 1]));
-        prof_ms[i] += f / reps;
-      }
-    }
-    for (uint32_t i = 0; i <= p->nsteps; i++) cu.cuEventDestroy(marks[i]);
-    free(marks);
-  }
-  cu.cuEventDestroy(t0);
-  cu.cuEventDestroy(t1);
-  return 0;
+  if (prof_ms && profile_steps(s, iters, prof_ms, e)) goto done;
+  rc = 0;
+done:
+  free(ms);
+  if (t0) cu.cuEventDestroy(t0);
+  if (t1) cu.cuEventDestroy(t1);
+  return rc;
 }

@@ -66,6 +66,19 @@ void gpuc_fault_free(GpucSession *s);
 /* -1 with "needs N bytes (parts), the GPU has F free of T" when `bytes`
  * more device memory do not fit in what is free now (device_memory.c). */
 int gpuc_session_fits(GpucSession *s, const char *what, uint64_t bytes, const char *parts, GpucErr *e);
+/* Failure injection for the error paths of session creation (a test
+ * hook; tests/tools/session_check.c `faults`): after
+ * gpuc_session_fail_at(n), the n-th point at which session creation is
+ * about to acquire something (context, stream, module, pinned record,
+ * arena, weights, library handles and descriptors, workspace, buckets),
+ * counted from that call on, fails there as if the GPU were out of memory,
+ * before acquiring it; n = 0 turns it off (the default: one compare).
+ * gpuc_session_inject is that point (true: fail, the message in e);
+ * gpuc_session_fail_points how many points were passed since the last
+ * gpuc_session_fail_at. Not thread-safe: tests only. */
+void gpuc_session_fail_at(int n);
+int gpuc_session_fail_points(void);
+bool gpuc_session_inject(const char *what, GpucErr *e);
 /* Capture and instantiate s's CUDA graph now if it is not yet (what the
  * first launch does; the public API calls it under its session lock:
  * the first cuBLASLt/cuDNN/cuSPARSELt calls load kernels and touch shared

@@ -16,8 +16,10 @@
 #     inputs run.
 # (d) memory: session_check cycle (create/run/free 100 times, the device's
 #     free memory unchanged within 2 MiB), exhaust (sessions of a 5.6 GiB
-#     plan held until creation fails with "needs N bytes ... free", then
-#     all freed: memory back), and a plan needing ~150 GiB (80 outputs of
+#     plan held until creation fails with an out-of-memory error, then all
+#     freed: the free memory the same as after as many held without a
+#     failure; tests/gpu/leak_check.sh repeats it 3 times and fails every
+#     point of session creation in turn), and a plan needing ~150 GiB (80 outputs of
 #     1.9 GiB) refused by `gpuc run` at session creation with bytes needed
 #     vs free, exit 1.
 #

@@ -6,12 +6,19 @@
  * - for each op, one index out of range: the message the runtime builds
  *   from the record the kernel writes (same step, value, position, bound,
  *   axis) is the CPU reference's message, word for word after the path;
- * - a constant index out of range fails the compile with that message.
+ * - a constant index out of range fails the compile with that message;
+ * - the module scan that decides whether the runtime looks the record up
+ *   (gpuc_fault_in_ptx), and the host side of session creation's failure
+ *   paths: the injection hook counts and fails the n-th point only, and
+ *   out-of-memory errors carry the flag the C API maps to
+ *   GPUC_ERR_OUT_OF_MEMORY (what the driver gives back after a failure is
+ *   checked on a GPU: tests/gpu/leak_check.sh).
  * The kernels themselves run in tests/gpu/harden_check.sh.
  * usage: test_device_fault MODELS_DIR WORK_DIR */
 #include "check.h"
 #include "compile_model.h"
 #include "device_fault.h"
+#include "session_internal.h"
 #include "ref.h"
 #include <string.h>
 
@@ -150,8 +157,71 @@ static void check_constant_index(const char *path) {
   gpuc_graph_free(g);
 }
 
+/* gpuc_fault_in_ptx: the runtime looks the record up only in a module
+ * that declares it (a failing lookup is an error to compute-sanitizer).
+ * Declarations as NVRTC writes them and as PTX allows, and near misses. */
+static void check_ptx_scan(const Plan *with_record, const char *gn_convnet) {
+  CHECK(gpuc_fault_in_ptx(with_record->ptx, with_record->ptx_size), "index_ops' PTX declares the record");
+  Plan *none = compile_model(gn_convnet, NULL, 0, 90, false, NULL); /* no index or label read at run time */
+  CHECK(none && none->ptx && !strstr(none->ptx, GPUC_FAULT_SYMBOL), "dynops_gn_convnet compiles without the record");
+  if (none) CHECK(!gpuc_fault_in_ptx(none->ptx, none->ptx_size), "its PTX is not taken for one that has it");
+  gpuc_plan_free(none);
+  static const struct { const char *ptx; bool has; } cases[] = {
+    {".version 8.8\n.target sm_90\n.global .align 8 .b8 gpuc_fault[48];\n", true},
+    {"\t.visible .global .align 8 .u64 gpuc_fault[6];", true},
+    {".extern .global .align 8 .b8 gpuc_fault[48];\n", true},
+    {".global .u64 gpuc_fault;\n", true},
+    {"// .global .align 8 .b8 gpuc_fault[48];\n", false},
+    {".global .align 8 .b8 gpuc_faults[48];\n", false},
+    {".global .align 8 .b8 my_gpuc_fault[48];\n", false},
+    {".shared .align 8 .b8 gpuc_fault[48];\n", false},
+    {".func gpuc_fault(\n.param .b64 gpuc_fault_param_0\n)\n", false},
+    {"\tld.global.u64 %rd1, [gpuc_fault];\n", false},
+    {"", false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    CHECK(gpuc_fault_in_ptx(cases[i].ptx, strlen(cases[i].ptx) + 1) == cases[i].has, "PTX case %zu: %s", i,
+          cases[i].has ? "declared" : "not a declaration");
+  /* the size bounds the scan: a declaration past n bytes is not seen */
+  const char *cut = ".version 8.8\n.global .align 8 .b8 gpuc_fault[48];\n";
+  CHECK(!gpuc_fault_in_ptx(cut, 13) && gpuc_fault_in_ptx(cut, strlen(cut)), "the scan stops at n bytes");
+  CHECK(!gpuc_fault_in_ptx(NULL, 0), "no PTX: no record");
+}
+
+/* The failure-injection hook and the out-of-memory flag, on the host. */
+static void check_failure_hook(void) {
+  GpucErr e = {0};
+  gpuc_session_fail_at(0);
+  bool any = false;
+  for (int i = 0; i < 50; i++) any |= gpuc_session_inject("x", &e);
+  CHECK(!any && gpuc_session_fail_points() == 0, "off: no point fails, none counted");
+  gpuc_session_fail_at(3);
+  bool got[5];
+  for (int i = 0; i < 5; i++) got[i] = gpuc_session_inject(i == 2 ? "cuMemAlloc (arena)" : "other", &e);
+  CHECK(!got[0] && !got[1] && got[2] && !got[3] && !got[4], "fail_at(3): the third point fails, no other");
+  CHECK(strstr(e.msg, "injected failure at point 3 (cuMemAlloc (arena))") && e.out_of_memory,
+        "its message names the point, and it is an out-of-memory error: %s", e.msg);
+  CHECK(gpuc_session_fail_points() == 5, "points passed are counted: %d", gpuc_session_fail_points());
+  gpuc_session_fail_at(0);
+  /* the flag: set by an out-of-memory failure, kept by a prefix, cleared by the next error */
+  GpucErr f = {0};
+  gpuc_cu_fail(&f, CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc", "x.c", 1);
+  CHECK(f.out_of_memory, "CUDA_ERROR_OUT_OF_MEMORY sets out_of_memory: %s", f.msg);
+  gpuc_err_prefix(&f, "bucket 1");
+  CHECK(f.out_of_memory && !strncmp(f.msg, "bucket 1: ", 10), "a prefix keeps it");
+  gpuc_cu_fail(&f, CUDA_ERROR_INVALID_VALUE, "cuMemcpyHtoD", "x.c", 2);
+  CHECK(!f.out_of_memory, "another CUDA error clears it");
+  gpuc_cublas_fail(&f, CUBLAS_STATUS_ALLOC_FAILED, "cublasLtCreate", "x.c", 3);
+  CHECK(f.out_of_memory, "cuBLASLt's allocation failure sets it");
+  gpuc_cudnn_fail(&f, CUDNN_STATUS_ALLOC_FAILED, "cudnnCreate", "x.c", 4);
+  CHECK(f.out_of_memory, "cuDNN's allocation failure sets it");
+  gpuc_err_set(&f, "plain");
+  CHECK(!f.out_of_memory, "gpuc_err_set clears it");
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) { fprintf(stderr, "usage: test_device_fault MODELS_DIR WORK_DIR\n"); return 2; }
+  check_failure_hook();
   char path[4096], a[4200], b[4200];
   snprintf(path, sizeof path, "%s/index_ops.onnx", argv[1]);
   for (int sm = 80; sm <= 90; sm += 10) {
@@ -164,6 +234,11 @@ int main(int argc, char **argv) {
     if (q) {
       check_module(q, sm); /* the record survives in the module read back */
       if (sm == 90) check_messages(path, q);
+    }
+    if (sm == 90) {
+      char gn[4096];
+      snprintf(gn, sizeof gn, "%s/dynops_gn_convnet.onnx", argv[1]);
+      check_ptx_scan(p, gn);
     }
     gpuc_plan_free(q);
     gpuc_plan_free(p);
