@@ -153,6 +153,23 @@ static void emit_element(StrBuf *b, const EwProgram *p, const int *kind, int vec
   }
 }
 
+/* ext_kind, with EXT_ROW / EXT_COL for broadcast inputs that follow the
+ * rows of k elements (y's last dim k): [d0, .., dr-2, 1] (or without the
+ * 1) of y's leading dims, or [1, .., 1, k]. */
+static int row_kind(const EwExt *x, const Tensor *y, int64_t k) {
+  int kind = ext_kind(x, y);
+  const Tensor *v = &x->view;
+  if (kind != EXT_BCAST || x->strided || y->rank < 1 || y->dims[y->rank - 1] != k) return kind;
+  if (v->rank >= 1 && v->dims[v->rank - 1] == k && gpuc_numel(v) == k) return EXT_COL;
+  int lead = v->rank >= 1 && v->dims[v->rank - 1] == 1 ? v->rank - 1 : v->rank; /* v's dims before its last 1 */
+  if (v->rank != y->rank && v->rank != y->rank - 1) return kind;
+  if (v->rank == y->rank && v->dims[v->rank - 1] != 1) return kind;
+  if (lead != y->rank - 1) return kind;
+  for (int d = 0; d < lead; d++)
+    if (v->dims[d] != y->dims[d]) return kind;
+  return EXT_ROW;
+}
+
 int cg_ew_program(LowerCtx *c, const EwProgram *p) {
   const Tensor *y = p->y;
   int64_t n = gpuc_numel(y);
@@ -168,9 +185,25 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
     if (kind[k] == EXT_SAME && gpuc_dtype_size(p->ext[k].view.dt) > widest) widest = gpuc_dtype_size(p->ext[k].view.dt);
   }
   int vec = widest <= 4 && widest > 0 ? (int)(16 / widest) : 1;
+  /* a 16-bit output of wider inputs (int32 sums dequantized to half):
+   * 16-byte stores, its inputs read as two 16-byte halves */
+  if (gpuc_dtype_size(y->dt) == 2 && widest <= 4) vec = 8;
   if (vec > 8) vec = 8;
   while (vec > 1 && (n <= 0 || n % vec != 0)) vec /= 2;
   bool idx32 = n <= 0x7fffffffLL;
+  /* a bias or per-channel row [k] and a per-row value [..., 1] over rows
+   * of y's last dim k: the row and column once per vector (k a multiple of
+   * the vector) instead of every element's coordinates */
+  int64_t klast = y->rank ? y->dims[y->rank - 1] : 1;
+  bool rowcol = false;
+  if (klast > 0 && klast % vec == 0) {
+    need_idx = false;
+    for (int k = 0; k < p->next; k++) {
+      if (kind[k] == EXT_BCAST) kind[k] = row_kind(&p->ext[k], y, klast);
+      need_idx |= kind[k] == EXT_BCAST;
+      rowcol |= kind[k] == EXT_ROW || kind[k] == EXT_COL;
+    }
+  }
   bool in_place[EW_MAX_EXT], any_in_place = false;
   for (int k = 0; k < p->next; k++) any_in_place |= in_place[k] = in_place_candidate(c, p, k, kind);
   StrBuf *b = cg_src(c);
@@ -185,6 +218,11 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
   sb_printf(b, "%s* %sout0) {\n", cg_ctype(y->dt), any_in_place ? "" : "__restrict__ ");
   args[p->next] = p->ty;
   sb_printf(b, "  GRID_STRIDE(j, %lldLL) {\n", (long long)(n / vec));
+  if (rowcol)
+    sb_printf(b, "    const %s jv_ = (%s)j * %d;\n    const i64 row_ = (i64)(jv_ / %lld%s);\n"
+                 "    const int j0_ = (int)(jv_ %% %lld%s);\n    (void)row_; (void)j0_;\n",
+              idx32 ? "unsigned" : "i64", idx32 ? "unsigned" : "i64", vec, (long long)klast, idx32 ? "u" : "LL",
+              (long long)klast, idx32 ? "u" : "LL");
   if (vec > 1) {
     for (int k = 0; k < p->next; k++)
       if (kind[k] == EXT_SAME)
@@ -193,7 +231,7 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
     sb_printf(b, "    Vec<%s, %d> res;\n", cg_ctype(y->dt), vec);
     sb_printf(b, "#pragma unroll\n    for (int u = 0; u < %d; u++) {\n    const i64 i = j * %d + u;\n", vec, vec);
   } else {
-    sb_printf(b, "    {\n    const i64 i = j;\n");
+    sb_printf(b, "    {\n    const i64 i = j;\n    const int u = 0; (void)u;\n");
   }
   emit_element(b, p, kind, vec, need_idx, idx32);
   char last[16];
@@ -227,23 +265,6 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
  * the same bits as the unfused kernels. y itself is not stored: the
  * quantize step was its only reader. 1: rows too long for the registers
  * (the caller lowers the nodes one by one). */
-/* ext_kind, with EXT_ROW / EXT_COL for broadcast inputs that follow the
- * rows of k elements (y's last dim k): [d0, .., dr-2, 1] (or without the
- * 1) of y's leading dims, or [1, .., 1, k]. */
-static int row_kind(const EwExt *x, const Tensor *y, int64_t k) {
-  int kind = ext_kind(x, y);
-  const Tensor *v = &x->view;
-  if (kind != EXT_BCAST || x->strided || y->rank < 1 || y->dims[y->rank - 1] != k) return kind;
-  if (v->rank >= 1 && v->dims[v->rank - 1] == k && gpuc_numel(v) == k) return EXT_COL;
-  int lead = v->rank >= 1 && v->dims[v->rank - 1] == 1 ? v->rank - 1 : v->rank; /* v's dims before its last 1 */
-  if (v->rank != y->rank && v->rank != y->rank - 1) return kind;
-  if (v->rank == y->rank && v->dims[v->rank - 1] != 1) return kind;
-  if (lead != y->rank - 1) return kind;
-  for (int d = 0; d < lead; d++)
-    if (v->dims[d] != y->dims[d]) return kind;
-  return EXT_ROW;
-}
-
 int cg_ew_rows_quantize(LowerCtx *c, const EwProgram *p, int64_t k, bool f8, uint32_t tq, uint32_t ts) {
   const Tensor *y = p->y;
   int64_t n = gpuc_numel(y), rows = k > 0 ? n / k : 0;

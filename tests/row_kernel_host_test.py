@@ -70,6 +70,8 @@ template <class T> static inline float ldf(T x) { return (float)x; }
 template <class T> static inline T stf(float x) { return (T)x; }
 template <class T, int V> struct alignas(sizeof(T) * V) Vec { T v[V]; };
 struct uint2 { unsigned x, y; };
+#define GRID_STRIDE(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+                               i += (i64)gridDim.x * blockDim.x)
 """
 
 MAIN = r"""
@@ -85,8 +87,8 @@ int main(int argc, char **argv) {
   unsigned grid = (unsigned)atoi(argv[1]), block = (unsigned)atoi(argv[2]);
 %(loads)s
   float *qs = (float *)aligned_alloc(256, %(rows)d * 4 + 256);
-  unsigned char *qo = (unsigned char *)aligned_alloc(256, %(numel)d + 256);
-  memset(qo, 0xAA, %(numel)d);
+  unsigned char *qo = (unsigned char *)aligned_alloc(256, %(numel)d * %(ysize)d + 256);
+  memset(qo, 0xAA, %(numel)d * %(ysize)d);
   blockDim = Dim{block, 1, 1};
   gridDim = Dim{grid, 1, 1};
   for (unsigned bx = 0; bx < grid; bx++) {
@@ -101,7 +103,7 @@ int main(int argc, char **argv) {
     for (auto *w : wb) delete w;
   }
   FILE *f = fopen(argv[3], "wb");
-  if (!f || fwrite(qs, 4, %(rows)d, f) != %(rows)d || fwrite(qo, 1, %(numel)d, f) != %(numel)d) return 1;
+  if (!f || fwrite(qs, 4, %(rows)d, f) != %(rows)d || fwrite(qo, %(ysize)d, %(numel)d, f) != %(numel)d) return 1;
   fclose(f);
   return 0;
 }
@@ -155,12 +157,17 @@ def heads_model(path, b, h, s, d, rng):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
-def kernel_text(src, pattern, first_param):
-    """the last kernel named by pattern whose first parameter has the type first_param"""
+def ptype(param):
+    """'const int* __restrict__ in0' -> 'const int*'"""
+    return param[:param.index("*") + 1].strip()
+
+
+def kernel_text(src, pattern, first_param, nparams):
+    """the last kernel named by pattern with nparams parameters, the first of type first_param"""
     found = (None, None, None)
-    for m in re.finditer(r'extern "C" __global__ void __launch_bounds__\(\d+\) (' + pattern + r')\((.*?)\) \{\n', src):
+    for m in re.finditer(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(' + pattern + r')\((.*?)\) \{\n', src):
         params = [p.strip() for p in m.group(2).split(",")]
-        if params[0].split("__restrict")[0].strip() == first_param:
+        if ptype(params[0]) == first_param and len(params) == nparams:
             end = src.index("\n}\n", m.end())
             found = (m.group(1), src[m.start():end + 3], params)
     return found
@@ -186,7 +193,7 @@ def erf32(x):
     return np.vectorize(lambda t: np.float32(erf(float(t))), otypes=[np.float32])(x)
 
 
-def run_case(name, kind, fp16, rows, c, act=None, heads=None):
+def run_case(name, kind, fp16, rows, c, act=None, heads=None, unfused=False):
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
     rng = np.random.default_rng(abs(hash(name)) % (1 << 32))
@@ -196,13 +203,16 @@ def run_case(name, kind, fp16, rows, c, act=None, heads=None):
     else:
         heads_model(onnx_path, *heads, rng)
     env = dict(os.environ, GPUC_SAVE_SOURCE=src_path)
+    if unfused:  # the dequantize group as its own elementwise kernel, which stores the half row
+        env["GPUC_NO_ROW_FUSION"] = "1"
     r = subprocess.run([gpuc, onnx_path, "--arch", "sm_90", "--int8", "-o", plan] + (["--fp16"] if fp16 else []),
                        capture_output=True, text=True, env=env)
     if r.returncode:
         verdict(False, "%s: compile failed: %s" % (name, (r.stdout + r.stderr)[-300:]))
         return
-    kname, text, params = kernel_text(open(src_path).read(), r"k\d+_Fused\d+Quantize",
-                                      "const int*" if kind == "linear" else "const float*")
+    kname, text, params = kernel_text(open(src_path).read(), r"k\d+_Fused\d+" if unfused else r"k\d+_Fused\d+Quantize",
+                                      "const int*" if kind == "linear" else "const float*",
+                                      3 if kind == "heads" else 5 if unfused else 6)
     if not kname:
         verdict(False, "%s: no fused row kernel in the module" % name)
         return
@@ -213,8 +223,8 @@ def run_case(name, kind, fp16, rows, c, act=None, heads=None):
     if kind == "linear":
         # in0 acc int32 [rows, c], in1 xs f32 [rows, 1], in2 ws f32 [c], in3 bias (y's dtype) [c]
         want_types = ["const int*", "const float*", "const float*", "const __half*" if fp16 else "const float*"]
-        got_types = [p.split("__restrict")[0].strip() for p in params[:4]]
-        if got_types != want_types or len(params) != 6:
+        got_types = [ptype(p) for p in params[:4]]
+        if got_types != want_types or len(params) != (5 if unfused else 6):
             verdict(False, "%s: parameters %s, want %s + qs, qo" % (name, params, want_types))
             return
         acc = rng.integers(-3000, 3000, (rows, c)).astype(np.int32)
@@ -233,7 +243,7 @@ def run_case(name, kind, fp16, rows, c, act=None, heads=None):
     else:
         b, h, s, dd = heads
         want_types = ["const float*"]  # the model's input, cast to half (fp16) inside the kernel
-        if [p.split("__restrict")[0].strip() for p in params[:1]] != want_types or len(params) != 3:
+        if [ptype(p) for p in params[:1]] != want_types or len(params) != 3:
             verdict(False, "%s: parameters %s, want %s + qs, qo" % (name, params, want_types))
             return
         x = rng.standard_normal((b, h, s, dd)).astype(np.float32)
@@ -245,11 +255,13 @@ def run_case(name, kind, fp16, rows, c, act=None, heads=None):
     for k, a in enumerate(bufs):
         f = os.path.join(d, "in%d.bin" % k)
         a.tofile(f)
-        t = params[k].split("__restrict")[0].strip().replace("const ", "")
+        t = ptype(params[k]).replace("const ", "")
         loads.append("  %s in%d_ = (%s)load(\"%s\", %d);" % (t, k, t, f, a.nbytes))
         args.append("in%d_" % k)
     harness = SHIM + text + MAIN % {"loads": "\n".join(loads), "rows": rows, "numel": numel, "kernel": kname,
-                                    "args": ", ".join(args + ["qs", "qo"])}
+                                    "args": ", ".join(args + (["(%s*)qo" % ("__half" if fp16 else "float")] if unfused
+                                                              else ["qs", "qo"])),
+                                    "ysize": 2 if unfused and fp16 else 4 if unfused else 1}
     cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
     open(cpp, "w").write(harness)
     r = subprocess.run([cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", cpp, "-o", exe],
@@ -264,6 +276,13 @@ def run_case(name, kind, fp16, rows, c, act=None, heads=None):
             verdict(False, "%s: host run failed: %s" % (name, r.stderr[-300:]))
             return
         raw = np.fromfile(out, np.uint8)
+        if unfused:
+            y_got = raw[rows * 4:].view(ydt).reshape(rows, c)
+            bad = np.count_nonzero(y_got.view(np.uint16 if fp16 else np.uint32) != v.astype(ydt).view(
+                np.uint16 if fp16 else np.uint32))
+            verdict(bad == 0, "%s: %s rows %d x %d, grid %d block %d: %d values differ" %
+                    (name, kname, rows, c, g, block, bad))
+            continue
         s_got = raw[:rows * 4].view(np.float32)
         q_got = raw[rows * 4:].view(np.int8).reshape(rows, c)
         diff = np.abs(q_got.astype(np.int32) - q_want.astype(np.int32))
@@ -285,5 +304,10 @@ run_case("relu_fp32_r11_c20", "linear", False, 11, 20, "relu")    # fp32 rows, v
 run_case("gelu_fp16_r6_c3072", "linear", True, 6, 3072, "gelu")   # BERT's intermediate row
 run_case("heads_fp16_b2_h12_s3_d64", "heads", True, 6, 768, heads=(2, 12, 3, 64))  # strided vectors of 8
 run_case("heads_fp16_b1_h3_s5_d4", "heads", True, 5, 12, heads=(1, 3, 5, 4))      # strided vectors of 4
+# the dequantize + bias + Relu group on its own (GPUC_NO_ROW_FUSION=1): an
+# items kernel whose bias and per-row scale are indexed by row and column
+run_case("dequant_relu_fp16_r13_c36", "linear", True, 13, 36, "relu", unfused=True)
+run_case("dequant_relu_fp16_r9_c768", "linear", True, 9, 768, "relu", unfused=True)
+run_case("dequant_relu_fp32_r11_c20", "linear", False, 11, 20, "relu", unfused=True)
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
