@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The --int8 fused row kernels (codegen/ew_kernel.c cg_ew_rows_quantize,
-the multi-row layout of codegen/lower_rows.h) run on the host.
+the multi-row layout of codegen/lower_rows.h) and DynamicQuantizeLinear's
+kernels run on the host.
 
 No GPU here, so the kernel's own text is run: for each case a tiny ONNX
 model is compiled `--int8` (fp32 or --fp16) for sm_90 with
@@ -19,7 +20,10 @@ Cases: rows a multiple of the rows a block and not (13, 5, 3 rows), rows
 of 36 (vectors of 4, not 8), 768 (a warp a row, vectors of 8), 1028 (two
 warps a row) and 2052 (four warps, vectors of 4), fp32 rows (vectors of 4),
 the dequantize + bias + Relu / GELU groups and the heads-merging Transpose
-(strided vector loads).
+(strided vector loads); the unfused dequantize group (an items kernel
+indexing its bias and scale by row and column); DynamicQuantizeLinear
+(codegen/lower_quant.c: partial ranges over several blocks, their range,
+the quantize) against numpy's reading of the ONNX rule, bit for bit.
 usage: row_kernel_host_test.py GPUC [WORKDIR]   (CXX picks the compiler)
 Prints one line per case and 'N passed, N failed'."""
 import os
@@ -70,6 +74,10 @@ template <class T> static inline float ldf(T x) { return (float)x; }
 template <class T> static inline T stf(float x) { return (T)x; }
 template <class T, int V> struct alignas(sizeof(T) * V) Vec { T v[V]; };
 struct uint2 { unsigned x, y; };
+struct alignas(16) float4 { float x, y, z, w; };
+using std::isinf;
+using std::rint;
+static void gpuc_fault_report(unsigned, int, long long, long long, long long, int) { abort(); }
 #define GRID_STRIDE(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
                                i += (i64)gridDim.x * blockDim.x)
 """
@@ -304,6 +312,108 @@ run_case("relu_fp32_r11_c20", "linear", False, 11, 20, "relu")    # fp32 rows, v
 run_case("gelu_fp16_r6_c3072", "linear", True, 6, 3072, "gelu")   # BERT's intermediate row
 run_case("heads_fp16_b2_h12_s3_d64", "heads", True, 6, 768, heads=(2, 12, 3, 64))  # strided vectors of 8
 run_case("heads_fp16_b1_h3_s5_d4", "heads", True, 5, 12, heads=(1, 3, 5, 4))      # strided vectors of 4
+DQL_MAIN = r"""
+static void *load(const char *p, size_t bytes) {
+  void *b = aligned_alloc(256, (bytes + 255) / 256 * 256);
+  FILE *f = fopen(p, "rb");
+  if (!f || fread(b, 1, bytes, f) != bytes) { fprintf(stderr, "cannot read %%s\n", p); exit(1); }
+  fclose(f);
+  return b;
+}
+template <class F> static void launch(unsigned grid, unsigned block, F f) {
+  blockDim = Dim{block, 1, 1};
+  gridDim = Dim{grid, 1, 1};
+  for (unsigned bx = 0; bx < grid; bx++) {
+    std::barrier<> bb((std::ptrdiff_t)block);
+    block_bar = &bb;
+    std::vector<std::barrier<> *> wb;
+    for (unsigned w = 0; w < block / 32; w++) wb.push_back(warp_bar[w] = new std::barrier<>(32));
+    std::vector<std::thread> ts;
+    for (unsigned t = 0; t < block; t++)
+      ts.emplace_back([=] { threadIdx = Dim{t, 0, 0}; blockIdx = Dim{bx, 0, 0}; f(); });
+    for (auto &t : ts) t.join();
+    for (auto *w : wb) delete w;
+  }
+}
+int main(int argc, char **argv) {
+  (void)argc;
+  float *x = (float *)load(argv[1], %(n)d * 4);
+  float *part = (float *)aligned_alloc(256, 2 * %(g)d * 4 + 256), *qp = (float *)aligned_alloc(256, 256);
+  float *ys = (float *)aligned_alloc(256, 256);
+  unsigned char *yz = (unsigned char *)aligned_alloc(256, 256), *y = (unsigned char *)aligned_alloc(256, %(n)d + 256);
+  launch(%(g)d, 256, [=] { %(k1)s(x, part); });
+  launch(1, 1024, [=] { %(k2)s(part, qp, ys, yz); });
+  launch(%(g3)d, 256, [=] { %(k3)s(x, qp, y); });
+  FILE *f = fopen(argv[2], "wb");
+  if (!f || fwrite(ys, 4, 1, f) != 1 || fwrite(yz, 1, 1, f) != 1 || fwrite(y, 1, %(n)d, f) != %(n)d) return 1;
+  fclose(f);
+  return 0;
+}
+"""
+
+
+def dql_case(name, shape):
+    """DynamicQuantizeLinear (codegen/lower_quant.c): partial ranges over
+    several blocks, their range, then the quantize, against numpy's reading
+    of the ONNX rule in float32"""
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])]
+    g = helper.make_graph(nodes, "dql", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.UINT8, list(shape)),
+                           helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
+                           helper.make_tensor_value_info("z", TensorProto.UINT8, [])])
+    onnx_path, plan, src_path = os.path.join(d, "m.onnx"), os.path.join(d, "m.gpuc"), os.path.join(d, "m.cu")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), onnx_path)
+    r = subprocess.run([gpuc, onnx_path, "--arch", "sm_90", "-o", plan], capture_output=True, text=True,
+                       env=dict(os.environ, GPUC_SAVE_SOURCE=src_path))
+    if r.returncode:
+        verdict(False, "%s: compile failed: %s" % (name, (r.stdout + r.stderr)[-300:]))
+        return
+    src = open(src_path).read()
+    ks = re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(k\d+_DynamicQuantizeLinear\w*)\(', src)
+    if len(ks) != 3:
+        verdict(False, "%s: %d kernels, want 3" % (name, len(ks)))
+        return
+    text = ""
+    for k in ks:
+        m = re.search(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?' + k + r'\(', src)
+        text += src[m.start():src.index("\n}\n", m.end()) + 3]
+    g1, _ = launch_of(plan, ks[0])
+    g3, _ = launch_of(plan, ks[2])
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(shape) * 3 + 0.5).astype(np.float32)
+    x.tofile(os.path.join(d, "x.bin"))
+    n = x.size
+    harness = SHIM + text + DQL_MAIN % {"n": n, "g": g1, "g3": g3, "k1": ks[0], "k2": ks[1], "k3": ks[2]}
+    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
+    open(cpp, "w").write(harness)
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", cpp, "-o", exe],
+                       capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+        return
+    out = os.path.join(d, "out.bin")
+    r = subprocess.run([exe, os.path.join(d, "x.bin"), out], capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host run failed: %s" % (name, r.stderr[-300:]))
+        return
+    raw = np.fromfile(out, np.uint8)
+    s_got, z_got, y_got = raw[:4].view(np.float32)[0], raw[4], raw[5:]
+    mn, mx = np.float32(min(0.0, x.min())), np.float32(max(0.0, x.max()))
+    scale = np.float32((mx - mn) / np.float32(255))
+    zp = np.clip(np.rint(np.float32(-mn) / scale), 0, 255)
+    q = (x / scale).astype(np.float32).astype(np.float64)
+    y_want = np.clip(np.rint(q) + zp, 0, 255).astype(np.uint8).ravel()
+    bad = np.count_nonzero(y_got != y_want)
+    verdict(bad == 0 and s_got == scale and z_got == zp,
+            "%s: x %s, %d blocks of partial ranges: scale %s, zero point %s, %d of %d values differ" %
+            (name, "x".join(map(str, shape)), g1, "equal" if s_got == scale else "%g != %g" % (s_got, scale),
+             "equal" if z_got == zp else "%d != %d" % (z_got, zp), bad, n))
+
+
+dql_case("dql_37x520", (37, 520))   # 5 blocks of partial ranges, float4 loads
+dql_case("dql_7x13", (7, 13))       # one block, scalar loads (91 elements)
 # the dequantize + bias + Relu group on its own (GPUC_NO_ROW_FUSION=1): an
 # items kernel whose bias and per-row scale are indexed by row and column
 run_case("dequant_relu_fp16_r13_c36", "linear", True, 13, 36, "relu", unfused=True)
