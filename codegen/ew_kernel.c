@@ -154,19 +154,23 @@ static void emit_element(StrBuf *b, const EwProgram *p, const int *kind, int vec
 }
 
 /* ext_kind, with EXT_ROW / EXT_COL for broadcast inputs that follow the
- * rows of k elements (y's last dim k): [d0, .., dr-2, 1] (or without the
- * 1) of y's leading dims, or [1, .., 1, k]. */
+ * rows of k elements (y's last dim k), numpy-aligned from the right: a
+ * column [.., 1, k] (every other dim 1: read at the element's column), or
+ * a row value [d0, .., dr-2, 1] whose dims are y's leading ones (y's
+ * extra leading dims 1: read at the row's index). */
 static int row_kind(const EwExt *x, const Tensor *y, int64_t k) {
   int kind = ext_kind(x, y);
   const Tensor *v = &x->view;
-  if (kind != EXT_BCAST || x->strided || y->rank < 1 || y->dims[y->rank - 1] != k) return kind;
-  if (v->rank >= 1 && v->dims[v->rank - 1] == k && gpuc_numel(v) == k) return EXT_COL;
-  int lead = v->rank >= 1 && v->dims[v->rank - 1] == 1 ? v->rank - 1 : v->rank; /* v's dims before its last 1 */
-  if (v->rank != y->rank && v->rank != y->rank - 1) return kind;
-  if (v->rank == y->rank && v->dims[v->rank - 1] != 1) return kind;
-  if (lead != y->rank - 1) return kind;
-  for (int d = 0; d < lead; d++)
-    if (v->dims[d] != y->dims[d]) return kind;
+  if (kind != EXT_BCAST || x->strided || y->rank < 1 || y->dims[y->rank - 1] != k || v->rank < 1 ||
+      v->rank > y->rank)
+    return kind;
+  if (v->dims[v->rank - 1] == k && gpuc_numel(v) == k) return EXT_COL;
+  if (v->dims[v->rank - 1] != 1) return kind;
+  int off = y->rank - v->rank;
+  for (int d = 0; d < off; d++)
+    if (y->dims[d] != 1) return kind;
+  for (int d = 0; d < v->rank - 1; d++)
+    if (v->dims[d] != y->dims[d + off]) return kind;
   return EXT_ROW;
 }
 

@@ -412,6 +412,88 @@ def dql_case(name, shape):
              "equal" if z_got == zp else "%d != %d" % (z_got, zp), bad, n))
 
 
+EW_MAIN = DQL_MAIN.split("int main")[0] + r"""
+int main(int argc, char **argv) {
+  (void)argc;
+%(loads)s
+  float *y = (float *)aligned_alloc(256, %(n)d * 4 + 256);
+  launch(%(grid)d, %(block)d, [=] { %(kernel)s(%(args)s, y); });
+  FILE *f = fopen(argv[1], "wb");
+  if (!f || fwrite(y, 4, %(n)d, f) != %(n)d) return 1;
+  fclose(f);
+  return 0;
+}
+"""
+
+
+def ew_case(name, xs, operands):
+    """y = x * o0 + o1 + ... (fp32): an elementwise group whose broadcast
+    inputs are read by row, by column, or through the element's
+    coordinates (codegen/ew_kernel.c row_kind): against numpy, bit for bit"""
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(3)
+    nodes, inits, prev = [], [], "x"
+    vals = []
+    for k, shape in enumerate(operands):
+        a = rng.standard_normal(shape).astype(np.float32)
+        vals.append(a)
+        inits.append(numpy_helper.from_array(a, "o%d" % k))
+        nodes.append(helper.make_node("Mul" if k == 0 else "Add", [prev, "o%d" % k], ["t%d" % k]))
+        prev = "t%d" % k
+    nodes.append(helper.make_node("Relu", [prev], ["y"]))
+    g = helper.make_graph(nodes, "ew", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(xs))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(xs))], inits)
+    onnx_path, plan, src_path = os.path.join(d, "m.onnx"), os.path.join(d, "m.gpuc"), os.path.join(d, "m.cu")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), onnx_path)
+    r = subprocess.run([gpuc, onnx_path, "--arch", "sm_90", "-o", plan], capture_output=True, text=True,
+                       env=dict(os.environ, GPUC_SAVE_SOURCE=src_path))
+    if r.returncode:
+        verdict(False, "%s: compile failed: %s" % (name, (r.stdout + r.stderr)[-300:]))
+        return
+    kname, text, params = kernel_text(open(src_path).read(), r"k\d+_Fused\d+", "const float*", len(operands) + 2)
+    if not kname:
+        verdict(False, "%s: no fused elementwise kernel of %d inputs" % (name, len(operands) + 1))
+        return
+    grid, block = launch_of(plan, kname)
+    x = rng.standard_normal(xs).astype(np.float32)
+    want = x
+    for k, a in enumerate(vals):
+        want = (want * a if k == 0 else want + a).astype(np.float32)
+    want = np.maximum(want, np.float32(0))
+    loads, args = [], []
+    for k, a in enumerate([x] + vals):  # the program's inputs in order of first use
+        f = os.path.join(d, "in%d.bin" % k)
+        a.tofile(f)
+        loads.append("  float *in%d_ = (float *)load(\"%s\", %d);" % (k, f, a.nbytes))
+        args.append("in%d_" % k)
+    harness = SHIM + text + EW_MAIN % {"loads": "\n".join(loads), "n": x.size, "grid": grid, "block": block,
+                                       "kernel": kname, "args": ", ".join(args)}
+    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
+    open(cpp, "w").write(harness)
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", cpp, "-o", exe],
+                       capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+        return
+    out = os.path.join(d, "out.bin")
+    r = subprocess.run([exe, out], capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host run failed: %s" % (name, r.stderr[-300:]))
+        return
+    got = np.fromfile(out, np.float32).reshape(xs)
+    rowcol = "row_" in text
+    bad = np.count_nonzero(got.view(np.uint32) != want.view(np.uint32))
+    verdict(bad == 0, "%s: %s with %s (%s): %d of %d values differ" %
+            (name, "x".join(map(str, xs)), ", ".join("x".join(map(str, o)) for o in operands),
+             "by row/column" if rowcol else "by coordinates", bad, x.size))
+
+
+# a per-row [4,6,1] and a column [8] by row and column; [6,1] (rows of
+# another shape) and [4,4] against [4,4,4] (numpy aligns it to the last two
+# dims, not the rows) through the coordinates
+ew_case("ew_rowcol_4x6x8", (4, 6, 8), [(4, 6, 1), (8,), (6, 1)])
+ew_case("ew_square_4x4x4", (4, 4, 4), [(4, 4), (4, 4, 1)])
 dql_case("dql_37x520", (37, 520))   # 5 blocks of partial ranges, float4 loads
 dql_case("dql_7x13", (7, 13))       # one block, scalar loads (91 elements)
 # the dequantize + bias + Relu group on its own (GPUC_NO_ROW_FUSION=1): an
