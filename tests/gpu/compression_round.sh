@@ -60,8 +60,8 @@ for w in $what; do
     gpt2) run gpt2 "${GPT2_S:-540}" "$PY" tests/gpu/row_fusion_bench.py "$B/gpuc" "$B/models" \
             tests/models/zoo "$R/bench" gpt2 ;;
     bertround)
-      run lt_probe 30 "$PY" tests/gpu/cublaslt_int8_probe.py
-      TAIL=80 run bertround "${BERTROUND_S:-290}" "$PY" tests/gpu/row_fusion_bench.py "$B/gpuc" "$B/models" \
+      run lt_probe 20 "$PY" tests/gpu/cublaslt_int8_probe.py
+      TAIL=80 run bertround "${BERTROUND_S:-270}" "$PY" tests/gpu/row_fusion_bench.py "$B/gpuc" "$B/models" \
             tests/models/zoo "$R/bench" round ;;
   esac
 done
