@@ -11,6 +11,7 @@
  *   float (more precise than storing them would be); other dtypes are
  *   rounded to their type, as a store and reload would. */
 #include "ew_kernel.h"
+#include "lower_rows.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +60,14 @@ static const char *value_type(GpucDType dt) {
   return dt == GPUC_DT_F16 || dt == GPUC_DT_BF16 ? "float" : cg_ctype(dt);
 }
 
-enum { EXT_SCALAR, EXT_SAME, EXT_BCAST };
+/* EXT_ROW, EXT_COL: only in the row kernels (cg_ew_rows_quantize), a
+ * broadcast input read once per row (a per-row scale, [..., 1]) or per
+ * column of the row (a bias or per-channel scale, [k]), indexed directly
+ * instead of through the element's coordinates */
+/* EXT_SVEC: a strided input (a Transpose read in place) whose vectors
+ * are contiguous in its own bytes too, loaded as vectors at the offset of
+ * the vector's first element. */
+enum { EXT_SCALAR, EXT_SAME, EXT_BCAST, EXT_ROW, EXT_COL, EXT_SVEC };
 
 static int ext_kind(const EwExt *x, const Tensor *y) {
   if (gpuc_numel(&x->view) == 1) return EXT_SCALAR;
@@ -101,6 +109,9 @@ static void emit_element(StrBuf *b, const EwProgram *p, const int *kind, int vec
     snprintf(arg, sizeof arg, "in%d", k);
     if (kind[k] == EXT_SCALAR) snprintf(idx, sizeof idx, "0");
     else if (kind[k] == EXT_SAME) snprintf(idx, sizeof idx, "i");
+    else if (kind[k] == EXT_ROW) snprintf(idx, sizeof idx, "row_");
+    else if (kind[k] == EXT_COL) snprintf(idx, sizeof idx, "(j0_ + u)");
+    else if (kind[k] == EXT_SVEC) snprintf(idx, sizeof idx, "0"); /* read from a<k> (vec > 1) */
     else {
       snprintf(idx, sizeof idx, "o%d", k);
       sb_printf(b, "    const i64 o%d = 0", k);
@@ -118,7 +129,7 @@ static void emit_element(StrBuf *b, const EwProgram *p, const int *kind, int vec
       sb_printf(b, ";\n");
     }
     sb_printf(b, "    const %s e%d = ", ew_natural_type(x->dt), k);
-    if (kind[k] == EXT_SAME && vec > 1) {
+    if ((kind[k] == EXT_SAME || kind[k] == EXT_SVEC) && vec > 1) {
       char va[16];
       snprintf(va, sizeof va, "a%d.v", k);
       cg_load(b, ew_natural_type(x->dt), x->dt, va, "u");
@@ -142,6 +153,27 @@ static void emit_element(StrBuf *b, const EwProgram *p, const int *kind, int vec
   }
 }
 
+/* ext_kind, with EXT_ROW / EXT_COL for broadcast inputs that follow the
+ * rows of k elements (y's last dim k), numpy-aligned from the right: a
+ * column [.., 1, k] (every other dim 1: read at the element's column), or
+ * a row value [d0, .., dr-2, 1] whose dims are y's leading ones (y's
+ * extra leading dims 1: read at the row's index). */
+static int row_kind(const EwExt *x, const Tensor *y, int64_t k) {
+  int kind = ext_kind(x, y);
+  const Tensor *v = &x->view;
+  if (kind != EXT_BCAST || x->strided || y->rank < 1 || y->dims[y->rank - 1] != k || v->rank < 1 ||
+      v->rank > y->rank)
+    return kind;
+  if (v->dims[v->rank - 1] == k && gpuc_numel(v) == k) return EXT_COL;
+  if (v->dims[v->rank - 1] != 1) return kind;
+  int off = y->rank - v->rank;
+  for (int d = 0; d < off; d++)
+    if (y->dims[d] != 1) return kind;
+  for (int d = 0; d < v->rank - 1; d++)
+    if (v->dims[d] != y->dims[d + off]) return kind;
+  return EXT_ROW;
+}
+
 int cg_ew_program(LowerCtx *c, const EwProgram *p) {
   const Tensor *y = p->y;
   int64_t n = gpuc_numel(y);
@@ -157,9 +189,25 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
     if (kind[k] == EXT_SAME && gpuc_dtype_size(p->ext[k].view.dt) > widest) widest = gpuc_dtype_size(p->ext[k].view.dt);
   }
   int vec = widest <= 4 && widest > 0 ? (int)(16 / widest) : 1;
+  /* a 16-bit output of wider inputs (int32 sums dequantized to half):
+   * 16-byte stores, its inputs read as two 16-byte halves */
+  if (gpuc_dtype_size(y->dt) == 2 && widest <= 4) vec = 8;
   if (vec > 8) vec = 8;
   while (vec > 1 && (n <= 0 || n % vec != 0)) vec /= 2;
   bool idx32 = n <= 0x7fffffffLL;
+  /* a bias or per-channel row [k] and a per-row value [..., 1] over rows
+   * of y's last dim k: the row and column once per vector (k a multiple of
+   * the vector) instead of every element's coordinates */
+  int64_t klast = y->rank ? y->dims[y->rank - 1] : 1;
+  bool rowcol = false;
+  if (klast > 0 && klast % vec == 0) {
+    need_idx = false;
+    for (int k = 0; k < p->next; k++) {
+      if (kind[k] == EXT_BCAST) kind[k] = row_kind(&p->ext[k], y, klast);
+      need_idx |= kind[k] == EXT_BCAST;
+      rowcol |= kind[k] == EXT_ROW || kind[k] == EXT_COL;
+    }
+  }
   bool in_place[EW_MAX_EXT], any_in_place = false;
   for (int k = 0; k < p->next; k++) any_in_place |= in_place[k] = in_place_candidate(c, p, k, kind);
   StrBuf *b = cg_src(c);
@@ -174,6 +222,11 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
   sb_printf(b, "%s* %sout0) {\n", cg_ctype(y->dt), any_in_place ? "" : "__restrict__ ");
   args[p->next] = p->ty;
   sb_printf(b, "  GRID_STRIDE(j, %lldLL) {\n", (long long)(n / vec));
+  if (rowcol)
+    sb_printf(b, "    const %s jv_ = (%s)j * %d;\n    const i64 row_ = (i64)(jv_ / %lld%s);\n"
+                 "    const int j0_ = (int)(jv_ %% %lld%s);\n    (void)row_; (void)j0_;\n",
+              idx32 ? "unsigned" : "i64", idx32 ? "unsigned" : "i64", vec, (long long)klast, idx32 ? "u" : "LL",
+              (long long)klast, idx32 ? "u" : "LL");
   if (vec > 1) {
     for (int k = 0; k < p->next; k++)
       if (kind[k] == EXT_SAME)
@@ -182,7 +235,7 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
     sb_printf(b, "    Vec<%s, %d> res;\n", cg_ctype(y->dt), vec);
     sb_printf(b, "#pragma unroll\n    for (int u = 0; u < %d; u++) {\n    const i64 i = j * %d + u;\n", vec, vec);
   } else {
-    sb_printf(b, "    {\n    const i64 i = j;\n");
+    sb_printf(b, "    {\n    const i64 i = j;\n    const int u = 0; (void)u;\n");
   }
   emit_element(b, p, kind, vec, need_idx, idx32);
   char last[16];
@@ -202,80 +255,98 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
 }
 
 /* Rows of k consecutive output elements (the last dim, or a Reshape's
- * last dim: the same elements in the same order), one block a row (BLOCK threads, U
- * elements a thread held in registers): each element's terms as above, the
- * last one rounded to y's dtype (the value the unfused graph stores and
- * QuantizeRows reads back), then the row's absmax across the block and the
- * row quantized by QuantizeRows' rule (ir/quant_int8.h) or QuantizeRowsF8's
- * (absmax / 448, cvt.rn.satfinite e4m3) into q and s[row]. y itself is not
- * stored: the quantize step was its only reader. 1: rows too long for the
- * registers (the caller lowers the nodes one by one). */
+ * last dim: the same elements in the same order) in the multi-row layout
+ * (lower_rows.h: a warp a row up to 1024 elements, 2-8 warps a longer
+ * row, several rows a block of 256, 16-byte vectors of the narrowest
+ * stored element: inputs of y's shape loaded as vectors of that many,
+ * wider ones in two 16-byte halves), the row held in registers: each
+ * element's terms as above, the last one rounded to y's dtype (the value
+ * the unfused graph stores and QuantizeRows reads back), then the row's
+ * absmax (warp shuffles, then across the row's warps) and the row
+ * quantized by QuantizeRows' rule (ir/quant_int8.h) or QuantizeRowsF8's
+ * (absmax / 448, cvt.rn.satfinite e4m3) into q (vec bytes a store) and
+ * s[row]. The layout changes which thread computes an element, never how:
+ * the same bits as the unfused kernels. y itself is not stored: the
+ * quantize step was its only reader. 1: rows too long for the registers
+ * (the caller lowers the nodes one by one). */
 int cg_ew_rows_quantize(LowerCtx *c, const EwProgram *p, int64_t k, bool f8, uint32_t tq, uint32_t ts) {
   const Tensor *y = p->y;
   int64_t n = gpuc_numel(y), rows = k > 0 ? n / k : 0;
   if (n <= 0 || k <= 0 || n % k || (y->dt != GPUC_DT_F32 && y->dt != GPUC_DT_F16 && y->dt != GPUC_DT_BF16)) return 1;
-  int block = k >= 256 ? 256 : (int)((k + 31) / 32 * 32);
-  int64_t per = (k + block - 1) / block;
-  if (per > 32) return 1;
   int kind[EW_MAX_EXT];
   bool need_idx = false;
+  size_t narrow = gpuc_dtype_size(y->dt);
   for (int x = 0; x < p->next; x++) {
-    kind[x] = ext_kind(&p->ext[x], y);
+    kind[x] = row_kind(&p->ext[x], y, k);
     if (kind[x] == EXT_BCAST) need_idx = true;
+    if (kind[x] == EXT_SAME && gpuc_dtype_size(p->ext[x].view.dt) < narrow) narrow = gpuc_dtype_size(p->ext[x].view.dt);
   }
+  int want = narrow >= 1 && narrow <= 4 ? (int)(16 / narrow) : 1;
+  RowLayout L;
+  if (row_layout_pick(&L, rows, k, want > 8 ? 8 : want)) return 1;
+  const int V = L.vec;
+  for (int x = 0; x < p->next && V > 1; x++) {
+    const EwExt *e = &p->ext[x];
+    bool contiguous = e->strided && e->stride[y->rank - 1] == 1 && y->dims[y->rank - 1] % V == 0;
+    for (int d = 0; d < y->rank - 1 && contiguous; d++) contiguous = y->dims[d] == 1 || e->stride[d] % V == 0;
+    if (contiguous) kind[x] = EXT_SVEC;
+  }
+  need_idx = false;
+  for (int x = 0; x < p->next; x++) need_idx |= kind[x] == EXT_BCAST;
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
   uint32_t args[EW_MAX_EXT + 2];
-  sb_printf(b, "extern \"C\" __global__ void %s(", name);
+  sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", ROW_LAYOUT_BLOCK, name);
   for (int x = 0; x < p->next; x++) {
     sb_printf(b, "const %s* __restrict__ in%d, ", cg_ctype(p->ext[x].view.dt), x);
     args[x] = p->ext[x].tensor;
   }
-  sb_printf(b, "float* __restrict__ qs, unsigned char* __restrict__ qo) {\n"
-               "  __shared__ float red[32];\n"
-               "  for (i64 row = blockIdx.x; row < %lldLL; row += gridDim.x) {\n"
-               "    float w[%lld];\n"
-               "#pragma unroll\n"
-               "    for (int uu = 0; uu < %lld; uu++) {\n"
-               "      const int jr = threadIdx.x + uu * %d;\n"
-               "      w[uu] = 0.0f;\n"
-               "      if (jr >= %lld) continue;\n"
-               "    const i64 i = row * %lldLL + jr;\n",
-            (long long)rows, (long long)per, (long long)per, block, (long long)k, (long long)k);
-  emit_element(b, p, kind, 1, need_idx, n <= 0x7fffffffLL);
-  sb_printf(b, "    w[uu] = ldf(stf<%s>((float)v%d));\n    }\n", cg_ctype(y->dt), p->nterms - 1);
+  sb_printf(b, "float* __restrict__ qs, unsigned char* __restrict__ qo) {\n");
+  row_layout_open(b, &L);
+  sb_printf(b, "    float w_[%d];\n", L.groups * V);
+  row_layout_for_vec(b, &L);
+  sb_printf(b, "        const i64 i0_ = base_ + j0_;\n");
+  for (int x = 0; x < p->next; x++) {
+    const char *t = cg_ctype(p->ext[x].view.dt);
+    if (kind[x] == EXT_SAME && V > 1)
+      sb_printf(b, "        const Vec<%s, %d> a%d = *(const Vec<%s, %d>*)(in%d + i0_);\n", t, V, x, t, V, x);
+    if (kind[x] != EXT_SVEC) continue;
+    /* the vector's first element's offset in the strided input */
+    sb_printf(b, "        i64 so%d = 0;\n        { i64 q_ = i0_;\n", x);
+    for (int d = y->rank - 1; d >= 0; d--)
+      sb_printf(b, "          so%d += (q_ %% %lldLL) * %lldLL; q_ /= %lldLL;\n", x, (long long)y->dims[d],
+                (long long)(y->dims[d] == 1 ? 0 : p->ext[x].stride[d]), (long long)y->dims[d]);
+    sb_printf(b, "        }\n        const Vec<%s, %d> a%d = *(const Vec<%s, %d>*)(in%d + so%d);\n", t, V, x, t, V, x, x);
+  }
+  sb_printf(b, "#pragma unroll\n        for (int u = 0; u < %d; u++) {\n    const i64 i = i0_ + u;\n", V);
+  emit_element(b, p, kind, V, need_idx, n <= 0x7fffffffLL);
+  sb_printf(b, "    w_[g * %d + u] = ldf(stf<%s>((float)v%d));\n        }\n"
+               "      } else {\n#pragma unroll\n        for (int u = 0; u < %d; u++) w_[g * %d + u] = 0.0f;\n      }\n    }\n",
+            V, cg_ctype(y->dt), p->nterms - 1, V, V);
   const char *lim = f8 ? "448.0f" : "127.0f";
   sb_printf(b, "    float m = 0.0f;\n"
-               "#pragma unroll\n    for (int uu = 0; uu < %lld; uu++) m = fmaxf(m, fabsf(w[uu]));\n"
-               "    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));\n"
-               "    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;\n"
-               "    __syncthreads();\n"
-               "    if (threadIdx.x < 32) {\n"
-               "      m = threadIdx.x < %d ? red[threadIdx.x] : 0.0f;\n"
-               "      for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));\n"
-               "      if (threadIdx.x == 0) red[0] = m;\n"
-               "    }\n"
-               "    __syncthreads();\n"
-               "    m = red[0];\n"
-               "    const float qinv = m > 0.0f ? %s / m : 0.0f;\n"
-               "    if (threadIdx.x == 0) qs[row] = m > 0.0f ? m / %s : 1.0f;\n"
-               "#pragma unroll\n    for (int uu = 0; uu < %lld; uu++) {\n"
-               "      const int jr = threadIdx.x + uu * %d;\n"
-               "      if (jr >= %lld) continue;\n",
-            (long long)per, block / 32, lim, lim, (long long)per, block, (long long)k);
+               "#pragma unroll\n    for (int t_ = 0; t_ < %d; t_++) m = fmaxf(m, fabsf(w_[t_]));\n",
+            L.groups * V);
+  row_layout_reduce(b, &L, "m", "fmaxf(a, b)");
+  sb_printf(b, "    const float qinv = m > 0.0f ? %s / m : 0.0f;\n"
+               "    if (live_ && sub_ == 0 && lane == 0) qs[row_] = m > 0.0f ? m / %s : 1.0f;\n",
+            lim, lim);
+  const char *wt = V == 8 ? "uint2" : V == 4 ? "unsigned int" : V == 2 ? "unsigned short" : "unsigned char";
+  row_layout_for_vec(b, &L);
+  sb_printf(b, "        union { %s w; unsigned char c[%d]; } o_;\n#pragma unroll\n        for (int u = 0; u < %d; u++) {\n",
+            wt, V, V);
   if (f8)
-    sb_printf(b, "      unsigned short d;\n"
-                 "      asm(\"cvt.rn.satfinite.e4m3x2.f32 %%0, %%1, %%2;\" : \"=h\"(d) : \"f\"(0.0f), "
-                 "\"f\"(__fmul_rn(w[uu], qinv)));\n"
-                 "      qo[row * %lldLL + jr] = (unsigned char)(d & 0xff);\n",
-              (long long)k);
+    sb_printf(b, "          unsigned short d;\n"
+                 "          asm(\"cvt.rn.satfinite.e4m3x2.f32 %%0, %%1, %%2;\" : \"=h\"(d) : \"f\"(0.0f), "
+                 "\"f\"(__fmul_rn(w_[g * %d + u], qinv)));\n"
+                 "          o_.c[u] = (unsigned char)(d & 0xff);\n",
+              V);
   else
-    sb_printf(b, "      qo[row * %lldLL + jr] = (unsigned char)(signed char)fminf(fmaxf(rintf(__fmul_rn(w[uu], qinv)), "
+    sb_printf(b, "          o_.c[u] = (unsigned char)(signed char)fminf(fmaxf(rintf(__fmul_rn(w_[g * %d + u], qinv)), "
                  "-127.0f), 127.0f);\n",
-              (long long)k);
-  /* the next row reuses red[]: every thread has read red[0] */
-  sb_printf(b, "    }\n    __syncthreads();\n  }\n}\n");
+              V);
+  sb_printf(b, "        }\n        *(%s*)(qo + base_ + j0_) = o_.w;\n      }\n    }\n  }\n}\n", wt);
   args[p->next] = ts;
   args[p->next + 1] = tq;
-  return cg_launch(c, name, (uint64_t)rows * (uint64_t)block, (unsigned)block, 0, p->next + 2, args) ? -1 : 0;
+  return row_layout_launch(c, &L, name, p->next + 2, args) ? -1 : 0;
 }

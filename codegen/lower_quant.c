@@ -8,10 +8,10 @@
  * maps to the zero point. Per-axis parameters are indexed by
  * (i / inner) % channels with baked constants.
  *
- * DynamicQuantizeLinear: one block finds min/max (NaN left out), computes
- * scale and zero point exactly as the reference (f32), a second kernel
- * quantizes. The reference fails on an infinite input; so does the run
- * here (gpuc_fault_report, runtime/device_fault.h).
+ * DynamicQuantizeLinear: blocks find partial min/max (NaN left out), one
+ * block their range, scale and zero point exactly as the reference (f32),
+ * a third kernel quantizes. The reference fails on an infinite input; so
+ * does the run here (gpuc_fault_report, runtime/device_fault.h).
  *
  * Losses compute in f64 like the reference: SoftmaxCrossEntropyLoss first
  * finds shift[n, d] = max + log(sum exp(x - max)) over the classes (one warp
@@ -141,20 +141,57 @@ int lower_DequantizeLinear(LowerCtx *c) {
   return cg_launch_items(c, name, (uint64_t)n, z ? 4 : 3, args);
 }
 
-/* x (f32) -> y (u8), y_scale (f32 scalar), y_zero_point (u8 scalar). */
+/* x (f32) -> y (u8), y_scale (f32 scalar), y_zero_point (u8 scalar), in
+ * three kernels at bandwidth (an ORT quantize_dynamic BERT has one of these
+ * per Linear input, up to 4096 x 3072 floats at batch 32):
+ *   1. each of G blocks (256 threads, 16-byte loads where n allows) the
+ *      range of its grid-stride share, [min, max] including 0 as the
+ *      reference's, NaN left out by the same comparisons, into part[2G];
+ *   2. one block: the range over the G partials (min and max are exact in
+ *      any order), then scale and zero point exactly as the reference (f32);
+ *   3. y = saturate(round(x / scale) + zero point), 4 elements a thread. */
 int lower_DynamicQuantizeLinear(LowerCtx *c) {
   const Tensor *x = c->in[0];
   if (x->dt != GPUC_DT_F32) return lower_unsupported(c, "DynamicQuantizeLinear of %s", gpuc_dtype_name(x->dt));
   bool has_s = c->nout > 1 && c->out[1], has_z = c->nout > 2 && c->out[2];
   int64_t n = gpuc_numel(x), two = 2;
-  uint32_t qp = cg_scratch(c, GPUC_DT_F32, 1, &two);
+  int vec = n % 4 == 0 ? 4 : 1;
+  int64_t items = n / vec;
+  int64_t g = (items + 1023) / 1024; /* at least 4 vectors a thread of a block */
+  if (g < 1) g = 1;
+  if (g > 1024) g = 1024;
+  int64_t g2 = 2 * g;
+  uint32_t qp = cg_scratch(c, GPUC_DT_F32, 1, &two), part = cg_scratch(c, GPUC_DT_F32, 1, &g2);
   unsigned fstep = cg_fault_step(c);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
-  /* 1: range, scale, zero point (one block of 1024 threads) */
-  sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(1024) %s(const float* __restrict__ x, float* __restrict__ qp%s%s) {\n"
+  /* 1: partial ranges */
+  sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(256) %s(const float* __restrict__ x, float* __restrict__ part) {\n"
                "  float mn = 0, mx = 0;\n"
-               "  for (i64 i = threadIdx.x; i < %lldLL; i += blockDim.x) { float v = x[i]; if (v < mn) mn = v; if (v > mx) mx = v; }\n"
+               "  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < %lldLL; i += (i64)gridDim.x * blockDim.x) {\n",
+            name, (ll)items);
+  if (vec == 4)
+    sb_printf(b, "    const float4 q = ((const float4*)x)[i];\n"
+                 "    const float e[4] = {q.x, q.y, q.z, q.w};\n"
+                 "#pragma unroll\n    for (int u = 0; u < 4; u++) { const float v = e[u]; if (v < mn) mn = v; if (v > mx) mx = v; }\n");
+  else
+    sb_printf(b, "    const float v = x[i]; if (v < mn) mn = v; if (v > mx) mx = v;\n");
+  sb_printf(b, "  }\n"
+               "  for (int o = 16; o > 0; o >>= 1) { mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o)); mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o)); }\n"
+               "  __shared__ float smn[8], smx[8];\n"
+               "  if ((threadIdx.x & 31) == 0) { smn[threadIdx.x >> 5] = mn; smx[threadIdx.x >> 5] = mx; }\n"
+               "  __syncthreads();\n"
+               "  if (threadIdx.x == 0) {\n"
+               "    for (int w = 1; w < (int)(blockDim.x >> 5); w++) { mn = fminf(mn, smn[w]); mx = fmaxf(mx, smx[w]); }\n"
+               "    part[2 * blockIdx.x] = mn; part[2 * blockIdx.x + 1] = mx;\n  }\n}\n");
+  uint32_t args1[2] = {c->tin[0], part};
+  unsigned grid1[3] = {(unsigned)g, 1, 1}, block1[3] = {256, 1, 1};
+  if (cg_launch_grid(c, name, grid1, block1, 0, 2, args1)) return -1;
+  /* 2: range, scale, zero point (one block of 1024 threads) */
+  name = cg_kernel_name(c);
+  sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(1024) %s(const float* __restrict__ part, float* __restrict__ qp%s%s) {\n"
+               "  float mn = 0, mx = 0;\n"
+               "  for (int k = threadIdx.x; k < %d; k += blockDim.x) { mn = fminf(mn, part[2 * k]); mx = fmaxf(mx, part[2 * k + 1]); }\n"
                "  for (int o = 16; o > 0; o >>= 1) { mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o)); mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o)); }\n"
                "  __shared__ float smn[32], smx[32];\n"
                "  if ((threadIdx.x & 31) == 0) { smn[threadIdx.x >> 5] = mn; smx[threadIdx.x >> 5] = mx; }\n"
@@ -169,29 +206,40 @@ int lower_DynamicQuantizeLinear(LowerCtx *c) {
                "    zpf = zpf < 0 ? 0 : (zpf > 255 ? 255 : zpf);\n"
                "    qp[0] = scale; qp[1] = zpf;\n",
             name, has_s ? ", float* __restrict__ ys" : "", has_z ? ", unsigned char* __restrict__ yz" : "",
-            (ll)n, fstep, GPUC_FAULT_INF);
+            (int)g, fstep, GPUC_FAULT_INF);
   if (has_s) sb_printf(b, "    ys[0] = scale;\n");
   if (has_z) sb_printf(b, "    yz[0] = (unsigned char)(int)zpf;\n");
   sb_printf(b, "  }\n}\n");
-  uint32_t args[4] = {c->tin[0], qp};
+  uint32_t args[4] = {part, qp};
   int na = 2;
   if (has_s) args[na++] = c->tout[1];
   if (has_z) args[na++] = c->tout[2];
   unsigned grid[3] = {1, 1, 1}, block[3] = {1024, 1, 1};
   if (cg_launch_grid(c, name, grid, block, 0, na, args)) return -1;
   if (n == 0 || !c->out[0]) return 0;
-  /* 2: y = saturate(round(x / scale) + zero point) */
+  /* 3: y = saturate(round(x / scale) + zero point) */
   name = cg_kernel_name(c);
   sb_printf(b, "extern \"C\" __global__ void %s(const float* __restrict__ x, const float* __restrict__ qp, unsigned char* __restrict__ y) {\n"
                "  const float scale = qp[0];\n  const double z = (double)qp[1];\n"
-               "  GRID_STRIDE(i, %lldLL) {\n"
-               "    float q = x[i] / scale;\n"
-               "    double v = q != q ? z : rint((double)q) + z;\n"
-               "    v = v < 0.0 ? 0.0 : (v > 255.0 ? 255.0 : v);\n"
-               "    y[i] = (unsigned char)(int)v;\n  }\n}\n",
-            name, (ll)n);
+               "  GRID_STRIDE(i, %lldLL) {\n",
+            name, (ll)items);
+  if (vec == 4)
+    sb_printf(b, "    const float4 a = ((const float4*)x)[i];\n"
+                 "    const float e[4] = {a.x, a.y, a.z, a.w};\n"
+                 "    union { unsigned int w; unsigned char c[4]; } o;\n"
+                 "#pragma unroll\n    for (int u = 0; u < 4; u++) {\n"
+                 "      float q = e[u] / scale;\n"
+                 "      double v = q != q ? z : rint((double)q) + z;\n"
+                 "      v = v < 0.0 ? 0.0 : (v > 255.0 ? 255.0 : v);\n"
+                 "      o.c[u] = (unsigned char)(int)v;\n    }\n"
+                 "    ((unsigned int*)y)[i] = o.w;\n  }\n}\n");
+  else
+    sb_printf(b, "    float q = x[i] / scale;\n"
+                 "    double v = q != q ? z : rint((double)q) + z;\n"
+                 "    v = v < 0.0 ? 0.0 : (v > 255.0 ? 255.0 : v);\n"
+                 "    y[i] = (unsigned char)(int)v;\n  }\n}\n");
   uint32_t args2[3] = {c->tin[0], qp, c->tout[0]};
-  return cg_launch_items(c, name, (uint64_t)n, 3, args2);
+  return cg_launch_items(c, name, (uint64_t)items, 3, args2);
 }
 
 /* ---- losses ------------------------------------------------------------------ */

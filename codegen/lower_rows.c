@@ -126,6 +126,56 @@ int warp_rows_launch(LowerCtx *c, const char *name, int64_t nrows, int nargs, co
   return cg_launch(c, name, (uint64_t)(nrows > 0 ? nrows : 1) * 32u, 256, 0, nargs, args);
 }
 
+int row_layout_pick(RowLayout *L, int64_t nrows, int64_t n, int vec) {
+  if (n < 1 || n > ROW_LAYOUT_MAX_N || nrows < 1) return 1;
+  if (vec < 1) vec = 1;
+  while (vec > 1 && n % vec) vec /= 2;
+  int wpr = 1;
+  while (wpr < 8 && n > 1024LL * wpr) wpr *= 2;
+  L->nrows = nrows;
+  L->n = n;
+  L->vec = vec;
+  L->wpr = wpr;
+  L->rpb = ROW_LAYOUT_BLOCK / 32 / wpr;
+  L->groups = (int)((n + 32LL * wpr * vec - 1) / (32LL * wpr * vec));
+  return 0;
+}
+
+void row_layout_open(StrBuf *b, const RowLayout *L) {
+  if (L->wpr > 1) sb_printf(b, "  __shared__ float red_[%d][%d];\n", L->rpb, L->wpr);
+  sb_printf(b, "  const int lane = threadIdx.x & 31, sub_ = (threadIdx.x >> 5) %% %d, rloc_ = (threadIdx.x >> 5) / %d;\n"
+               "  for (i64 r0_ = (i64)blockIdx.x * %d; r0_ < %lldLL; r0_ += (i64)gridDim.x * %d) {\n"
+               "    const i64 row_ = r0_ + rloc_;\n"
+               "    const bool live_ = row_ < %lldLL;\n"
+               "    const i64 base_ = row_ * %lldLL;\n",
+            L->wpr, L->wpr, L->rpb, LL(L->nrows), L->rpb, LL(L->nrows), LL(L->n));
+}
+
+void row_layout_for_vec(StrBuf *b, const RowLayout *L) {
+  sb_printf(b, "#pragma unroll\n    for (int g = 0; g < %d; g++) {\n"
+               "      const int j0_ = ((g * %d + sub_) * 32 + lane) * %d;\n"
+               "      if (live_ && j0_ < %lld) {\n",
+            L->groups, L->wpr, L->vec, LL(L->n));
+}
+
+void row_layout_reduce(StrBuf *b, const RowLayout *L, const char *var, const char *comb) {
+  warp_allreduce(b, var, "float", comb);
+  if (L->wpr == 1) return;
+  /* the row's warps: partials through shared memory; the second barrier
+   * keeps red_ until every warp of the block has read it */
+  sb_printf(b, "    if (lane == 0) red_[rloc_][sub_] = %s;\n    __syncthreads();\n    %s = red_[rloc_][0];\n"
+               "#pragma unroll\n    for (int s_ = 1; s_ < %d; s_++) { const float a = %s, b = red_[rloc_][s_]; %s = %s; }\n"
+               "    __syncthreads();\n",
+            var, var, L->wpr, var, var, comb);
+}
+
+int row_layout_launch(LowerCtx *c, const RowLayout *L, const char *name, int nargs, const uint32_t *args) {
+  uint64_t g = (uint64_t)((L->nrows + L->rpb - 1) / L->rpb);
+  if (g > MAX_GRID) g = MAX_GRID;
+  unsigned grid[3] = {(unsigned)g, 1, 1}, blk[3] = {ROW_LAYOUT_BLOCK, 1, 1};
+  return cg_launch_grid(c, name, grid, blk, 0, nargs, args);
+}
+
 /* "i64 var = offset of index `idx` decomposed over (dims, strides)", n
  * merged axes, row-major */
 void emit_offset(StrBuf *b, const char *var, const char *idx, int n, const int64_t *dims,

@@ -45,6 +45,41 @@ void warp_rows_store_end(StrBuf *b, int vec, GpucDType ydt);
 void warp_allreduce(StrBuf *b, const char *var, const char *ct, const char *comb);
 int warp_rows_launch(LowerCtx *c, const char *name, int64_t nrows, int nargs, const uint32_t *args);
 
+/* Multi-row layout: contiguous rows of n elements, held in registers, a
+ * block of 256 threads taking rpb rows with wpr warps each (wpr 1 up to
+ * n = 1024, else 2, 4 or 8: 2-4 warps share a long row), so a block moves
+ * several rows and every lane moves 16-byte vectors. Lane `lane` of warp
+ * `sub_` of its row holds vector g at element j0_ = ((g * wpr + sub_) * 32 +
+ * lane) * vec of the row: consecutive lanes, consecutive vectors
+ * (coalesced), the row's vectors spread over its warps. Rows past the end
+ * (nrows not a multiple of rpb) are dead: their threads load nothing,
+ * store nothing and still take part in the block's reductions. */
+typedef struct RowLayout {
+  int64_t nrows, n;
+  int vec;     /* elements a vector: divides n */
+  int wpr;     /* warps a row */
+  int rpb;     /* rows a block: 8 / wpr */
+  int groups;  /* vectors a lane: ceil(n / (32 * wpr * vec)) */
+} RowLayout;
+enum { ROW_LAYOUT_BLOCK = 256, ROW_LAYOUT_MAX_N = 8192 };
+/* vec: the widest vector wanted (16 bytes of the narrowest stored
+ * element), halved until it divides n. 1 when rows of n do not fit the
+ * registers (n > ROW_LAYOUT_MAX_N), else 0. */
+int row_layout_pick(RowLayout *L, int64_t nrows, int64_t n, int vec);
+/* After the kernel's parameter list: declares lane, sub_, row_, live_,
+ * base_ (row_ * n) and opens the grid-stride loop over blocks of rows;
+ * close with "  }\n}\n". */
+void row_layout_open(StrBuf *b, const RowLayout *L);
+/* "for (g) { const int j0_ = ...; if (live_ && j0_ < n) {": this lane's
+ * vectors in the row; the caller closes both braces (an else may follow
+ * the inner one). */
+void row_layout_for_vec(StrBuf *b, const RowLayout *L);
+/* var (float) = comb over the row's lanes and warps (comb in a, b: max,
+ * sum); every thread of the row gets it. Needs every thread of the block
+ * (a barrier when wpr > 1), so never inside a live_ test. */
+void row_layout_reduce(StrBuf *b, const RowLayout *L, const char *var, const char *comb);
+int row_layout_launch(LowerCtx *c, const RowLayout *L, const char *name, int nargs, const uint32_t *args);
+
 /* The element of x at idx as ct, or of x + x2 (x2 of dtype dt2, at idx2)
  * when dt2 is not GPUC_DT_UNDEF. */
 void rows_load_x(StrBuf *b, const char *ct, GpucDType dt, GpucDType dt2, const char *idx, const char *idx2);

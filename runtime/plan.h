@@ -28,8 +28,12 @@
  *    PlanGemm.trans_a carries an epilogue activation (GPUC_GEMM_EPI)
  * 5: bucket plans (AXES, BUCKETS, DIMUSE, BUCKET_PLANS sections, all
  *    empty in a one-shape plan): one specialization per shape bucket,
- *    weights stored once; format 2-4 plans are read as one-shape plans */
-#define GPUC_PLAN_FORMAT_VERSION 5u
+ *    weights stored once; format 2-4 plans are read as one-shape plans
+ * 6: PlanGemm carries cuSPARSELt's configuration for a 2:4 GEMM as -O3's
+ *    search chose it (PLAN_GEMM_F_SPARSE_CFG, sparse_cfg); format 4-5
+ *    GEMM records are read without one (their 2:4 GEMMs run cuSPARSELt's
+ *    default configuration; a session says so and how to search) */
+#define GPUC_PLAN_FORMAT_VERSION 6u
 #define GPUC_PLAN_FORMAT_OLDEST 2u
 #define GPUC_PLAN_ALIGN 256u
 
@@ -167,6 +171,10 @@ typedef struct PlanGemm {
   uint32_t compute;              /* PLAN_GEMM_COMPUTE_* */
   uint32_t flags;                /* PLAN_GEMM_F_* */
   uint32_t reserved;             /* 0; with PLAN_GEMM_F_BIAS_C the bias row's tensor */
+  /* format 6 (a format 4/5 record ends here: zeros, no flag) */
+  int32_t sparse_cfg[4];         /* PLAN_GEMM_F_SPARSE_CFG: cuSPARSELt's CUSPARSELT_MATMUL_ALG_CONFIG_ID,
+                                    SPLIT_K, SPLIT_K_MODE, SPLIT_K_BUFFERS as its search on the
+                                    tuning GPU chose them; else 0 */
 } PlanGemm;
 enum { PLAN_GEMM_COMPUTE_FLOAT = 0, PLAN_GEMM_COMPUTE_I32 = 1, PLAN_GEMM_COMPUTE_F8 = 2 };
 /* PlanGemm.flags:
@@ -184,10 +192,18 @@ enum { PLAN_GEMM_COMPUTE_FLOAT = 0, PLAN_GEMM_COMPUTE_I32 = 1, PLAN_GEMM_COMPUTE
  *     projection, passes/fuse_residual_gemm.c) and `reserved` holds the
  *     bias row's tensor index (N values of dt); float compute, batch 1, no
  *     epilogue activation (cuBLASLt would apply it after C is added). */
-enum { PLAN_GEMM_F_SPARSE24 = 1u << 0, PLAN_GEMM_F_BIAS_C = 1u << 1 };
-#define PLAN_GEMM_F_KNOWN (PLAN_GEMM_F_SPARSE24 | PLAN_GEMM_F_BIAS_C)
+/*   PLAN_GEMM_F_SPARSE_CFG (format 6, only with SPARSE24): sparse_cfg
+ *     holds the configuration -O3's cusparseLtMatmulSearch chose on the
+ *     GPU it tuned on (config id 0..4095, split-K 1..64, its mode 0..2 and
+ *     buffers 0..64, the reader checks); a session sets it before its
+ *     cuSPARSELt plan is made, and falls back to the default
+ *     configuration (with a note) where its cuSPARSELt refuses it. */
+enum { PLAN_GEMM_F_SPARSE24 = 1u << 0, PLAN_GEMM_F_BIAS_C = 1u << 1, PLAN_GEMM_F_SPARSE_CFG = 1u << 2 };
+#define PLAN_GEMM_F_KNOWN (PLAN_GEMM_F_SPARSE24 | PLAN_GEMM_F_BIAS_C | PLAN_GEMM_F_SPARSE_CFG)
 /* The size of a format 2/3 GEMM record: the fields before a_dt. */
 #define PLAN_GEMM_V3_SIZE offsetof(PlanGemm, a_dt)
+/* The size of a format 4/5 GEMM record: the fields before sparse_cfg. */
+#define PLAN_GEMM_V5_SIZE offsetof(PlanGemm, sparse_cfg)
 /* Fills a_dt, b_dt, y_dt from dt when they are unset (GPUC_DT_UNDEF): a
  * float GEMM described by its one dtype, as lowerings and old plans do. */
 void gpuc_plan_gemm_defaults(PlanGemm *g);

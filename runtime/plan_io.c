@@ -245,17 +245,18 @@ void gpuc_plan_gemm_defaults(PlanGemm *g) {
   if (g->y_dt == GPUC_DT_UNDEF) g->y_dt = g->dt;
 }
 
-/* Format 2/3 GEMM records are a prefix of today's: float GEMMs of one dtype. */
-static int take_old_gemms(const uint8_t *buf, const PlanSection *tab, uint32_t ns, Plan *p, const char *path,
-                          GpucErr *e) {
+/* Format 2-5 GEMM records are a prefix of today's (rec bytes): format 2/3
+ * float GEMMs of one dtype, format 4/5 without a cuSPARSELt configuration. */
+static int take_old_gemms(const uint8_t *buf, const PlanSection *tab, uint32_t ns, Plan *p, size_t rec,
+                          const char *path, GpucErr *e) {
   uint8_t *raw = NULL;
   uint64_t n = 0;
-  if (take(buf, tab, ns, PLAN_SEC_GEMMS, PLAN_GEMM_V3_SIZE, (void **)&raw, &n, path, e)) return -1;
+  if (take(buf, tab, ns, PLAN_SEC_GEMMS, rec, (void **)&raw, &n, path, e)) return -1;
   if (n > UINT32_MAX) { free(raw); return gpuc_err_set(e, "%s: corrupt plan: section too large", path); }
   p->gemms = calloc(n + 1, sizeof *p->gemms);
   if (!p->gemms) { free(raw); return gpuc_err_set(e, "%s: out of memory", path); }
   for (uint64_t i = 0; i < n; i++) {
-    memcpy(&p->gemms[i], raw + i * PLAN_GEMM_V3_SIZE, PLAN_GEMM_V3_SIZE);
+    memcpy(&p->gemms[i], raw + i * rec, rec);
     gpuc_plan_gemm_defaults(&p->gemms[i]);
   }
   p->ngemms = (uint32_t)n;
@@ -308,6 +309,14 @@ static int check_gemm_flags(const Plan *p, uint32_t i, const char *path, GpucErr
   const PlanGemm *g = &p->gemms[i];
   uint32_t fl = g->flags;
   if (fl & ~PLAN_GEMM_F_KNOWN) return gpuc_err_set(e, "%s: corrupt plan: gemm %u flags %#x", path, i, fl);
+  const int32_t *sc = g->sparse_cfg;
+  if (fl & PLAN_GEMM_F_SPARSE_CFG) {
+    if (!(fl & PLAN_GEMM_F_SPARSE24) || sc[0] < 0 || sc[0] > 4095 || sc[1] < 1 || sc[1] > 64 || sc[2] < 0 ||
+        sc[2] > 2 || sc[3] < 0 || sc[3] > 64)
+      return gpuc_err_set(e, "%s: corrupt plan: gemm %u has a cuSPARSELt configuration (%d, %d, %d, %d) that is "
+                          "not one or not of a 2:4 GEMM", path, i, sc[0], sc[1], sc[2], sc[3]);
+  } else if (sc[0] || sc[1] || sc[2] || sc[3])
+    return gpuc_err_set(e, "%s: corrupt plan: gemm %u: a cuSPARSELt configuration without its flag", path, i);
   if (fl & PLAN_GEMM_F_BIAS_C) {
     size_t es = gpuc_dtype_size(g->dt);
     bool ok = !(fl & PLAN_GEMM_F_SPARSE24) && g->c != UINT32_MAX && g->ldc >= g->n && g->batch == 1 &&
@@ -391,8 +400,10 @@ static Plan *plan_parse(uint8_t *buf, uint64_t size, const char *path, const Pla
   TAKE(PLAN_SEC_KERNELS, kernels, nkernels, PlanKernel);
   TAKE(PLAN_SEC_STEPS, steps, nsteps, PlanStep);
   TAKE(PLAN_SEC_ARGS, args, nargs, uint32_t);
-  if (h.format_version >= 4) TAKE(PLAN_SEC_GEMMS, gemms, ngemms, PlanGemm);
-  else if (take_old_gemms(buf, tab, h.nsections, p, path, e)) goto fail;
+  if (h.format_version >= 6) TAKE(PLAN_SEC_GEMMS, gemms, ngemms, PlanGemm);
+  else if (take_old_gemms(buf, tab, h.nsections, p, h.format_version >= 4 ? PLAN_GEMM_V5_SIZE : PLAN_GEMM_V3_SIZE,
+                          path, e))
+    goto fail;
   TAKE(PLAN_SEC_CONVS, convs, nconvs, PlanConv);
   TAKE(PLAN_SEC_COSTS, costs, ncosts, PlanCost);
   if (h.format_version >= 3) TAKE(PLAN_SEC_TUNE, tune, ntune, PlanTune);
@@ -657,7 +668,7 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
           (unsigned long long)bytes, (unsigned long long)flops);
   for (uint32_t i = 0; i < p->nsteps; i++) {
     const PlanStep *s = &p->steps[i];
-    char what[160];
+    char what[224];
     if (s->kind == PLAN_STEP_KERNEL)
       snprintf(what, sizeof what, "kernel %-28s grid %u block %u%s",
                gpuc_plan_str(p, p->kernels[s->index].name), s->grid[0] * s->grid[1] * s->grid[2],
@@ -669,12 +680,16 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
     else if (s->kind == PLAN_STEP_GEMM) {
       const PlanGemm *g = &p->gemms[s->index];
       uint32_t epi = GPUC_GEMM_EPI(g->trans_a);
-      snprintf(what, sizeof what, "%s gemm%s %lldx%lldx%lld batch %lld%s",
+      char cfg[64] = "";
+      if (g->flags & PLAN_GEMM_F_SPARSE_CFG) /* -O3's cuSPARSELt search */
+        snprintf(cfg, sizeof cfg, " (searched config %d, split-K %d/%d/%d)", g->sparse_cfg[0], g->sparse_cfg[1],
+                 g->sparse_cfg[2], g->sparse_cfg[3]);
+      snprintf(what, sizeof what, "%s gemm%s %lldx%lldx%lld batch %lld%s%s",
                (g->flags & PLAN_GEMM_F_SPARSE24) ? "2:4 sparse" : "cublasLt",
                g->compute == PLAN_GEMM_COMPUTE_I32 ? " int8" : g->compute == PLAN_GEMM_COMPUTE_F8 ? " fp8" : "",
                (long long)g->m, (long long)g->n,
                (long long)g->k, (long long)g->batch,
-               epi == GPUC_GEMM_EPI_RELU ? " +bias+relu" : epi == GPUC_GEMM_EPI_GELU ? " +bias+gelu" : "");
+               epi == GPUC_GEMM_EPI_RELU ? " +bias+relu" : epi == GPUC_GEMM_EPI_GELU ? " +bias+gelu" : "", cfg);
     } else
       snprintf(what, sizeof what, "cudnn conv%s%s", p->convs[s->index].nspatial == 3 ? "3d" : "2d",
                p->convs[s->index].mode == PLAN_CONV_BWD_DATA     ? " backward data"

@@ -48,8 +48,10 @@ int autotune_plan(const char *path, const char *cache) {
          ts.blocks_changed, chosen, ts.blocks_reverted ? " not kept: the plan was not faster" : "", ts.ms_heuristic,
          ts.ms_tuned, cache ? "; cache " : "", cache ? cache : "");
   if (ts.sparse)
-    printf("  2:4 GEMMs timed sparse (cuSPARSELt) against dense (cuBLASLt): %d (%d from the cache), %d run dense%s\n",
-           ts.sparse, ts.sparse_cached, ts.sparse_dense, ts.sparse_reverted ? " not kept: the plan was not faster" : "");
+    printf("  2:4 GEMMs timed sparse (cuSPARSELt, %d with the configuration its search chose, %d of them from the "
+           "cache) against dense (cuBLASLt): %d (%d from the cache), %d run dense%s\n",
+           ts.sparse_searched, ts.sparse_cfg_cached, ts.sparse, ts.sparse_cached, ts.sparse_dense,
+           ts.sparse_reverted ? " not kept: the plan was not faster" : "");
   return EXIT_OK;
 }
 

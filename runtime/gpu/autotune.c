@@ -5,6 +5,9 @@
  *     succeeds within 1 GiB of scratch wins. Convolutions whose fused call
  *     admits one algorithm only (bias with an identity activation) and the
  *     training gradients keep the heuristic.
+ *   - 2:4 GEMMs (PLAN_GEMM_F_SPARSE24): cuSPARSELt's search of its kernel
+ *     configurations (kept in the plan), then sparse against dense
+ *     (tune_sparse).
  *   - GEMMs: up to GPUC_GEMM_TUNE_MAX of cuBLASLt's heuristic results, each
  *     run 3 times then timed over 10 with CUDA events; the plan stores the
  *     index of the fastest (PlanGemm.algo_index).
@@ -143,20 +146,74 @@ static int tune_gemm(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], Gp
 }
 
 /* ---- 2:4 GEMMs: sparse tensor cores or dense ---- */
-/* A GEMM on cuSPARSELt (PLAN_GEMM_F_SPARSE24) timed against the same GEMM
- * on cuBLASLt (the session made both), alone. Where dense is faster (by 2%)
- * the sparse state is parked and the flag cleared, so the plan written
- * after tuning runs it dense (BERT-base b32 on the H200: cuSPARSELt's
- * default kernels lost to dense at these sizes, docs/BENCHMARKS.md); the
- * whole plan's time then decides (keep_if_faster), as for the other groups.
- * Cached under the GEMM's key + "|2:4" (1: dense). */
+/* cuSPARSELt's configuration of a 2:4 GEMM packed for the tune cache:
+ * config id (12 bits), split-K (7), its mode (2), buffers (7); the plan
+ * reader's ranges (plan.h PLAN_GEMM_F_SPARSE_CFG). -1: outside them. */
+static long pack_cfg(const int32_t c[4]) {
+  if (c[0] < 0 || c[0] > 4095 || c[1] < 1 || c[1] > 64 || c[2] < 0 || c[2] > 2 || c[3] < 0 || c[3] > 64) return -1;
+  return (long)c[0] | (long)c[1] << 12 | (long)c[2] << 19 | (long)c[3] << 21;
+}
+static void unpack_cfg(long v, int32_t c[4]) {
+  c[0] = (int32_t)(v & 4095);
+  c[1] = (int32_t)(v >> 12 & 127);
+  c[2] = (int32_t)(v >> 19 & 3);
+  c[3] = (int32_t)(v >> 21 & 127);
+}
+
+/* The session's workspace grown to `need` bytes (a searched cuSPARSELt
+ * configuration may want more scratch than the default one). */
+static int grow_workspace(GpucSession *s, size_t need, GpucErr *e) {
+  if (need <= s->workspace_bytes) return 0;
+  CU_TRY(e, cu.cuStreamSynchronize(s->stream));
+  cu.cuMemFree(s->workspace);
+  s->workspace = 0;
+  s->workspace_bytes = need;
+  if (cu.cuMemAlloc(&s->workspace, need) != CUDA_SUCCESS)
+    return gpuc_err_set(e, "autotune: cannot allocate a %zu-byte workspace", need);
+  return 0;
+}
+
+/* A GEMM on cuSPARSELt (PLAN_GEMM_F_SPARSE24): first cuSPARSELt's own
+ * search of its configurations on this GPU (cusparseLtMatmulSearch; the
+ * choice goes into the plan, PLAN_GEMM_F_SPARSE_CFG, so a load runs it
+ * instead of the default), then the GEMM with that configuration timed
+ * against the same GEMM on cuBLASLt (the session made both), alone. Where
+ * dense is faster (by 2%) the sparse state is parked and the flags
+ * cleared, so the plan written after tuning runs it dense (BERT-base b32
+ * on the H200 with the default configuration: every one lost to dense,
+ * docs/BENCHMARKS.md); the whole plan's time then decides
+ * (keep_if_faster), as for the other groups. Cached: the configuration
+ * under the GEMM's key + "|2:4 cfg|<cuSPARSELt version>", the choice
+ * under + "|2:4 searched" (1: dense). */
 static int tune_sparse(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], struct SparseGemm **parked,
-                       GpucTuneStats *ts, GpucErr *e) {
+                       PlanGemm *parked_g, GpucTuneStats *ts, GpucErr *e) {
   GemmState *gs = &s->gemms[i];
+  PlanGemm *g = &s->plan->gemms[i];
   if (!gs->sparse) return 0;
-  char key[1100];
-  gemm_key(s, &s->plan->gemms[i], key, sizeof key - 8);
-  strcat(key, "|2:4");
+  char base[1024], key[1100], ckey[1200];
+  gemm_key(s, g, base, sizeof base);
+  snprintf(key, sizeof key, "%s|2:4 searched", base);
+  snprintf(ckey, sizeof ckey, "%s|2:4 cfg|%s", base, gpuc_sparse_gemm_library());
+  for (char *q = ckey; *q; q++) if (*q == '\t' || *q == '\n') *q = ' ';
+  int32_t cfg[4];
+  size_t ws = 0;
+  char why[256] = "";
+  long packed = gpuc_tune_cache_get(cache, ckey, (1L << 28) - 1);
+  int rc;
+  if (packed >= 0) {
+    unpack_cfg(packed, cfg);
+    rc = gpuc_sparse_gemm_configure(gs->sparse, cfg, &ws, s->stream, why, sizeof why, e);
+    ts->sparse_cfg_cached += rc == 0;
+  } else {
+    rc = gpuc_sparse_gemm_search(gs->sparse, cfg, &ws, s->stream, why, sizeof why, e);
+    if (rc == 0 && pack_cfg(cfg) >= 0) gpuc_tune_cache_put(cache, ckey, pack_cfg(cfg));
+  }
+  if (rc < 0 || (rc == 0 && grow_workspace(s, ws, e))) return -1;
+  if (rc == 0 && pack_cfg(cfg) >= 0) {
+    g->flags |= PLAN_GEMM_F_SPARSE_CFG;
+    memcpy(g->sparse_cfg, cfg, sizeof g->sparse_cfg);
+    ts->sparse_searched++;
+  } /* else the default configuration stays, unrecorded */
   long dense = gpuc_tune_cache_get(cache, key, 1);
   if (dense >= 0) ts->sparse_cached++;
   else {
@@ -165,7 +222,7 @@ static int tune_sparse(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], 
     struct SparseGemm *sp = gs->sparse;
     gs->sparse = NULL; /* gpuc_gemm_run then runs cuBLASLt */
     GpucErr ignore = {0};
-    int rc = time_gemm(s, i, &gs->algo, ev, &ms_dense, &ignore);
+    rc = time_gemm(s, i, &gs->algo, ev, &ms_dense, &ignore);
     gs->sparse = sp;
     if (rc) return 0; /* the dense call failed here: stay sparse */
     dense = ms_dense < ms_sparse * 0.98f;
@@ -174,8 +231,10 @@ static int tune_sparse(GpucSession *s, uint32_t i, Cache *cache, CUevent ev[2], 
   ts->sparse++;
   if (dense) {
     parked[i] = gs->sparse;
+    parked_g[i] = *g;
     gs->sparse = NULL;
-    s->plan->gemms[i].flags &= ~PLAN_GEMM_F_SPARSE24;
+    g->flags &= ~(PLAN_GEMM_F_SPARSE24 | PLAN_GEMM_F_SPARSE_CFG);
+    memset(g->sparse_cfg, 0, sizeof g->sparse_cfg);
     ts->sparse_dense++;
   }
   return 0;
@@ -285,6 +344,7 @@ typedef struct Saved {
   PlanTune *tune;
   uint64_t workspace_bytes;
   struct SparseGemm **parked;    /* 2:4 GEMMs tune_sparse moved to dense */
+  PlanGemm *parked_g;            /* and their records before (flags, configuration) */
 } Saved;
 
 enum { GROUP_GEMMS, GROUP_CONVS, GROUP_BLOCKS, GROUP_SPARSE };
@@ -296,7 +356,8 @@ static void restore(GpucSession *s, const Saved *v, int group) {
       if (v->parked[i]) {
         s->gemms[i].sparse = v->parked[i];
         v->parked[i] = NULL;
-        p->gemms[i].flags |= PLAN_GEMM_F_SPARSE24;
+        p->gemms[i].flags = v->parked_g[i].flags;
+        memcpy(p->gemms[i].sparse_cfg, v->parked_g[i].sparse_cfg, sizeof p->gemms[i].sparse_cfg);
       }
   } else if (group == GROUP_BLOCKS) {
     memcpy(p->steps, v->steps, p->nsteps * sizeof *p->steps);
@@ -340,8 +401,9 @@ int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats 
   Saved v = {.gemm = calloc(p->ngemms + 1, sizeof *v.gemm), .conv = calloc(p->nconvs + 1, sizeof *v.conv),
              .pg = calloc(p->ngemms + 1, sizeof *v.pg), .pc = calloc(p->nconvs + 1, sizeof *v.pc),
              .steps = calloc(p->nsteps + 1, sizeof *v.steps), .tune = calloc(p->nsteps + 1, sizeof *v.tune),
-             .workspace_bytes = p->meta.workspace_bytes, .parked = calloc(p->ngemms + 1, sizeof *v.parked)};
-  if (!v.gemm || !v.conv || !v.pg || !v.pc || !v.steps || !v.tune || !v.parked) {
+             .workspace_bytes = p->meta.workspace_bytes, .parked = calloc(p->ngemms + 1, sizeof *v.parked),
+             .parked_g = calloc(p->ngemms + 1, sizeof *v.parked_g)};
+  if (!v.gemm || !v.conv || !v.pg || !v.pc || !v.steps || !v.tune || !v.parked || !v.parked_g) {
     gpuc_err_set(e, "out of memory");
     goto done_saved;
   }
@@ -353,8 +415,13 @@ int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats 
   double best = ts->ms_heuristic;
   /* 2:4 GEMMs sparse or dense first: the dense ones are then tuned with the rest */
   for (uint32_t i = 0; i < p->ngemms; i++)
-    if (tune_sparse(s, i, &cache, ev, v.parked, ts, e)) goto done_saved;
+    if (tune_sparse(s, i, &cache, ev, v.parked, v.parked_g, ts, e)) goto done_saved;
   if (ts->sparse_dense && keep_if_faster(s, &v, GROUP_SPARSE, &best, &ts->sparse_reverted, e)) goto done_saved;
+  if (ts->sparse_searched && !ts->sparse_dense) { /* all stay sparse, with their searched configurations */
+    double t;
+    if (plan_ms(s, &t, e)) goto done_saved;
+    if (t < best) best = t;
+  }
   for (uint32_t i = 0; i < p->ngemms; i++) v.pg[i] = p->gemms[i]; /* the GEMM group's restore keeps those flags */
   /* GEMMs next: they run with the plan's workspace size, which a tuned
    * convolution may raise */
@@ -386,7 +453,7 @@ int gpuc_session_autotune(GpucSession *s, const char *cache_path, GpucTuneStats 
   rc = 0;
 done_saved:
   for (uint32_t i = 0; v.parked && i < p->ngemms; i++) gpuc_sparse_gemm_free(v.parked[i]); /* dense for good */
-  free(v.gemm); free(v.conv); free(v.pg); free(v.pc); free(v.steps); free(v.tune); free(v.parked);
+  free(v.gemm); free(v.conv); free(v.pg); free(v.pc); free(v.steps); free(v.tune); free(v.parked); free(v.parked_g);
 done:
   for (int k = 0; k < 2; k++)
     if (ev[k]) cu.cuEventDestroy(ev[k]);

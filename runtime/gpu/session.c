@@ -286,6 +286,8 @@ static int setup_conv(GpucSession *s, const PlanConv *c, ConvState *st, GpucErr 
 static int setup_sparse_gemms(GpucSession *s, GpucErr *e) {
   const Plan *p = s->plan;
   const char *env = getenv("GPUC_SPARSE");
+  int cfg_refused = 0;
+  char cfg_why[256] = "";
   for (uint32_t i = 0; i < p->ngemms; i++) {
     if (!(p->gemms[i].flags & PLAN_GEMM_F_SPARSE24)) continue;
     const PlanGemm *g = &p->gemms[i];
@@ -298,6 +300,8 @@ static int setup_sparse_gemms(GpucSession *s, GpucErr *e) {
     if (rc == 0) {
       s->gemms_sparse++;
       if (ws > s->workspace_bytes) s->workspace_bytes = ws;
+      const char *note = gpuc_sparse_gemm_cfg_note(s->gemms[i].sparse);
+      if (*note && !cfg_refused++) snprintf(cfg_why, sizeof cfg_why, "%s", note);
     } else if (s->gemms_sparse_dense++ == 0) {
       snprintf(s->sparse_why, sizeof s->sparse_why, "%s", why);
     }
@@ -305,6 +309,12 @@ static int setup_sparse_gemms(GpucSession *s, GpucErr *e) {
   if (s->gemms_sparse_dense)
     fprintf(stderr, "gpuc: note: %d of %d 2:4 GEMMs run dense on this GPU: %s\n", s->gemms_sparse_dense,
             s->gemms_sparse + s->gemms_sparse_dense, s->sparse_why);
+  if (cfg_refused)
+    fprintf(stderr, "gpuc: note: %d 2:4 GEMMs run cuSPARSELt's default configuration, not the plan's: %s\n",
+            cfg_refused, cfg_why);
+  if (s->gemms_sparse && p->hdr.format_version < 6 && !(p->hdr.flags & GPUC_PLAN_F_BUCKET))
+    fprintf(stderr, "gpuc: note: a format %u plan holds no searched cuSPARSELt configuration: its 2:4 GEMMs run "
+            "the library's default (recompile with -O3 to search and keep one)\n", p->hdr.format_version);
   return 0;
 }
 

@@ -62,6 +62,7 @@ typedef struct GpucTuneStats {
   int blocks_changed;            /* of them given another block than codegen's */
   int blocks_chosen[5];          /* of the timed kernels, how many chose 64, 128, 256, 512, 1024 */
   int sparse, sparse_dense, sparse_cached; /* 2:4 GEMMs timed sparse vs dense; of them run dense; from the cache */
+  int sparse_searched, sparse_cfg_cached; /* of them with a configuration cuSPARSELt's search chose; from the cache */
   bool convs_reverted, gemms_reverted, blocks_reverted; /* the plan was not faster with them: heuristics kept */
   bool sparse_reverted;
   double ms_heuristic, ms_tuned; /* whole-plan replay, median */

@@ -37,6 +37,15 @@ int gpuc_sparse_gemm_run(SparseGemm *s, CUdeviceptr workspace, CUstream stream, 
   return gpuc_err_set(e, "internal: a sparse GEMM in a build without cuSPARSELt");
 }
 void gpuc_sparse_gemm_free(SparseGemm *s) { (void)s; }
+int gpuc_sparse_gemm_search(SparseGemm *s, int32_t cfg[4], size_t *workspace, CUstream stream, char *why,
+                            size_t nwhy, GpucErr *e) {
+  return gpuc_err_set(e, "internal: a sparse GEMM in a build without cuSPARSELt");
+}
+int gpuc_sparse_gemm_configure(SparseGemm *s, const int32_t cfg[4], size_t *workspace, CUstream stream, char *why,
+                               size_t nwhy, GpucErr *e) {
+  return gpuc_err_set(e, "internal: a sparse GEMM in a build without cuSPARSELt");
+}
+const char *gpuc_sparse_gemm_cfg_note(const SparseGemm *s) { return ""; }
 const char *gpuc_sparse_gemm_library(void) {
   return "built without cuSPARSELt headers (scripts/deps.sh fetches them; then rebuild)";
 }
@@ -54,7 +63,8 @@ const char *gpuc_sparse_gemm_library(void) {
   X(cusparseLtMatmulAlgSelectionInit) X(cusparseLtMatmulPlanInit)                    \
   X(cusparseLtMatmulPlanDestroy) X(cusparseLtMatmulGetWorkspace) X(cusparseLtMatmul) \
   X(cusparseLtSpMMAPruneCheck) X(cusparseLtSpMMACompressedSize) X(cusparseLtSpMMACompress) \
-  X(cusparseLtGetErrorString) X(cusparseLtMatmulSearch)
+  X(cusparseLtGetErrorString) X(cusparseLtMatmulSearch) X(cusparseLtMatmulAlgSetAttribute)       \
+  X(cusparseLtMatmulAlgGetAttribute)
 
 #define FN_PTR(name) __typeof__(name) *name;
 static struct { GPUC_CUSPARSELT_FUNCS(FN_PTR) } lt;
@@ -132,8 +142,17 @@ struct SparseGemm {
   cusparseLtMatmulPlan_t plan;
   bool has_ma, has_mb, has_mc, has_plan;
   CUdeviceptr compressed, bias32, b_dense, y;
+  CUdeviceptr w, bias_half;      /* the dense 2:4 weight and the plan's bias row (0: none) */
+  PlanGemm g;
   float alpha, beta;
+  bool has_cfg;                  /* cfg set on the algorithm selection (else the default) */
+  int32_t cfg[4];                /* ALG_CONFIG_ID, SPLIT_K, SPLIT_K_MODE, SPLIT_K_BUFFERS */
+  char cfg_note[256];            /* why the plan's configuration was not used */
 };
+
+static const cusparseLtMatmulAlgAttribute_t cfg_attr[4] = {CUSPARSELT_MATMUL_ALG_CONFIG_ID, CUSPARSELT_MATMUL_SPLIT_K,
+                                                           CUSPARSELT_MATMUL_SPLIT_K_MODE,
+                                                           CUSPARSELT_MATMUL_SPLIT_K_BUFFERS};
 
 static void destroy_plan(SparseGemm *s) {
   if (s->has_plan) lt.cusparseLtMatmulPlanDestroy(&s->plan);
@@ -187,6 +206,10 @@ static int make_plan(SparseGemm *s, const PlanGemm *g, CUdeviceptr bias, char *w
     LT(lt.cusparseLtMatmulDescSetAttribute(&handle, &s->mm, CUSPARSELT_MATMUL_BIAS_POINTER, &bp, sizeof bp));
   }
   LT(lt.cusparseLtMatmulAlgSelectionInit(&handle, &s->alg, &s->mm, CUSPARSELT_MATMUL_ALG_DEFAULT));
+  /* a searched configuration (the plan's, or a cached one): the config id,
+   * then split-K, then its mode and buffers only where it splits */
+  for (int k = 0; s->has_cfg && k < (s->cfg[1] > 1 ? 4 : 2); k++)
+    LT(lt.cusparseLtMatmulAlgSetAttribute(&handle, &s->alg, cfg_attr[k], &s->cfg[k], sizeof s->cfg[k]));
   LT(lt.cusparseLtMatmulPlanInit(&handle, &s->plan, &s->mm, &s->alg));
   s->has_plan = true;
   return 0;
@@ -338,14 +361,46 @@ static int search(SparseGemm *s, size_t *ws, CUstream stream, char *why, size_t 
   if (r != CUSPARSE_STATUS_SUCCESS) rc = lt_fail(r, "cusparseLtMatmulSearch", why, nwhy);
   if (!rc && cu_check(e, cu.cuStreamSynchronize(stream), "cuStreamSynchronize")) rc = -1;
   cu.cuMemFree(tmp);
+  /* what it chose, read back from the algorithm selection the plan was
+   * made with (the search updates both) */
+  int32_t got[4] = {0, 0, 0, 0};
+  for (int k = 0; !rc && k < 4; k++)
+    if ((r = lt.cusparseLtMatmulAlgGetAttribute(&handle, &s->alg, cfg_attr[k], &got[k], sizeof got[k])) !=
+        CUSPARSE_STATUS_SUCCESS)
+      rc = lt_fail(r, "cusparseLtMatmulAlgGetAttribute", why, nwhy);
+  if (!rc) {
+    memcpy(s->cfg, got, sizeof got);
+    s->has_cfg = true;
+  }
   if (!rc && (r = lt.cusparseLtMatmulGetWorkspace(&handle, &s->plan, ws)) != CUSPARSE_STATUS_SUCCESS)
     rc = lt_fail(r, "cusparseLtMatmulGetWorkspace", why, nwhy);
   return rc;
 }
 
+static int setup(const PlanGemm *g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias, CUdeviceptr y, CUstream stream,
+                 bool use_cfg, SparseGemm **out, size_t *workspace, char *why, size_t nwhy, GpucErr *e);
+
 int gpuc_sparse_gemm_setup(const PlanGemm *g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias, CUdeviceptr y,
                            CUstream stream, SparseGemm **out, size_t *workspace, char *why, size_t nwhy,
                            GpucErr *e) {
+  bool cfg = (g->flags & PLAN_GEMM_F_SPARSE_CFG) != 0;
+  int rc = setup(g, a, b, bias, y, stream, cfg, out, workspace, why, nwhy, e);
+  if (rc != 1 || !cfg) return rc;
+  /* the plan's configuration refused here (another cuSPARSELt, another
+   * GPU): the default one, and the reason kept for the session's note */
+  char first[256];
+  snprintf(first, sizeof first, "%s", why);
+  rc = setup(g, a, b, bias, y, stream, false, out, workspace, why, nwhy, e);
+  if (rc == 0)
+    snprintf((*out)->cfg_note, sizeof (*out)->cfg_note, "the plan's cuSPARSELt configuration (%d, %d, %d, %d): %s",
+             g->sparse_cfg[0], g->sparse_cfg[1], g->sparse_cfg[2], g->sparse_cfg[3], first);
+  return rc;
+}
+
+const char *gpuc_sparse_gemm_cfg_note(const SparseGemm *s) { return s ? s->cfg_note : ""; }
+
+static int setup(const PlanGemm *g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias, CUdeviceptr y, CUstream stream,
+                 bool use_cfg, SparseGemm **out, size_t *workspace, char *why, size_t nwhy, GpucErr *e) {
   *out = NULL;
   *workspace = 0;
   if (ready() < 0) { snprintf(why, nwhy, "%s", status); return 1; }
@@ -361,7 +416,14 @@ int gpuc_sparse_gemm_setup(const PlanGemm *g, CUdeviceptr a, CUdeviceptr b, CUde
   s->beta = 0;
   s->b_dense = a; /* cuSPARSELt's dense operand is the plan's A */
   s->y = y;
+  s->w = b;
+  s->g = *g;
+  if (use_cfg) {
+    memcpy(s->cfg, g->sparse_cfg, sizeof s->cfg);
+    s->has_cfg = true;
+  }
   bool has_bias = g->c != UINT32_MAX;
+  s->bias_half = has_bias ? bias : 0;
   size_t ws = 0;
   int rc = has_bias ? bias_as_float(s, bias, (size_t)g->n, e) : 0;
   if (!rc) rc = make_plan(s, g, has_bias ? s->bias32 : 0, why, nwhy);
@@ -383,6 +445,50 @@ int gpuc_sparse_gemm_setup(const PlanGemm *g, CUdeviceptr a, CUdeviceptr b, CUde
   *workspace = ws;
   *out = s;
   return 0;
+}
+
+int gpuc_sparse_gemm_search(SparseGemm *s, int32_t cfg[4], size_t *workspace, CUstream stream, char *why,
+                            size_t nwhy, GpucErr *e) {
+  size_t ws = 0;
+  cusparseStatus_t r = lt.cusparseLtMatmulGetWorkspace(&handle, &s->plan, &ws);
+  if (r != CUSPARSE_STATUS_SUCCESS) return lt_fail(r, "cusparseLtMatmulGetWorkspace", why, nwhy);
+  int rc = search(s, &ws, stream, why, nwhy, e);
+  if (rc) return rc;
+  memcpy(cfg, s->cfg, sizeof s->cfg);
+  *workspace = ws;
+  return 0;
+}
+
+/* s's plan made again with its current configuration and the weight
+ * compressed for it. */
+static int remake(SparseGemm *s, CUstream stream, char *why, size_t nwhy, GpucErr *e) {
+  destroy_plan(s);
+  if (s->compressed) { cu.cuMemFree(s->compressed); s->compressed = 0; }
+  int rc = make_plan(s, &s->g, s->bias32 ? s->bias32 : s->bias_half, why, nwhy);
+  return rc ? rc : compress(s, &s->g, s->w, stream, why, nwhy, e);
+}
+
+int gpuc_sparse_gemm_configure(SparseGemm *s, const int32_t cfg[4], size_t *workspace, CUstream stream, char *why,
+                               size_t nwhy, GpucErr *e) {
+  bool had = s->has_cfg;
+  int32_t old[4];
+  memcpy(old, s->cfg, sizeof old);
+  memcpy(s->cfg, cfg, sizeof s->cfg);
+  s->has_cfg = true;
+  int rc = remake(s, stream, why, nwhy, e);
+  if (rc == 1) { /* refused: back to what ran before */
+    char keep[256];
+    snprintf(keep, sizeof keep, "%s", why);
+    memcpy(s->cfg, old, sizeof old);
+    s->has_cfg = had;
+    int rc2 = remake(s, stream, why, nwhy, e);
+    if (rc2) return rc2 < 0 ? -1 : gpuc_err_set(e, "cuSPARSELt: a GEMM's plan cannot be made again: %s", why);
+    snprintf(why, nwhy, "%s", keep);
+  }
+  if (rc < 0) return -1;
+  cusparseStatus_t r = lt.cusparseLtMatmulGetWorkspace(&handle, &s->plan, workspace);
+  if (r != CUSPARSE_STATUS_SUCCESS) return gpuc_err_set(e, "cusparseLtMatmulGetWorkspace: %s", lt.cusparseLtGetErrorString(r));
+  return rc;
 }
 
 int gpuc_sparse_gemm_run(SparseGemm *s, CUdeviceptr workspace, CUstream stream, GpucErr *e) {

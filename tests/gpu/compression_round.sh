@@ -5,9 +5,16 @@
 # fusions against the unfused plans and the CPU reference; bert, gpt2:
 # BERT-base b32 s128 / GPT-2 b8 s512 timed --fp16, --int8 --fp16 (with and
 # without the row fusions), --fp8 --fp16, --prune 2:4 --fp16 in one run,
-# with the profile's top steps), each under its
+# with the profile's top steps; bertround: issue 12's BERT-base b32 s128
+# round in one step, within 5 minutes: --fp16, --int8 --fp16 with and
+# without the row fusions, --prune 2:4 --fp16 at -O2 (default and load-time
+# searched cuSPARSELt configurations) and -O3 (the searched configuration
+# kept in the plan), correctness against `gpuc run --cpu` with the same
+# flags at b2, bench --profile's top steps and the row kernels' times and
+# bandwidth, and tests/gpu/cublaslt_int8_probe.py: which int8 GEMM output
+# types and alpha-vector scalings cuBLASLt offers here), each under its
 # own time limit (seconds: INT8_S, PRUNE_S, BF16_S, LAYOUT_S, FP8_S,
-# DYNOPS_S, ROWFUSE_S, BERT_S, GPT2_S), in the order given,
+# DYNOPS_S, ROWFUSE_S, BERT_S, GPT2_S, BERTROUND_S), in the order given,
 # logs under /tmp/gpuc_rounds/<check>/ and packed into $OUT/rounds.tgz; the
 # summary lines (PASS/FAIL, timings) go to $OUT/summary.txt.
 # Carry: build-carry/ (gpuc, models/ with the small bundled models, fmnist/).
@@ -32,7 +39,7 @@ run() { # name seconds command...
   local t0=$SECONDS
   OUT=$R/$name timeout "$secs" "$@" > "$R/$name/stdout.txt" 2>&1
   local rc=$?
-  grep -E "PASS|FAIL|ok$|ratio|median|faster|speedup|rel L2|latency|speed of|top:|run dense" "$R/$name/stdout.txt" |
+  grep -E "PASS|FAIL|ok$|ratio|median|faster|speedup|rel L2|latency|speed of|top:|run dense|round|row kernels|2:4|probe|cuBLASLt" "$R/$name/stdout.txt" |
     tail -${TAIL:-60} >> "$OUT/summary.txt"
   echo "-- $name rc=$rc in $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 }
@@ -52,5 +59,9 @@ for w in $what; do
             tests/models/zoo "$R/bench" bert ;;
     gpt2) run gpt2 "${GPT2_S:-540}" "$PY" tests/gpu/row_fusion_bench.py "$B/gpuc" "$B/models" \
             tests/models/zoo "$R/bench" gpt2 ;;
+    bertround)
+      run lt_probe 20 "$PY" tests/gpu/cublaslt_int8_probe.py
+      TAIL=80 run bertround "${BERTROUND_S:-270}" "$PY" tests/gpu/row_fusion_bench.py "$B/gpuc" "$B/models" \
+            tests/models/zoo "$R/bench" round ;;
   esac
 done

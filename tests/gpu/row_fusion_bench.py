@@ -22,7 +22,17 @@ codegen/lower_row_group.c), and the compression flags timed side by side.
           speed against --fp16 (issue 12's target for --int8: >= 1.4x), the
           plan's bytes (gpuc inspect) and the profile's top steps.
 
-usage: row_fusion_bench.py GPUC MODELS_DIR ZOO_DIR WORK [check] [bert] [gpt2]
+  round   issue 12's BERT-base b32 s128 round (bert_round below): --fp16,
+          --int8 --fp16 with and without the row groups, --prune 2:4 --fp16
+          at -O2 (cuSPARSELt's default configuration; GPUC_SPARSE_SEARCH=1:
+          its search at load) and at -O3 (the searched configuration kept in
+          the plan, sparse vs dense per GEMM), timed by bench --profile with
+          the row kernels' times and bandwidth, and each -O2 plan's graph at
+          b2 against `gpuc run --cpu` with the same flags. Compiles and CPU
+          references run in parallel (about 3-4 minutes on the H200 machine).
+          BERT_ONNX=PATH uses an exported model instead of exporting one.
+
+usage: row_fusion_bench.py GPUC MODELS_DIR ZOO_DIR WORK [check] [bert] [gpt2] [round]
 Prints one line per case and PASS/FAIL; exit 1 on a failure. ARCH=sm_XX
 compiles for another target than the GPU's; CPU_ONLY=1 compiles and runs
 only the CPU side (no GPU needed: to try the script)."""
@@ -249,6 +259,206 @@ def bench(kind, b, s):
                "%.2fx" % (res["fp16"] / res["int8-unfused"]) if "int8-unfused" in res else "n/a"), flush=True)
 
 
+# ---- round: issue 12's BERT-base b32 s128 compression round in one call ----
+ROUND = [  # tag, flags, env; -O2 unless the flags say otherwise
+    ("fp16", ["--fp16"], None),
+    ("int8", ["--int8", "--fp16"], None),
+    ("int8-unfused", ["--int8", "--fp16"], UNFUSED),
+    ("prune2:4", ["--prune", "2:4", "--fp16"], None),
+]
+# the CPU reference's flags for each plan (int8-unfused: the same graph as int8)
+CPU_OF = {"fp16": "fp16", "int8": "int8", "int8-unfused": "int8", "prune2:4": "prune2:4", "prune2:4-O3": "prune2:4"}
+# GPU against `gpuc run --cpu` with the same flags, rel L2: half storage
+# (1e-2); int8 drifts from the reference's int8 as one-ulp differences
+# upstream move values across quantization steps (docs/BENCHMARKS.md: 0.021
+# on BERT-base b1)
+TOL = {"fp16": 1e-2, "int8": 5e-2, "int8-unfused": 5e-2, "prune2:4": 1e-2, "prune2:4-O3": 1e-2}
+
+
+def row_kernel_class(name, covers):
+    """what a row kernel step computes, from its kernel name and the nodes it covers"""
+    dq, q = ".dequantize" in covers, ".quantize" in covers
+    if re.search(r"_Fused\d+Quantize$", name):
+        return "dequant+act+quant" if dq else "elementwise/transpose+quant"
+    if "LayerNormalization" in name and (dq or q):
+        return "dequant+residual+LN+quant" if dq and q else "dequant+residual+LN" if dq else "LN+quant"
+    if name.endswith("_DequantizeRows"):
+        return "DequantizeRows"
+    if name.endswith("_QuantizeRows"):
+        return "QuantizeRows"
+    if re.search(r"_Fused\d+$", name) and dq:
+        return "dequant group (unfused)"
+    return None
+
+
+def profile_rows(txt):
+    """bench --profile's step rows: step -> (kind, ms, MB)"""
+    rows = {}
+    for line in txt.splitlines():
+        f = line.split()
+        if len(f) > 11 and f[0].isdigit():
+            rows[int(f[0])] = (f[1], float(f[2]), float(f[4]), line.split("  ")[-1].strip()[:100])
+    return rows
+
+
+def listing_steps(listing):
+    """gpuc inspect's schedule: step -> (kernel name or GEMM kind, covers)"""
+    out = {}
+    for line in listing.splitlines():
+        m = re.match(r"^\s+(\d+) (kernel (\S+)|.*?gemm[^<]*?)\s+(grid|bytes)", line)
+        if m:
+            out[int(m.group(1))] = (m.group(3) or m.group(2).strip(), line.split("<-", 1)[-1].strip())
+    return out
+
+
+def parallel(jobs, workers=8):
+    """run [(key, cmd, env, log)] at once (compiles, CPU references): key -> (rc, out, secs)"""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        futs = {k: ex.submit(run, cmd, env, log) for k, cmd, env, log in jobs}
+        return {k: f.result() for k, f in futs.items()}
+
+
+def bert_round(b, s, bc):
+    """BERT-base b{b} s{s}: fp16, int8+fp16 (row fusions on and off), 2:4 at
+    -O2 (cuSPARSELt's default configuration, and its search at load) and
+    -O3 (searched configuration kept in the plan, sparse vs dense per
+    GEMM) timed by bench --profile; each plan's graph compiled again at
+    b{bc} and run on the GPU against `gpuc run --cpu` with the same flags."""
+    onnx = os.environ.get("BERT_ONNX") or os.path.join(work, "bert.onnx")
+    t0 = time.time()
+    try:
+        if not os.path.exists(onnx):
+            export("bert", onnx)
+    except Exception as ex:
+        verdict(False, "bert export failed: %s" % str(ex).splitlines()[0][:300])
+        return
+    print("round: BERT-base exported in %.0f s" % (time.time() - t0), flush=True)
+
+    def shp(bb):
+        return ["--shape", "input_ids=%dx%d" % (bb, s), "--shape", "attention_mask=%dx%d" % (bb, s)]
+    d = os.path.join(work, "round")
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(12)
+    ids = rng.integers(0, 1000, (bc, s)).astype(np.int64)
+    mask = np.ones((bc, s), np.int64)
+    mask[:, s * 3 // 4:] = 0
+    np.save(os.path.join(d, "ids.npy"), ids)
+    np.save(os.path.join(d, "mask.npy"), mask)
+    ins = ["--input", "input_ids=%s" % os.path.join(d, "ids.npy"), "--input", "attention_mask=%s" % os.path.join(d, "mask.npy")]
+    # 1: every -O2 plan at both sizes and the CPU references, at once
+    jobs = []
+    for tag, flags, env in ROUND:
+        t = tag.replace(":", "")
+        jobs.append((("big", tag), [gpuc, onnx, "--arch", arch, "-o", os.path.join(d, "%s_b%d.gpuc" % (t, b))] + flags + shp(b),
+                     env, "round_%s_b%d_compile.log" % (t, b)))
+        jobs.append((("small", tag), [gpuc, onnx, "--arch", arch, "-o", os.path.join(d, "%s_b%d.gpuc" % (t, bc))] + flags + shp(bc),
+                     env, "round_%s_b%d_compile.log" % (t, bc)))
+        if CPU_OF[tag] == tag:
+            jobs.append((("cpu", tag), [gpuc, "run", onnx, "--cpu", "--out", os.path.join(d, "cpu_" + t)] + flags + ins,
+                         None, "round_%s_cpu.log" % t))
+    t0 = time.time()
+    done = parallel(jobs)
+    print("round: %d compiles and CPU references in %.0f s (in parallel)" % (len(jobs), time.time() - t0), flush=True)
+    for key, (rc, msg, secs) in sorted(done.items()):
+        if rc:
+            verdict(False, "round %s %s failed after %.0f s: %s" % (key[0], key[1], secs, msg[-300:]))
+    # 2: correctness at b{bc}: GPU against the CPU reference of the same flags
+    for tag, _, _ in ROUND:
+        t = tag.replace(":", "")
+        plan = os.path.join(d, "%s_b%d.gpuc" % (t, bc))
+        if done[("small", tag)][0] or done[("cpu", CPU_OF[tag])][0] or cpu_only:
+            continue
+        out = os.path.join(d, "gpu_" + t)
+        rc, msg, _ = run([gpuc, "run", plan, "--out", out] + ins, log="round_%s_gpu_run.log" % t)
+        if rc:
+            verdict(False, "round %s b%d: GPU run failed: %s" % (tag, bc, msg[-300:]))
+            continue
+        got, want = outputs(out), outputs(os.path.join(d, "cpu_" + CPU_OF[tag].replace(":", "")))
+        errs = [rel(got[f], want[f]) if f in got else float("nan") for f in want]
+        worst = max(errs) if errs and all(e == e for e in errs) else float("nan")
+        verdict(worst <= TOL[tag], "round %-13s b%d s%d GPU vs gpuc run --cpu (same flags): rel L2 %.3g (<= %g)" %
+                (tag, bc, s, worst, TOL[tag]))
+    if cpu_only:
+        for tag, _, _ in ROUND:
+            _, listing, _ = run([gpuc, "inspect", os.path.join(d, "%s_b%d.gpuc" % (tag.replace(":", ""), b))])
+            m = re.search(r"schedule \((\d+) steps; (\d+) bytes moved", listing)
+            print("round %-13s b%d: %s steps, %.3f GB moved (CPU_ONLY: not timed)" %
+                  (tag, b, m.group(1) if m else "?", int(m.group(2)) / 1e9 if m else 0), flush=True)
+        return
+    # 3: -O3 2:4 (cuSPARSELt's search kept in the plan, then sparse vs dense), alone on the GPU
+    o3 = os.path.join(d, "prune24-O3_b%d.gpuc" % b)
+    rc, msg, secs = run([gpuc, onnx, "--arch", arch, "-o", o3, "-O3", "--tune-cache", "none", "--prune", "2:4", "--fp16"] +
+                        shp(b), log="round_prune24-O3_compile.log")
+    if rc:
+        verdict(False, "round prune2:4-O3: compile failed: %s" % msg[-300:])
+    else:
+        tuned = [ln.strip() for ln in msg.splitlines() if "2:4 GEMMs timed" in ln or "autotuned" in ln]
+        print("round: -O3 --prune 2:4 compiled and tuned in %.0f s: %s" % (secs, " | ".join(tuned)), flush=True)
+    # 4: timings, each plan alone: latency, the profile by kind, row kernels, top steps
+    res, prof = {}, {}
+    runs = [(tag, os.path.join(d, "%s_b%d.gpuc" % (tag.replace(":", ""), b)), None) for tag, _, _ in ROUND]
+    runs.append(("prune2:4-search", os.path.join(d, "prune24_b%d.gpuc" % b), {"GPUC_SPARSE_SEARCH": "1"}))
+    if not rc:
+        runs.append(("prune2:4-O3", o3, None))
+    for tag, plan, env in runs:
+        if not os.path.exists(plan):
+            continue
+        t = tag.replace(":", "")
+        _, listing, _ = run([gpuc, "inspect", plan], log="round_%s_inspect.txt" % t)
+        m = re.search(r"schedule \((\d+) steps; (\d+) bytes moved", listing)
+        steps, gbytes = (int(m.group(1)), int(m.group(2)) / 1e9) if m else (0, 0.0)
+        rc2, txt, _ = run([gpuc, "bench", plan, "--iters", "100", "--profile"], env=env, log="round_%s_bench.txt" % t)
+        lat = re.search(r"latency: median ([0-9.]+) ms", txt)
+        if rc2 or not lat:
+            verdict(False, "round %s: bench failed: %s" % (tag, txt[-300:]))
+            continue
+        res[tag] = float(lat.group(1))
+        rows, names = profile_rows(txt), listing_steps(listing)
+        prof[tag] = (rows, names)
+        sums = {}
+        for k, ms, _, _ in rows.values():
+            sums[k] = sums.get(k, 0.0) + ms
+        print("round %-15s b%d s%d latency %.3f ms (%s); %d steps, %.3f GB moved; profile by kind: %s" %
+              (tag, b, s, res[tag], "%.2fx --fp16" % (res["fp16"] / res[tag]) if "fp16" in res else "-", steps, gbytes,
+               ", ".join("%s %.3f ms" % kv for kv in sorted(sums.items(), key=lambda kv: -kv[1]))), flush=True)
+        cls = {}
+        for i, (k, ms, mb, _) in rows.items():
+            c = row_kernel_class(*names.get(i, ("", ""))) if k == "kernel" else None
+            if c:
+                n, t_ms, t_mb = cls.get(c, (0, 0.0, 0.0))
+                cls[c] = (n + 1, t_ms + ms, t_mb + mb)
+        for c, (n, t_ms, t_mb) in sorted(cls.items(), key=lambda kv: -kv[1][1]):
+            print("    row kernels %-28s %3d steps %.3f ms (%.4f ms each), %.0f MB: %.0f GB/s (%.0f%% of 4.8 TB/s)" %
+                  (c, n, t_ms, t_ms / n, t_mb, t_mb / t_ms if t_ms else 0, t_mb / t_ms / 48 if t_ms else 0), flush=True)
+        for i, (k, ms, mb, covers) in sorted(rows.items(), key=lambda kv: -kv[1][1])[:6]:
+            print("    top: step %-4d %-9s %.4f ms %7.1f MB  %s  %s" % (i, k, ms, mb, names.get(i, ("?",))[0], covers),
+                  flush=True)
+        if "2:4" in tag:  # the 2:4 GEMMs against the GEMMs of the dense plan covering the same nodes
+            sp = [(names.get(i, ("", ""))[1], ms) for i, (k, ms, _, _) in rows.items() if k == "gemm2:4"]
+            n_cfg = len(re.findall(r"searched config", listing))
+            print("    2:4 GEMMs on sparse tensor cores: %d (%d with a searched configuration in the plan), %.3f ms" %
+                  (len(sp), n_cfg, sum(ms for _, ms in sp)), flush=True)
+            drows, dnames = prof.get("fp16", ({}, {}))
+            dense = {dnames[i][1]: ms for i, (k, ms, _, _) in drows.items() if k == "cublasLt" and i in dnames}
+            both = [(ms, dense[c]) for c, ms in sp if c in dense]
+            if both:
+                tsp, tdn = sum(x for x, _ in both), sum(y for _, y in both)
+                print("    %d of them matched to the --fp16 plan's GEMMs of the same nodes: %.3f ms sparse, %.3f ms "
+                      "dense: 2:4 is %.2fx (issue 12: >= 1.3x)" % (len(both), tsp, tdn, tdn / tsp), flush=True)
+    if "fp16" in res:
+        for tag in res:
+            if tag != "fp16":
+                print("round %-15s %.2fx the speed of --fp16 (%.3f vs %.3f ms)" % (tag, res["fp16"] / res[tag], res[tag],
+                                                                                  res["fp16"]), flush=True)
+    if "int8" in res and "int8-unfused" in res:
+        verdict(res["int8"] <= res["int8-unfused"] * 1.01,
+                "round: int8 with the fused row kernels %.3f ms, without %.3f ms (fused must not be slower)" %
+                (res["int8"], res["int8-unfused"]))
+
+
+if "round" in what:
+    bert_round(int(os.environ.get("ROUND_B", "32")), 128, int(os.environ.get("ROUND_CHECK_B", "2")))
 if "check" in what:
     for prec in ("int8", "fp8"):
         for fp16 in (False, True):

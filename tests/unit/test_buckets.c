@@ -1,4 +1,4 @@
-/* Bucket plans (plan.h format 5, runtime/buckets.c, codegen/plan_buckets.c),
+/* Bucket plans (plan.h format 5 and later, runtime/buckets.c, codegen/plan_buckets.c),
  * no GPU: the selection of a bucket, the padding of inputs and slicing of
  * outputs, the refusals (outside the range, a dim that cannot be padded,
  * inputs that disagree); a real bucket plan of mlp.onnx (weights stored
@@ -357,6 +357,18 @@ static void test_plan_file(const char *models, const char *work) {
         memcpy(&h, one_img, sizeof h);
         h.format_version = 4;
         memcpy(one_img, &h, sizeof h);
+        for (uint32_t i = 0; i < h.nsections; i++) { /* format 4's GEMM records: without sparse_cfg */
+          PlanSection sec;
+          memcpy(&sec, one_img + sizeof h + i * sizeof sec, sizeof sec);
+          if (sec.id != PLAN_SEC_GEMMS) continue;
+          uint64_t ng = sec.size / sizeof(PlanGemm);
+          for (uint64_t k = 0; k < ng; k++)
+            memmove(one_img + sec.offset + k * PLAN_GEMM_V5_SIZE, one_img + sec.offset + k * sizeof(PlanGemm),
+                    PLAN_GEMM_V5_SIZE);
+          memset(one_img + sec.offset + ng * PLAN_GEMM_V5_SIZE, 0, sec.size - ng * PLAN_GEMM_V5_SIZE);
+          sec.size = ng * PLAN_GEMM_V5_SIZE;
+          memcpy(one_img + sizeof h + i * sizeof sec, &sec, sizeof sec);
+        }
         fix_checksum(one_img, n1);
         spit(bad, one_img, n1);
         GpucErr e4 = {0};
@@ -372,7 +384,7 @@ static void test_plan_file(const char *models, const char *work) {
     h.format_version = GPUC_PLAN_FORMAT_VERSION + 1;
     memcpy(cp, &h, sizeof h);
     spit(bad, cp, n);
-    expect_refused(bad, "this gpuc reads versions 2 to 5", "a newer plan format");
+    expect_refused(bad, "this gpuc reads versions 2 to 6", "a newer plan format");
     free(cp);
     free(img);
   }

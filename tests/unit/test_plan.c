@@ -54,7 +54,10 @@ static void patch_section(unsigned char *c, size_t n, uint32_t id, int64_t delta
 /* Rewrites the GEMM section of plan image c as format 2/3 wrote it: each
  * record cut to its first PLAN_GEMM_V3_SIZE bytes (the checksum is fixed
  * by a later patch_section). */
-static void old_gemm_records(unsigned char *c) {
+static void gemm_records_cut(unsigned char *c, size_t rec);
+static void old_gemm_records(unsigned char *c) { gemm_records_cut(c, PLAN_GEMM_V3_SIZE); }
+/* ... or as format 4/5 wrote it: records of rec bytes, a prefix of today's */
+static void gemm_records_cut(unsigned char *c, size_t rec) {
   PlanHeader h;
   memcpy(&h, c, sizeof h);
   for (uint32_t i = 0; i < h.nsections; i++) {
@@ -63,9 +66,9 @@ static void old_gemm_records(unsigned char *c) {
     if (sec.id != PLAN_SEC_GEMMS) continue;
     uint64_t n = sec.size / sizeof(PlanGemm);
     for (uint64_t k = 0; k < n; k++)
-      memmove(c + sec.offset + k * PLAN_GEMM_V3_SIZE, c + sec.offset + k * sizeof(PlanGemm), PLAN_GEMM_V3_SIZE);
-    memset(c + sec.offset + n * PLAN_GEMM_V3_SIZE, 0, sec.size - n * PLAN_GEMM_V3_SIZE);
-    sec.size = n * PLAN_GEMM_V3_SIZE;
+      memmove(c + sec.offset + k * rec, c + sec.offset + k * sizeof(PlanGemm), rec);
+    memset(c + sec.offset + n * rec, 0, sec.size - n * rec);
+    sec.size = n * rec;
     memcpy(c + sizeof h + i * sizeof sec, &sec, sizeof sec);
   }
 }
@@ -347,6 +350,41 @@ static void check_sparse24_plan(const char *mlp, const char *a, const char *b, c
     q->gemms[dense].flags = 1u << 7;
     refuse_tune(q, bad, "flags", "an unknown GEMM flag");
     q->gemms[dense].flags = 0;
+    /* format 6: -O3's searched cuSPARSELt configuration survives, is
+     * listed, and is refused off a 2:4 GEMM, out of range or unflagged */
+    {
+      PlanGemm keep = q->gemms[sp];
+      const int32_t cfg[4] = {7, 2, 1, 2};
+      q->gemms[sp].flags |= PLAN_GEMM_F_SPARSE_CFG;
+      memcpy(q->gemms[sp].sparse_cfg, cfg, sizeof cfg);
+      CHECK(gpuc_plan_write(q, b, &e) == 0, "write: %s", e.msg);
+      Plan *r = gpuc_plan_read(b, &e);
+      CHECK(r && (r->gemms[sp].flags & PLAN_GEMM_F_SPARSE_CFG) && !memcmp(r->gemms[sp].sparse_cfg, cfg, sizeof cfg),
+            "a searched cuSPARSELt configuration survives the round trip: %s", e.msg);
+      char *t2 = NULL;
+      size_t n2 = 0;
+      FILE *f2 = open_memstream(&t2, &n2);
+      if (r) gpuc_plan_print(r, b, f2);
+      fclose(f2);
+      CHECK(t2 && strstr(t2, "2:4 sparse gemm 16x256x784 batch 1 (searched config 7, split-K 2/1/2)"),
+            "inspect lists the searched configuration:\n%s", t2 ? t2 : "");
+      free(t2);
+      gpuc_plan_free(r);
+      q->gemms[sp].sparse_cfg[1] = 0; /* split-K 0 */
+      refuse_tune(q, bad, "cuSPARSELt configuration", "a split-K of 0");
+      q->gemms[sp].sparse_cfg[1] = 2;
+      q->gemms[sp].sparse_cfg[0] = 5000;
+      refuse_tune(q, bad, "cuSPARSELt configuration", "a config id past 4095");
+      q->gemms[sp] = keep;
+      q->gemms[sp].sparse_cfg[0] = 3; /* values without the flag */
+      refuse_tune(q, bad, "without its flag", "a configuration without PLAN_GEMM_F_SPARSE_CFG");
+      q->gemms[sp] = keep;
+      q->gemms[dense].flags = PLAN_GEMM_F_SPARSE_CFG; /* on a dense GEMM */
+      q->gemms[dense].sparse_cfg[1] = 1;
+      refuse_tune(q, bad, "cuSPARSELt configuration", "a configuration on a GEMM not marked 2:4");
+      q->gemms[dense].flags = 0;
+      q->gemms[dense].sparse_cfg[1] = 0;
+    }
     /* a third nonzero in the first group of fc1's weight [256,784] (K along rows) */
     const PlanTensor *w = &q->tensors[q->gemms[sp].b];
     uint16_t *wd = (uint16_t *)(q->weights + w->offset);
@@ -501,6 +539,26 @@ int main(int argc, char **argv) {
         CHECK(same, "a format 2 plan's GEMMs read as float GEMMs of their dtype");
         gpuc_plan_free(r);
       }
+      /* format 5 (before cuSPARSELt configurations): shorter GEMM records,
+       * read with none */
+      memcpy(c, ba, na);
+      memcpy(&h, c, sizeof h);
+      h.format_version = 5;
+      memcpy(c, &h, sizeof h);
+      gemm_records_cut(c, PLAN_GEMM_V5_SIZE);
+      patch_section(c, na, PLAN_SEC_TUNE, 0, 0); /* (only fixes the checksum) */
+      spit(bad, c, na);
+      {
+        GpucErr e5 = {0};
+        Plan *r = gpuc_plan_read(bad, &e5);
+        bool same = r && r->ngemms == p->ngemms && r->hdr.format_version == 5;
+        for (uint32_t i = 0; same && i < r->ngemms; i++)
+          same = !memcmp(&r->gemms[i], &p->gemms[i], sizeof(PlanGemm));
+        CHECK(same, "a format 5 plan's GEMMs read as they were, without a cuSPARSELt configuration: %s", e5.msg);
+        gpuc_plan_free(r);
+      }
+      memcpy(c, ba, na);
+      memcpy(&h, c, sizeof h);
       h.format_version = GPUC_PLAN_FORMAT_VERSION;
       /* the tune and cost sections must hold exactly one record per step;
        * these carry a good checksum, so the section checks refuse them */

@@ -1,0 +1,505 @@
+#!/usr/bin/env python3
+"""The --int8 fused row kernels (codegen/ew_kernel.c cg_ew_rows_quantize,
+the multi-row layout of codegen/lower_rows.h) and DynamicQuantizeLinear's
+kernels run on the host.
+
+No GPU here, so the kernel's own text is run: for each case a tiny ONNX
+model is compiled `--int8` (fp32 or --fp16) for sm_90 with
+GPUC_SAVE_SOURCE set, the fused `k*_Fused*Quantize` kernel is cut out of
+the module source and compiled by the host C++ compiler under a shim that
+runs a block's threads as host threads (warp shuffles and __syncthreads
+as barriers, __shared__ arrays static: blocks run one at a time), and run
+on random inputs with the plan's launch shape and again with one block
+(the grid-stride loop over blocks of rows). The int8 row and its scale
+must equal, bit for bit, numpy's float32 evaluation of the same rule
+(each multiply and add rounded, the row rounded to the stored dtype, then
+absmax, 127 / m, rint, clamp to +-127; ir/quant_int8.h), except GELU,
+whose erf may differ from the host's by an ulp: there at most 1 in 200 of
+the int8 values may be one step off, the scales within 1e-6.
+Cases: rows a multiple of the rows a block and not (13, 5, 3 rows), rows
+of 36 (vectors of 4, not 8), 768 (a warp a row, vectors of 8), 1028 (two
+warps a row) and 2052 (four warps, vectors of 4), fp32 rows (vectors of 4),
+the dequantize + bias + Relu / GELU groups and the heads-merging Transpose
+(strided vector loads); the unfused dequantize group (an items kernel
+indexing its bias and scale by row and column); DynamicQuantizeLinear
+(codegen/lower_quant.c: partial ranges over several blocks, their range,
+the quantize) against numpy's reading of the ONNX rule, bit for bit.
+usage: row_kernel_host_test.py GPUC [WORKDIR]   (CXX picks the compiler)
+Prints one line per case and 'N passed, N failed'."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+SHIM = r"""
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+typedef long long i64;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __restrict__ __restrict
+#define __shared__ static
+typedef _Float16 __half;
+struct Dim { unsigned x, y, z; };
+static thread_local Dim threadIdx, blockIdx;
+static Dim blockDim, gridDim;
+static std::barrier<> *block_bar, *warp_bar[32];
+static uint64_t slot_[1024];
+static void __syncthreads() { block_bar->arrive_and_wait(); }
+template <class T> static T __shfl_xor_sync(unsigned, T v, int o) {
+  unsigned t = threadIdx.x;
+  memcpy(&slot_[t], &v, sizeof v);
+  warp_bar[t >> 5]->arrive_and_wait();
+  T r;
+  memcpy(&r, &slot_[t ^ (unsigned)o], sizeof r);
+  warp_bar[t >> 5]->arrive_and_wait();
+  return r;
+}
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+template <class T> static inline float ldf(T x) { return (float)x; }
+template <class T> static inline T stf(float x) { return (T)x; }
+template <class T, int V> struct alignas(sizeof(T) * V) Vec { T v[V]; };
+struct uint2 { unsigned x, y; };
+struct alignas(16) float4 { float x, y, z, w; };
+using std::isinf;
+using std::rint;
+static void gpuc_fault_report(unsigned, int, long long, long long, long long, int) { abort(); }
+#define GRID_STRIDE(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+                               i += (i64)gridDim.x * blockDim.x)
+"""
+
+MAIN = r"""
+static void *load(const char *p, size_t bytes) {
+  void *b = aligned_alloc(256, (bytes + 255) / 256 * 256);
+  FILE *f = fopen(p, "rb");
+  if (!f || fread(b, 1, bytes, f) != bytes) { fprintf(stderr, "cannot read %%s\n", p); exit(1); }
+  fclose(f);
+  return b;
+}
+int main(int argc, char **argv) {
+  (void)argc;
+  unsigned grid = (unsigned)atoi(argv[1]), block = (unsigned)atoi(argv[2]);
+%(loads)s
+  float *qs = (float *)aligned_alloc(256, %(rows)d * 4 + 256);
+  unsigned char *qo = (unsigned char *)aligned_alloc(256, %(numel)d * %(ysize)d + 256);
+  memset(qo, 0xAA, %(numel)d * %(ysize)d);
+  blockDim = Dim{block, 1, 1};
+  gridDim = Dim{grid, 1, 1};
+  for (unsigned bx = 0; bx < grid; bx++) {
+    std::barrier<> bb((std::ptrdiff_t)block);
+    block_bar = &bb;
+    std::vector<std::barrier<> *> wb;
+    for (unsigned w = 0; w < block / 32; w++) wb.push_back(warp_bar[w] = new std::barrier<>(32));
+    std::vector<std::thread> ts;
+    for (unsigned t = 0; t < block; t++)
+      ts.emplace_back([=] { threadIdx = Dim{t, 0, 0}; blockIdx = Dim{bx, 0, 0}; %(kernel)s(%(args)s); });
+    for (auto &t : ts) t.join();
+    for (auto *w : wb) delete w;
+  }
+  FILE *f = fopen(argv[3], "wb");
+  if (!f || fwrite(qs, 4, %(rows)d, f) != %(rows)d || fwrite(qo, %(ysize)d, %(numel)d, f) != %(numel)d) return 1;
+  fclose(f);
+  return 0;
+}
+"""
+
+gpuc = sys.argv[1]
+work = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="gpuc_rowhost_")
+os.makedirs(work, exist_ok=True)
+cxx = os.environ.get("CXX", "g++")
+passed = failed = 0
+
+
+def verdict(ok, line):
+    global passed, failed
+    passed += ok
+    failed += not ok
+    print("%-72s %s" % (line, "ok" if ok else "FAIL"), flush=True)
+
+
+def linear_model(path, rows, k0, c, act, rng):
+    """x [rows, k0] -> Linear(k0 -> c) -> act -> Linear(c -> 8): the second
+    Linear's QuantizeRows joins the first's DequantizeRows and act."""
+    w1 = (rng.standard_normal((k0, c)) * 0.2).astype(np.float32)
+    b1 = (rng.standard_normal(c) * 0.5).astype(np.float32)
+    w2 = (rng.standard_normal((c, 8)) * 0.2).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"])]
+    if act == "relu":
+        nodes.append(helper.make_node("Relu", ["hb"], ["a"]))
+    else:  # the erf GELU as BERT's exporters write it
+        nodes += [helper.make_node("Div", ["hb", "sqrt2"], ["g0"]), helper.make_node("Erf", ["g0"], ["g1"]),
+                  helper.make_node("Add", ["g1", "one"], ["g2"]), helper.make_node("Mul", ["hb", "g2"], ["g3"]),
+                  helper.make_node("Mul", ["g3", "half"], ["a"])]
+    nodes.append(helper.make_node("MatMul", ["a", "w2"], ["y"]))
+    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"), numpy_helper.from_array(w2, "w2"),
+             numpy_helper.from_array(np.array(np.sqrt(2), np.float32), "sqrt2"),
+             numpy_helper.from_array(np.array(1, np.float32), "one"),
+             numpy_helper.from_array(np.array(0.5, np.float32), "half")]
+    g = helper.make_graph(nodes, "rows", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, k0])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, 8])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def heads_model(path, b, h, s, d, rng):
+    """x [b, h, s, d] -> Transpose(0, 2, 1, 3) -> Reshape [b, s, h*d] -> Linear(h*d -> 8)"""
+    w = (rng.standard_normal((h * d, 8)) * 0.2).astype(np.float32)
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 1, 3]),
+             helper.make_node("Reshape", ["t", "shape"], ["r"]), helper.make_node("MatMul", ["r", "w"], ["y"])]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array([b, s, h * d], np.int64), "shape")]
+    g = helper.make_graph(nodes, "heads", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [b, h, s, d])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [b, s, 8])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def ptype(param):
+    """'const int* __restrict__ in0' -> 'const int*'"""
+    return param[:param.index("*") + 1].strip()
+
+
+def kernel_text(src, pattern, first_param, nparams):
+    """the last kernel named by pattern with nparams parameters, the first of type first_param"""
+    found = (None, None, None)
+    for m in re.finditer(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(' + pattern + r')\((.*?)\) \{\n', src):
+        params = [p.strip() for p in m.group(2).split(",")]
+        if ptype(params[0]) == first_param and len(params) == nparams:
+            end = src.index("\n}\n", m.end())
+            found = (m.group(1), src[m.start():end + 3], params)
+    return found
+
+
+def launch_of(plan, kname):
+    out = subprocess.run([gpuc, "inspect", plan], capture_output=True, text=True).stdout
+    m = re.search(r"kernel %s\s+grid (\d+) block (\d+)" % re.escape(kname), out)
+    return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+
+
+def quantize(v):
+    """QuantizeRows' rule on float32 rows v [rows, c]"""
+    m = np.max(np.abs(v), axis=1).astype(np.float32)
+    inv = np.where(m > 0, np.float32(127) / np.where(m > 0, m, 1), 0).astype(np.float32)
+    q = np.clip(np.rint((v * inv[:, None]).astype(np.float32)), -127, 127).astype(np.int8)
+    s = np.where(m > 0, m / np.float32(127), 1).astype(np.float32)
+    return q, s
+
+
+def erf32(x):
+    from math import erf
+    return np.vectorize(lambda t: np.float32(erf(float(t))), otypes=[np.float32])(x)
+
+
+def run_case(name, kind, fp16, rows, c, act=None, heads=None, unfused=False):
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(abs(hash(name)) % (1 << 32))
+    onnx_path, plan, src_path = os.path.join(d, "m.onnx"), os.path.join(d, "m.gpuc"), os.path.join(d, "m.cu")
+    if kind == "linear":
+        linear_model(onnx_path, rows, 16, c, act, rng)
+    else:
+        heads_model(onnx_path, *heads, rng)
+    env = dict(os.environ, GPUC_SAVE_SOURCE=src_path)
+    if unfused:  # the dequantize group as its own elementwise kernel, which stores the half row
+        env["GPUC_NO_ROW_FUSION"] = "1"
+    r = subprocess.run([gpuc, onnx_path, "--arch", "sm_90", "--int8", "-o", plan] + (["--fp16"] if fp16 else []),
+                       capture_output=True, text=True, env=env)
+    if r.returncode:
+        verdict(False, "%s: compile failed: %s" % (name, (r.stdout + r.stderr)[-300:]))
+        return
+    kname, text, params = kernel_text(open(src_path).read(), r"k\d+_Fused\d+" if unfused else r"k\d+_Fused\d+Quantize",
+                                      "const int*" if kind == "linear" else "const float*",
+                                      3 if kind == "heads" else 5 if unfused else 6)
+    if not kname:
+        verdict(False, "%s: no fused row kernel in the module" % name)
+        return
+    grid, block = launch_of(plan, kname)
+    ydt = np.float16 if fp16 else np.float32
+    numel = rows * c
+    bufs = []  # (param, array)
+    if kind == "linear":
+        # in0 acc int32 [rows, c], in1 xs f32 [rows, 1], in2 ws f32 [c], in3 bias (y's dtype) [c]
+        want_types = ["const int*", "const float*", "const float*", "const __half*" if fp16 else "const float*"]
+        got_types = [ptype(p) for p in params[:4]]
+        if got_types != want_types or len(params) != (5 if unfused else 6):
+            verdict(False, "%s: parameters %s, want %s + qs, qo" % (name, params, want_types))
+            return
+        acc = rng.integers(-3000, 3000, (rows, c)).astype(np.int32)
+        xs = rng.uniform(1e-3, 2e-2, (rows, 1)).astype(np.float32)
+        ws = rng.uniform(1e-3, 2e-2, c).astype(np.float32)
+        bias = (rng.standard_normal(c) * 0.5).astype(ydt)
+        bufs = [acc, xs, ws, bias]
+        v = (acc.astype(np.float32) * xs).astype(np.float32)
+        v = (v * ws[None, :]).astype(np.float32)
+        v = (v + bias.astype(np.float32)[None, :]).astype(np.float32)
+        if act == "relu":
+            v = np.maximum(v, np.float32(0))
+        else:  # 0.5 * x * (1 + erf(x * 0.70710678)) in float, as the GELU term
+            v = (np.float32(0.5) * v * (np.float32(1) + erf32((v * np.float32(0.7071067811865476)).astype(np.float32))))
+            v = v.astype(np.float32)
+    else:
+        b, h, s, dd = heads
+        want_types = ["const float*"]  # the model's input, cast to half (fp16) inside the kernel
+        if [ptype(p) for p in params[:1]] != want_types or len(params) != 3:
+            verdict(False, "%s: parameters %s, want %s + qs, qo" % (name, params, want_types))
+            return
+        x = rng.standard_normal((b, h, s, dd)).astype(np.float32)
+        bufs = [x]
+        v = x.astype(ydt).transpose(0, 2, 1, 3).reshape(rows, c).astype(np.float32)
+    v = v.astype(ydt).astype(np.float32)  # the row as the unfused graph stores it
+    q_want, s_want = quantize(v)
+    loads, args = [], []
+    for k, a in enumerate(bufs):
+        f = os.path.join(d, "in%d.bin" % k)
+        a.tofile(f)
+        t = ptype(params[k]).replace("const ", "")
+        loads.append("  %s in%d_ = (%s)load(\"%s\", %d);" % (t, k, t, f, a.nbytes))
+        args.append("in%d_" % k)
+    harness = SHIM + text + MAIN % {"loads": "\n".join(loads), "rows": rows, "numel": numel, "kernel": kname,
+                                    "args": ", ".join(args + (["(%s*)qo" % ("__half" if fp16 else "float")] if unfused
+                                                              else ["qs", "qo"])),
+                                    "ysize": 2 if unfused and fp16 else 4 if unfused else 1}
+    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
+    open(cpp, "w").write(harness)
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", cpp, "-o", exe],
+                       capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+        return
+    for g in sorted({grid, 1}):
+        out = os.path.join(d, "out_g%d.bin" % g)
+        r = subprocess.run([exe, str(g), str(block), out], capture_output=True, text=True)
+        if r.returncode:
+            verdict(False, "%s: host run failed: %s" % (name, r.stderr[-300:]))
+            return
+        raw = np.fromfile(out, np.uint8)
+        if unfused:
+            y_got = raw[rows * 4:].view(ydt).reshape(rows, c)
+            bad = np.count_nonzero(y_got.view(np.uint16 if fp16 else np.uint32) != v.astype(ydt).view(
+                np.uint16 if fp16 else np.uint32))
+            verdict(bad == 0, "%s: %s rows %d x %d, grid %d block %d: %d values differ" %
+                    (name, kname, rows, c, g, block, bad))
+            continue
+        s_got = raw[:rows * 4].view(np.float32)
+        q_got = raw[rows * 4:].view(np.int8).reshape(rows, c)
+        diff = np.abs(q_got.astype(np.int32) - q_want.astype(np.int32))
+        if act == "gelu":
+            ok = diff.max() <= 1 and np.count_nonzero(diff) * 200 <= diff.size and \
+                np.allclose(s_got, s_want, rtol=1e-6, atol=0)
+        else:
+            ok = diff.max() == 0 and np.array_equal(s_got.view(np.uint32), s_want.view(np.uint32))
+        verdict(ok, "%s: %s rows %d x %d, grid %d block %d: %d int8 values differ (max %d), scales %s" %
+                (name, kname, rows, c, g, block, np.count_nonzero(diff), diff.max(),
+                 "equal" if np.array_equal(s_got, s_want) else "differ"))
+
+
+run_case("relu_fp16_r13_c36", "linear", True, 13, 36, "relu")     # vectors of 4, a partial block of rows
+run_case("relu_fp16_r9_c768", "linear", True, 9, 768, "relu")     # a warp a row, vectors of 8
+run_case("relu_fp16_r5_c1028", "linear", True, 5, 1028, "relu")   # two warps a row, vectors of 4
+run_case("relu_fp16_r3_c2052", "linear", True, 3, 2052, "relu")   # four warps a row
+run_case("relu_fp32_r11_c20", "linear", False, 11, 20, "relu")    # fp32 rows, vectors of 4
+run_case("gelu_fp16_r6_c3072", "linear", True, 6, 3072, "gelu")   # BERT's intermediate row
+run_case("heads_fp16_b2_h12_s3_d64", "heads", True, 6, 768, heads=(2, 12, 3, 64))  # strided vectors of 8
+run_case("heads_fp16_b1_h3_s5_d4", "heads", True, 5, 12, heads=(1, 3, 5, 4))      # strided vectors of 4
+DQL_MAIN = r"""
+static void *load(const char *p, size_t bytes) {
+  void *b = aligned_alloc(256, (bytes + 255) / 256 * 256);
+  FILE *f = fopen(p, "rb");
+  if (!f || fread(b, 1, bytes, f) != bytes) { fprintf(stderr, "cannot read %%s\n", p); exit(1); }
+  fclose(f);
+  return b;
+}
+template <class F> static void launch(unsigned grid, unsigned block, F f) {
+  blockDim = Dim{block, 1, 1};
+  gridDim = Dim{grid, 1, 1};
+  for (unsigned bx = 0; bx < grid; bx++) {
+    std::barrier<> bb((std::ptrdiff_t)block);
+    block_bar = &bb;
+    std::vector<std::barrier<> *> wb;
+    for (unsigned w = 0; w < block / 32; w++) wb.push_back(warp_bar[w] = new std::barrier<>(32));
+    std::vector<std::thread> ts;
+    for (unsigned t = 0; t < block; t++)
+      ts.emplace_back([=] { threadIdx = Dim{t, 0, 0}; blockIdx = Dim{bx, 0, 0}; f(); });
+    for (auto &t : ts) t.join();
+    for (auto *w : wb) delete w;
+  }
+}
+int main(int argc, char **argv) {
+  (void)argc;
+  float *x = (float *)load(argv[1], %(n)d * 4);
+  float *part = (float *)aligned_alloc(256, 2 * %(g)d * 4 + 256), *qp = (float *)aligned_alloc(256, 256);
+  float *ys = (float *)aligned_alloc(256, 256);
+  unsigned char *yz = (unsigned char *)aligned_alloc(256, 256), *y = (unsigned char *)aligned_alloc(256, %(n)d + 256);
+  launch(%(g)d, 256, [=] { %(k1)s(x, part); });
+  launch(1, 1024, [=] { %(k2)s(part, qp, ys, yz); });
+  launch(%(g3)d, 256, [=] { %(k3)s(x, qp, y); });
+  FILE *f = fopen(argv[2], "wb");
+  if (!f || fwrite(ys, 4, 1, f) != 1 || fwrite(yz, 1, 1, f) != 1 || fwrite(y, 1, %(n)d, f) != %(n)d) return 1;
+  fclose(f);
+  return 0;
+}
+"""
+
+
+def dql_case(name, shape):
+    """DynamicQuantizeLinear (codegen/lower_quant.c): partial ranges over
+    several blocks, their range, then the quantize, against numpy's reading
+    of the ONNX rule in float32"""
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])]
+    g = helper.make_graph(nodes, "dql", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.UINT8, list(shape)),
+                           helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
+                           helper.make_tensor_value_info("z", TensorProto.UINT8, [])])
+    onnx_path, plan, src_path = os.path.join(d, "m.onnx"), os.path.join(d, "m.gpuc"), os.path.join(d, "m.cu")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), onnx_path)
+    r = subprocess.run([gpuc, onnx_path, "--arch", "sm_90", "-o", plan], capture_output=True, text=True,
+                       env=dict(os.environ, GPUC_SAVE_SOURCE=src_path))
+    if r.returncode:
+        verdict(False, "%s: compile failed: %s" % (name, (r.stdout + r.stderr)[-300:]))
+        return
+    src = open(src_path).read()
+    ks = re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(k\d+_DynamicQuantizeLinear\w*)\(', src)
+    if len(ks) != 3:
+        verdict(False, "%s: %d kernels, want 3" % (name, len(ks)))
+        return
+    text = ""
+    for k in ks:
+        m = re.search(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?' + k + r'\(', src)
+        text += src[m.start():src.index("\n}\n", m.end()) + 3]
+    g1, _ = launch_of(plan, ks[0])
+    g3, _ = launch_of(plan, ks[2])
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(shape) * 3 + 0.5).astype(np.float32)
+    x.tofile(os.path.join(d, "x.bin"))
+    n = x.size
+    harness = SHIM + text + DQL_MAIN % {"n": n, "g": g1, "g3": g3, "k1": ks[0], "k2": ks[1], "k3": ks[2]}
+    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
+    open(cpp, "w").write(harness)
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", cpp, "-o", exe],
+                       capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+        return
+    out = os.path.join(d, "out.bin")
+    r = subprocess.run([exe, os.path.join(d, "x.bin"), out], capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host run failed: %s" % (name, r.stderr[-300:]))
+        return
+    raw = np.fromfile(out, np.uint8)
+    s_got, z_got, y_got = raw[:4].view(np.float32)[0], raw[4], raw[5:]
+    mn, mx = np.float32(min(0.0, x.min())), np.float32(max(0.0, x.max()))
+    scale = np.float32((mx - mn) / np.float32(255))
+    zp = np.clip(np.rint(np.float32(-mn) / scale), 0, 255)
+    q = (x / scale).astype(np.float32).astype(np.float64)
+    y_want = np.clip(np.rint(q) + zp, 0, 255).astype(np.uint8).ravel()
+    bad = np.count_nonzero(y_got != y_want)
+    verdict(bad == 0 and s_got == scale and z_got == zp,
+            "%s: x %s, %d blocks of partial ranges: scale %s, zero point %s, %d of %d values differ" %
+            (name, "x".join(map(str, shape)), g1, "equal" if s_got == scale else "%g != %g" % (s_got, scale),
+             "equal" if z_got == zp else "%d != %d" % (z_got, zp), bad, n))
+
+
+EW_MAIN = DQL_MAIN.split("int main")[0] + r"""
+int main(int argc, char **argv) {
+  (void)argc;
+%(loads)s
+  float *y = (float *)aligned_alloc(256, %(n)d * 4 + 256);
+  launch(%(grid)d, %(block)d, [=] { %(kernel)s(%(args)s, y); });
+  FILE *f = fopen(argv[1], "wb");
+  if (!f || fwrite(y, 4, %(n)d, f) != %(n)d) return 1;
+  fclose(f);
+  return 0;
+}
+"""
+
+
+def ew_case(name, xs, operands):
+    """y = x * o0 + o1 + ... (fp32): an elementwise group whose broadcast
+    inputs are read by row, by column, or through the element's
+    coordinates (codegen/ew_kernel.c row_kind): against numpy, bit for bit"""
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(3)
+    nodes, inits, prev = [], [], "x"
+    vals = []
+    for k, shape in enumerate(operands):
+        a = rng.standard_normal(shape).astype(np.float32)
+        vals.append(a)
+        inits.append(numpy_helper.from_array(a, "o%d" % k))
+        nodes.append(helper.make_node("Mul" if k == 0 else "Add", [prev, "o%d" % k], ["t%d" % k]))
+        prev = "t%d" % k
+    nodes.append(helper.make_node("Relu", [prev], ["y"]))
+    g = helper.make_graph(nodes, "ew", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(xs))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(xs))], inits)
+    onnx_path, plan, src_path = os.path.join(d, "m.onnx"), os.path.join(d, "m.gpuc"), os.path.join(d, "m.cu")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), onnx_path)
+    r = subprocess.run([gpuc, onnx_path, "--arch", "sm_90", "-o", plan], capture_output=True, text=True,
+                       env=dict(os.environ, GPUC_SAVE_SOURCE=src_path))
+    if r.returncode:
+        verdict(False, "%s: compile failed: %s" % (name, (r.stdout + r.stderr)[-300:]))
+        return
+    kname, text, params = kernel_text(open(src_path).read(), r"k\d+_Fused\d+", "const float*", len(operands) + 2)
+    if not kname:
+        verdict(False, "%s: no fused elementwise kernel of %d inputs" % (name, len(operands) + 1))
+        return
+    grid, block = launch_of(plan, kname)
+    x = rng.standard_normal(xs).astype(np.float32)
+    want = x
+    for k, a in enumerate(vals):
+        want = (want * a if k == 0 else want + a).astype(np.float32)
+    want = np.maximum(want, np.float32(0))
+    loads, args = [], []
+    for k, a in enumerate([x] + vals):  # the program's inputs in order of first use
+        f = os.path.join(d, "in%d.bin" % k)
+        a.tofile(f)
+        loads.append("  float *in%d_ = (float *)load(\"%s\", %d);" % (k, f, a.nbytes))
+        args.append("in%d_" % k)
+    harness = SHIM + text + EW_MAIN % {"loads": "\n".join(loads), "n": x.size, "grid": grid, "block": block,
+                                       "kernel": kname, "args": ", ".join(args)}
+    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
+    open(cpp, "w").write(harness)
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", cpp, "-o", exe],
+                       capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+        return
+    out = os.path.join(d, "out.bin")
+    r = subprocess.run([exe, out], capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host run failed: %s" % (name, r.stderr[-300:]))
+        return
+    got = np.fromfile(out, np.float32).reshape(xs)
+    rowcol = "row_" in text
+    bad = np.count_nonzero(got.view(np.uint32) != want.view(np.uint32))
+    verdict(bad == 0, "%s: %s with %s (%s): %d of %d values differ" %
+            (name, "x".join(map(str, xs)), ", ".join("x".join(map(str, o)) for o in operands),
+             "by row/column" if rowcol else "by coordinates", bad, x.size))
+
+
+# a per-row [4,6,1] and a column [8] by row and column; [6,1] (rows of
+# another shape) and [4,4] against [4,4,4] (numpy aligns it to the last two
+# dims, not the rows) through the coordinates
+ew_case("ew_rowcol_4x6x8", (4, 6, 8), [(4, 6, 1), (8,), (6, 1)])
+ew_case("ew_square_4x4x4", (4, 4, 4), [(4, 4), (4, 4, 1)])
+dql_case("dql_37x520", (37, 520))   # 5 blocks of partial ranges, float4 loads
+dql_case("dql_7x13", (7, 13))       # one block, scalar loads (91 elements)
+# the dequantize + bias + Relu group on its own (GPUC_NO_ROW_FUSION=1): an
+# items kernel whose bias and per-row scale are indexed by row and column
+run_case("dequant_relu_fp16_r13_c36", "linear", True, 13, 36, "relu", unfused=True)
+run_case("dequant_relu_fp16_r9_c768", "linear", True, 9, 768, "relu", unfused=True)
+run_case("dequant_relu_fp32_r11_c20", "linear", False, 11, 20, "relu", unfused=True)
+print("%d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
