@@ -236,9 +236,35 @@ static int conv(Ex *x, int ni, bool quantized) {
   return to_quantize(x, ni, scaled, n->nin > 7 ? n->in[7] : -1);
 }
 
+/* ConvInteger's int32 sums are read by quantize_dynamic's scale chain,
+ * Mul(Cast<float>(y), scale): those Casts and Muls join the f32 islands,
+ * so under --fp16 the sums are scaled before anything is stored as half
+ * (a Cast of the sums to half would overflow). mark[v]: 1 for a rewritten
+ * ConvInteger's output, 2 for a Cast of one to float. */
+static int island_readers(Graph *g, char *mark, GpucErr *e) {
+  Ex x = {.g = g, .e = e};
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = &g->nodes[i];
+    if (n->nin < 1 || n->out[0] < 0 || gpuc_attr_i(n, "gpuc_fp32", 0) == 1) continue;
+    int want = n->op == GPUC_OP_CAST ? 1 : n->op == GPUC_OP_MUL ? 2 : 0, hit = 0;
+    for (int k = 0; want && k < n->nin; k++) hit |= n->in[k] >= 0 && mark[n->in[k]] == want;
+    if (!hit || (want == 1 && gpuc_attr_i(n, "to", 0) != ONNX_FLOAT)) continue;
+    int na = 0;
+    Attr *a = island_attrs(&x, n->attrs, n->nattr, -1, &na);
+    if (!a) return gpuc_err_set(e, "%s: out of memory", g->path);
+    n = &g->nodes[i];
+    n->attrs = a;
+    n->nattr = na;
+    if (want == 1) mark[n->out[0]] = 2;
+  }
+  return 0;
+}
+
 int pass_expand_qlinear(Graph *g, const PassOptions *o, GpucErr *e) {
   (void)o;
   int nn = g->nnodes, changes = 0;
+  char *mark = calloc((size_t)g->nvalues + 1, 1);
+  if (!mark) return gpuc_err_set(e, "%s: out of memory", g->path);
   for (int i = 0; i < nn; i++) {
     GpucOp op = g->nodes[i].op;
     if (op != GPUC_OP_QLINEARMATMUL && op != GPUC_OP_QLINEARCONV && op != GPUC_OP_CONVINTEGER) continue;
@@ -246,9 +272,11 @@ int pass_expand_qlinear(Graph *g, const PassOptions *o, GpucErr *e) {
     Ex x = {.g = g, .e = e};
     snprintf(x.base, sizeof x.base, "%s", g->nodes[i].name);
     int rc = op == GPUC_OP_QLINEARMATMUL ? qlinear_matmul(&x, i) : conv(&x, i, op == GPUC_OP_QLINEARCONV);
-    if (rc < 0) return -1;
+    if (rc < 0) { free(mark); return -1; }
     if (rc == 0) changes++;
+    if (rc == 0 && op == GPUC_OP_CONVINTEGER) mark[g->nodes[i].out[0]] = 1; /* an original value */
   }
-  if (changes && (gpuc_graph_toposort(g, e) || gpuc_graph_infer(g, e))) return -1;
-  return changes;
+  int rc = changes && (gpuc_graph_toposort(g, e) || island_readers(g, mark, e) || gpuc_graph_infer(g, e));
+  free(mark);
+  return rc ? -1 : changes;
 }
