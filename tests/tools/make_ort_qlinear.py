@@ -12,6 +12,8 @@ written, not its own fused forms):
   cnn_qop      quantize_static, QOperator format: QLinearConv and
                QLinearMatMul, u8 activations, s8 weights per channel;
   mlp_qop      the same for the mlp (QLinearMatMul);
+  cnn_qop_s8   QOperator with s8 activations (symmetric: zero point 0);
+  mlp_qop_s8   the same for the mlp;
   cnn_qdq      quantize_static, QDQ format (QuantizeLinear/DequantizeLinear
                around Conv and MatMul), u8 activations, s8 per channel;
   mlp_qdq      the same for the mlp.
@@ -75,11 +77,12 @@ for name, mod in (("cnn", Cnn()), ("mlp", Mlp())):
     os.makedirs(made["dynamic"], exist_ok=True)
     quantize_dynamic(f32, os.path.join(made["dynamic"], "model.onnx"), weight_type=QuantType.QInt8,
                      op_types_to_quantize=ops)
-    for fmt, qf in (("qop", QuantFormat.QOperator), ("qdq", QuantFormat.QDQ)):
+    for fmt, qf, act in (("qop", QuantFormat.QOperator, QuantType.QUInt8), ("qdq", QuantFormat.QDQ, QuantType.QUInt8),
+                         ("qop_s8", QuantFormat.QOperator, QuantType.QInt8)):
         made[fmt] = os.path.join(out, f"{name}_{fmt}")
         os.makedirs(made[fmt], exist_ok=True)
         quantize_static(f32, os.path.join(made[fmt], "model.onnx"), Batches(), quant_format=qf,
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
+                        activation_type=act, weight_type=QuantType.QInt8, per_channel=True,
                         op_types_to_quantize=ops)
     x = np.random.default_rng(3).uniform(-1, 1, shapes[name]).astype(np.float32)
     for d in made.values():

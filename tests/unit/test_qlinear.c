@@ -1,7 +1,7 @@
 /* Quantized models from onnxruntime.quantization (tests/data/ort_qlinear,
  * made by tests/tools/make_ort_qlinear.py: a small CNN and an MLP through
  * quantize_dynamic (ConvInteger, MatMulInteger), quantize_static QOperator
- * (QLinearConv, QLinearMatMul) and QDQ), each with onnxruntime's CPU
+ * (QLinearConv, QLinearMatMul; u8 and s8 activations) and QDQ), each with onnxruntime's CPU
  * output for one input:
  *  - the reference on the graph as imported (-O0) equals onnxruntime's
  *    output exactly (the same integer sums, the same f32 requantize);
@@ -116,6 +116,8 @@ int main(int argc, char **argv) {
   check_model(argv[1], "mlp_dynamic", true, 2);
   check_model(argv[1], "cnn_qop", true, 1);
   check_model(argv[1], "mlp_qop", true, 2);
+  check_model(argv[1], "cnn_qop_s8", true, 1); /* s8 activations: no 128 shift */
+  check_model(argv[1], "mlp_qop_s8", true, 2);
   check_model(argv[1], "cnn_qdq", false, 1);
   check_model(argv[1], "mlp_qdq", false, 2);
   return check_summary();
