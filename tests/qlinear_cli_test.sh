@@ -7,7 +7,10 @@
 #   QLinear ops rewritten, int8 GEMMs, half storage) within 2e-2 relative L2;
 #   each model compiles (NVRTC, cuBLASLt/cuDNN descriptors) for sm_80,
 #   sm_89, sm_90 and sm_120, fp32 and --fp16, and the QLinearMatMul and
-#   MatMulInteger models' plans hold int8 GEMM steps.
+#   MatMulInteger models' plans hold int8 GEMM steps;
+#   hostile nodes (a scale of the wrong size, a float bias, float data, f16
+#   scales) get exit 1 and one line naming the node and the reason, on the
+#   reference and when compiling.
 # usage: qlinear_cli_test.sh GPUC PYTHON DATA_DIR WORK_DIR
 set -u
 gpuc=$1 py=$2 data=$3 work=$4
@@ -50,5 +53,39 @@ for d in "$data"/*/; do
       bad "$m: no int8 GEMM step in the sm_90 plan" ;;
   esac
 done
+# hostile QLinear nodes, made with onnx's helper
+if "$py" - "$work" <<'PY'
+import sys, numpy as np, onnx
+from onnx import helper as h, TensorProto as T, numpy_helper as nh
+w = sys.argv[1]
+def save(name, nodes, inits, x_type=T.UINT8, x_shape=(2, 8), y_type=T.UINT8):
+    g = h.make_graph(nodes, name, [h.make_tensor_value_info("x", x_type, x_shape)],
+                     [h.make_tensor_value_info("y", y_type, None)], [nh.from_array(v, k) for k, v in inits.items()])
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)]), f"{w}/{name}.onnx")
+f, u8, i8 = np.float32, np.uint8, np.int8
+mm = dict(xs=np.array(0.1, f), xz=np.array(3, u8), b=np.ones((8, 4), i8), bs=np.ones(3, f), bz=np.zeros(4, i8),
+          ys=np.array(0.2, f), yz=np.array(5, u8))
+save("bad_bscale", [h.make_node("QLinearMatMul", ["x", "xs", "xz", "b", "bs", "bz", "ys", "yz"], ["y"], name="qmm")], mm)
+mm16 = dict(mm, bs=np.ones(4, np.float16))
+save("f16_scale", [h.make_node("QLinearMatMul", ["x", "xs", "xz", "b", "bs", "bz", "ys", "yz"], ["y"], name="qmm")], mm16)
+cv = dict(xs=np.array(0.1, f), xz=np.array(3, u8), w=np.ones((4, 2, 3, 3), i8), ws=np.ones(4, f),
+          wz=np.zeros(4, i8), ys=np.array(0.2, f), yz=np.array(5, u8), B=np.ones(4, f))
+save("float_bias", [h.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "B"], ["y"], name="qconv")],
+     cv, x_shape=(1, 2, 5, 5))
+save("float_data", [h.make_node("ConvInteger", ["x", "w"], ["y"], name="cint")], dict(w=np.ones((4, 2, 3, 3), i8)),
+     x_type=T.FLOAT, x_shape=(1, 2, 5, 5), y_type=T.INT32)
+PY
+then
+  for bad in "bad_bscale:qmm.*b_scale has 3 values" "f16_scale:qmm.*f32 scales only" "float_bias:qconv.*B is .*not int32" \
+             "float_data:cint"; do
+    m=${bad%%:*} want=${bad#*:}
+    expect 1 run "$work/$m.onnx" --cpu
+    grep -q "$want" "$work/err" && ok || bad "$m: run --cpu said '$(cat "$work/err")', want /$want/"
+    expect 1 "$work/$m.onnx" --arch sm_90 -o "$work/$m.gpuc"
+    grep -q "$want" "$work/err" && ok || bad "$m: compile said '$(cat "$work/err")', want /$want/"
+  done
+else
+  bad "cannot make the hostile models (python3 with onnx)"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
