@@ -66,9 +66,9 @@ done
 echo
 for m in mlp cnn; do
   echo "$m --prune l1:0.3 (eval's pass report):"
-  grep -E "zeros|pruned" "$out/$m.--prune_l1_0.3.txt" || true
+  grep -E "zeros \(|^  pruned" "$out/$m.--prune_l1_0.3.txt" || true
   echo "$m --int8 layers:"
-  grep -E "int8" "$out/$m.--int8.txt" || true
+  sed -n '/int8/,/^evaluating/p' "$out/$m.--int8.txt" | grep -v '^evaluating' || true
 done
 for m in mlp cnn; do
   echo "${m}_2to4 train: $(grep -E '^ *pruned' "$out/${m}_2to4.train.txt" || true)"
