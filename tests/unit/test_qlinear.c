@@ -108,8 +108,73 @@ done:
   gpuc_graph_free(g2);
 }
 
+static Tensor *tensor(GpucDType dt, int rank, const int64_t *dims, const double *v) {
+  GpucErr e;
+  Tensor *t = gpuc_tensor_new(dt, rank, dims, &e);
+  GPUC_ASSERT(t);
+  for (int64_t i = 0; i < gpuc_numel(t); i++) gpuc_set_f64(t, i, v[i]);
+  return t;
+}
+
+/* Stated values: QLinearMatMul's requantize rounds half to even and
+ * saturates. a [2,1] = {1, 3} (u8, zero point 0, scale 1) times b [1,4] =
+ * ones (s8) with per-column b_scale {0.5, 1.5, 2.5, 100}, y_scale 1:
+ *   acc * M = {0.5, 1.5, 2.5, 100; 1.5, 4.5, 7.5, 300}
+ *   y (u8, zp 0)   = {0, 2, 2, 100; 2, 4, 8, 255}
+ *   y (s8, zp -3)  = {-3, -1, -1, 97; -1, 1, 5, 127}
+ * and ConvInteger pads with 0 after the zero point's shift: x [1,1,1,2] =
+ * {5, 7} (u8, zp 5), w [1,1,1,3] = {1, 1, 1} (s8, zp 0), pads 1 each side
+ * of W: y = {0 + 0 + 2, 0 + 2 + 0} = {2, 2}. */
+static void check_stated(void) {
+  int64_t d21[2] = {2, 1}, d14[2] = {1, 4}, d4[1] = {4}, d0[1] = {1};
+  for (int s8 = 0; s8 < 2; s8++) {
+    Tensor *in[8] = {tensor(GPUC_DT_U8, 2, d21, (double[]){1, 3}), tensor(GPUC_DT_F32, 1, d0, (double[]){1}),
+                     tensor(GPUC_DT_U8, 1, d0, (double[]){0}), tensor(GPUC_DT_I8, 2, d14, (double[]){1, 1, 1, 1}),
+                     tensor(GPUC_DT_F32, 1, d4, (double[]){0.5, 1.5, 2.5, 100}),
+                     tensor(GPUC_DT_I8, 1, d0, (double[]){0}), tensor(GPUC_DT_F32, 1, d0, (double[]){1}),
+                     tensor(s8 ? GPUC_DT_I8 : GPUC_DT_U8, 1, d0, (double[]){s8 ? -3 : 0})};
+    static const double want[2][8] = {{0, 2, 2, 100, 2, 4, 8, 255}, {-3, -1, -1, 97, -1, 1, 5, 127}};
+    Graph *g = gpuc_graph_new("test_qlinear");
+    int ni = gpuc_graph_add_node(g, GPUC_OP_QLINEARMATMUL, "qmm", 8, 1);
+    for (int k = 0; k < 8; k++) g->nodes[ni].in[k] = gpuc_graph_add_value(g, "i");
+    g->nodes[ni].out[0] = 0;
+    Tensor *y = NULL;
+    GpucErr e = {0};
+    CHECK(gpuc_ref_run_node(g, &g->nodes[ni], (const Tensor **)in, &y, &e) == 0, "QLinearMatMul: %s", e.msg);
+    for (int i = 0; y && i < 8; i++)
+      CHECK(gpuc_get_f64(y, i) == want[s8][i], "QLinearMatMul %s y[%d] = %g, want %g", s8 ? "s8" : "u8", i,
+            gpuc_get_f64(y, i), want[s8][i]);
+    gpuc_tensor_free(y);
+    for (int k = 0; k < 8; k++) gpuc_tensor_free(in[k]);
+    gpuc_graph_free(g);
+  }
+  int64_t dx[4] = {1, 1, 1, 2}, dw[4] = {1, 1, 1, 3};
+  Tensor *in[4] = {tensor(GPUC_DT_U8, 4, dx, (double[]){5, 7}), tensor(GPUC_DT_I8, 4, dw, (double[]){1, 1, 1}),
+                   tensor(GPUC_DT_U8, 1, d0, (double[]){5}), NULL};
+  Graph *g = gpuc_graph_new("test_qlinear");
+  int ni = gpuc_graph_add_node(g, GPUC_OP_CONVINTEGER, "cint", 3, 1);
+  for (int k = 0; k < 3; k++) g->nodes[ni].in[k] = gpuc_graph_add_value(g, "i");
+  g->nodes[ni].out[0] = 0;
+  static int64_t pads[4] = {0, 1, 0, 1};
+  Attr a = {.name = "pads", .kind = GPUC_ATTR_INTS, .ints = pads, .n = 4};
+  g->nodes[ni].attrs = &a;
+  g->nodes[ni].nattr = 1;
+  Tensor *y = NULL;
+  GpucErr e = {0};
+  CHECK(gpuc_ref_run_node(g, &g->nodes[ni], (const Tensor **)in, &y, &e) == 0, "ConvInteger: %s", e.msg);
+  CHECK(y && y->dt == GPUC_DT_I32 && gpuc_numel(y) == 2 && gpuc_get_f64(y, 0) == 2 && gpuc_get_f64(y, 1) == 2,
+        "ConvInteger padded with the zero point: got %g %g, want 2 2", y ? gpuc_get_f64(y, 0) : -1,
+        y ? gpuc_get_f64(y, 1) : -1);
+  g->nodes[ni].attrs = NULL;
+  g->nodes[ni].nattr = 0;
+  gpuc_tensor_free(y);
+  for (int k = 0; k < 3; k++) gpuc_tensor_free(in[k]);
+  gpuc_graph_free(g);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) { fprintf(stderr, "usage: test_qlinear DATA_DIR (tests/data/ort_qlinear)\n"); return 2; }
+  check_stated();
   /* cnn: the MatMul head is one int8 GEMM (the convs are f32 on integers);
    * mlp: two */
   check_model(argv[1], "cnn_dynamic", true, 1);
