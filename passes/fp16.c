@@ -118,7 +118,10 @@ int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e) {
     GpucOp op = g->nodes[i].op;
     /* BatchNormalization in training mode (running statistics out) too */
     bool bn_train = op == GPUC_OP_BATCHNORMALIZATION && g->nodes[i].nout > 1;
-    GpucDType want = fp32_island(op) || bn_train ? GPUC_DT_F32 : half;
+    /* gpuc_fp32: nodes a pass made to hold exact integer sums in f32
+     * (passes/expand_qlinear.c) */
+    bool keep = gpuc_attr_i(&g->nodes[i], "gpuc_fp32", 0) == 1;
+    GpucDType want = fp32_island(op) || bn_train || keep ? GPUC_DT_F32 : half;
     for (int k = 0; k < g->nodes[i].nin; k++) {
       int v = g->nodes[i].in[k];
       if (v < 0 || !is_f(g->values[v].t.dt, half) || param_input(op, k)) continue;
@@ -133,7 +136,7 @@ int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e) {
     }
     /* outputs follow the node's precision */
     Node *n = &g->nodes[i];
-    if (op == GPUC_OP_CAST || (op == GPUC_OP_DEQUANTIZEROWS && want == half)) {
+    if ((op == GPUC_OP_CAST && !keep) || (op == GPUC_OP_DEQUANTIZEROWS && want == half)) {
       Attr *to = (Attr *)gpuc_attr(n, "to");
       if (to && to->kind == GPUC_ATTR_INT && to->i == ONNX_FLOAT) { to->i = onnx_type(half); changes++; }
     }

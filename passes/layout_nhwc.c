@@ -41,6 +41,9 @@ static bool has_data(const Value *v) { return v->is_const && v->t.data; }
 static bool conv2d(const Graph *g, const Node *n) {
   if (n->op != GPUC_OP_CONV && n->op != GPUC_OP_FUSEDCONV) return false;
   if (gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NCHW) return false;
+  /* f32 convs on integer values (passes/expand_qlinear.c): the edge
+   * Transposes would store their int32-sized sums as half */
+  if (gpuc_attr_i(n, "gpuc_fp32", 0) == 1) return false;
   if (n->nin < 2 || n->in[0] < 0 || n->in[1] < 0 || n->out[0] < 0) return false;
   const Value *x = &g->values[n->in[0]], *w = &g->values[n->in[1]];
   const Tensor *y = &g->values[n->out[0]].t;

@@ -20,8 +20,10 @@
  * the sums are scaled before they are stored as half. The output matches
  * onnxruntime's where the reference did. za is a scalar (the
  * DynamicQuantizeLinear zero point, known at run time) or absent; zb a
- * constant scalar or per column, or absent. Other MatMulIntegers (A int8,
- * B computed, per-row za, K or N not multiples of 4) stay as they are. */
+ * constant scalar or per column, or absent. A int8 (QLinearMatMul of int8
+ * activations, passes/expand_qlinear.c) goes to the GEMM as it is, with
+ * shift 0 - za in place of 128 - za. Other MatMulIntegers (B computed,
+ * per-row za, K or N not multiples of 4) stay as they are. */
 #include "passes.h"
 #include "quant_int8.h"
 #include <stdio.h>
@@ -107,7 +109,7 @@ static bool takes(const Graph *g, const Node *nd) {
   if (nd->op != GPUC_OP_MATMULINTEGER || nd->in[0] < 0 || nd->in[1] < 0 || nd->out[0] < 0) return false;
   const Tensor *a = &g->values[nd->in[0]].t, *b = &g->values[nd->in[1]].t;
   const Value *bv = &g->values[nd->in[1]];
-  if (a->dt != GPUC_DT_U8 || b->dt != GPUC_DT_I8 || !bv->is_const || !b->data || b->rank != 2) return false;
+  if ((a->dt != GPUC_DT_U8 && a->dt != GPUC_DT_I8) || b->dt != GPUC_DT_I8 || !bv->is_const || !b->data || b->rank != 2) return false;
   if (a->rank < 1 || a->dims[a->rank - 1] != b->dims[0] || b->dims[0] % 4 || b->dims[1] % 4) return false;
   if (nd->nin > 2 && nd->in[2] >= 0 && gpuc_numel(&g->values[nd->in[2]].t) != 1) return false; /* per-row za */
   return true;
@@ -184,18 +186,22 @@ int pass_matmulinteger_int8(Graph *g, const PassOptions *o, GpucErr *e) {
     char base[400], name[512];
     snprintf(base, sizeof base, "%s", g->nodes[i].name);
     int a = g->nodes[i].in[0], za = g->nodes[i].nin > 2 ? g->nodes[i].in[2] : -1;
+    bool s8 = g->values[a].t.dt == GPUC_DT_I8; /* A is already what IMMA multiplies */
     int64_t one = 1;
     snprintf(name, sizeof name, "%s.c128", base);
     int c128 = add_const_i32(g, name, 0, &one, e);
     if (c128 < 0) goto done;
-    *(int32_t *)g->values[c128].t.data = 128;
-    /* A' = Cast<int8>(Cast<int32>(A) - 128) */
-    snprintf(name, sizeof name, "%s.a32", base);
-    int a32 = add_node(g, GPUC_OP_CAST, name, 1, &a, ONNX_INT32, e);
-    snprintf(name, sizeof name, "%s.a32s", base);
-    int a32s = a32 < 0 ? -1 : add_node(g, GPUC_OP_SUB, name, 2, (int[]){a32, c128}, -1, e);
-    snprintf(name, sizeof name, "%s.as8", base);
-    int as8 = a32s < 0 ? -1 : add_node(g, GPUC_OP_CAST, name, 1, &a32s, ONNX_INT8, e);
+    *(int32_t *)g->values[c128].t.data = s8 ? 0 : 128;
+    /* A' = Cast<int8>(Cast<int32>(A) - 128), or A itself */
+    int as8 = a;
+    if (!s8) {
+      snprintf(name, sizeof name, "%s.a32", base);
+      int a32 = add_node(g, GPUC_OP_CAST, name, 1, &a, ONNX_INT32, e);
+      snprintf(name, sizeof name, "%s.a32s", base);
+      int a32s = a32 < 0 ? -1 : add_node(g, GPUC_OP_SUB, name, 2, (int[]){a32, c128}, -1, e);
+      snprintf(name, sizeof name, "%s.as8", base);
+      as8 = a32s < 0 ? -1 : add_node(g, GPUC_OP_CAST, name, 1, &a32s, ONNX_INT8, e);
+    }
     /* the GEMM keeps the MatMulInteger's name */
     snprintf(name, sizeof name, "%s.acc", base);
     int acc = as8 < 0 ? -1 : gpuc_graph_add_value(g, name);
@@ -205,7 +211,8 @@ int pass_matmulinteger_int8(Graph *g, const PassOptions *o, GpucErr *e) {
     g->nodes[mi].in[1] = wq;
     g->nodes[mi].out[0] = acc;
     g->values[acc].producer = mi;
-    /* corr = (128 - Cast<int32>(za)) * colsum, or 128 * colsum */
+    /* corr = (128 - Cast<int32>(za)) * colsum, or 128 * colsum (u8); s8:
+     * (0 - za) * colsum, or 0 * colsum */
     int shift = c128;
     if (za >= 0) {
       snprintf(name, sizeof name, "%s.za32", base);

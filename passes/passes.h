@@ -81,6 +81,9 @@ int pass_qdq_int8(Graph *g, const PassOptions *o, GpucErr *e);
  * quantize_dynamic) -> the int8 GEMM with an exact zero-point correction
  * (matmulinteger_int8.c); -O2, with or without --int8. */
 int pass_matmulinteger_int8(Graph *g, const PassOptions *o, GpucErr *e);
+/* QLinearMatMul / QLinearConv / ConvInteger -> MatMulInteger and f32 Convs
+ * on integer values, requantized by QuantizeLinear (passes/expand_qlinear.c) */
+int pass_expand_qlinear(Graph *g, const PassOptions *o, GpucErr *e);
 /* The int8 layers of a graph after the passes; with o->int8 also the
  * Linear layers kept in float and why, or a note that nothing was
  * quantized (without it, nothing when there are no int8 layers: a

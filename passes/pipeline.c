@@ -40,6 +40,9 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->fp16 && o->bf16) return gpuc_err_set(e, "%s: --fp16 and --bf16 exclude each other", g->path);
   if (o->level < 1) return 0;
   if (fold_to_fixed_point(g, o, e)) return -1;
+  /* quantized operators from other tools into ops that lower (their
+   * weights and scales are known now) */
+  if (after(g, o, "expand_qlinear", pass_expand_qlinear(g, o, e), e) < 0) return -1;
   /* first after folding: the weights as the model has them (BatchNorm not
    * yet folded into a Conv's weight, as torch prunes the Conv module's) */
   if (o->prune_kind && after(g, o, "prune", pass_prune(g, o, e), e) < 0) return -1;

@@ -16,8 +16,9 @@
  * cannot take (say why: gpuc_int8_report).
  *
  * Static Q/DQ models (pass_qdq_int8, -O2 with or without --int8): a layer
- * whose X is DequantizeLinear(q int8, s, 0) per tensor takes q and s as
- * its Xq and XScale instead of a QuantizeRows. Its weight, folded to float
+ * whose X is DequantizeLinear(q, s, zp) per tensor, q int8 or uint8,
+ * takes q (uint8: q - 128) and s as its Xq and XScale instead of a
+ * QuantizeRows, and adds the zero point's correction to the int32 sums. Its weight, folded to float
  * from its own DequantizeLinear, is quantized again by the rule above: the
  * model's int8 values come back exactly when its per-channel scale was
  * max|W| / 127 (symmetric calibration, as onnxruntime and TensorRT make
@@ -65,11 +66,37 @@ static int scaled_bias(Graph *g, const Node *nd, const LinearLayer *L, GpucErr *
   return gpuc_linear_bias_const(g, nd, L, "bias", GPUC_DT_F32, e);
 }
 
-/* X = DequantizeLinear(q, s, 0) with q int8 and s one constant value
- * (a static Q/DQ model's activation, TensorRT style): *q and a new f32
- * [1] constant holding s, made once per X (the same caches). 1: not such
- * an X. */
-static int static_rows(Graph *g, int x, int *cache_q, int *cache_s, GpucErr *e) {
+/* A new node op(in...) -> a new value "<base>.<suffix>" (attr `to` when
+ * to >= 0). */
+static int int_node(Graph *g, GpucOp op, const char *base, const char *suffix, int nin, const int *in, int to,
+                    GpucErr *e) {
+  char name[512];
+  snprintf(name, sizeof name, "%s.%s", base, suffix);
+  int y = gpuc_graph_add_value(g, name);
+  int ni = y < 0 ? -1 : gpuc_graph_add_node(g, op, name, nin, 1);
+  Attr *a = to >= 0 ? gpuc_arena_alloc(&g->arena, sizeof(Attr)) : NULL;
+  if (ni < 0 || (to >= 0 && !a)) return gpuc_err_set(e, "%s: out of memory", g->path);
+  Node *n = &g->nodes[ni];
+  for (int k = 0; k < nin; k++) n->in[k] = in[k];
+  n->out[0] = y;
+  if (a) {
+    *a = (Attr){.name = "to", .kind = GPUC_ATTR_INT, .i = to};
+    n->attrs = a;
+    n->nattr = 1;
+  }
+  g->values[y].producer = ni;
+  return y;
+}
+
+/* X = DequantizeLinear(q, s, zp) with q int8 or uint8, s one constant
+ * value and zp one constant value (or none): a static Q/DQ model's
+ * activation (TensorRT's symmetric int8, onnxruntime's default asymmetric
+ * uint8). *q goes to the int8 GEMM as it is (int8) or as q - 128 (uint8,
+ * exact in int8); cache_z[x] holds the shift the GEMM's sums then miss,
+ * (128 or 0) - zp: the layer adds shift * colsum(Wq) (per output channel,
+ * a compile-time constant) to the int32 sums, which makes them sum (q -
+ * zp) Wq exactly. Made once per X (the same caches). 1: not such an X. */
+static int static_rows(Graph *g, int x, int *cache_q, int *cache_s, int *cache_z, GpucErr *e) {
   if (cache_q[x] >= 0) return 0;
   int p = g->values[x].producer;
   if (p < 0) return 1;
@@ -77,8 +104,12 @@ static int static_rows(Graph *g, int x, int *cache_q, int *cache_s, GpucErr *e) 
   if (dq->op != GPUC_OP_DEQUANTIZELINEAR || dq->nin < 2 || dq->in[0] < 0 || dq->in[1] < 0) return 1;
   const Tensor *q = &g->values[dq->in[0]].t, *sc = &g->values[dq->in[1]].t;
   const Tensor *zp = dq->nin > 2 && dq->in[2] >= 0 ? &g->values[dq->in[2]].t : NULL;
-  if (q->dt != GPUC_DT_I8 || !sc->data || gpuc_numel(sc) != 1 || !(gpuc_get_f64(sc, 0) > 0)) return 1;
-  if (zp && (!zp->data || gpuc_numel(zp) != 1 || gpuc_get_f64(zp, 0) != 0)) return 1;
+  if ((q->dt != GPUC_DT_I8 && q->dt != GPUC_DT_U8) || !sc->data || gpuc_numel(sc) != 1 ||
+      !(gpuc_get_f64(sc, 0) > 0))
+    return 1;
+  if (zp && (!zp->data || gpuc_numel(zp) != 1)) return 1;
+  bool u8 = q->dt == GPUC_DT_U8;
+  int32_t shift = (u8 ? 128 : 0) - (zp ? (int32_t)gpuc_get_f64(zp, 0) : 0);
   char name[512];
   snprintf(name, sizeof name, "%s.scale", g->values[x].name);
   int64_t one = 1;
@@ -86,9 +117,38 @@ static int static_rows(Graph *g, int x, int *cache_q, int *cache_s, GpucErr *e) 
   if (s < 0) return -1;
   dq = &g->nodes[p];
   *(float *)g->values[s].t.data = (float)gpuc_get_f64(&g->values[dq->in[1]].t, 0);
-  cache_q[x] = dq->in[0];
+  int xq = dq->in[0];
+  if (u8) { /* q - 128 as int8: Cast<int8>(Cast<int32>(q) - 128) */
+    snprintf(name, sizeof name, "%s.c128", g->values[x].name);
+    int c = gpuc_linear_new_const(g, name, GPUC_DT_I32, 0, &one, e);
+    if (c < 0) return -1;
+    *(int32_t *)g->values[c].t.data = 128;
+    const char *base = g->values[x].name;
+    int q32 = int_node(g, GPUC_OP_CAST, base, "q32", 1, &xq, 6, e);
+    int qs = q32 < 0 ? -1 : int_node(g, GPUC_OP_SUB, base, "q32s", 2, (int[]){q32, c}, -1, e);
+    if ((xq = qs < 0 ? -1 : int_node(g, GPUC_OP_CAST, base, "qs8", 1, &qs, 3, e)) < 0) return -1;
+  }
+  cache_q[x] = xq;
   cache_s[x] = s;
+  cache_z[x] = shift;
   return 0;
+}
+
+/* acc + shift * colsum(Wq) (static_rows' correction), int32 [.., N]. */
+static int shift_sums(Graph *g, const char *layer, int acc, int wq, int32_t shift, GpucErr *e) {
+  int64_t n = g->values[wq].t.dims[0], k = g->values[wq].t.dims[1];
+  char name[512];
+  snprintf(name, sizeof name, "%s.zp_correction", layer);
+  int c = gpuc_linear_new_const(g, name, GPUC_DT_I32, 1, &n, e);
+  if (c < 0) return -1;
+  const int8_t *w = g->values[wq].t.data;
+  int32_t *cv = g->values[c].t.data;
+  for (int64_t o = 0; o < n; o++) {
+    int64_t sum = 0;
+    for (int64_t j = 0; j < k; j++) sum += w[o * k + j];
+    cv[o] = (int32_t)(sum * shift);
+  }
+  return int_node(g, GPUC_OP_ADD, layer, "acc_zp", 2, (int[]){acc, c}, -1, e);
 }
 
 /* DequantizeRows(acc, xs, ws, b) -> y read only by a Reshape to z that
@@ -165,18 +225,24 @@ fail:
  * GEMM as they are). */
 static int rewrite(Graph *g, const PassOptions *o, bool all, GpucErr *e) {
   int nn = g->nnodes, changes = 0, rc = -1;
-  /* values grow by 4 per layer and 2 per distinct X at most */
-  int cap = g->nvalues + 6 * nn + 16;
+  /* values grow by 6 per layer and 6 per distinct X at most */
+  int cap = g->nvalues + 12 * nn + 16;
   int *cache_q = malloc(sizeof(int) * (size_t)cap), *cache_s = malloc(sizeof(int) * (size_t)cap);
-  if (!cache_q || !cache_s) { free(cache_q); free(cache_s); return gpuc_err_set(e, "%s: out of memory", g->path); }
+  int *cache_z = calloc((size_t)cap, sizeof(int));
+  if (!cache_q || !cache_s || !cache_z) {
+    free(cache_q); free(cache_s); free(cache_z);
+    return gpuc_err_set(e, "%s: out of memory", g->path);
+  }
   for (int i = 0; i < cap; i++) cache_q[i] = cache_s[i] = -1;
   for (int i = 0; i < nn; i++) {
     LinearLayer L;
     const char *why = NULL;
     if (classify(g, &g->nodes[i], o, &L, &why) != 1) continue;
-    int st = static_rows(g, L.x, cache_q, cache_s, e);
+    int st = static_rows(g, L.x, cache_q, cache_s, cache_z, e);
     if (st < 0) goto done;
     if (st > 0 && !all) continue;
+    /* a zero point's correction: |sum (q - zp) Wq| <= K * 255 * 127 must fit int32 */
+    if (st == 0 && cache_z[L.x] != 0 && L.k > (int64_t)INT32_MAX / (255 * 127)) continue;
     int wq, ws, y = g->nodes[i].out[0];
     GpucDType ydt = g->values[y].t.dt;
     if (quantize_weight(g, &g->nodes[i], &L, &wq, &ws, e)) goto done;
@@ -195,6 +261,8 @@ static int rewrite(Graph *g, const PassOptions *o, bool all, GpucErr *e) {
     mm->in[1] = wq;
     mm->out[0] = acc;
     g->values[acc].producer = mi;
+    if (st == 0 && cache_z[L.x] != 0 && (acc = shift_sums(g, g->nodes[i].name, acc, wq, cache_z[L.x], e)) < 0)
+      goto done;
     /* the layer's node becomes the DequantizeRows writing its output */
     Node *dq = &g->nodes[i];
     snprintf(name, sizeof name, "%s.dequantize", dq->name);
@@ -222,6 +290,7 @@ static int rewrite(Graph *g, const PassOptions *o, bool all, GpucErr *e) {
 done:
   free(cache_q);
   free(cache_s);
+  free(cache_z);
   return rc;
 }
 

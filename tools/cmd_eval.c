@@ -148,7 +148,10 @@ static int open_cpu(const EvalArgs *a, Evaluator *ev, int64_t B, GpucErr *e) {
   PassOptions po;
   gpuc_pass_options_default(&po, a->level < 1 ? 1 : a->level);
   pass_flags_apply(&a->flags, &po);
-  return gpuc_passes_run(ev->g, &po, e);
+  po.prune_report = stdout; /* --prune's sparsity per layer, as a compile prints it */
+  if (gpuc_passes_run(ev->g, &po, e)) return -1;
+  if (po.int8) gpuc_int8_report(ev->g, &po, stdout);
+  return 0;
 }
 
 /* The GPU: a plan as given (its batch), or the model compiled with the
@@ -160,7 +163,8 @@ static int open_gpu(const EvalArgs *a, Evaluator *ev, int64_t *B, char *tmp, siz
     if (!g) return -1;
     const char *dir = getenv("TMPDIR");
     snprintf(tmp, ntmp, "%s/gpuc-eval-%ld.gpuc", dir && *dir ? dir : "/tmp", (long)getpid());
-    CompileRequest r = {.model = a->model, .out = tmp, .level = a->level, .sm = a->sm, .flags = a->flags};
+    CompileRequest r = {.model = a->model, .out = tmp, .level = a->level, .sm = a->sm, .flags = a->flags,
+                        .prune_report = stdout};
     CompileStats st;
     int rc = compile_graph(g, &r, &st, e);
     gpuc_graph_free(g);
