@@ -36,7 +36,7 @@ static int fold_to_fixed_point(Graph *g, const PassOptions *o, GpucErr *e) {
   return 0;
 }
 
-int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
+static int run_passes(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->fp16 && o->bf16) return gpuc_err_set(e, "%s: --fp16 and --bf16 exclude each other", g->path);
   if (o->level < 1) return 0;
   if (fold_to_fixed_point(g, o, e)) return -1;
@@ -89,4 +89,11 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
   /* after it: the int8/fp8 row quantize and dequantize steps join the groups and norms beside them */
   if (o->level >= 2 && after(g, o, "fuse_quantize_rows", pass_fuse_quantize_rows(g, o, e), e) < 0) return -1;
   return 0;
+}
+
+int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
+  if (run_passes(g, o, e)) return -1;
+  /* an intermediate over the one-tensor cap that no fusion removed (the
+   * scores of an unfused attention) is refused now, naming its node */
+  return gpuc_graph_check_sizes(g, e);
 }
