@@ -31,6 +31,7 @@
  * probability of such a row) writes 0. */
 #include "lower_util.h"
 #include "infer_linalg.h"
+#include "lower_attention_stream.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -371,7 +372,7 @@ static const char *mma_kv_body =
 /* mma16816<T>(c, a, b0, b1): c += A B for one m16n8k16 tile; pack2<T>(lo,
  * hi): two floats rounded into one register. Emitted once per module (the
  * marker comment is looked for in the module source). */
-static void mma_helpers(StrBuf *b) {
+void mma_helpers(StrBuf *b) { /* also used by lower_attention_stream.c */
   static const char *marker = "/* gpuc attention mma helpers */";
   if (b->s && strstr(b->s, marker)) return;
   sb_printf(b, "%s\n"
@@ -409,7 +410,7 @@ static void mma_helpers(StrBuf *b) {
 }
 
 /* body with each key replaced by its value */
-static void emit_subst(StrBuf *b, const char *body, int n, const char *const *keys, const char *const *vals) {
+void emit_subst(StrBuf *b, const char *body, int n, const char *const *keys, const char *const *vals) {
   for (;;) {
     const char *next = NULL;
     int hit = -1;
@@ -673,7 +674,13 @@ int lower_Attention(LowerCtx *c) {
    * wrong result between the kernels on a GPU, or time them) */
   bool tc = (q->dt == GPUC_DT_F16 || q->dt == GPUC_DT_BF16) && c->opt->sm >= 80 && a.D % 16 == 0 &&
             a.Dv % 8 == 0 && !env_set("GPUC_ATTENTION_FMA");
+  /* grouped-query heads and causal masks: the streaming kernels
+   * (lower_attention_stream.c), and half past the K/V-resident kernel's
+   * limit (GPUC_ATTENTION_TILED=1: the tiled kernel below instead) */
+  if (a.Hk != a.H || gpuc_attr_i(c->n, "causal", 0)) return lower_attention_stream(c, &a, ms, tc);
   if (!tc) return attention_fma(c, &a, ms);
   if (mma_kv_smem(&a) <= 48 * 1024 && !env_set("GPUC_ATTENTION_TILED")) return attention_mma_kv(c, &a, ms);
+  if (attention_flash_fits(&a, q->dt, c->opt->sm) && !env_set("GPUC_ATTENTION_TILED"))
+    return lower_attention_stream(c, &a, ms, tc);
   return attention_mma(c, &a, ms);
 }

@@ -61,6 +61,9 @@ int pass_fuse_gelu(Graph *g, const PassOptions *o, GpucErr *e);
  * attribute activation, cuBLASLt's epilogue. */
 int pass_fuse_matmul_act(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e);
+/* After it: Attention reads K/V before a repeat_kv (grouped-query heads),
+ * a causal mask becomes attribute causal (passes/attention_gqa_causal.c). */
+int pass_attention_gqa_causal(Graph *g, const PassOptions *o, GpucErr *e);
 /* Add(MatMulBias/MatMul, R) -> MatMulBias(A, B, bias, R): the residual as
  * the GEMM's C operand (passes/fuse_residual_gemm.c). */
 int pass_fuse_residual_gemm(Graph *g, const PassOptions *o, GpucErr *e);

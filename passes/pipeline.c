@@ -61,6 +61,7 @@ static int run_passes(Graph *g, const PassOptions *o, GpucErr *e) {
   /* before fp16: it matches the fp32 pattern, and Attention then runs on
    * half storage with fp32 math like the nodes it replaces */
   if (o->level >= 2 && after(g, o, "fuse_attention", pass_fuse_attention(g, o, e), e) < 0) return -1;
+  if (o->level >= 2 && after(g, o, "attention_gqa_causal", pass_attention_gqa_causal(g, o, e), e) < 0) return -1;
   /* before fp16 too: it then gets LayerNormalization's treatment (half
    * storage, fp32 statistics in the kernel) */
   if (o->level >= 2 && after(g, o, "fuse_add_layernorm", pass_fuse_add_layernorm(g, o, e), e) < 0) return -1;
