@@ -200,11 +200,12 @@ static const char *rows_body =
   "  __shared__ float qs[4][D];\n"
   "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
   "  const i64 bh = blockIdx.x, b = bh / H, h = bh % H, hk = h / G;\n"
-  "  const int row = blockIdx.y * 4 + warp;\n"
-  "  if (row >= SQ) return; /* no barrier below: a warp works alone */\n"
-  "  const T* qr = q + b * QS0 + h * QS1 + (i64)row * QS2;\n"
   "  const T* kb = k + b * KS0 + hk * KS1;\n"
   "  const T* vb = v + b * VS0 + hk * VS1;\n"
+  "  /* no block barrier below: each warp works alone, rows strided by the grid */\n"
+  "  for (int row = blockIdx.y * 4 + warp; row < SQ; row += gridDim.y * 4) {\n"
+  "  const T* qr = q + b * QS0 + h * QS1 + (i64)row * QS2;\n"
+  "  __syncwarp(); /* the last row's readers of qs are done */\n"
   "  for (int d = lane; d < D; d += 32) qs[warp][d] = ldf(qr[d]);\n"
   "  __syncwarp();\n"
   "  const int kend = CAUSAL ? (SK < row + 1 ? SK : row + 1) : SK;\n"
@@ -252,6 +253,7 @@ static const char *rows_body =
   "    NAN_TO_ZERO\n"
   "    yr[d] = stf<T>(val);\n"
   "  }\n"
+  "  }\n"
   "}\n";
 
 /* "constexpr i64 QS0 = .., QS1 = .., QS2 = ..;" for Q, K, V and Y */
@@ -269,8 +271,13 @@ static void signature(StrBuf *b, const char *name, const char *T, const Tensor *
   sb_printf(b, "%s* __restrict__ y) {\n", T);
 }
 
+/* grid (B*H, ceil(Sq/rows)), y capped at 65535 (the rows kernel strides
+ * over the rest; gpuc_attention_lowerable keeps the flash kernel's y
+ * within it) */
 static int launch(LowerCtx *c, const char *name, const GpucAttnGeom *a, int rows, bool tensor) {
-  unsigned grid[3] = {(unsigned)(a->B * a->H), (unsigned)((a->Sq + rows - 1) / rows), 1};
+  int64_t gy = (a->Sq + rows - 1) / rows;
+  if (gy > 65535 && tensor) return lower_fail(c, "internal: %lld query blocks, over the grid's 65535", LL(gy));
+  unsigned grid[3] = {(unsigned)(a->B * a->H), (unsigned)(gy > 65535 ? 65535 : gy), 1};
   unsigned blk[3] = {128, 1, 1};
   uint32_t args[5] = {c->tin[0], c->tin[1], c->tin[2]};
   int nargs = 3;
