@@ -676,9 +676,12 @@ int lower_Attention(LowerCtx *c) {
             a.Dv % 8 == 0 && !env_set("GPUC_ATTENTION_FMA");
   /* grouped-query heads and causal masks: the streaming kernels
    * (lower_attention_stream.c), and half past the K/V-resident kernel's
-   * limit (GPUC_ATTENTION_TILED=1: the tiled kernel below instead) */
+   * limit (GPUC_ATTENTION_TILED=1: the tiled kernel below instead;
+   * GPUC_ATTENTION_STREAM=1: the streaming kernel in place of both) */
   if (a.Hk != a.H || gpuc_attr_i(c->n, "causal", 0)) return lower_attention_stream(c, &a, ms, tc);
   if (!tc) return attention_fma(c, &a, ms);
+  if (env_set("GPUC_ATTENTION_STREAM") && attention_flash_fits(&a, q->dt, c->opt->sm)) /* to time it */
+    return lower_attention_stream(c, &a, ms, tc);
   if (mma_kv_smem(&a) <= 48 * 1024 && !env_set("GPUC_ATTENTION_TILED")) return attention_mma_kv(c, &a, ms);
   if (attention_flash_fits(&a, q->dt, c->opt->sm) && !env_set("GPUC_ATTENTION_TILED"))
     return lower_attention_stream(c, &a, ms, tc);

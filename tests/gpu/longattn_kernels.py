@@ -183,12 +183,22 @@ def main():
             ms = bench(a.gpuc, plan)
             line += "; gpuc %s ms" % ("%.4f" % ms if ms else "?")
             if prec == "fp16":
-                if kernel == "stream-mma" and kind in ("none", "mask", "bias"):  # the kernel it replaced
-                    plan2 = plan + ".tiled"
-                    env2 = dict(os.environ, GPUC_ATTENTION_TILED="1")
+                # the other half kernel for the same node: the tiled one the
+                # streaming kernel replaced past S 128, or the streaming one
+                # in place of the K/V-resident kernel
+                other = {"stream-mma": ("GPUC_ATTENTION_TILED", "tiled kernel"),
+                         "resident-mma": ("GPUC_ATTENTION_STREAM", "streaming kernel")}.get(kernel)
+                if other and kind in ("none", "mask", "bias"):
+                    plan2 = plan + ".other"
+                    env2 = dict(os.environ, **{other[0]: "1"})
                     if run([a.gpuc, onnx, "--arch", a.arch, "-o", plan2] + flags, env=env2)[0] == 0:
+                        got2, _ = gpuc_out(a.gpuc, plan2, [], in_args, os.path.join(a.work, "out_gpu2"))
+                        e2 = rel_l2(got2.astype(np.float64), ref.astype(np.float64)) if got2 is not None else float("nan")
                         ms2 = bench(a.gpuc, plan2)
-                        line += ", tiled kernel %s ms" % ("%.4f" % ms2 if ms2 else "?")
+                        line += ", %s %s ms (rel L2 %.2e)" % (other[1], "%.4f" % ms2 if ms2 else "?", e2)
+                        if not (e2 <= lim) and line.startswith("PASS"):
+                            bad += 1
+                            line = "FAIL" + line[4:] + " [the %s is off]" % other[1]
                 line += ", torch SDPA fp16 %.4f ms" % torch_ms(m, x)
             print(line, flush=True)
     print("longattn_kernels: %d failed" % bad)
