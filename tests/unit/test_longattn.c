@@ -9,9 +9,10 @@
  *             heads, a constant causal mask and transformers' causal +
  *             padding Where(And(C, P), 0, -inf) as attribute causal, and
  *             look-alikes left alone
- * usage: test_longattn [MODEL.onnx [NAME=DIMS]...]: with a model, its -O2
- *   graph (with the rewrites) against the unfused one on the reference,
- *   seeded random inputs (ids below 100, masks of ones): rel L2 <= 1e-5 */
+ * usage: test_longattn [MODEL.onnx [NAME=DIMS]... [+causal=N] [+gqa=N]]: with
+ *   a model, its -O2 graph (with the rewrites) against the -O1 one on the
+ *   reference, seeded inputs (ids below 100, masks of ones): rel L2 <= 1e-5,
+ *   and N Attention nodes causal / with grouped-query heads */
 #include "passes.h"
 #include "ref.h"
 #include "check.h"
@@ -211,7 +212,10 @@ static int test_model(int argc, char **argv) {
   GpucShapeBind binds[8];
   int nb = 0;
   GpucErr e = {0};
+  int want_causal = -1, want_gqa = -1; /* +causal=N, +gqa=N: Attention nodes expected so */
   for (int i = 2; i < argc && nb < 8; i++, nb++) { /* NAME=D0xD1x... */
+    if (!strncmp(argv[i], "+causal=", 8)) { want_causal = atoi(argv[i] + 8); nb--; continue; }
+    if (!strncmp(argv[i], "+gqa=", 5)) { want_gqa = atoi(argv[i] + 5); nb--; continue; }
     char *eq = strchr(argv[i], '=');
     if (!eq) { fprintf(stderr, "want NAME=DIMS, got %s\n", argv[i]); return 2; }
     *eq = 0;
@@ -240,6 +244,8 @@ static int test_model(int argc, char **argv) {
   }
   printf("%s: %d nodes at -O1, %d at -O2; %d Attention (%d causal, %d grouped-query)\n", argv[1], g0->nnodes,
          g1->nnodes, att, causal, gqa);
+  CHECK(want_causal < 0 || want_causal == causal, "%d causal Attention, expected %d", causal, want_causal);
+  CHECK(want_gqa < 0 || want_gqa == gqa, "%d grouped-query Attention, expected %d", gqa, want_gqa);
   Tensor **ins = random_inputs(g0), *o0[MAX_IO] = {0}, *o1[MAX_IO] = {0};
   for (int k = 0; k < g0->ninputs; k++) /* ids below 100, masks of ones */
     if (!gpuc_dtype_is_float(ins[k]->dt))
