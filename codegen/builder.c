@@ -506,6 +506,7 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
   for (int v = 0; v < g->nvalues; v++) pb.value_tensor[v] = UINT32_MAX;
   add_string(&pb, "");
   sb_printf(&pb.src, "%s", prelude);
+  if (gpuc_graph_check_sizes(g, e)) goto done; /* a graph that did not pass gpuc_passes_run (training) */
   /* every shape static: name the first value (in node order) that is not */
   int unknown = -1;
   for (int v = 0; v < g->nvalues; v++) {

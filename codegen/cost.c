@@ -118,10 +118,15 @@ static uint64_t kernel_flops(const LowerCtx *c) {
   }
   case GPUC_OP_RESIZE: case GPUC_OP_UPSAMPLE: /* nearest copies; linear ~3 lerps of 2 */
     return strcmp(gpuc_attr_s(n, "mode", "nearest"), "nearest") ? 6 * numel(y) : 0;
-  case GPUC_OP_ATTENTION: { /* Q K^T and P V: 2*Sk*(D + Dv) per query row */
+  case GPUC_OP_ATTENTION: { /* Q K^T and P V: 2*Sk*(D + Dv) per query row; causal: keys <= the row's */
     GpucAttnGeom a;
     if (gpuc_attention_geom(n, c->in[0], c->in[1], c->in[2], &a)) return 0;
-    return 2 * (uint64_t)(a.B * a.H * a.Sq) * (uint64_t)a.Sk * (uint64_t)(a.D + a.Dv);
+    uint64_t pairs = (uint64_t)a.Sq * (uint64_t)a.Sk;
+    if (gpuc_attr_i(n, "causal", 0)) {
+      uint64_t m = (uint64_t)(a.Sq < a.Sk ? a.Sq : a.Sk); /* rows i < Sk see i + 1 keys, later rows all Sk */
+      pairs = m * (m + 1) / 2 + (uint64_t)(a.Sq - (int64_t)m) * (uint64_t)a.Sk;
+    }
+    return 2 * (uint64_t)(a.B * a.H) * pairs * (uint64_t)(a.D + a.Dv);
   }
   case GPUC_OP_CONV: case GPUC_OP_FUSEDCONV: { /* all kernels: the depthwise kernel
     * (codegen/lower_dwconv.c), 2 * R*S * C/g per output element */

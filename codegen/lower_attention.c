@@ -36,6 +36,7 @@
  * probability of such a row) writes 0. */
 #include "lower_util.h"
 #include "infer_linalg.h"
+#include "lower_attention_stream.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,7 +377,7 @@ static const char *mma_kv_body =
 /* mma16816<T>(c, a, b0, b1): c += A B for one m16n8k16 tile; pack2<T>(lo,
  * hi): two floats rounded into one register. Emitted once per module (the
  * marker comment is looked for in the module source). */
-static void mma_helpers(StrBuf *b) {
+void mma_helpers(StrBuf *b) { /* also used by lower_attention_stream.c */
   static const char *marker = "/* gpuc attention mma helpers */";
   if (b->s && strstr(b->s, marker)) return;
   sb_printf(b, "%s\n"
@@ -414,7 +415,7 @@ static void mma_helpers(StrBuf *b) {
 }
 
 /* body with each key replaced by its value */
-static void emit_subst(StrBuf *b, const char *body, int n, const char *const *keys, const char *const *vals) {
+void emit_subst(StrBuf *b, const char *body, int n, const char *const *keys, const char *const *vals) {
   for (;;) {
     const char *next = NULL;
     int hit = -1;
@@ -431,7 +432,7 @@ static void emit_subst(StrBuf *b, const char *body, int n, const char *const *ke
 /* "constexpr i64 QS0 = .., QS1 = .., QS2 = ..;" for Q, K, V and Y, and
  * the element offsets QO, KO, VO of Q, K and V in the tensors read (views
  * of one QKV GEMM output: attribute view) */
-static void emit_strides(StrBuf *b, const GpucAttnGeom *a) {
+void attention_emit_strides(StrBuf *b, const GpucAttnGeom *a) {
   static const char *nm[4] = {"QS", "KS", "VS", "YS"};
   for (int i = 0; i < 4; i++)
     sb_printf(b, "  constexpr i64 %s0 = %lldLL, %s1 = %lldLL, %s2 = %lldLL;\n", nm[i], LL(a->st[i][0]), nm[i],
@@ -495,7 +496,7 @@ static int attention_mma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]
                "  constexpr int BK = 64, NT = BK / 8, KD = D / 16, NV = DV / 8, KP = D + 8, VP = BK + 8;\n"
                "  const float SCALE = %s, NEG_INF = -__int_as_float(0x7f800000);\n",
             T, LL(D), LL(DV), LL(Sq), LL(Sk), LL(H), scale);
-  emit_strides(b, a);
+  attention_emit_strides(b, a);
   const char *keys[] = {"MASK_ADD", "NAN_TO_ZERO", "mma16816(", "pack2("};
   const char *vals[] = {madd, nan0, "mma16816<T>(", "pack2<T>("};
   emit_subst(b, mma_body, 4, keys, vals);
@@ -540,7 +541,7 @@ static int attention_mma_kv(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms
                "  const float SCALE2 = %s, LOG2E = 1.44269504f, NEG_INF = -__int_as_float(0x7f800000);\n"
                "  (void)LOG2E;\n",
             T, LL(D), LL(DV), LL(Sq), LL(Sk), LL(H), scale2);
-  emit_strides(b, a);
+  attention_emit_strides(b, a);
   const char *keys[] = {"BIAS_ROW", "MASK_ADD", "NAN_TO_ZERO", "mma16816(", "pack2("};
   const char *vals[] = {bias, madd, nan0, "mma16816<T>(", "pack2<T>("};
   emit_subst(b, mma_kv_body, 5, keys, vals);
@@ -576,7 +577,7 @@ static int attention_fma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]
   sb_printf(b, "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
                "  const i64 bh = blockIdx.x, b = bh / %lldLL, h = bh %% %lldLL;\n"
                "  const int q0 = blockIdx.y * %d;\n", LL(H), LL(H), ATT_BQ);
-  emit_strides(b, a);
+  attention_emit_strides(b, a);
   sb_printf(b, "  const %s* qb = q + QO + b * QS0 + h * QS1;\n"
                "  const %s* kb = k + KO + b * KS0 + h * KS1;\n"
                "  const %s* vb = v + VO + b * VS0 + h * VS1;\n", T, T, T);
@@ -692,7 +693,16 @@ int lower_Attention(LowerCtx *c) {
    * wrong result between the kernels on a GPU, or time them) */
   bool tc = (q->dt == GPUC_DT_F16 || q->dt == GPUC_DT_BF16) && c->opt->sm >= 80 && a.D % 16 == 0 &&
             a.Dv % 8 == 0 && rows_aligned(&a) && !env_set("GPUC_ATTENTION_FMA");
+  /* grouped-query heads and causal masks: the streaming kernels
+   * (lower_attention_stream.c), and half past the K/V-resident kernel's
+   * limit (GPUC_ATTENTION_TILED=1: the tiled kernel below instead;
+   * GPUC_ATTENTION_STREAM=1: the streaming kernel in place of both) */
+  if (a.Hk != a.H || gpuc_attr_i(c->n, "causal", 0)) return lower_attention_stream(c, &a, ms, tc);
   if (!tc) return attention_fma(c, &a, ms);
+  if (env_set("GPUC_ATTENTION_STREAM") && attention_flash_fits(&a, q->dt, c->opt->sm)) /* to time it */
+    return lower_attention_stream(c, &a, ms, tc);
   if (mma_kv_smem(&a) <= 48 * 1024 && !env_set("GPUC_ATTENTION_TILED")) return attention_mma_kv(c, &a, ms);
+  if (attention_flash_fits(&a, q->dt, c->opt->sm) && !env_set("GPUC_ATTENTION_TILED"))
+    return lower_attention_stream(c, &a, ms, tc);
   return attention_mma(c, &a, ms);
 }

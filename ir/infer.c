@@ -93,22 +93,27 @@ void gpuc_strides(const Tensor *t, int64_t *strides) {
   for (int i = t->rank - 1; i >= 0; i--) { strides[i] = s; s *= t->dims[i]; }
 }
 
-/* A known shape whose element count overflows, or whose size is past the
- * single-tensor cap: describe it into why and return true. Refused at
- * import, so that `inspect` rejects a model the executor could never run
- * (a ConstantOfShape or Tile of terabytes) and later stages never see
- * sizes that overflow. */
-static bool too_big(const Tensor *t, char *why, size_t n) {
+/* A known shape whose element count or byte size overflows int64, or,
+ * with `cap`, whose size is past the single-tensor cap: describe it into
+ * why and return true. Overflow is refused at import, so later stages never
+ * see sizes that overflow. The cap applies at import to graph inputs and
+ * outputs (they exist in memory whatever the passes do, so `inspect`
+ * rejects a model the executor could never run: a ConstantOfShape or Tile
+ * of terabytes); an intermediate value over it is refused only if it
+ * survives the passes (gpuc_graph_check_sizes), since fusion can remove it:
+ * the [B,H,S,S] scores of a long-sequence attention never exist once it is
+ * one Attention node. */
+static bool too_big(const Tensor *t, bool cap, char *why, size_t n) {
   if (!gpuc_shape_known(t)) return false;
   char s[160];
   gpuc_shape_str(t, s, sizeof s);
   int64_t numel = gpuc_numel(t);
   size_t es = gpuc_dtype_size(t->dt);
-  if (numel < 0) {
-    snprintf(why, n, "shape %s: element count overflows int64", s);
+  if (numel < 0 || (es && numel > INT64_MAX / (int64_t)es)) {
+    snprintf(why, n, "shape %s: element count or byte size overflows int64", s);
     return true;
   }
-  if (es && numel > GPUC_MAX_TENSOR_BYTES / (int64_t)es) {
+  if (cap && es && numel > GPUC_MAX_TENSOR_BYTES / (int64_t)es) {
     snprintf(why, n, "shape %s (%s) needs %.3g GB, over the %lld MiB limit for one tensor", s,
              gpuc_dtype_name(t->dt), (double)numel * (double)es / 1e9,
              (long long)(GPUC_MAX_TENSOR_BYTES >> 20));
@@ -140,8 +145,21 @@ int gpuc_node_infer(Graph *g, int i, GpucErr *e) {
   }
   if (gpuc_ops[n->op].infer(&c)) return -1;
   for (int k = 0; k < n->nout; k++)
-    if (outs[k] && too_big(outs[k], why, sizeof why))
+    if (outs[k] && too_big(outs[k], g->values[n->out[k]].is_output, why, sizeof why))
       return gpuc_op_fail(&c, "output %d: %s", k, why);
+  return 0;
+}
+
+int gpuc_graph_check_sizes(const Graph *g, GpucErr *e) {
+  char why[256];
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = &g->nodes[i];
+    for (int k = 0; k < n->nout; k++) {
+      if (n->out[k] < 0 || !too_big(&g->values[n->out[k]].t, true, why, sizeof why)) continue;
+      OpCtx c = {.g = g, .n = n, .nin = n->nin, .nout = n->nout, .err = e};
+      return gpuc_op_fail(&c, "output %d: %s", k, why);
+    }
+  }
   return 0;
 }
 
@@ -149,7 +167,7 @@ int gpuc_graph_infer(Graph *g, GpucErr *e) {
   char why[256];
   for (int k = 0; k < g->ninputs; k++) {
     const Value *v = &g->values[g->inputs[k]];
-    if (too_big(&v->t, why, sizeof why))
+    if (too_big(&v->t, true, why, sizeof why))
       return gpuc_err_set(e, "%s: input '%s': %s", g->path, v->name, why);
   }
   for (int i = 0; i < g->nnodes; i++)

@@ -69,6 +69,7 @@ static int strided_views(const Node *n, const Tensor *in[3], GpucAttnGeom *a) {
   for (int i = 0; i < 6; i++)
     if (d[i] < 1) return -1;
   a->B = d[0]; a->H = d[1]; a->Sq = d[2]; a->Sk = d[3]; a->D = d[4]; a->Dv = d[5];
+  a->Hk = a->H; /* views are made only for K/V with Q's head count */
   for (int i = 0; i < 3; i++) {
     int64_t ext[3] = {a->B, a->H, i == 0 ? a->Sq : a->Sk};
     a->off[i] = v[4 * i];
@@ -94,10 +95,12 @@ int gpuc_attention_geom(const Node *n, const Tensor *q, const Tensor *k, const T
   logical(q, a->bshd[0], lq);
   logical(k, a->bshd[1], lk);
   logical(v, a->bshd[2], lv);
-  for (int d = 0; d < 2; d++)
-    if (!dims_eq(lq[d], lk[d]) || !dims_eq(lq[d], lv[d])) return -1;
+  if (!dims_eq(lq[0], lk[0]) || !dims_eq(lq[0], lv[0]) || !dims_eq(lk[1], lv[1])) return -1;
+  /* grouped-query heads: K and V have H / G heads, G >= 1 */
+  if (lq[1] >= 0 && lk[1] >= 0 && lq[1] != lk[1] && (lk[1] < 1 || lq[1] % lk[1])) return -1;
   if (!dims_eq(lq[3], lk[3]) || !dims_eq(lk[2], lv[2])) return -1;
   a->B = lq[0]; a->H = lq[1]; a->Sq = lq[2]; a->D = lq[3]; a->Sk = lk[2]; a->Dv = lv[3];
+  a->Hk = lk[1];
   strides(lq, a->bshd[0], a->st[0]);
   strides(lk, a->bshd[1], a->st[1]);
   strides(lv, a->bshd[2], a->st[2]);
@@ -105,7 +108,7 @@ int gpuc_attention_geom(const Node *n, const Tensor *q, const Tensor *k, const T
   return y_layout(n, a);
 }
 
-/* Q [B,H,Sq,D], K [B,H,Sk,D], V [B,H,Sk,Dv], mask? broadcast to
+/* Q [B,H,Sq,D], K [B,Hk,Sk,D], V [B,Hk,Sk,Dv] (Hk divides H), mask? broadcast to
  * [B,H,Sq,Sk] -> Y [B,H,Sq,Dv] of Q's dtype; with attribute bshd[i] set,
  * tensor i (Q, K, V, Y) is stored [B,S,H,D] instead; with view and dims,
  * Q, K and V are strided views; y_perm permutes Y's stored axes. */
@@ -119,8 +122,8 @@ int infer_Attention(OpCtx *c) {
                         gpuc_dtype_name(k->dt), gpuc_dtype_name(v->dt));
   GpucAttnGeom a;
   if (gpuc_attention_geom(c->n, q, k, v, &a))
-    return gpuc_op_fail(c, "Q, K and V are not 4-D with one batch, head count and head size, or their views "
-                           "(attributes view, dims, y_perm) do not lie inside them");
+    return gpuc_op_fail(c, "Q, K and V are not 4-D with one batch and head size and K/V heads dividing Q's, "
+                           "or their views (attributes view, dims, y_perm) do not lie inside them");
   int64_t l[4] = {a.B, a.H, a.Sq, a.Dv}, dims[4];
   for (int i = 0; i < 4; i++) dims[i] = l[a.ydims_perm[i]];
   gpuc_set_shape(c->out[0], q->dt, 4, dims);

@@ -41,6 +41,7 @@ void gpuc_einsum_free(GpucEinsum *es);
  * views do not fit together. */
 typedef struct GpucAttnGeom {
   int64_t B, H, Sq, Sk, D, Dv;
+  int64_t Hk; /* K and V heads: H, or a divisor of H (grouped-query heads: head h reads K/V head h / (H / Hk)) */
   bool bshd[4];
   int64_t off[4];
   int64_t st[4][3];

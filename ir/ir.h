@@ -244,6 +244,11 @@ int gpuc_graph_infer(Graph *g, GpucErr *e);
  * folding re-infers each node as it goes, so a whole shape chain folds in
  * one sweep). */
 int gpuc_node_infer(Graph *g, int i, GpucErr *e);
+/* Inference refuses graph inputs and outputs over GPUC_MAX_TENSOR_BYTES but
+ * lets intermediate values through (a fusion may remove them); this refuses
+ * any node output still over it, naming the node. gpuc_passes_run calls it
+ * last, so what reaches codegen or the reference fits. */
+int gpuc_graph_check_sizes(const Graph *g, GpucErr *e);
 /* Why value v has no static shape, into buf: its node, and the chain of
  * producers back to where the unknown starts (ir/explain_shape.c). */
 void gpuc_explain_unknown_shape(const Graph *g, int v, char *buf, size_t n);

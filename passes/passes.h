@@ -64,6 +64,9 @@ int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e);
 /* Attention's Q, K, V as strided views of the tensors the copies read; their
  * three projections as one GEMM (passes/attention_views.c) */
 int pass_attention_views(Graph *g, const PassOptions *o, GpucErr *e);
+/* After it: Attention reads K/V before a repeat_kv (grouped-query heads),
+ * a causal mask becomes attribute causal (passes/attention_gqa_causal.c). */
+int pass_attention_gqa_causal(Graph *g, const PassOptions *o, GpucErr *e);
 /* Add(MatMulBias/MatMul, R) -> MatMulBias(A, B, bias, R): the residual as
  * the GEMM's C operand (passes/fuse_residual_gemm.c). */
 int pass_fuse_residual_gemm(Graph *g, const PassOptions *o, GpucErr *e);

@@ -36,7 +36,7 @@ static int fold_to_fixed_point(Graph *g, const PassOptions *o, GpucErr *e) {
   return 0;
 }
 
-int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
+static int run_passes(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->fp16 && o->bf16) return gpuc_err_set(e, "%s: --fp16 and --bf16 exclude each other", g->path);
   if (o->level < 1) return 0;
   if (fold_to_fixed_point(g, o, e)) return -1;
@@ -64,7 +64,9 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
   /* before fp16: it matches the fp32 pattern, and Attention then runs on
    * half storage with fp32 math like the nodes it replaces */
   if (o->level >= 2 && after(g, o, "fuse_attention", pass_fuse_attention(g, o, e), e) < 0) return -1;
-  /* right after: Q, K, V read in place (no Split/Transpose copies), one QKV GEMM */
+  /* right after: K/V read before a repeat_kv, causal masks as an attribute;
+   * then Q, K, V read in place (no Split/Transpose copies), one QKV GEMM */
+  if (o->level >= 2 && after(g, o, "attention_gqa_causal", pass_attention_gqa_causal(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "attention_views", pass_attention_views(g, o, e), e) < 0) return -1;
   /* before fp16 too: it then gets LayerNormalization's treatment (half
    * storage, fp32 statistics in the kernel) */
@@ -94,4 +96,11 @@ int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
   /* after it: the int8/fp8 row quantize and dequantize steps join the groups and norms beside them */
   if (o->level >= 2 && after(g, o, "fuse_quantize_rows", pass_fuse_quantize_rows(g, o, e), e) < 0) return -1;
   return 0;
+}
+
+int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e) {
+  if (run_passes(g, o, e)) return -1;
+  /* an intermediate over the one-tensor cap that no fusion removed (the
+   * scores of an unfused attention) is refused now, naming its node */
+  return gpuc_graph_check_sizes(g, e);
 }

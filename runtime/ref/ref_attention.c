@@ -1,5 +1,6 @@
 /* Reference kernel of the internal Attention op: the unfused graph's math,
- * one query row at a time, in double: s = scale * q.k + mask, p =
+ * one query row at a time, in double: s = scale * q.k + mask (-inf for
+ * key j > query i with causal; K/V head h / G for grouped heads), p =
  * softmax(s) (NaN -> 0 with nan_to_zero, as Where(IsNaN(P), 0, P)), y = p V. */
 #include "ref_util.h"
 #include "infer_linalg.h"
@@ -15,7 +16,8 @@ int ref_Attention(OpCtx *c) {
   int64_t B = a.B, H = a.H, Sq = a.Sq, D = a.D, Sk = a.Sk, Dv = a.Dv;
   const int64_t *sq = a.st[0], *sk = a.st[1], *sv = a.st[2], *sy = a.st[3];
   double scale = gpuc_attr_f(c->n, "scale", 1.0f);
-  bool nan0 = gpuc_attr_i(c->n, "nan_to_zero", 0) != 0;
+  bool nan0 = gpuc_attr_i(c->n, "nan_to_zero", 0) != 0, causal = gpuc_attr_i(c->n, "causal", 0) != 0;
+  int64_t G = a.H / a.Hk; /* query heads per K/V head */
   int64_t ms[4] = {0, 0, 0, 0};
   if (mt) gpuc_attention_mask_strides(mt, ms);
   float *q = gpuc_to_f32(qt, c->err), *k = gpuc_to_f32(kt, c->err), *v = gpuc_to_f32(vt, c->err);
@@ -26,7 +28,7 @@ int ref_Attention(OpCtx *c) {
   if (!q || !k || !v || (mt && !m) || !out || !s || !acc) { rc = gpuc_op_fail(c, "out of host memory"); goto done; }
   for (int64_t b = 0; b < B; b++)
     for (int64_t h = 0; h < H; h++) {
-      const float *K = k + a.off[1] + b * sk[0] + h * sk[1], *V = v + a.off[2] + b * sv[0] + h * sv[1];
+      const float *K = k + a.off[1] + b * sk[0] + h / G * sk[1], *V = v + a.off[2] + b * sv[0] + h / G * sv[1];
       for (int64_t i = 0; i < Sq; i++) {
         const float *Q = q + a.off[0] + b * sq[0] + h * sq[1] + i * sq[2];
         double mx = -INFINITY, sum = 0;
@@ -35,6 +37,7 @@ int ref_Attention(OpCtx *c) {
           for (int64_t d = 0; d < D; d++) dot += (double)Q[d] * K[j * sk[2] + d];
           s[j] = scale * dot;
           if (m) s[j] += m[b * ms[0] + h * ms[1] + i * ms[2] + j * ms[3]];
+          if (causal && j > i) s[j] = -INFINITY;
           if (s[j] > mx || isnan(s[j])) mx = s[j];
         }
         for (int64_t j = 0; j < Sk; j++) sum += exp(s[j] - mx);

@@ -1,0 +1,365 @@
+/* Attention(Q, K, V, mask?) streamed over K/V blocks (flash-style), for
+ * what codegen/lower_attention.c's kernels do not take: grouped-query
+ * heads (K/V with H / G heads: head h reads K/V head h / G), causal
+ * masking (attribute causal: key j > query i is -inf), and, in half on
+ * sm_80+, any sequence whose K and V do not fit shared memory whole (the
+ * K/V-resident kernel's limit). Shapes, strides and the mask's broadcast
+ * are GpucAttnGeom's (ir/infer_linalg.h), baked in as constants.
+ *
+ * attention_flash (f16/bf16, sm_80+, D % 16 == 0, Dv % 8 == 0, both <=
+ * 128): grid (B*H, ceil(Sq/64)), 4 warps of 16 query rows. Q's rows are
+ * loaded once into registers as mma A fragments (m16n8k16 layouts as
+ * written in lower_attention.c). K and V go through shared memory in
+ * blocks of 64 keys by cp.async, double-buffered when two blocks of each
+ * fit the 48 KB of static shared memory (D = Dv = 64: 37 KB), so block
+ * c + 1 arrives while block c is computed; single-buffered otherwise
+ * (D = 128: 35 KB). Fragments by ldmatrix (K as stored for Q K^T, V with
+ * .trans for P V, addressing as in attention_mma_kv). Online softmax in
+ * base 2 (x = s * scale*log2(e) + bias, p = 2^(x - max)), as the other
+ * kernels; a row whose scores are all -inf keeps max 0 so p stays 0, and
+ * ends 0/0 = NaN like the unfused Softmax (0 with nan_to_zero).
+ *   - a mask that does not vary along the query axis (ms[2] == 0: padding
+ *     masks [B,1,1,Sk]) is staged per block beside K/V as a bias row, with
+ *     -inf past Sk (no key guard in the loop); one that varies (T5's
+ *     relative-position bias [1 or B,H,Sq,Sk]) is read per score;
+ *   - causal: a block of query rows [q0, q0+64) stops after key q0+63, so
+ *     about half the blocks are skipped; query blocks run last-first (the
+ *     longest first) to balance the tail.
+ *
+ * attention_rows (any float dtype, any arch: the fp32 path of grouped or
+ * causal attention): one warp per query row, keys in steps of 32 (lane j
+ * scores key k0+j against the row, held in shared memory as float), the
+ * same online softmax, and lane d accumulates output columns d + 32c from
+ * V rows read coalesced. Plain and slower than the tiled FMA kernel;
+ * lower_Attention sends fp32 here only for what that kernel cannot do. */
+#include "lower_util.h"
+#include "infer_linalg.h"
+#include "lower_attention_stream.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LL(v) ((long long)(v))
+
+/* lower_attention.c's mma.sync / ldmatrix / cp.async helpers and its
+ * template substitution */
+void mma_helpers(StrBuf *b);
+void emit_subst(StrBuf *b, const char *body, int n, const char *const *keys, const char *const *vals);
+
+static const char *flash_body =
+  "  __shared__ __align__(16) T ks[NBUF * 64 * KP];\n"
+  "  __shared__ __align__(16) T vs[NBUF * 64 * VP];\n"
+  "  __shared__ __align__(16) float bias[NBUF * 64];\n"
+  "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;\n"
+  "  const int lm = lane >> 3, lr = lane & 7; /* ldmatrix: this lane addresses row lr of matrix lm */\n"
+  "  const i64 bh = blockIdx.x, b = bh / H, h = bh % H, hk = h / G;\n"
+  "  const int qblk = CAUSAL ? (int)(gridDim.y - 1 - blockIdx.y) : (int)blockIdx.y;\n"
+  "  const int q0 = qblk * 64, r0 = q0 + warp * 16 + g; /* this lane's rows: r0, r0 + 8 */\n"
+  "  const T* qb = q + QO + b * QS0 + h * QS1;\n"
+  "  const T* kb = k + KO + b * KS0 + hk * KS1;\n"
+  "  const T* vb = v + VO + b * VS0 + hk * VS1;\n"
+  "  /* K and V block cc (keys 64cc..) into buffer bf; keys past SK are zeros\n"
+  "   * (0 * a finite V stays 0) with bias -inf */\n"
+  "  auto load = [&](int cc, int bf) {\n"
+  "    const int k0 = cc * 64;\n"
+  "    for (int i = tid; i < 64 * (D / 8); i += 128) {\n"
+  "      const int r = i / (D / 8), c = (i - r * (D / 8)) * 8;\n"
+  "      T* dst = &ks[(bf * 64 + r) * KP + c];\n"
+  "      if (k0 + r < SK) cp_async16(dst, kb + (i64)(k0 + r) * KS2 + c);\n"
+  "      else *(uint4*)dst = make_uint4(0u, 0u, 0u, 0u);\n"
+  "    }\n"
+  "    for (int i = tid; i < 64 * (DV / 8); i += 128) {\n"
+  "      const int r = i / (DV / 8), c = (i - r * (DV / 8)) * 8;\n"
+  "      T* dst = &vs[(bf * 64 + r) * VP + c];\n"
+  "      if (k0 + r < SK) cp_async16(dst, vb + (i64)(k0 + r) * VS2 + c);\n"
+  "      else *(uint4*)dst = make_uint4(0u, 0u, 0u, 0u);\n"
+  "    }\n"
+  "    if (tid < 64) { const int j = k0 + tid; bias[bf * 64 + tid] = j < SK ? BIAS_ROW : NEG_INF; }\n"
+  "  };\n"
+  "  unsigned qf[KD][4]; /* Q as A fragments; rows past SQ are 0 */\n"
+  "#pragma unroll\n"
+  "  for (int kk = 0; kk < KD; kk++)\n"
+  "#pragma unroll\n"
+  "    for (int i = 0; i < 4; i++) {\n"
+  "      const int row = r0 + (i & 1) * 8, col = kk * 16 + 2 * t + (i >> 1) * 8;\n"
+  "      qf[kk][i] = row < SQ ? *(const unsigned*)(qb + (i64)row * QS2 + col) : 0u;\n"
+  "    }\n"
+  "  const int kend = CAUSAL ? (SK < q0 + 64 ? SK : q0 + 64) : SK, nch = (kend + 63) / 64;\n"
+  "  float o[NV][4], mrow[2] = {NEG_INF, NEG_INF}, lsum[2] = {0.f, 0.f};\n"
+  "#pragma unroll\n"
+  "  for (int nv = 0; nv < NV; nv++) o[nv][0] = o[nv][1] = o[nv][2] = o[nv][3] = 0.f;\n"
+  "  load(0, 0);\n"
+  "  cp_async_commit();\n"
+  "  for (int cb = 0; cb < nch; cb++) {\n"
+  "    const int kc = cb * 64, buf = NBUF == 2 ? (cb & 1) : 0;\n"
+  "    if (NBUF == 2 && cb + 1 < nch) {\n"
+  "      load(cb + 1, (cb + 1) & 1); /* its buffer's readers passed the last barrier */\n"
+  "      cp_async_commit();\n"
+  "      cp_async_wait<1>(); /* this thread's moves of block cb are done */\n"
+  "    } else {\n"
+  "      cp_async_wait<0>();\n"
+  "    }\n"
+  "    __syncthreads();\n"
+  "    const T* kt = ks + buf * 64 * KP;\n"
+  "    const T* vt = vs + buf * 64 * VP;\n"
+  "    const float* bt = bias + buf * 64;\n"
+  "    float s[8][4]; /* keys kc + 8nt .. kc + 8nt + 7 */\n"
+  "#pragma unroll\n"
+  "    for (int nt = 0; nt < 8; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;\n"
+  "    const T* ka = kt + ((lm >> 1) * 8 + lr) * KP + (lm & 1) * 8;\n"
+  "#pragma unroll\n"
+  "    for (int kk = 0; kk < KD; kk++)\n"
+  "#pragma unroll\n"
+  "      for (int p = 0; p < 4; p++) {\n"
+  "        unsigned bk[4];\n"
+  "        ldsm_x4(bk, ka + p * 16 * KP + kk * 16);\n"
+  "        mma16816(s[2 * p], qf[kk], bk[0], bk[1]);\n"
+  "        mma16816(s[2 * p + 1], qf[kk], bk[2], bk[3]);\n"
+  "      }\n"
+  "#pragma unroll\n"
+  "    for (int hr = 0; hr < 2; hr++) {\n"
+  "      const int row = r0 + hr * 8;\n"
+  "      float mx = NEG_INF;\n"
+  "#pragma unroll\n"
+  "      for (int nt = 0; nt < 8; nt++) {\n"
+  "        const float2 bb = *(const float2*)&bt[nt * 8 + 2 * t];\n"
+  "#pragma unroll\n"
+  "        for (int e = 0; e < 2; e++) {\n"
+  "          const int col = kc + nt * 8 + 2 * t + e;\n"
+  "          float x = fmaf(s[nt][hr * 2 + e], SCALE2, e ? bb.y : bb.x);\n"
+  "          MASK_ADD\n"
+  "          if (CAUSAL && col > row) x = NEG_INF;\n"
+  "          (void)col;\n"
+  "          s[nt][hr * 2 + e] = x;\n"
+  "          mx = fmaxf(mx, x);\n"
+  "        }\n"
+  "      }\n"
+  "      (void)row;\n"
+  "      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));\n"
+  "      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));\n"
+  "      const float mn = fmaxf(mrow[hr], mx), mu = mn == NEG_INF ? 0.f : mn;\n"
+  "      const float alpha = exp2f(mrow[hr] - mu);\n"
+  "      mrow[hr] = mn;\n"
+  "      float sum = 0.f;\n"
+  "#pragma unroll\n"
+  "      for (int nt = 0; nt < 8; nt++)\n"
+  "#pragma unroll\n"
+  "        for (int e = 0; e < 2; e++) {\n"
+  "          const float p = exp2f(s[nt][hr * 2 + e] - mu);\n"
+  "          s[nt][hr * 2 + e] = p;\n"
+  "          sum += p;\n"
+  "        }\n"
+  "      lsum[hr] = lsum[hr] * alpha + sum;\n"
+  "#pragma unroll\n"
+  "      for (int nv = 0; nv < NV; nv++) { o[nv][hr * 2] *= alpha; o[nv][hr * 2 + 1] *= alpha; }\n"
+  "    }\n"
+  "    const T* va = vt + ((lm & 1) * 8 + lr) * VP + (lm >> 1) * 8;\n"
+  "#pragma unroll\n"
+  "    for (int kk = 0; kk < 4; kk++) {\n"
+  "      const unsigned a[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),\n"
+  "                             pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};\n"
+  "      const T* vk = va + kk * 16 * VP;\n"
+  "#pragma unroll\n"
+  "      for (int p = 0; p < NV / 2; p++) {\n"
+  "        unsigned bv[4];\n"
+  "        ldsm_x4_trans(bv, vk + p * 16);\n"
+  "        mma16816(o[2 * p], a, bv[0], bv[1]);\n"
+  "        mma16816(o[2 * p + 1], a, bv[2], bv[3]);\n"
+  "      }\n"
+  "      if (NV & 1) {\n"
+  "        unsigned bv[2];\n"
+  "        ldsm_x2_trans(bv, vk + (NV - 1) * 8);\n"
+  "        mma16816(o[NV - 1], a, bv[0], bv[1]);\n"
+  "      }\n"
+  "    }\n"
+  "    __syncthreads(); /* every warp is done with this buffer */\n"
+  "    if (NBUF == 1 && cb + 1 < nch) {\n"
+  "      load(cb + 1, 0);\n"
+  "      cp_async_commit();\n"
+  "    }\n"
+  "  }\n"
+  "#pragma unroll\n"
+  "  for (int hr = 0; hr < 2; hr++) {\n"
+  "    float l = lsum[hr];\n"
+  "    l += __shfl_xor_sync(0xffffffffu, l, 1);\n"
+  "    l += __shfl_xor_sync(0xffffffffu, l, 2);\n"
+  "    const int row = r0 + hr * 8;\n"
+  "    if (row >= SQ) continue;\n"
+  "    const float inv = 1.f / l;\n"
+  "    T* yr = y + b * YS0 + h * YS1 + (i64)row * YS2;\n"
+  "#pragma unroll\n"
+  "    for (int nv = 0; nv < NV; nv++) {\n"
+  "      float f0 = o[nv][hr * 2] * inv, f1 = o[nv][hr * 2 + 1] * inv;\n"
+  "      NAN_TO_ZERO\n"
+  "      *(unsigned*)(yr + nv * 8 + 2 * t) = pack2(f0, f1);\n"
+  "    }\n"
+  "  }\n"
+  "}\n";
+
+static const char *rows_body =
+  "  __shared__ float qs[4][D];\n"
+  "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+  "  const i64 bh = blockIdx.x, b = bh / H, h = bh % H, hk = h / G;\n"
+  "  const T* kb = k + KO + b * KS0 + hk * KS1;\n"
+  "  const T* vb = v + VO + b * VS0 + hk * VS1;\n"
+  "  /* no block barrier below: each warp works alone, rows strided by the grid */\n"
+  "  for (int row = blockIdx.y * 4 + warp; row < SQ; row += gridDim.y * 4) {\n"
+  "  const T* qr = q + QO + b * QS0 + h * QS1 + (i64)row * QS2;\n"
+  "  __syncwarp(); /* the last row's readers of qs are done */\n"
+  "  for (int d = lane; d < D; d += 32) qs[warp][d] = ldf(qr[d]);\n"
+  "  __syncwarp();\n"
+  "  const int kend = CAUSAL ? (SK < row + 1 ? SK : row + 1) : SK;\n"
+  "  float m = NEG_INF, l = 0.f, acc[DC];\n"
+  "#pragma unroll\n"
+  "  for (int c = 0; c < DC; c++) acc[c] = 0.f;\n"
+  "  for (int k0 = 0; k0 < kend; k0 += 32) {\n"
+  "    const int j = k0 + lane;\n"
+  "    float x = NEG_INF;\n"
+  "    if (j < kend) {\n"
+  "      const T* kr = kb + (i64)j * KS2;\n"
+  "      float dot = 0.f;\n"
+  "      for (int d = 0; d < D; d++) dot = fmaf(qs[warp][d], ldf(kr[d]), dot);\n"
+  "      x = dot * SCALE;\n"
+  "      MASK_ADD\n"
+  "    }\n"
+  "    float mt = x;\n"
+  "#pragma unroll\n"
+  "    for (int s = 16; s > 0; s >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, s));\n"
+  "    const float mn = fmaxf(m, mt), mu = mn == NEG_INF ? 0.f : mn;\n"
+  "    const float alpha = expf(m - mu), p = expf(x - mu);\n"
+  "    float ps = p;\n"
+  "#pragma unroll\n"
+  "    for (int s = 16; s > 0; s >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, s);\n"
+  "    l = l * alpha + ps;\n"
+  "    m = mn;\n"
+  "#pragma unroll\n"
+  "    for (int c = 0; c < DC; c++) acc[c] *= alpha;\n"
+  "    const int nk = kend - k0 < 32 ? kend - k0 : 32;\n"
+  "    for (int jj = 0; jj < nk; jj++) {\n"
+  "      const float pj = __shfl_sync(0xffffffffu, p, jj);\n"
+  "      const T* vr = vb + (i64)(k0 + jj) * VS2;\n"
+  "#pragma unroll\n"
+  "      for (int c = 0; c < DC; c++)\n"
+  "        if (lane + 32 * c < DV) acc[c] = fmaf(pj, ldf(vr[lane + 32 * c]), acc[c]);\n"
+  "    }\n"
+  "  }\n"
+  "  const float inv = 1.f / l;\n"
+  "  T* yr = y + b * YS0 + h * YS1 + (i64)row * YS2;\n"
+  "#pragma unroll\n"
+  "  for (int c = 0; c < DC; c++) {\n"
+  "    const int d = lane + 32 * c;\n"
+  "    if (d >= DV) continue;\n"
+  "    float val = acc[c] * inv;\n"
+  "    NAN_TO_ZERO\n"
+  "    yr[d] = stf<T>(val);\n"
+  "  }\n"
+  "  }\n"
+  "}\n";
+
+static void signature(StrBuf *b, const char *name, const char *T, const Tensor *mask) {
+  sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(128) %s(const %s* __restrict__ q, "
+               "const %s* __restrict__ k, const %s* __restrict__ v, ", name, T, T, T);
+  if (mask) sb_printf(b, "const %s* __restrict__ mask, ", cg_ctype(mask->dt));
+  sb_printf(b, "%s* __restrict__ y) {\n", T);
+}
+
+/* grid (B*H, ceil(Sq/rows)), y capped at 65535 (the rows kernel strides
+ * over the rest; gpuc_attention_lowerable keeps the flash kernel's y
+ * within it) */
+static int launch(LowerCtx *c, const char *name, const GpucAttnGeom *a, int rows, bool tensor) {
+  int64_t gy = (a->Sq + rows - 1) / rows;
+  if (gy > 65535 && tensor) return lower_fail(c, "internal: %lld query blocks, over the grid's 65535", LL(gy));
+  unsigned grid[3] = {(unsigned)(a->B * a->H), (unsigned)(gy > 65535 ? 65535 : gy), 1};
+  unsigned blk[3] = {128, 1, 1};
+  uint32_t args[5] = {c->tin[0], c->tin[1], c->tin[2]};
+  int nargs = 3;
+  if (c->nin > 3) args[nargs++] = c->tin[3];
+  args[nargs++] = c->tout[0];
+  if (cg_launch_grid(c, name, grid, blk, 0, nargs, args)) return -1;
+  if (tensor) cg_mark_tensor_math(c);
+  return 0;
+}
+
+/* shared memory of attention_flash with nbuf buffers, in bytes */
+static int64_t flash_smem(const GpucAttnGeom *a, int nbuf) {
+  return nbuf * (2 * 64 * ((a->D + 8) + (a->Dv + 8)) + 4 * 64);
+}
+
+bool attention_flash_fits(const GpucAttnGeom *a, GpucDType dt, int sm) {
+  return (dt == GPUC_DT_F16 || dt == GPUC_DT_BF16) && sm >= 80 && a->D % 16 == 0 && a->Dv % 8 == 0 &&
+         a->D <= 128 && a->Dv <= 128 && flash_smem(a, 1) <= 48 * 1024;
+}
+
+static int attention_flash(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]) {
+  const Tensor *mask = c->nin > 3 ? c->in[3] : NULL;
+  const char *T = cg_ctype(c->in[0]->dt);
+  int nbuf = flash_smem(a, 2) <= 48 * 1024 ? 2 : 1;
+  bool causal = gpuc_attr_i(c->n, "causal", 0) != 0;
+  char scale2[64], bias[256], madd[320];
+  cg_float_lit(scale2, sizeof scale2, (float)(gpuc_attr_f(c->n, "scale", 1.0f) * 1.4426950408889634), "float");
+  snprintf(bias, sizeof bias, "0.f");
+  madd[0] = 0;
+  if (mask && ms[2] == 0) /* one row for every query: staged per block */
+    snprintf(bias, sizeof bias, "ldf(mask[b * %lldLL + h * %lldLL + (i64)j * %lldLL]) * LOG2E", LL(ms[0]), LL(ms[1]),
+             LL(ms[3]));
+  else if (mask)
+    snprintf(madd, sizeof madd,
+             "if (col < SK && row < SQ) x = fmaf(ldf(mask[b * %lldLL + h * %lldLL + (i64)row * %lldLL + (i64)col * %lldLL]), LOG2E, x);",
+             LL(ms[0]), LL(ms[1]), LL(ms[2]), LL(ms[3]));
+  const char *nan0 = gpuc_attr_i(c->n, "nan_to_zero", 0) ? "if (!(l > 0.f)) f0 = f1 = 0.f; /* 0 or NaN */" : "";
+  StrBuf *b = cg_src(c);
+  mma_helpers(b);
+  const char *name = cg_kernel_name(c);
+  sb_printf(b, "/* attention streamed over K/V (tensor cores): Q [%lld,%lld,%lld,%lld], K/V %lld heads, %lld keys, "
+               "DV %lld%s, %d buffers, %lld bytes of shared memory */\n",
+            LL(a->B), LL(a->H), LL(a->Sq), LL(a->D), LL(a->Hk), LL(a->Sk), LL(a->Dv), causal ? ", causal" : "", nbuf,
+            LL(flash_smem(a, nbuf)));
+  signature(b, name, T, mask);
+  sb_printf(b, "  typedef %s T;\n"
+               "  constexpr int D = %lld, DV = %lld, SQ = %lld, SK = %lld, H = %lld, G = %lld, NBUF = %d;\n"
+               "  constexpr bool CAUSAL = %s;\n"
+               "  constexpr int KD = D / 16, NV = DV / 8, KP = D + 8, VP = DV + 8;\n"
+               "  const float SCALE2 = %s, LOG2E = 1.44269504f, NEG_INF = -__int_as_float(0x7f800000);\n"
+               "  (void)LOG2E;\n",
+            T, LL(a->D), LL(a->Dv), LL(a->Sq), LL(a->Sk), LL(a->H), LL(a->H / a->Hk), nbuf, causal ? "true" : "false",
+            scale2);
+  attention_emit_strides(b, a);
+  const char *keys[] = {"BIAS_ROW", "MASK_ADD", "NAN_TO_ZERO", "mma16816(", "pack2("};
+  const char *vals[] = {bias, madd, nan0, "mma16816<T>(", "pack2<T>("};
+  emit_subst(b, flash_body, 5, keys, vals);
+  return launch(c, name, a, 64, true);
+}
+
+static int attention_rows(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]) {
+  const Tensor *mask = c->nin > 3 ? c->in[3] : NULL;
+  const char *T = cg_ctype(c->in[0]->dt);
+  bool causal = gpuc_attr_i(c->n, "causal", 0) != 0;
+  char scale[64], madd[320];
+  cg_float_lit(scale, sizeof scale, gpuc_attr_f(c->n, "scale", 1.0f), "float");
+  madd[0] = 0;
+  if (mask)
+    snprintf(madd, sizeof madd, "x += ldf(mask[b * %lldLL + h * %lldLL + (i64)row * %lldLL + (i64)j * %lldLL]);",
+             LL(ms[0]), LL(ms[1]), LL(ms[2]), LL(ms[3]));
+  const char *nan0 = gpuc_attr_i(c->n, "nan_to_zero", 0) ? "if (!(l > 0.f)) val = 0.f; /* 0 or NaN */" : "";
+  StrBuf *b = cg_src(c);
+  const char *name = cg_kernel_name(c);
+  sb_printf(b, "/* attention, a warp per query row: Q [%lld,%lld,%lld,%lld], K/V %lld heads, %lld keys, DV %lld%s */\n",
+            LL(a->B), LL(a->H), LL(a->Sq), LL(a->D), LL(a->Hk), LL(a->Sk), LL(a->Dv), causal ? ", causal" : "");
+  signature(b, name, T, mask);
+  sb_printf(b, "  typedef %s T;\n"
+               "  constexpr int D = %lld, DV = %lld, SQ = %lld, SK = %lld, H = %lld, G = %lld, DC = (DV + 31) / 32;\n"
+               "  constexpr bool CAUSAL = %s;\n"
+               "  const float SCALE = %s, NEG_INF = -__int_as_float(0x7f800000);\n",
+            T, LL(a->D), LL(a->Dv), LL(a->Sq), LL(a->Sk), LL(a->H), LL(a->H / a->Hk), causal ? "true" : "false", scale);
+  attention_emit_strides(b, a);
+  const char *keys[] = {"MASK_ADD", "NAN_TO_ZERO"};
+  const char *vals[] = {madd, nan0};
+  emit_subst(b, rows_body, 2, keys, vals);
+  return launch(c, name, a, 4, false);
+}
+
+int lower_attention_stream(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4], bool tensor_cores) {
+  if (a->Hk < 1 || a->H % a->Hk) return lower_fail(c, "internal: K/V heads %lld do not divide %lld", LL(a->Hk), LL(a->H));
+  if (tensor_cores && attention_flash_fits(a, c->in[0]->dt, c->opt->sm)) return attention_flash(c, a, ms);
+  return attention_rows(c, a, ms);
+}

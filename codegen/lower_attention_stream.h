@@ -1,0 +1,18 @@
+/* Attention streamed over K/V blocks (codegen/lower_attention_stream.c):
+ * grouped-query heads, causal masks, and half-precision sequences longer
+ * than the K/V-resident kernel of lower_attention.c takes. */
+#ifndef GPUC_LOWER_ATTENTION_STREAM_H
+#define GPUC_LOWER_ATTENTION_STREAM_H
+#include "codegen.h"
+#include "infer_linalg.h"
+
+/* the tensor-core streaming kernel takes this geometry, dtype and arch */
+bool attention_flash_fits(const GpucAttnGeom *a, GpucDType dt, int sm);
+/* Attention node c (geometry a, mask strides ms) as one streaming kernel:
+ * the tensor-core one where tensor_cores and attention_flash_fits, else
+ * a warp per query row (any float dtype). */
+/* "constexpr i64 QS0 .. YS2" (Q, K, V, Y strides) and "QO, KO, VO" (the
+ * view offsets) for a kernel body (lower_attention.c) */
+void attention_emit_strides(StrBuf *b, const GpucAttnGeom *a);
+int lower_attention_stream(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4], bool tensor_cores);
+#endif
