@@ -2,7 +2,8 @@
 # The README's Python quick start on the GPU machine, which has no network:
 # a fresh virtualenv, `pip install --no-index --find-links WHEELS .` of the
 # checkout (scikit-build-core and its dependencies from WHEELS, fetched
-# beforehand with `pip download`; the library compiled by the machine's
+# beforehand on a machine with network by scripts/python_wheels.sh WHEELS;
+# the library compiled by the machine's
 # cmake/ninja/gcc against /usr/local/cuda), then each ```python block of the
 # README's "## Python quick start" as written, from the repository's root
 # (tests/readme_python.py extracts them: the README is the only copy).
