@@ -36,8 +36,10 @@ else cat "$work/venv.log"; fail "venv ($py -m venv)"; echo "$fails failed"; exit
   > "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz_base_interpreter.pth"
 unset GPUC_LIB PYTHONPATH
 t0=$(date +%s)
-if (cd "$src" && "$venv/bin/pip" install --disable-pip-version-check --no-index --find-links "$wheels" .) \
-     >"$work/pip.log" 2>&1; then
+# the wheel's CMake build under $work, not pyproject's build/pywheel: a
+# build folder carried from another machine holds another checkout's cache
+if (cd "$src" && "$venv/bin/pip" install --disable-pip-version-check --no-index --find-links "$wheels" \
+      --config-settings=build-dir="$work/wheel_build" .) >"$work/pip.log" 2>&1; then
   pass "pip install --no-index --find-links $wheels . ($(( $(date +%s) - t0 )) s)"
 else
   tail -40 "$work/pip.log"; fail "pip install --no-index --find-links $wheels . ($work/pip.log)"
