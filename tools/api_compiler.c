@@ -118,19 +118,22 @@ static gpuc_status request_from(const gpuc_compile_options *o, Request *q) {
   return GPUC_OK;
 }
 
-/* -O3 of one bucket (compile_buckets_plan's tune step) in memory; without
- * a GPU the bucket keeps -O2's choices, as a one-shape plan does here. */
+/* -O3 of one bucket (compile_buckets_plan's tune step) in memory, under
+ * the session lock as the one-shape -O3 below; without a GPU the bucket
+ * keeps -O2's choices, as a one-shape plan does here. */
 static int tune_in_memory(Plan **p, const char *what, const char *cache, GpucErr *e) {
   GpucErr ge = {0};
-  if (gpuc_gpu_sm(&ge) < 0) return 0;
   GpucTuneStats ts;
-  return autotune_plan_in_memory(p, what, cache, &ts, e);
+  api_session_lock();
+  int rc = gpuc_gpu_sm(&ge) < 0 ? 0 : autotune_plan_in_memory(p, what, cache, &ts, e);
+  api_session_unlock();
+  return rc;
 }
 
 /* A bucket plan (shapes with ranges): the buckets compiled one after
- * another in this process, each tuned at -O3 (under the session lock, as
- * the one-shape -O3 below). Bytes go through a temporary file: the
- * compiler reads the model once per bucket. */
+ * another in this process (no fork inside a caller's program), each tuned
+ * at -O3. Bytes go through a temporary file: the compiler reads the model
+ * once per bucket. */
 static int compile_ranged(const char *path, const void *bytes, size_t size, Request *q, Plan **p, GpucErr *e) {
   char tmp[4200] = "";
   if (!path) {
@@ -147,10 +150,8 @@ static int compile_ranged(const char *path, const void *bytes, size_t size, Requ
   q->r.model = path;
   char cachebuf[4096];
   const char *cache = q->r.level >= 3 ? default_tune_cache(cachebuf, sizeof cachebuf) : NULL;
-  if (q->r.level >= 3) api_session_lock();
   int rc = compile_buckets_plan(&q->r, q->ranges, (int)q->nshapes, q->bucket_lists, q->nlists, tune_in_memory, cache,
                                 1, p, e);
-  if (q->r.level >= 3) api_session_unlock();
   if (*tmp) unlink(tmp);
   return rc;
 }

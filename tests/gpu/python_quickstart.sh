@@ -2,7 +2,8 @@
 # The README's Python quick start on the GPU machine, which has no network:
 # a fresh virtualenv, `pip install --no-index --find-links WHEELS .` of the
 # checkout (scikit-build-core and its dependencies from WHEELS, fetched
-# beforehand with `pip download`; the library compiled by the machine's
+# beforehand on a machine with network by scripts/python_wheels.sh WHEELS;
+# the library compiled by the machine's
 # cmake/ninja/gcc against /usr/local/cuda), then each ```python block of the
 # README's "## Python quick start" as written, from the repository's root
 # (tests/readme_python.py extracts them: the README is the only copy).
@@ -35,8 +36,10 @@ else cat "$work/venv.log"; fail "venv ($py -m venv)"; echo "$fails failed"; exit
   > "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz_base_interpreter.pth"
 unset GPUC_LIB PYTHONPATH
 t0=$(date +%s)
-if (cd "$src" && "$venv/bin/pip" install --disable-pip-version-check --no-index --find-links "$wheels" .) \
-     >"$work/pip.log" 2>&1; then
+# the wheel's CMake build under $work, not pyproject's build/pywheel: a
+# build folder carried from another machine holds another checkout's cache
+if (cd "$src" && "$venv/bin/pip" install --disable-pip-version-check --no-index --find-links "$wheels" \
+      --config-settings=build-dir="$work/wheel_build" .) >"$work/pip.log" 2>&1; then
   pass "pip install --no-index --find-links $wheels . ($(( $(date +%s) - t0 )) s)"
 else
   tail -40 "$work/pip.log"; fail "pip install --no-index --find-links $wheels . ($work/pip.log)"

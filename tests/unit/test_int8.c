@@ -348,12 +348,14 @@ int main(int argc, char **argv) {
                           {.name = "mask", .rank = 4, .dims = {2, 1, 1, 33}}};
   GpucShapeBind lin[3] = {{.name = "x", .rank = 3, .dims = {3, 8, 64}}, {.name = "v", .rank = 2, .dims = {5, 64}},
                           {.name = "w", .rank = 2, .dims = {7, 64}}};
-  /* mlp: fc2 (N 10) stays float; ffn_block: fc1 and fc2; attention: Q, K, V
-   * of two blocks, Q/K/V reading one input share its QuantizeRows */
+  /* mlp: fc2 (N 10) stays float; ffn_block: fc1 and fc2; attention: its
+   * two blocks' projections as attention_views merged them (self-attention's
+   * Q/K/V one GEMM, cross-attention's K/V one, its Q alone), one
+   * QuantizeRows per input read */
   for (int fp16 = 0; fp16 < 2; fp16++) {
     compare_int8(dir, "mlp.onnx", &mlp, 1, fp16, NULL, 1, 1);
     compare_int8(dir, "ffn_block.onnx", &ffn, 1, fp16, NULL, 2, 2);
-    compare_int8(dir, "attention.onnx", att, 3, fp16, NULL, 6, 3);
+    compare_int8(dir, "attention.onnx", att, 3, fp16, NULL, 3, 3);
     compare_int8(dir, "linears.onnx", lin, 3, fp16, NULL, 4, 3); /* fc_d: Gemm, alpha 0.5, beta 2, W [K,N] */
   }
   compare_int8(dir, "ffn_block.onnx", &ffn, 1, false, "x,fc2*", 1, 1);
