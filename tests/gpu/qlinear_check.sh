@@ -10,7 +10,9 @@
 #     contracts a float multiply-add (a DequantizeLinear then a bias Add)
 #     into an FMA where the reference rounds twice, and one ulp before a
 #     (Dynamic)QuantizeLinear can move a value by a whole step; max |diff|
-#     is printed, 0 where nothing moved);
+#     is printed, 0 where nothing moved); --fp16 2e-2, as against ORT (half
+#     rounding of the requantized activations on both sides, in different
+#     orders: 1.3e-2 was seen on the H200 on cnn_qdq, 2026-12-02);
 #   - `gpuc bench` times each plan (tiny models: launch-bound).
 # PASS/FAIL lines; logs under $OUT/qlinear.
 # usage (repository root, build/ carried over): tests/gpu/qlinear_check.sh
@@ -38,7 +40,7 @@ for d in tests/data/ort_qlinear/*/; do
   for half in "" --fp16; do
     tag=$m${half:+.fp16}
     b_ort=1e-2 b_cpu=1e-2
-    [ -n "$half" ] && b_ort=2e-2
+    [ -n "$half" ] && b_ort=2e-2 b_cpu=2e-2
     if ! $gpuc "$d/model.onnx" $half -o "$out/$tag.gpuc" >"$out/$tag.compile.txt" 2>&1; then
       result 1 "$tag: compile: $(tail -2 "$out/$tag.compile.txt")"; continue
     fi
