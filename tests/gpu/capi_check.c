@@ -40,16 +40,7 @@
 #include <string.h>
 #include <time.h>
 
-static int passed, failed;
-#define CHECK(cond, ...)                                                    \
-  do {                                                                      \
-    if (cond) { passed++; printf("PASS "); }                                \
-    else { failed++; printf("FAIL "); }                                     \
-    printf(__VA_ARGS__);                                                    \
-    if (!(cond)) printf(" (last error: %s)", gpuc_last_error());            \
-    printf("\n");                                                           \
-    fflush(stdout);                                                         \
-  } while (0)
+#include "api_check.h"
 #define CU(call)                                                                              \
   do {                                                                                        \
     CUresult r_ = (call);                                                                     \

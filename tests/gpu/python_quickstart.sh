@@ -38,8 +38,22 @@ unset GPUC_LIB PYTHONPATH
 t0=$(date +%s)
 # the wheel's CMake build under $work, not pyproject's build/pywheel: a
 # build folder carried from another machine holds another checkout's cache
-if (cd "$src" && "$venv/bin/pip" install --disable-pip-version-check --no-index --find-links "$wheels" \
-      --config-settings=build-dir="$work/wheel_build" .) >"$work/pip.log" 2>&1; then
+pip_install() { # the one command, plus what the offline build needs
+  (cd "$src" && "$venv/bin/pip" install --disable-pip-version-check --no-index --find-links "$wheels" \
+      --config-settings=build-dir="$work/wheel_build" "$@" .)
+}
+# An isolated build env cannot run a cmake that is a pip package's wrapper
+# (the GPU machine's, in /opt/torch/.venv/bin): scikit-build-core then asks
+# for a cmake wheel, which an offline machine does not have. There the build
+# backend goes into the venv first and the build runs in it, where that
+# cmake works (QUICKSTART_NO_ISOLATION=1 takes this path directly).
+no_isolation() {
+  echo "(retrying without build isolation: the backend from $wheels installed into the venv first)"
+  "$venv/bin/pip" install --disable-pip-version-check --no-index --find-links "$wheels" scikit-build-core &&
+    pip_install --no-build-isolation
+}
+if { if [ "${QUICKSTART_NO_ISOLATION:-0}" = 1 ]; then no_isolation; else pip_install || no_isolation; fi
+   } >"$work/pip.log" 2>&1; then
   pass "pip install --no-index --find-links $wheels . ($(( $(date +%s) - t0 )) s)"
 else
   tail -40 "$work/pip.log"; fail "pip install --no-index --find-links $wheels . ($work/pip.log)"
