@@ -121,3 +121,20 @@ int gpuc_linear_quantize_rows(Graph *g, int x, GpucOp op, const char *q, const c
 int gpuc_linear_onnx_float_type(GpucDType dt) {
   return dt == GPUC_DT_F16 ? ONNX_FLOAT16 : dt == GPUC_DT_BF16 ? ONNX_BFLOAT16 : ONNX_FLOAT;
 }
+
+int gpuc_linear_new_node(Graph *g, GpucOp op, const char *name, int nin, const int *in, int to, GpucErr *e) {
+  int y = gpuc_graph_add_value(g, name);
+  int ni = y < 0 ? -1 : gpuc_graph_add_node(g, op, name, nin, 1);
+  Attr *a = to >= 0 ? gpuc_arena_alloc(&g->arena, sizeof(Attr)) : NULL;
+  if (ni < 0 || (to >= 0 && !a)) return gpuc_err_set(e, "%s: out of memory", g->path);
+  Node *n = &g->nodes[ni];
+  for (int k = 0; k < nin; k++) n->in[k] = in[k];
+  n->out[0] = y;
+  if (a) {
+    *a = (Attr){.name = "to", .kind = GPUC_ATTR_INT, .i = to};
+    n->attrs = a;
+    n->nattr = 1;
+  }
+  g->values[y].producer = ni;
+  return y;
+}

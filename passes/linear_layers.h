@@ -27,6 +27,9 @@ typedef struct LinearRules {
 /* 0: not a Linear layer; 1: one the format takes (*L set); 2: a Linear
  * layer kept in float, *why says why. */
 int gpuc_linear_classify(const Graph *g, const Node *nd, const LinearRules *r, LinearLayer *L, const char **why);
+/* A node op(in...) -> a new value named name, with attribute `to` when
+ * to >= 0 (a Cast's); the value, or -1 (e set). */
+int gpuc_linear_new_node(Graph *g, GpucOp op, const char *name, int nin, const int *in, int to, GpucErr *e);
 /* A new constant value named `name` of dtype dt and shape dims, allocated. */
 int gpuc_linear_new_const(Graph *g, const char *name, GpucDType dt, int rank, const int64_t *dims, GpucErr *e);
 /* The bias times beta as a new [N] constant of dtype dt named

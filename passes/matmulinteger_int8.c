@@ -25,6 +25,7 @@
  * shift 0 - za in place of 128 - za. Other MatMulIntegers (B computed,
  * per-row za, K or N not multiples of 4) stay as they are. */
 #include "passes.h"
+#include "linear_layers.h"
 #include "quant_int8.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,24 +40,6 @@ static int add_const_i32(Graph *g, const char *name, int rank, const int64_t *di
   if (gpuc_tensor_alloc(&g->values[v].t, e)) return -1;
   g->values[v].is_const = true;
   return v;
-}
-
-/* A node op(in...) -> a new value named name; attr `to` when to >= 0. */
-static int add_node(Graph *g, GpucOp op, const char *name, int nin, const int *in, int to, GpucErr *e) {
-  int y = gpuc_graph_add_value(g, name);
-  int ni = y < 0 ? -1 : gpuc_graph_add_node(g, op, name, nin, 1);
-  Attr *a = to >= 0 ? gpuc_arena_alloc(&g->arena, sizeof(Attr)) : NULL;
-  if (ni < 0 || (to >= 0 && !a)) return gpuc_err_set(e, "%s: out of memory", g->path);
-  Node *n = &g->nodes[ni];
-  for (int k = 0; k < nin; k++) n->in[k] = in[k];
-  n->out[0] = y;
-  if (a) {
-    *a = (Attr){.name = "to", .kind = GPUC_ATTR_INT, .i = to};
-    n->attrs = a;
-    n->nattr = 1;
-  }
-  g->values[y].producer = ni;
-  return y;
 }
 
 /* B' = B - zb as [N,K] int8 and colsum[N], when every B' fits int8 and
@@ -196,11 +179,11 @@ int pass_matmulinteger_int8(Graph *g, const PassOptions *o, GpucErr *e) {
     int as8 = a;
     if (!s8) {
       snprintf(name, sizeof name, "%s.a32", base);
-      int a32 = add_node(g, GPUC_OP_CAST, name, 1, &a, ONNX_INT32, e);
+      int a32 = gpuc_linear_new_node(g, GPUC_OP_CAST, name, 1, &a, ONNX_INT32, e);
       snprintf(name, sizeof name, "%s.a32s", base);
-      int a32s = a32 < 0 ? -1 : add_node(g, GPUC_OP_SUB, name, 2, (int[]){a32, c128}, -1, e);
+      int a32s = a32 < 0 ? -1 : gpuc_linear_new_node(g, GPUC_OP_SUB, name, 2, (int[]){a32, c128}, -1, e);
       snprintf(name, sizeof name, "%s.as8", base);
-      as8 = a32s < 0 ? -1 : add_node(g, GPUC_OP_CAST, name, 1, &a32s, ONNX_INT8, e);
+      as8 = a32s < 0 ? -1 : gpuc_linear_new_node(g, GPUC_OP_CAST, name, 1, &a32s, ONNX_INT8, e);
     }
     /* the GEMM keeps the MatMulInteger's name */
     snprintf(name, sizeof name, "%s.acc", base);
@@ -216,13 +199,13 @@ int pass_matmulinteger_int8(Graph *g, const PassOptions *o, GpucErr *e) {
     int shift = c128;
     if (za >= 0) {
       snprintf(name, sizeof name, "%s.za32", base);
-      int za32 = add_node(g, GPUC_OP_CAST, name, 1, &za, ONNX_INT32, e);
+      int za32 = gpuc_linear_new_node(g, GPUC_OP_CAST, name, 1, &za, ONNX_INT32, e);
       snprintf(name, sizeof name, "%s.shift", base);
-      shift = za32 < 0 ? -1 : add_node(g, GPUC_OP_SUB, name, 2, (int[]){c128, za32}, -1, e);
+      shift = za32 < 0 ? -1 : gpuc_linear_new_node(g, GPUC_OP_SUB, name, 2, (int[]){c128, za32}, -1, e);
       if (shift < 0) goto done;
     }
     snprintf(name, sizeof name, "%s.corr", base);
-    int corr = add_node(g, GPUC_OP_MUL, name, 2, (int[]){shift, colsum}, -1, e);
+    int corr = gpuc_linear_new_node(g, GPUC_OP_MUL, name, 2, (int[]){shift, colsum}, -1, e);
     if (corr < 0) goto done;
     /* the MatMulInteger becomes Y = acc + corr */
     int *in = gpuc_arena_alloc(&g->arena, sizeof(int) * 2);

@@ -72,20 +72,7 @@ static int int_node(Graph *g, GpucOp op, const char *base, const char *suffix, i
                     GpucErr *e) {
   char name[512];
   snprintf(name, sizeof name, "%s.%s", base, suffix);
-  int y = gpuc_graph_add_value(g, name);
-  int ni = y < 0 ? -1 : gpuc_graph_add_node(g, op, name, nin, 1);
-  Attr *a = to >= 0 ? gpuc_arena_alloc(&g->arena, sizeof(Attr)) : NULL;
-  if (ni < 0 || (to >= 0 && !a)) return gpuc_err_set(e, "%s: out of memory", g->path);
-  Node *n = &g->nodes[ni];
-  for (int k = 0; k < nin; k++) n->in[k] = in[k];
-  n->out[0] = y;
-  if (a) {
-    *a = (Attr){.name = "to", .kind = GPUC_ATTR_INT, .i = to};
-    n->attrs = a;
-    n->nattr = 1;
-  }
-  g->values[y].producer = ni;
-  return y;
+  return gpuc_linear_new_node(g, op, name, nin, in, to, e);
 }
 
 /* X = DequantizeLinear(q, s, zp) with q int8 or uint8, s one constant
