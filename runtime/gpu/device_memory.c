@@ -51,13 +51,48 @@ void gpuc_session_print_tensors(const GpucSession *s, FILE *f) {
     while (p->tensors[root].mem == PLAN_MEM_ALIAS && p->tensors[root].offset < root) root = (uint32_t)p->tensors[root].offset;
     const char *by = NULL;
     for (uint32_t k = 0; k < p->ngemms && !by; k++) if (p->gemms[k].y == root) by = "cuBLASLt";
-    for (uint32_t k = 0; k < p->nconvs && !by; k++) {
-      const PlanConv *c = &p->convs[k];
-      uint32_t out = c->mode == PLAN_CONV_BWD_DATA ? c->x : c->mode == PLAN_CONV_BWD_FILTER ? c->w : c->y;
-      if (out == root) by = "cuDNN";
-    }
+    for (uint32_t k = 0; k < p->nconvs && !by; k++)
+      if (gpuc_plan_conv_output(&p->convs[k]) == root) by = "cuDNN";
     if (by) fprintf(f, "gpuc: library output %u %s %s\n", i, gpuc_plan_str(p, p->tensors[i].name), by);
   }
+}
+
+uint32_t gpuc_plan_conv_output(const PlanConv *c) {
+  return c->mode == PLAN_CONV_BWD_DATA ? c->x : c->mode == PLAN_CONV_BWD_FILTER ? c->w : c->y;
+}
+
+/* Why the copies: on the H200, initcheck reports every read of a cuBLASLt
+ * GEMM's output as uninitialized (docs/SANITIZER.md: a generated kernel
+ * reading one GEMM's output is reported; the same bytes uploaded from the
+ * host are not), hundreds of thousands a BERT run, which overflow the
+ * tool's error buffer and hide whatever else there is. A device-to-device
+ * copy is a write initcheck does see. The bytes the library wrote are
+ * what goes back, so outputs are unchanged; only a library failing to
+ * write part of its output could be hidden, which is the blind spot
+ * anyway. Diagnostic only: it adds two copies per library call. */
+int gpuc_session_mark_setup(GpucSession *s, GpucErr *e) {
+  const char *v = getenv("GPUC_INITCHECK_MARK_LIBRARY");
+  if (!v || *v != '1' || s->shared) return 0;
+  const Plan *p = s->plan;
+  uint64_t most = 0;
+  for (uint32_t k = 0; k < p->ngemms; k++) most = p->tensors[p->gemms[k].y].bytes > most ? p->tensors[p->gemms[k].y].bytes : most;
+  for (uint32_t k = 0; k < p->nconvs; k++) {
+    uint64_t b = p->tensors[gpuc_plan_conv_output(&p->convs[k])].bytes;
+    most = b > most ? b : most;
+  }
+  if (!most) return 0;
+  if (gpuc_session_fits(s, s->what, most, "GPUC_INITCHECK_MARK_LIBRARY's scratch", e)) return -1;
+  CUresult r = cu.cuMemAlloc(&s->mark_scratch, most);
+  if (r != CUDA_SUCCESS) return gpuc_cu_fail(e, r, "cuMemAlloc (GPUC_INITCHECK_MARK_LIBRARY)", __FILE__, __LINE__);
+  return 0;
+}
+
+int gpuc_session_mark_library_output(GpucSession *s, uint32_t tensor, GpucErr *e) {
+  uint64_t n = s->plan->tensors[tensor].bytes;
+  if (!s->mark_scratch || !n) return 0;
+  CU_TRY(e, cu.cuMemcpyDtoDAsync(s->mark_scratch, s->tptr[tensor], n, s->stream));
+  CU_TRY(e, cu.cuMemcpyDtoDAsync(s->tptr[tensor], s->mark_scratch, n, s->stream));
+  return 0;
 }
 
 static int fail_at, fail_points; /* session_internal.h: the failure-injection hook */

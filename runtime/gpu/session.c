@@ -444,6 +444,7 @@ static GpucSession *open_session(Plan *p, const char *plan_path, int device, Gpu
     if (gpuc_session_fits(s, plan_path, s->workspace_bytes, parts, e)) goto fail;
     INJECT("cuMemAlloc (workspace)");
     TRYF(cu.cuMemAlloc(&s->workspace, s->workspace_bytes ? s->workspace_bytes : 256));
+    if (gpuc_session_mark_setup(s, e)) goto fail;
   }
   /* 9. a bucket plan's buckets: a session each, sharing the above */
   if (!parent && p->nbuckets && gpuc_buckets_open(s, e)) goto fail;
@@ -475,6 +476,7 @@ void gpuc_session_free(GpucSession *s) {
     if (s->stream) cu.cuStreamSynchronize(s->stream); /* nothing in flight reads what goes next */
     if (s->graph) cu.cuGraphExecDestroy(s->graph);
     if (!s->shared) cu_free(s->workspace); /* 8 */
+    cu_free(s->mark_scratch);
     if (s->plan && s->convs) /* 7 */
       for (uint32_t i = 0; i < s->plan->nconvs; i++) {
         ConvState *c = &s->convs[i];
@@ -605,6 +607,8 @@ int gpuc_kernel_run(GpucSession *s, uint32_t i, const uint32_t grid[3], const ui
   return 0;
 }
 
+static int conv_run(GpucSession *s, uint32_t index, GpucErr *e);
+
 /* Issue every step on the stream (also used while capturing a graph). */
 static int issue(GpucSession *s, GpucErr *e, CUevent *marks) {
   const Plan *p = s->plan;
@@ -615,47 +619,57 @@ static int issue(GpucSession *s, GpucErr *e, CUevent *marks) {
       if (gpuc_kernel_run(s, i, st->grid, st->block, e)) return -1;
     } else if (st->kind == PLAN_STEP_GEMM) {
       if (gpuc_gemm_run(s, st->index, &s->gemms[st->index].algo, e)) return -1;
+      if (gpuc_session_mark_library_output(s, p->gemms[st->index].y, e)) return -1;
     } else {
-      const PlanConv *c = &p->convs[st->index];
-      ConvState *cs = &s->convs[st->index];
-      float one = 1, zero = 0;
-      double one64 = 1, zero64 = 0;
-      bool f64 = c->dt == GPUC_DT_F64;
-      void *alpha = f64 ? (void *)&one64 : (void *)&one, *beta = f64 ? (void *)&zero64 : (void *)&zero;
-      void *ws = (void *)(uintptr_t)s->workspace;
-      if (c->mode == PLAN_CONV_BWD_DATA) { /* x = dX from w and y = dY */
-        CUDNN_TRY(e, cudnn.cudnnConvolutionBackwardData(s->dnn, alpha, cs->w, (void *)(uintptr_t)s->tptr[c->w],
-                                                        cs->y, (void *)(uintptr_t)s->tptr[c->y], cs->conv,
-                                                        cs->bwd_data, ws, s->workspace_bytes, beta, cs->x,
-                                                        (void *)(uintptr_t)s->tptr[c->x]));
-        continue;
-      }
-      if (c->mode == PLAN_CONV_BWD_FILTER) { /* w = dW from x and y = dY */
-        CUDNN_TRY(e, cudnn.cudnnConvolutionBackwardFilter(s->dnn, alpha, cs->x, (void *)(uintptr_t)s->tptr[c->x],
-                                                          cs->y, (void *)(uintptr_t)s->tptr[c->y], cs->conv,
-                                                          cs->bwd_filter, ws, s->workspace_bytes, beta, cs->w,
-                                                          (void *)(uintptr_t)s->tptr[c->w]));
-        continue;
-      }
-      if (c->b != UINT32_MAX) { /* y = act(conv + z + b) in one call */
-        float alpha2 = c->z != UINT32_MAX ? 1.0f : 0.0f;
-        void *zp = (void *)(uintptr_t)s->tptr[c->z != UINT32_MAX ? c->z : c->y];
-        CUDNN_TRY(e, cudnn.cudnnConvolutionBiasActivationForward(
-                         s->dnn, &one, cs->x, (void *)(uintptr_t)s->tptr[c->x], cs->w,
-                         (void *)(uintptr_t)s->tptr[c->w], cs->conv, cs->algo,
-                         (void *)(uintptr_t)s->workspace, s->workspace_bytes, &alpha2, cs->y, zp,
-                         cs->b, (void *)(uintptr_t)s->tptr[c->b], cs->act, cs->y,
-                         (void *)(uintptr_t)s->tptr[c->y]));
-        continue;
-      }
-      CUDNN_TRY(e, cudnn.cudnnConvolutionForward(s->dnn, f64 ? (void *)&one64 : (void *)&one, cs->x,
-                                                 (void *)(uintptr_t)s->tptr[c->x], cs->w,
-                                                 (void *)(uintptr_t)s->tptr[c->w], cs->conv, cs->algo,
-                                                 (void *)(uintptr_t)s->workspace, s->workspace_bytes,
-                                                 f64 ? (void *)&zero64 : (void *)&zero, cs->y,
-                                                 (void *)(uintptr_t)s->tptr[c->y]));
+      if (conv_run(s, st->index, e)) return -1;
+      if (gpuc_session_mark_library_output(s, gpuc_plan_conv_output(&p->convs[st->index]), e)) return -1;
     }
   }
+  return 0;
+}
+
+/* One convolution step: forward (with bias, residual and activation in
+ * one call when the plan has a bias), or the backward data/filter modes. */
+static int conv_run(GpucSession *s, uint32_t index, GpucErr *e) {
+  const Plan *p = s->plan;
+  const PlanConv *c = &p->convs[index];
+  ConvState *cs = &s->convs[index];
+  float one = 1, zero = 0;
+  double one64 = 1, zero64 = 0;
+  bool f64 = c->dt == GPUC_DT_F64;
+  void *alpha = f64 ? (void *)&one64 : (void *)&one, *beta = f64 ? (void *)&zero64 : (void *)&zero;
+  void *ws = (void *)(uintptr_t)s->workspace;
+  if (c->mode == PLAN_CONV_BWD_DATA) { /* x = dX from w and y = dY */
+    CUDNN_TRY(e, cudnn.cudnnConvolutionBackwardData(s->dnn, alpha, cs->w, (void *)(uintptr_t)s->tptr[c->w],
+                                                    cs->y, (void *)(uintptr_t)s->tptr[c->y], cs->conv,
+                                                    cs->bwd_data, ws, s->workspace_bytes, beta, cs->x,
+                                                    (void *)(uintptr_t)s->tptr[c->x]));
+    return 0;
+  }
+  if (c->mode == PLAN_CONV_BWD_FILTER) { /* w = dW from x and y = dY */
+    CUDNN_TRY(e, cudnn.cudnnConvolutionBackwardFilter(s->dnn, alpha, cs->x, (void *)(uintptr_t)s->tptr[c->x],
+                                                      cs->y, (void *)(uintptr_t)s->tptr[c->y], cs->conv,
+                                                      cs->bwd_filter, ws, s->workspace_bytes, beta, cs->w,
+                                                      (void *)(uintptr_t)s->tptr[c->w]));
+    return 0;
+  }
+  if (c->b != UINT32_MAX) { /* y = act(conv + z + b) in one call */
+    float alpha2 = c->z != UINT32_MAX ? 1.0f : 0.0f;
+    void *zp = (void *)(uintptr_t)s->tptr[c->z != UINT32_MAX ? c->z : c->y];
+    CUDNN_TRY(e, cudnn.cudnnConvolutionBiasActivationForward(
+                     s->dnn, &one, cs->x, (void *)(uintptr_t)s->tptr[c->x], cs->w,
+                     (void *)(uintptr_t)s->tptr[c->w], cs->conv, cs->algo,
+                     (void *)(uintptr_t)s->workspace, s->workspace_bytes, &alpha2, cs->y, zp,
+                     cs->b, (void *)(uintptr_t)s->tptr[c->b], cs->act, cs->y,
+                     (void *)(uintptr_t)s->tptr[c->y]));
+    return 0;
+  }
+  CUDNN_TRY(e, cudnn.cudnnConvolutionForward(s->dnn, f64 ? (void *)&one64 : (void *)&one, cs->x,
+                                             (void *)(uintptr_t)s->tptr[c->x], cs->w,
+                                             (void *)(uintptr_t)s->tptr[c->w], cs->conv, cs->algo,
+                                             (void *)(uintptr_t)s->workspace, s->workspace_bytes,
+                                             f64 ? (void *)&zero64 : (void *)&zero, cs->y,
+                                             (void *)(uintptr_t)s->tptr[c->y]));
   return 0;
 }
 

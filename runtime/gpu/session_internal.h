@@ -52,6 +52,7 @@ struct GpucSession {
   bool fault_quiet;              /* -O3's timing runs (zeroed arena, not the user's data): reset, not reported */
   struct BucketRun *bk;          /* a bucket plan's: the buckets' sessions and staged inputs (buckets.c) */
   bool shared;                   /* a bucket's session: stream, arena, weights, workspace and plan are its parent's */
+  CUdeviceptr mark_scratch;      /* GPUC_INITCHECK_MARK_LIBRARY=1: the largest library output's size (device_memory.c) */
 };
 
 /* The device error record (device_fault_gpu.c): found after the module
@@ -97,6 +98,15 @@ int gpuc_session_capture_at(GpucSession *s, CUdeviceptr *tptr, CUgraphExec *exec
 int gpuc_session_bench_graph(GpucSession *s, int warmup, int iters, GpucBench *b, double *prof_ms, GpucErr *e);
 /* Every tensor's device address and size (GPUC_DEBUG_TENSORS=1 at session creation). */
 void gpuc_session_print_tensors(const GpucSession *s, FILE *f);
+/* The tensor a convolution step writes: Y, or dX / dW for the backward modes. */
+uint32_t gpuc_plan_conv_output(const PlanConv *c);
+/* GPUC_INITCHECK_MARK_LIBRARY=1 (a sanitizer aid, device_memory.c): the
+ * scratch buffer at session creation, and after each cuBLASLt/cuDNN call a
+ * copy of its output out to that buffer and back, so compute-sanitizer's
+ * initcheck, which does not see those libraries' stores on sm_90, sees the
+ * bytes written; reads of every other tensor stay checked. */
+int gpuc_session_mark_setup(GpucSession *s, GpucErr *e);
+int gpuc_session_mark_library_output(GpucSession *s, uint32_t tensor, GpucErr *e);
 
 /* Inputs and outputs at the plan's compiled shape (the body of
  * set_input/get_output for a one-shape plan, and of each bucket's run). */

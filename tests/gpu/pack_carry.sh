@@ -21,6 +21,15 @@ done
 # the small bundled models only (resnet18/50 are 45/98 MB: scripts export them there)
 find "$B/models" -name '*.onnx' -size -4M -exec cp -a {} "$C/models/" \;
 [ -d "$C/wheels" ] || scripts/python_wheels.sh "$C/wheels" >/dev/null
+# what `pip install .` needs that the GPU machine lacks and cannot download
+# (tests/gpu/python_quickstart.sh hands them to CMake): protoc-c (it links
+# libprotoc/libprotobuf .so.32, which that machine has), protobuf-c's header
+# and static library, and the onnx.proto the build here used
+mkdir -p "$C/deps/bin" "$C/deps/lib" "$C/deps/include/protobuf-c" "$C/deps/onnx"
+cp "$(command -v protoc-c)" "$C/deps/bin/"
+cp "$(grep -m1 '^PROTOBUF_C_STATIC:' "$B/CMakeCache.txt" | cut -d= -f2)" "$C/deps/lib/"
+cp "$(grep -m1 '^PROTOBUF_C_INCLUDE:' "$B/CMakeCache.txt" | cut -d= -f2)/protobuf-c/protobuf-c.h" "$C/deps/include/protobuf-c/"
+cp "$(grep -m1 '^ONNX_PROTO:' "$B/CMakeCache.txt" | cut -d= -f2)" "$C/deps/onnx/"
 if [ "${FUZZ:-0}" = 1 ]; then
   tmp=$(mktemp -d)
   mkdir -p "$tmp/bin" "$tmp/corpus" "$tmp/dict"

@@ -38,9 +38,28 @@ unset GPUC_LIB PYTHONPATH
 t0=$(date +%s)
 # the wheel's CMake build under $work, not pyproject's build/pywheel: a
 # build folder carried from another machine holds another checkout's cache
+# The GPU machine cannot run scripts/deps.sh (no network) and lacks some of
+# what it installs: protoc-c, protobuf-c's header and static library,
+# libonnx-dev's onnx.proto. tests/gpu/pack_carry.sh copies those into
+# DEPS (default: deps/ beside WHEELS) and they are handed to CMake here; so
+# is cuDNN's header from PyTorch's nvidia-cudnn wheel when the CUDA toolkit
+# has none. On a machine where deps.sh ran, none of this applies.
+defs=()
+deps=${DEPS:-$(dirname "$wheels")/deps}
+if ! command -v protoc-c >/dev/null && [ -x "$deps/bin/protoc-c" ]; then
+  echo "offline deps from $deps"
+  defs+=(--config-settings=cmake.define.PROTOC_C="$deps/bin/protoc-c"
+         --config-settings=cmake.define.ONNX_PROTO="$deps/onnx/onnx.proto"
+         --config-settings=cmake.define.PROTOBUF_C_STATIC="$deps/lib/libprotobuf-c.a"
+         --config-settings=cmake.define.PROTOBUF_C_INCLUDE="$deps/include")
+fi
+if [ ! -f /usr/local/cuda/include/cudnn.h ] && [ ! -f /usr/include/cudnn.h ]; then
+  cudnn_inc=$("$py" -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "include"))' 2>/dev/null)
+  [ -f "$cudnn_inc/cudnn.h" ] && defs+=(--config-settings=cmake.define.CUDNN_INCLUDE="$cudnn_inc")
+fi
 pip_install() { # the one command, plus what the offline build needs
   (cd "$src" && "$venv/bin/pip" install --disable-pip-version-check --no-index --find-links "$wheels" \
-      --config-settings=build-dir="$work/wheel_build" "$@" .)
+      --config-settings=build-dir="$work/wheel_build" ${defs[@]+"${defs[@]}"} "$@" .)
 }
 # An isolated build env cannot run a cmake that is a pip package's wrapper
 # (the GPU machine's, in /opt/torch/.venv/bin): scikit-build-core then asks

@@ -76,6 +76,12 @@ fuzz_report() {
   tar -czf "$OUT/fuzz.tgz" -C "$FZ" --exclude=bin . 2>/dev/null
 }
 
+# the logs without models, plans and arrays (the device tool returns files of limited size)
+pack_logs() {
+  tar -czf "$OUT/logs.tgz" -C "$LOGS" --exclude='*.onnx' --exclude='*.gpuc' --exclude='*.npy' --exclude='*.npz' \
+    --exclude='*.pt' --exclude='*.bin' --exclude='*.data' --exclude='venv' --exclude='wheel_build' . 2>/dev/null
+}
+
 # ---- the steps ------------------------------------------------------------------------------
 step_cmd() {
   case $1 in
@@ -102,12 +108,12 @@ for spec in "$@"; do
   rc=$?
   {
     echo "== $name: exit $rc in $(( $(date +%s) - start )) s ($cmd)"
-    grep -E '^(PASS|FAIL|SKIP|TIME|STATS|RECAPTURES|AB |XFAIL|XPASS)|^\| |PASS|FAIL' "$LOGS/$name.log" | cut -c1-400 | head -150
+    grep -E '^(PASS|FAIL|SKIP|TIME|STATS|RECAPTURES|AB |XFAIL|XPASS)|^\| |PASS|FAIL|census' "$LOGS/$name.log" | cut -c1-400 | head -150
   } >>"$SUM"
-  tar -czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
+  pack_logs
   fuzz_report
 done
-for p in "${fuzz_pids[@]}"; do wait "$p"; done
+for p in ${fuzz_pids[@]+"${fuzz_pids[@]}"}; do wait "$p"; done
 fuzz_report
-tar -czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
+pack_logs
 echo "== done" >>"$SUM"
