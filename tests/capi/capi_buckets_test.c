@@ -14,36 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
-#define CHECK(cond, ...)                                                    \
-  do {                                                                      \
-    if (cond) passed++;                                                     \
-    else {                                                                  \
-      failed++;                                                             \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                           \
-      printf(__VA_ARGS__);                                                  \
-      printf(" (last error: %s)\n", gpuc_last_error());                     \
-    }                                                                       \
-  } while (0)
-#define EXPECT_FAIL(call, st, word)                                                                  \
-  do {                                                                                               \
-    gpuc_status got_ = (call);                                                                       \
-    CHECK(got_ == (st) && strstr(gpuc_last_error(), (word)), "%s: got %s, want %s with '%s'", #call, \
-          gpuc_status_name(got_), gpuc_status_name(st), (word));                                     \
-  } while (0)
-
-static char *read_all(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long l = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = l >= 0 ? malloc((size_t)l + 1) : NULL;
-  if (b && fread(b, 1, (size_t)l, f) != (size_t)l) { free(b); b = NULL; }
-  fclose(f);
-  *n = (size_t)l;
-  return b;
-}
+#include "capi_test_util.h"
 
 static gpuc_plan *compile_ranged(const char *model, const char *const *shapes, size_t nshapes,
                                  const char *const *buckets, size_t nbuckets) {

@@ -37,33 +37,6 @@
   } while (0)
 enum { MAXIO = 16 };
 
-static double now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
-}
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double half_to_f(uint16_t h) {
-  int e = (h >> 10) & 31, m = h & 1023;
-  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
-  return h & 0x8000 ? -v : v;
-}
-
-static double get(const void *p, gpuc_dtype dt, size_t i) {
-  switch (dt) {
-  case GPUC_DTYPE_F32: return ((const float *)p)[i];
-  case GPUC_DTYPE_F16: return half_to_f(((const uint16_t *)p)[i]);
-  case GPUC_DTYPE_I64: return (double)((const int64_t *)p)[i];
-  case GPUC_DTYPE_I32: return ((const int32_t *)p)[i];
-  default: return NAN;
-  }
-}
-
 /* relative L2 of got against want; INFINITY for a NaN or a size mismatch */
 static double rel_l2(const void *got, const gpuc_tensor *want) {
   size_t n = want->nbytes / gpuc_dtype_itemsize(want->dtype);
