@@ -25,6 +25,7 @@
 #include <string.h>
 #include "compile_model.h"
 #include "fp8_known.h"
+#include "ref_node.h"
 
 static uint64_t rng = 11;
 static double urand(void) { /* [-1, 1) */
@@ -72,24 +73,6 @@ static void check_rounding(void) {
   CHECK(rt == 0 && gpuc_f8e4m3_to_f32(0x7e) == 448.0f && gpuc_f8e4m3_to_f32(0x01) == 0x1p-9f &&
             gpuc_f8e4m3_to_f32(0x38) == 1.0f,
         "e4m3: %d codes do not survive decode -> encode", rt);
-}
-
-/* One node of op through the reference executor (attribute `to` if set). */
-static int run_op(GpucOp op, int nin, const Tensor **ins, int nout, Tensor **outs, int to) {
-  Graph *g = gpuc_graph_new("test_fp8");
-  int ni = gpuc_graph_add_node(g, op, "n", nin, nout);
-  for (int k = 0; k < nin; k++) g->nodes[ni].in[k] = gpuc_graph_add_value(g, "i");
-  Node *n = &g->nodes[ni];
-  for (int k = 0; k < nout; k++) n->out[k] = 0;
-  Attr a = {.name = "to", .kind = GPUC_ATTR_INT, .i = to};
-  if (to) { n->attrs = &a; n->nattr = 1; }
-  GpucErr e = {0};
-  int rc = gpuc_ref_run_node(g, n, ins, outs, &e);
-  CHECK(rc == 0, "%s: %s", gpuc_ops[op].name, e.msg);
-  n->attrs = NULL;
-  n->nattr = 0;
-  gpuc_graph_free(g);
-  return rc;
 }
 
 static void check_reference_kernels(void) {

@@ -25,27 +25,9 @@
 #include "ref.h"
 #include "compile_model.h"
 #include "ref_random.h"
+#include "ref_node.h"
 #include <math.h>
 #include <string.h>
-
-/* One node of op on the given inputs through the reference executor. */
-static int run_op(GpucOp op, int nin, const Tensor **ins, int nout, Tensor **outs, int to) {
-  Graph *g = gpuc_graph_new("test_int8");
-  int ni = gpuc_graph_add_node(g, op, "n", nin, nout);
-  Node *n = &g->nodes[ni];
-  for (int k = 0; k < nin; k++) n->in[k] = gpuc_graph_add_value(g, "i");
-  n = &g->nodes[ni];
-  for (int k = 0; k < nout; k++) n->out[k] = 0;
-  Attr a = {.name = "to", .kind = GPUC_ATTR_INT, .i = to};
-  if (to) { n->attrs = &a; n->nattr = 1; }
-  GpucErr e = {0};
-  int rc = gpuc_ref_run_node(g, n, ins, outs, &e);
-  CHECK(rc == 0, "%s: %s", gpuc_ops[op].name, e.msg);
-  n->attrs = NULL;
-  n->nattr = 0;
-  gpuc_graph_free(g);
-  return rc;
-}
 
 /* The rule recomputed independently: the product x * inv rounded to f32
  * from its exact double value, then round half to even. */
