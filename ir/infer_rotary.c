@@ -36,10 +36,8 @@ int gpuc_rotary_geom(OpCtx *c, RotaryGeom *r) {
   if (gpuc_check_dtype(c, 0, floats)) return -1;
   *r = (RotaryGeom){.rank = x->rank, .partial = partial, .interleaved = inter, .has_pos = gpuc_has_in(c, 3)};
   if (x->rank == 4) { /* [B, H, S, D] */
+    /* num_heads is not read: ONNX's definition (and torch.onnx.ops) ignores it for 4-D X */
     r->B = x->dims[0], r->H = x->dims[1], r->S = x->dims[2], r->D = x->dims[3];
-    if (heads && r->H >= 0 && heads != r->H)
-      return gpuc_op_fail(c, "attribute num_heads is %lld, the 4-D X [batch, heads, seq, head_size] has %lld heads",
-                          (long long)heads, (long long)r->H);
   } else if (x->rank == 3) { /* [B, S, H*D] */
     if (!heads)
       return gpuc_op_fail(c, "a 3-D X [batch, seq, hidden] needs attribute num_heads (> 0)");
