@@ -14,7 +14,8 @@
  *   c  = Gather(cos_cache, position_ids) [B, S, rot/2]  (cos_cache itself without ids)
  *   c4 = Unsqueeze(c, heads axis)     [B, 1, S, rot/2]  or [B, S, 1, rot/2]; s4 alike
  *   Xr = Slice(Xw, :rot), Xp = Slice(Xw, rot:)        (rotary_embedding_dim < D only)
- *   x1, x2 = Split(Xr, 2) (halves)  or Slice(Xr, 0::2), Slice(Xr, 1::2) (interleaved)
+ *   x1, x2 = Slice(Xr, :rot/2), Slice(Xr, rot/2:)     (halves; Split(Xr, 2) when D is symbolic)
+ *         or Slice(Xr, 0::2), Slice(Xr, 1::2)        (interleaved)
  *   re = c4 x1 - s4 x2, im = s4 x1 + c4 x2
  *   Yr = Concat(re, im)             or Reshape(Concat(re[..., None], im[..., None]), [0, 0, 0, -1])
  *   Y  = Concat(Yr, Xp), then Reshape(., [0, 0, -1]) for 3-D X
@@ -151,7 +152,10 @@ static int expand(Graph *g, int ni, GpucErr *e) {
   int x12[2];
   if (r.interleaved) {
     if ((x12[0] = slice_last(&x, xr, 0, big, 2)) < 0 || (x12[1] = slice_last(&x, xr, 1, big, 2)) < 0) return oom(&x);
-  } else {
+  } else if (r.rot >= 0) { /* Slices, not a Split: Slice has a gradient rule (passes/grad_rules*.c) */
+    if ((x12[0] = slice_last(&x, xr, 0, r.rot / 2, 1)) < 0 || (x12[1] = slice_last(&x, xr, r.rot / 2, big, 1)) < 0)
+      return oom(&x);
+  } else { /* head size unknown at import (a symbolic dim): halves of whatever it is */
     int sp = add(&x, GPUC_OP_SPLIT, 1, &xr, 2, x12, -1);
     if (sp < 0) return oom(&x);
     attr_int(g, sp, "axis", -1);

@@ -81,6 +81,7 @@ def rel_l2(a, b):
 
 # ---- valid models ----
 B, H, S, D, MAXPOS = 2, 3, 5, 8, 16
+f32 = np.float32
 cases = 0
 for dt in (np.float32, np.float16):
     for rank in (4, 3):
@@ -134,6 +135,24 @@ for dt in (np.float32, np.float16):
                         shape = ["--shape", "X=%dx%dx%dx%d" % tuple(xs), "--shape", "pos=%dx%d" % (B, S)] if dyn else []
                         rc, err = run([path, "--arch", "sm_90"] + flags + shape + ["-o", out + ".gpuc"])
                         check(rc == 0, "%s: sm_90 %s plan: %s" % (name, flags, err.strip()[:300]))
+# a symbolic head size: the expansion halves it with a Split at import (inspect), and
+# with Slices once the inputs bind it (run)
+path = os.path.join(work, "ok_symbolic_head.onnx")
+model(path, [("X", f32, ["b", H, "s", "d"]), ("cos", f32, [MAXPOS, "h"]), ("sin", f32, [MAXPOS, "h"]),
+             ("pos", np.int64, ["b", "s"])], {})
+rc, err = run(["inspect", path])
+check(rc == 0, "symbolic head size: inspect: %s" % err.strip()[:300])
+x = rng.standard_normal([B, H, S, D]).astype(f32)
+ang = rng.uniform(-3, 3, [MAXPOS, D // 2])
+pos = rng.integers(0, MAXPOS, (B, S)).astype(np.int64)
+args = []
+for k, v in (("X", x), ("cos", np.cos(ang).astype(f32)), ("sin", np.sin(ang).astype(f32)), ("pos", pos)):
+    np.save(os.path.join(work, "ok_symbolic_head.%s.npy" % k), v)
+    args += ["--input", "%s=%s" % (k, os.path.join(work, "ok_symbolic_head.%s.npy" % k))]
+rc, err = run(["run", path, "--cpu"] + args + ["--out", os.path.join(work, "ok_symbolic_head")])
+got = np.load(os.path.join(work, "ok_symbolic_head", "Y.npy")) if rc == 0 else None
+want = rope(x, np.cos(ang).astype(f32), np.sin(ang).astype(f32), pos, 0, 0, H)
+check(rc == 0 and rel_l2(got, want) <= 1e-6, "symbolic head size: run: %s" % err.strip()[:300])
 print("valid models: %d (each: reference, --fp16 reference, sm_90 fp32 and fp16 plans)" % cases)
 
 # ---- hostile models: exit 1, one line naming file, node and reason ----
