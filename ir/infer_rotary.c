@@ -9,6 +9,7 @@
  * then replaces the node by primitive ops, so the checks run at import. */
 #include "infer_util.h"
 #include "rotary.h"
+#include <string.h>
 
 #define ROT_DIM_LIMIT (1LL << 40) /* attribute values past any real tensor */
 
@@ -24,6 +25,14 @@ int gpuc_rotary_geom(OpCtx *c, RotaryGeom *r) {
   if (c->g->opset < 23)
     return gpuc_op_fail(c, "RotaryEmbedding is an opset 23 op; the model imports opset %lld",
                         (long long)c->g->opset);
+  /* RotaryEmbedding-23 has three int attributes: anything else is a model error, not ignored */
+  for (int k = 0; k < c->n->nattr; k++) {
+    const Attr *a = &c->n->attrs[k];
+    if (strcmp(a->name, "interleaved") && strcmp(a->name, "num_heads") && strcmp(a->name, "rotary_embedding_dim"))
+      return gpuc_op_fail(c, "unknown attribute '%s' (RotaryEmbedding-23 has interleaved, num_heads, "
+                          "rotary_embedding_dim)", a->name);
+    if (a->kind != GPUC_ATTR_INT) return gpuc_op_fail(c, "attribute %s must be an int", a->name);
+  }
   int64_t inter = gpuc_attr_i(c->n, "interleaved", 0), heads = gpuc_attr_i(c->n, "num_heads", 0);
   int64_t partial = gpuc_attr_i(c->n, "rotary_embedding_dim", 0);
   if (inter != 0 && inter != 1) return gpuc_op_fail(c, "attribute interleaved is %lld, not 0 or 1", (long long)inter);

@@ -189,6 +189,8 @@ hostile = [
     ("pos_int32", [X4, C2, S2, ("pos", np.int32, [B, S])], {}, {}, "position_ids is i32, it must be int64"),
     ("pos_rank", [X4, C2, S2, ("pos", np.int64, [B * S])], {}, {}, "position_ids has rank 1"),
     ("pos_shape", [X4, C2, S2, ("pos", np.int64, [B, S + 1])], {}, {}, "position_ids has 6 in dim 1"),
+    ("unknown_attr", [X4, C2, S2, P2], {"interleave": 1}, {}, "unknown attribute 'interleave'"),
+    ("float_attr", [X4, C2, S2, P2], {"rotary_embedding_dim": 4.0}, {}, "attribute rotary_embedding_dim must be an int"),
     ("opset22", [X4, C2, S2, P2], {}, {"opset": 22}, "RotaryEmbedding is an opset 23 op"),
 ]
 for name, inputs, attrs, kw, reason in hostile:
