@@ -28,6 +28,11 @@ Graph *gpuc_onnx_load_bytes(const void *data, size_t len, const char *what, cons
  * into primitive ops (frontend/onnx_attention23.c): Attention from 23. */
 bool gpuc_onnx_op_expanded(const char *op, int64_t opset);
 
+/* RotaryEmbedding-23 nodes of an imported, inferred graph replaced by the
+ * primitive ops that compute it (frontend/onnx_rotary.c); the graph is
+ * sorted and inferred again. gpuc_onnx_load calls it. */
+int gpuc_onnx_expand_rotary(Graph *g, GpucErr *e);
+
 /* Read a serialized TensorProto (.pb, as in ONNX test data). *name_out gets
  * a malloc'ed copy of its name (may be empty). */
 Tensor *gpuc_onnx_load_tensor_pb(const char *path, char **name_out, GpucErr *e);

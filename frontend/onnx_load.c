@@ -492,6 +492,8 @@ static Graph *load_buffer(const uint8_t *buf, size_t len, const char *path, cons
     if (gpuc_graph_bind_shape(g, binds[i].name, binds[i].rank, binds[i].dims, e)) goto fail;
   if (gpuc_graph_bind_symbols(g, e)) goto fail;
   if (gpuc_graph_toposort(g, e) || gpuc_graph_verify(g, e) || gpuc_graph_infer(g, e)) goto fail;
+  /* after inference: the expansion depends on X's rank */
+  if (gpuc_onnx_expand_rotary(g, e)) goto fail;
   map_free(&L.names);
   onnx__model_proto__free_unpacked(mp, NULL);
   return g;

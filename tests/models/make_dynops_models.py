@@ -8,6 +8,8 @@ default on PyTorch 2.11-2.15 (Gelu-20, LayerNormalization, ...):
   dynops_gn_convnet    Conv, GroupNorm, tanh-Gelu, pooling, Linear
   dynops_tiny_llama23  2-layer Llama (transformers) at opset_version=23: Attention-23 with a
                        bool causal mask, RMSNormalization-23 (gpuc expands the Attention)
+  dynops_rope23        causal attention with torch.onnx.ops.rotary_embedding at opset 23:
+                       RotaryEmbedding-23 (3-D interleaved partial, 4-D full) and Attention-23
 tests/dynops_models_test.sh checks them against `gpuc run --cpu` and
 compiles them for sm_90 in fp32 and fp16.
 usage: make_dynops_models.py OUTDIR [NAME...]  (needs torch, torchvision, transformers, onnx)
@@ -58,10 +60,42 @@ def tiny_llama():
     return T.LlamaModel(cfg), (torch.randint(0, 50, (1, 8)),)
 
 
-OPSET = {"dynops_tiny_llama23": 23}
+class RopeBlock(torch.nn.Module):
+    """causal self-attention with rotary positions by torch.onnx.ops.rotary_embedding
+    (exported as RotaryEmbedding-23): q rotated as 3-D [B, S, H*D] with num_heads,
+    interleaved pairs, the first 4 of 8 features; k as 4-D [B, H, S, D], halves, full"""
+
+    def __init__(self, dim=32, heads=4, max_pos=32):
+        super().__init__()
+        self.h, self.d = heads, dim // heads
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.out = torch.nn.Linear(dim, dim)
+        ang = torch.arange(max_pos)[:, None] * (10000.0 ** (-torch.arange(self.d // 2) / (self.d // 2)))
+        self.register_buffer("cos", torch.cos(ang))      # [max_pos, D/2]
+        self.register_buffer("sin", torch.sin(ang))
+
+    def forward(self, x, position_ids):
+        B, S, E = x.shape
+        q, k, v = self.qkv(x).split(E, dim=-1)
+        q = torch.onnx.ops.rotary_embedding(q, self.cos[:, :2], self.sin[:, :2], position_ids, interleaved=True,
+                                            num_heads=self.h, rotary_embedding_dim=4)
+        q = q.view(B, S, self.h, self.d).transpose(1, 2)
+        k = k.view(B, S, self.h, self.d).transpose(1, 2)
+        k = torch.onnx.ops.rotary_embedding(k, self.cos, self.sin, position_ids)
+        v = v.view(B, S, self.h, self.d).transpose(1, 2)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(B, S, E))
+
+
+def rope_block():
+    pos = torch.stack([torch.arange(8), torch.arange(8) + 5])  # [2, 8]: the second sequence starts at 5
+    return RopeBlock(), (torch.randn(2, 8, 32), pos)
+
+
+OPSET = {"dynops_tiny_llama23": 23, "dynops_rope23": 23}
 MODELS = {"dynops_tiny_bert": tiny_bert, "dynops_tiny_convnext": tiny_convnext,
           "dynops_gn_convnet": lambda: (GnConvnet(), (torch.randn(1, 3, 12, 12),)),
-          "dynops_tiny_llama23": tiny_llama}
+          "dynops_tiny_llama23": tiny_llama, "dynops_rope23": rope_block}
 only = set(sys.argv[2:])
 
 for name, mk in MODELS.items():
