@@ -265,6 +265,38 @@ static void test_gqa_causal(void) {
   }
 }
 
+/* ---- same_cast: a Cast to its input's dtype is forwarded ------------------ */
+
+/* x f32 [2,3]: Relu(Cast(x, to f32)) and Cast(x, to f16): pass_identity
+ * forwards the first Cast (torch's .to(x.dtype) on a mask, which hid the
+ * mask from passes/causal_mask.c), not the second */
+static void build_casts(Graph *g) {
+  int64_t d[2] = {2, 3};
+  int x = input(g, "x", 2, d);
+  int c32 = NODE(g, GPUC_OP_CAST, x);
+  attr_i(g, "to", 1);
+  output(g, NODE(g, GPUC_OP_RELU, c32));
+  int c16 = NODE(g, GPUC_OP_CAST, x);
+  attr_i(g, "to", 10);
+  output(g, c16);
+}
+
+static void test_same_cast(void) {
+  GpucErr e = {0};
+  Graph *g0 = graph_new(17), *g1 = graph_new(17);
+  build_casts(g0);
+  build_casts(g1);
+  CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "same_cast: bad test graph: %s", e.msg);
+  PassOptions o;
+  gpuc_pass_options_default(&o, 1);
+  CHECK(pass_identity(g1, &o, &e) == 1 && pass_dead_code(g1, &o, &e) >= 0, "same_cast: not forwarded: %s", e.msg);
+  CHECK(count_op(g1, GPUC_OP_CAST) == 1 && g1->values[g1->outputs[1]].t.dt == GPUC_DT_F16,
+        "same_cast: %d Casts left, expected the f16 one", count_op(g1, GPUC_OP_CAST));
+  compare("same_cast", g0, g1, 0);
+  gpuc_graph_free(g0);
+  gpuc_graph_free(g1);
+}
+
 /* ---- a model file: -O2 against the unfused graph ------------------------ */
 
 /* a against reference w: NaN in the same places (a row of -inf scores is
@@ -389,5 +421,6 @@ int main(int argc, char **argv) {
   if (argc > 1) return test_model(argc, argv);
   test_sizes();
   test_gqa_causal();
+  test_same_cast();
   return check_summary();
 }
