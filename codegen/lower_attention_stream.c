@@ -362,7 +362,8 @@ static int attention_rows(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4
   const char *nan0 = gpuc_attr_i(c->n, "nan_to_zero", 0) ? "if (!(l > 0.f)) val = 0.f; /* 0 or NaN */" : "";
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
-  sb_printf(b, "/* attention, a warp per query row: Q [%lld,%lld,%lld,%lld], K/V %lld heads, %lld keys, DV %lld%s%s */\n",
+  sb_printf(b, "/* attention, a warp per query row: Q [%lld,%lld,%lld,%lld], K/V %lld heads, %lld keys, "
+               "DV %lld%s%s */\n",
             LL(a->B), LL(a->H), LL(a->Sq), LL(a->D), LL(a->Hk), LL(a->Sk), LL(a->Dv), causal ? ", causal" : "",
             fill ? ", finite causal fill" : "");
   signature(b, name, T, mask);

@@ -142,7 +142,8 @@ int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e) {
     const Attr *fill = op == GPUC_OP_ATTENTION && want == half ? gpuc_attr(n, "causal_fill") : NULL;
     if (fill && fill->kind == GPUC_ATTR_FLOAT) {
       float f = fill->f;
-      ((Attr *)fill)->f = half == GPUC_DT_BF16 ? gpuc_bf16_to_f32(gpuc_f32_to_bf16(f)) : gpuc_f16_to_f32(gpuc_f32_to_f16(f));
+      f = half == GPUC_DT_BF16 ? gpuc_bf16_to_f32(gpuc_f32_to_bf16(f)) : gpuc_f16_to_f32(gpuc_f32_to_f16(f));
+      ((Attr *)fill)->f = f;
     }
     if ((op == GPUC_OP_CAST && !keep) || (op == GPUC_OP_DEQUANTIZEROWS && want == half)) {
       Attr *to = (Attr *)gpuc_attr(n, "to");

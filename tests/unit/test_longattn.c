@@ -386,8 +386,9 @@ static int test_model(int argc, char **argv) {
     gqa += !gpuc_attention_geom(n, &g1->values[n->in[0]].t, &g1->values[n->in[1]].t, &g1->values[n->in[2]].t, &a) &&
            a.Hk != a.H;
     const Tensor *m = n->nin > 3 && n->in[3] >= 0 ? &g1->values[n->in[3]].t : NULL;
-    CHECK(!c || !m || (m->rank >= 2 && m->dims[m->rank - 2] == 1), "%s: causal Attention '%s' reads a mask of %lld rows",
-          argv[1], n->name, m ? (long long)m->dims[m->rank - 2] : 0LL);
+    CHECK(!c || !m || (m->rank >= 2 && m->dims[m->rank - 2] == 1),
+          "%s: causal Attention '%s' reads a mask of %lld rows", argv[1], n->name,
+          m ? (long long)m->dims[m->rank - 2] : 0LL);
   }
   printf("%s: %d nodes at -O1, %d at -O2 (%d without the causal rewrite); %d Attention (%d causal, %d grouped-query)\n",
          argv[1], g0->nnodes, g1->nnodes, g1n->nnodes, att, causal, gqa);
