@@ -1,7 +1,8 @@
 /* Attention(Q, K, V, mask?) streamed over K/V blocks (flash-style), for
  * what codegen/lower_attention.c's kernels do not take: grouped-query
  * heads (K/V with H / G heads: head h reads K/V head h / G), causal
- * masking (attribute causal: key j > query i is -inf), and, in half on
+ * masking (attribute causal: key j > query i is -inf, or q.k +
+ * causal_fill for a finite fill: the rows kernel), and, in half on
  * sm_80+, any sequence whose K and V do not fit shared memory whole (the
  * K/V-resident kernel's limit). Shapes, strides and the mask's broadcast
  * are GpucAttnGeom's (ir/infer_linalg.h), baked in as constants.
@@ -30,7 +31,11 @@
  * causal attention): one warp per query row, keys in steps of 32 (lane j
  * scores key k0+j against the row, held in shared memory as float), the
  * same online softmax, and lane d accumulates output columns d + 32c from
- * V rows read coalesced. Plain and slower than the tiled FMA kernel;
+ * V rows read coalesced. Causal: keys 0..row; with a finite causal_fill
+ * (PyTorch's float-min masks in fp32) a row whose keys 0..row are all
+ * masked then takes the rest at q.k + fill, as the full mask did (its
+ * softmax is uniform over every key, not only 0..row). Plain and slower
+ * than the tiled FMA kernel;
  * lower_Attention sends fp32 here only for what that kernel cannot do. */
 #include "lower_util.h"
 #include "infer_linalg.h"
@@ -38,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 
 #define LL(v) ((long long)(v))
 
@@ -208,11 +214,12 @@ static const char *rows_body =
   "  __syncwarp(); /* the last row's readers of qs are done */\n"
   "  for (int d = lane; d < D; d += 32) qs[warp][d] = ldf(qr[d]);\n"
   "  __syncwarp();\n"
-  "  const int kend = CAUSAL ? (SK < row + 1 ? SK : row + 1) : SK;\n"
+  "  int kbeg = 0, kend = CAUSAL ? (SK < row + 1 ? SK : row + 1) : SK;\n"
   "  float m = NEG_INF, l = 0.f, acc[DC];\n"
   "#pragma unroll\n"
   "  for (int c = 0; c < DC; c++) acc[c] = 0.f;\n"
-  "  for (int k0 = 0; k0 < kend; k0 += 32) {\n"
+  "  for (;;) { /* keys [kbeg, kend): up to the diagonal, then (FILL) maybe the rest */\n"
+  "  for (int k0 = kbeg; k0 < kend; k0 += 32) {\n"
   "    const int j = k0 + lane;\n"
   "    float x = NEG_INF;\n"
   "    if (j < kend) {\n"
@@ -220,7 +227,8 @@ static const char *rows_body =
   "      float dot = 0.f;\n"
   "      for (int d = 0; d < D; d++) dot = fmaf(qs[warp][d], ldf(kr[d]), dot);\n"
   "      x = dot * SCALE;\n"
-  "      MASK_ADD\n"
+  "      if (FILL && j > row) x += CFILL;\n"
+  "      else { MASK_ADD }\n"
   "    }\n"
   "    float mt = x;\n"
   "#pragma unroll\n"
@@ -242,6 +250,14 @@ static const char *rows_body =
   "      for (int c = 0; c < DC; c++)\n"
   "        if (lane + 32 * c < DV) acc[c] = fmaf(pj, ldf(vr[lane + 32 * c]), acc[c]);\n"
   "    }\n"
+  "  }\n"
+  "  /* finite causal_fill: a row whose keys 0..row were all masked (max <= fill / 2)\n"
+  "   * scores the keys above the diagonal too, at q.k + fill, as the float-min mask did\n"
+  "   * (uniform over every key); any other row's max is > fill / 2, where those keys'\n"
+  "   * exp(x - max) is 0 anyway (m is the same in every lane of the warp) */\n"
+  "  if (!FILL || kend == SK || !(m <= 0.5f * CFILL)) break;\n"
+  "  kbeg = kend;\n"
+  "  kend = SK;\n"
   "  }\n"
   "  const float inv = 1.f / l;\n"
   "  T* yr = y + b * YS0 + h * YS1 + (i64)row * YS2;\n"
@@ -334,8 +350,11 @@ static int attention_rows(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4
   const Tensor *mask = c->nin > 3 ? c->in[3] : NULL;
   const char *T = cg_ctype(c->in[0]->dt);
   bool causal = gpuc_attr_i(c->n, "causal", 0) != 0;
-  char scale[64], madd[320];
+  float cfill = gpuc_attr_f(c->n, "causal_fill", -INFINITY);
+  bool fill = causal && isfinite(cfill);
+  char scale[64], fill_lit[64], madd[320];
   cg_float_lit(scale, sizeof scale, gpuc_attr_f(c->n, "scale", 1.0f), "float");
+  cg_float_lit(fill_lit, sizeof fill_lit, fill ? cfill : 0.f, "float");
   madd[0] = 0;
   if (mask)
     snprintf(madd, sizeof madd, "x += ldf(mask[b * %lldLL + h * %lldLL + (i64)row * %lldLL + (i64)j * %lldLL]);",
@@ -343,14 +362,18 @@ static int attention_rows(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4
   const char *nan0 = gpuc_attr_i(c->n, "nan_to_zero", 0) ? "if (!(l > 0.f)) val = 0.f; /* 0 or NaN */" : "";
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
-  sb_printf(b, "/* attention, a warp per query row: Q [%lld,%lld,%lld,%lld], K/V %lld heads, %lld keys, DV %lld%s */\n",
-            LL(a->B), LL(a->H), LL(a->Sq), LL(a->D), LL(a->Hk), LL(a->Sk), LL(a->Dv), causal ? ", causal" : "");
+  sb_printf(b, "/* attention, a warp per query row: Q [%lld,%lld,%lld,%lld], K/V %lld heads, %lld keys, "
+               "DV %lld%s%s */\n",
+            LL(a->B), LL(a->H), LL(a->Sq), LL(a->D), LL(a->Hk), LL(a->Sk), LL(a->Dv), causal ? ", causal" : "",
+            fill ? ", finite causal fill" : "");
   signature(b, name, T, mask);
   sb_printf(b, "  typedef %s T;\n"
                "  constexpr int D = %lld, DV = %lld, SQ = %lld, SK = %lld, H = %lld, G = %lld, DC = (DV + 31) / 32;\n"
-               "  constexpr bool CAUSAL = %s;\n"
-               "  const float SCALE = %s, NEG_INF = -__int_as_float(0x7f800000);\n",
-            T, LL(a->D), LL(a->Dv), LL(a->Sq), LL(a->Sk), LL(a->H), LL(a->H / a->Hk), causal ? "true" : "false", scale);
+               "  constexpr bool CAUSAL = %s, FILL = %s;\n"
+               "  const float SCALE = %s, CFILL = %s, NEG_INF = -__int_as_float(0x7f800000);\n"
+               "  (void)CFILL;\n",
+            T, LL(a->D), LL(a->Dv), LL(a->Sq), LL(a->Sk), LL(a->H), LL(a->H / a->Hk), causal ? "true" : "false",
+            fill ? "true" : "false", scale, fill_lit);
   attention_emit_strides(b, a);
   const char *keys[] = {"MASK_ADD", "NAN_TO_ZERO"};
   const char *vals[] = {madd, nan0};
@@ -360,6 +383,9 @@ static int attention_rows(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4
 
 int lower_attention_stream(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4], bool tensor_cores) {
   if (a->Hk < 1 || a->H % a->Hk) return lower_fail(c, "internal: K/V heads %lld do not divide %lld", LL(a->Hk), LL(a->H));
-  if (tensor_cores && attention_flash_fits(a, c->in[0]->dt, c->opt->sm)) return attention_flash(c, a, ms);
+  /* a finite causal_fill (fp32 storage: half rounds PyTorch's float min to
+   * -inf) takes the rows kernel's second pass over the keys above the diagonal */
+  bool fill = gpuc_attr_i(c->n, "causal", 0) && isfinite(gpuc_attr_f(c->n, "causal_fill", -INFINITY));
+  if (tensor_cores && !fill && attention_flash_fits(a, c->in[0]->dt, c->opt->sm)) return attention_flash(c, a, ms);
   return attention_rows(c, a, ms);
 }

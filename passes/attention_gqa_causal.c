@@ -11,23 +11,15 @@
  * head split Transpose(x, perm [0,2,1,3]) read only there is read as x,
  * stored [B,S,Hk,D] (the bshd flag), as fuse_attention does for H heads.
  *
- * Causal masks. The mask input, when it is
- *   (a) a constant whose last two axes are [Sq,Sk] (the others 1) holding
- *       0 where key j <= query i and -inf (or <= -1e30) elsewhere, or
- *   (b) Where(C, 0, -inf) (C possibly through an Expand) with
- *       C = And(causal, P) or And(P, causal), `causal` a constant bool
- *       [1..,Sq,Sk] true exactly where j <= i (the exporters' form of
- *       transformers' causal + padding mask),
- * becomes attribute causal = 1 and, in (b), the mask Where(P, 0, -inf):
- * the padding row [B,1,1,Sk] instead of [B,1,Sq,Sk], and the kernel skips
- * the key blocks above the diagonal. (a) is exact for any fill <= -1e30:
- * key 0 is always unmasked, so exp() of a masked score is 0 either way.
- * (b) needs the fill -inf: a row whose keys are all padding is then all
- * -inf (NaN, or 0 with nan_to_zero) either way.
+ * Causal masks: a mask that computes a causal triangle (with or without
+ * a padding row beside it) becomes attribute causal = 1 and the padding
+ * row alone, found by value and exact, fully masked rows included
+ * (passes/causal_mask.c).
+ *
  * Runs after fuse_attention; dead Expand/Reshape chains go with DCE. */
 #include "passes.h"
+#include "causal_mask.h"
 #include "infer_linalg.h"
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,125 +89,19 @@ static int gqa(Graph *g, int i, const int *readers) {
   return 1;
 }
 
-static bool neg_fill(double x) { return x <= -1e30; }
-
-/* a constant of rank >= 2, leading dims 1, last two [Sq,Sk]: pred(j <= i,
- * value) holds for every element */
-static bool causal_const(const Graph *g, int v, int64_t Sq, int64_t Sk, bool boolean) {
-  const Value *val = &g->values[v];
-  const Tensor *t = &val->t;
-  if (!val->is_const || !t->data || t->rank < 2 || t->dims[t->rank - 2] != Sq || t->dims[t->rank - 1] != Sk)
-    return false;
-  for (int d = 0; d < t->rank - 2; d++)
-    if (t->dims[d] != 1) return false;
-  if (boolean != (t->dt == GPUC_DT_BOOL)) return false;
-  if (!boolean && !gpuc_dtype_is_float(t->dt)) return false;
-  for (int64_t i = 0; i < Sq; i++)
-    for (int64_t j = 0; j < Sk; j++) {
-      double x = gpuc_get_f64(t, i * Sk + j);
-      bool ok = boolean ? (x != 0) == (j <= i) : j <= i ? x == 0 : neg_fill(x);
-      if (!ok) return false;
-    }
-  return true;
-}
-
-static bool const_scalar(const Graph *g, int v, double *x) {
-  const Value *val = &g->values[v];
-  if (!val->is_const || !val->t.data || !gpuc_dtype_is_float(val->t.dt) || gpuc_numel(&val->t) != 1) return false;
-  *x = gpuc_get_f64(&val->t, 0);
-  return true;
-}
-
-/* the padding mask P of form (b), or -1; *where: the Where node */
-static int causal_and_padding(const Graph *g, int m, int64_t Sq, int64_t Sk, int *where) {
-  const Node *w = producer(g, m, GPUC_OP_WHERE);
-  double zero, fill;
-  if (!w || !const_scalar(g, w->in[1], &zero) || zero != 0 || !const_scalar(g, w->in[2], &fill) ||
-      !(isinf(fill) && fill < 0))
-    return -1;
-  int c = w->in[0];
-  const Node *ex = producer(g, c, GPUC_OP_EXPAND);
-  if (ex) c = ex->in[0];
-  const Node *a = producer(g, c, GPUC_OP_AND);
-  if (!a) return -1;
-  for (int side = 0; side < 2; side++)
-    if (causal_const(g, a->in[side], Sq, Sk, true)) {
-      *where = g->values[m].producer;
-      return a->in[1 - side];
-    }
-  return -1;
-}
-
-/* attribute causal = 1 on node i (a copy of its attributes, one more) */
-static int set_causal(Graph *g, int i, GpucErr *e) {
-  Node *n = &g->nodes[i];
-  Attr *at = gpuc_arena_alloc(&g->arena, sizeof(Attr) * (size_t)(n->nattr + 1));
-  if (!at) return gpuc_err_set(e, "%s: out of memory", g->path);
-  memcpy(at, n->attrs, sizeof(Attr) * (size_t)n->nattr);
-  at[n->nattr] = (Attr){.name = "causal", .kind = GPUC_ATTR_INT, .i = 1};
-  n->attrs = at;
-  n->nattr++;
-  return 0;
-}
-
-/* mask dims broadcast to [B,H,Sq,Sk] (what infer_Attention accepts) */
-static bool mask_fits(const Tensor *m, const int64_t full[4]) {
-  if (m->rank > 4 || !gpuc_shape_known(m)) return false;
-  for (int d = 0; d < m->rank; d++)
-    if (m->dims[d] != 1 && m->dims[d] != full[4 - m->rank + d]) return false;
-  return true;
-}
-
-/* returns 1 when node i became causal, 0 if not, -1 on error; memo maps
- * a Where mask already split to its padding Where (pairs) */
-static int causal(Graph *g, int i, int *memo, int *nmemo, GpucErr *e) {
-  Node *n = &g->nodes[i];
-  if (n->nin < 4 || n->in[3] < 0 || gpuc_attr_i(n, "causal", 0)) return 0;
-  GpucAttnGeom a;
-  if (gpuc_attention_geom(n, &g->values[n->in[0]].t, &g->values[n->in[1]].t, &g->values[n->in[2]].t, &a))
-    return 0;
-  int m = n->in[3];
-  if (causal_const(g, m, a.Sq, a.Sk, false)) {
-    if (set_causal(g, i, e)) return -1;
-    n = &g->nodes[i];
-    n->in[3] = -1;
-    n->nin = 3;
-    return 1;
-  }
-  int where = -1, pad = causal_and_padding(g, m, a.Sq, a.Sk, &where);
-  int64_t full[4] = {a.B, a.H, a.Sq, a.Sk};
-  if (pad < 0 || !mask_fits(&g->values[pad].t, full)) return 0;
-  int nm = -1;
-  for (int k = 0; k < *nmemo; k++)
-    if (memo[2 * k] == m) nm = memo[2 * k + 1];
-  if (nm < 0) {
-    char name[512];
-    snprintf(name, sizeof name, "%s/padding", g->nodes[where].name);
-    int zero = g->nodes[where].in[1], fill = g->nodes[where].in[2];
-    int w = gpuc_graph_add_node(g, GPUC_OP_WHERE, name, 3, 1);
-    snprintf(name, sizeof name, "%s/padding_output", g->values[m].name);
-    nm = w < 0 ? -1 : gpuc_graph_add_value(g, name);
-    if (nm < 0) return gpuc_err_set(e, "%s: out of memory", g->path);
-    Node *wn = &g->nodes[w];
-    wn->in[0] = pad; wn->in[1] = zero; wn->in[2] = fill;
-    wn->out[0] = nm;
-    g->values[nm].producer = w;
-    memo[2 * *nmemo] = m;
-    memo[2 * *nmemo + 1] = nm;
-    (*nmemo)++;
-  }
-  if (set_causal(g, i, e)) return -1;
-  g->nodes[i].in[3] = nm;
-  return 1;
-}
-
 int pass_attention_gqa_causal(Graph *g, const PassOptions *o, GpucErr *e) {
   (void)o;
-  int nn = g->nnodes, changes = 0, nmemo = 0;
+  /* GPUC_NO_CAUSAL_MASK=1: masks stay masks (A/B runs; tests/unit/test_longattn.c
+   * compares the two on the reference) */
+  const char *off = getenv("GPUC_NO_CAUSAL_MASK");
+  bool masks = !(off && *off && strcmp(off, "0"));
+  int nn = g->nnodes, changes = 0;
   int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *last = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
-  int *memo = malloc(sizeof(int) * 2 * ((size_t)nn + 1));
-  if (!readers || !last || !memo) {
-    free(readers); free(last); free(memo);
+  CausalMemo memo;
+  bool memo_ok = gpuc_causal_memo_init(&memo, nn) == 0;
+  if (!readers || !last || !memo_ok) {
+    free(readers); free(last);
+    if (memo_ok) gpuc_causal_memo_free(&memo);
     return gpuc_err_set(e, "%s: out of memory", g->path);
   }
   gpuc_graph_count_readers(g, readers, last);
@@ -223,10 +109,11 @@ int pass_attention_gqa_causal(Graph *g, const PassOptions *o, GpucErr *e) {
   for (int i = 0; i < nn && rc >= 0; i++) {
     if (g->nodes[i].op != GPUC_OP_ATTENTION) continue;
     changes += gqa(g, i, readers);
-    rc = causal(g, i, memo, &nmemo, e);
+    rc = masks ? gpuc_attention_causal_mask(g, i, &memo, e) : 0;
     if (rc > 0) changes += rc;
   }
-  free(readers); free(last); free(memo);
+  free(readers); free(last);
+  gpuc_causal_memo_free(&memo);
   if (rc < 0) return -1;
   if (changes && (gpuc_graph_toposort(g, e) || pass_dead_code(g, o, e) < 0 || gpuc_graph_infer(g, e))) return -1;
   return changes;

@@ -1,4 +1,4 @@
-/* Dead-code elimination and Identity/Dropout(inference) removal. */
+/* Dead-code elimination and Identity/Dropout(inference)/same-dtype Cast removal. */
 #include "passes.h"
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +32,8 @@ int pass_dead_code(Graph *g, const PassOptions *o, GpucErr *e) {
   return removed;
 }
 
-/* Identity, and Dropout in inference mode (no training_mode input, mask
- * unused), forward their input: consumers read the input directly. Graph
+/* Identity, Dropout in inference mode (no training_mode input, mask
+ * unused) and a Cast to the dtype its input has forward their input: consumers read the input directly. Graph
  * outputs produced by them stay (renaming outputs would change the API). */
 int pass_identity(Graph *g, const PassOptions *o, GpucErr *e) {
   int changes = 0;
@@ -48,7 +48,10 @@ int pass_identity(Graph *g, const PassOptions *o, GpucErr *e) {
     /* before opset 7, Dropout trains unless is_test is set */
     bool dropout_inference = n->op == GPUC_OP_DROPOUT && n->nin < 3 && (n->nout < 2 || n->out[1] < 0) &&
                              (g->opset >= 7 || gpuc_attr_i(n, "is_test", 0));
-    bool fwd = n->op == GPUC_OP_IDENTITY || dropout_inference;
+    /* a Cast to its input's own dtype (torch's .to(x.dtype) on a mask) */
+    bool same_cast = n->op == GPUC_OP_CAST && n->in[0] >= 0 && n->out[0] >= 0 &&
+                     g->values[n->in[0]].t.dt == g->values[n->out[0]].t.dt;
+    bool fwd = n->op == GPUC_OP_IDENTITY || dropout_inference || same_cast;
     if (!fwd || n->in[0] < 0 || n->out[0] < 0 || g->values[n->out[0]].is_output) continue;
     repl[n->out[0]] = n->in[0];
   }

@@ -136,6 +136,15 @@ int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e) {
     }
     /* outputs follow the node's precision */
     Node *n = &g->nodes[i];
+    /* an Attention's causal_fill is the value its mask had above the
+     * diagonal (passes/causal_mask.c): rounded as that mask's constant
+     * would have been (PyTorch's float min is -inf in f16 and bf16) */
+    const Attr *fill = op == GPUC_OP_ATTENTION && want == half ? gpuc_attr(n, "causal_fill") : NULL;
+    if (fill && fill->kind == GPUC_ATTR_FLOAT) {
+      float f = fill->f;
+      f = half == GPUC_DT_BF16 ? gpuc_bf16_to_f32(gpuc_f32_to_bf16(f)) : gpuc_f16_to_f32(gpuc_f32_to_f16(f));
+      ((Attr *)fill)->f = f;
+    }
     if ((op == GPUC_OP_CAST && !keep) || (op == GPUC_OP_DEQUANTIZEROWS && want == half)) {
       Attr *to = (Attr *)gpuc_attr(n, "to");
       if (to && to->kind == GPUC_ATTR_INT && to->i == ONNX_FLOAT) { to->i = onnx_type(half); changes++; }

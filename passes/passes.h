@@ -27,6 +27,9 @@ typedef struct PassOptions {
 #define GPUC_FOLD_MAX_BYTES_DEFAULT ((int64_t)64 << 20)
 
 void gpuc_pass_options_default(PassOptions *o, int level);
+/* every pass name run_passes gives after() (--dump-after PASS), in order,
+ * ", "-separated */
+extern const char gpuc_pass_names[];
 int pass_fold_constants(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_dead_code(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_identity(Graph *g, const PassOptions *o, GpucErr *e);

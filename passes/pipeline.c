@@ -9,7 +9,15 @@ void gpuc_pass_options_default(PassOptions *o, int level) {
   o->fold_max_bytes = GPUC_FOLD_MAX_BYTES_DEFAULT;
 }
 
+const char gpuc_pass_names[] =
+    "fold, expand_qlinear, prune, identity, cse, fold_bn, dce, batchnorm_affine, fold_conv_bias, fuse_conv, "
+    "gemm_as_matmul, fuse_gelu, fuse_matmul, matmulinteger_int8, fuse_matmul_act, fuse_attention, "
+    "attention_gqa_causal, attention_views, fuse_add_layernorm, layout_nhwc, simplify_transpose, fp16, "
+    "fuse_conv_act, qdq_int8, quantize_int8, quantize_fp8, fuse_residual_gemm, fuse_elementwise, "
+    "fuse_quantize_rows";
+
 static int after(Graph *g, const PassOptions *o, const char *name, int rc, GpucErr *e) {
+  GPUC_ASSERT(strstr(gpuc_pass_names, name)); /* --dump-after offers the list: keep it whole */
   if (rc < 0) return -1;
   if (gpuc_graph_verify(g, e)) {
     char what[128];

@@ -21,9 +21,7 @@ int cmd_inspect(int argc, char **argv) {
     else if (!strcmp(argv[i], "-O0") || !strcmp(argv[i], "-O1") || !strcmp(argv[i], "-O2") ||
              !strcmp(argv[i], "-O3")) level = argv[i][2] - '0';
     else if (!strcmp(argv[i], "--dump-after")) {
-      static const char *passes =
-          "fold, identity, cse, fold_bn, dce, fuse_conv, fuse_matmul, fuse_attention, fuse_add_layernorm, "
-          "layout_nhwc, fp16, fuse_conv_act, quantize_int8, fuse_elementwise";
+      const char *passes = gpuc_pass_names;
       if (i + 1 >= argc) return usage_error("--dump-after needs a pass name (%s)", passes);
       dump_after = argv[++i];
       /* a whole name of the list: bounded by ", " or its ends */

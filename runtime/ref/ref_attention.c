@@ -1,6 +1,7 @@
 /* Reference kernel of the internal Attention op: the unfused graph's math,
- * one query row at a time, in double: s = scale * q.k + mask (-inf for
- * key j > query i with causal; K/V head h / G for grouped heads), p =
+ * one query row at a time, in double: s = scale * q.k + mask (with causal,
+ * key j > query i scores -inf, or scale * q.k + causal_fill for a finite
+ * fill, the mask not read; K/V head h / G for grouped heads), p =
  * softmax(s) (NaN -> 0 with nan_to_zero, as Where(IsNaN(P), 0, P)), y = p V. */
 #include "ref_util.h"
 #include "infer_linalg.h"
@@ -17,6 +18,7 @@ int ref_Attention(OpCtx *c) {
   const int64_t *sq = a.st[0], *sk = a.st[1], *sv = a.st[2], *sy = a.st[3];
   double scale = gpuc_attr_f(c->n, "scale", 1.0f);
   bool nan0 = gpuc_attr_i(c->n, "nan_to_zero", 0) != 0, causal = gpuc_attr_i(c->n, "causal", 0) != 0;
+  double fill = gpuc_attr_f(c->n, "causal_fill", -INFINITY);
   int64_t G = a.H / a.Hk; /* query heads per K/V head */
   int64_t ms[4] = {0, 0, 0, 0};
   if (mt) gpuc_attention_mask_strides(mt, ms);
@@ -36,8 +38,8 @@ int ref_Attention(OpCtx *c) {
           double dot = 0;
           for (int64_t d = 0; d < D; d++) dot += (double)Q[d] * K[j * sk[2] + d];
           s[j] = scale * dot;
-          if (m) s[j] += m[b * ms[0] + h * ms[1] + i * ms[2] + j * ms[3]];
-          if (causal && j > i) s[j] = -INFINITY;
+          if (causal && j > i) s[j] = isinf(fill) ? -INFINITY : s[j] + fill;
+          else if (m) s[j] += m[b * ms[0] + h * ms[1] + i * ms[2] + j * ms[3]];
           if (s[j] > mx || isnan(s[j])) mx = s[j];
         }
         for (int64_t j = 0; j < Sk; j++) sum += exp(s[j] - mx);

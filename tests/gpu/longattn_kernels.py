@@ -10,9 +10,15 @@ Kinds: none, mask (an additive padding row [B,1,1,S] input), causal (a
 constant 0/-inf upper triangle: passes/attention_gqa_causal.c makes it the
 causal attribute), causal_gqa (K/V with H/2 heads repeated as transformers'
 repeat_kv, and causal), bias (a constant [1,H,S,S] relative-position-like
-bias, read per score). Tolerances: fp32 rel L2 <= 1e-4 against both; fp16
-<= 1e-2 against the fp16 reference. One PASS/FAIL line per case.
-usage: longattn_kernels.py --gpuc GPUC --out DIR [--quick]"""
+bias, read per score), causal_fmin (the dynamo exporter's mask:
+Where(causal & padding, 0, float32 min) with left-padded rows, queries
+that see no key: passes/causal_mask.c makes it causal with causal_fill
+float min and a padding row; such rows are uniform over all keys in fp32,
+NaN in fp16 where float min is -inf, the same NaNs asked of the GPU;
+against PyTorch in float32, whose float-min sums round as gpuc's do).
+Tolerances: fp32 rel L2 <= 1e-4 against both; fp16 <= 1e-2 against the
+fp16 reference. One PASS/FAIL line per case.
+usage: longattn_kernels.py --gpuc GPUC --out DIR [--quick] [--only KIND,...] [--cpu-only --arch sm_90]"""
 import argparse
 import math
 import os
@@ -35,6 +41,8 @@ class Att(torch.nn.Module):
         self.Hk = H // 2 if kind == "causal_gqa" else H
         if kind in ("causal", "causal_gqa"):
             self.register_buffer("cm", torch.full((S, S), float("-inf")).triu(1))
+        if kind == "causal_fmin":
+            self.register_buffer("tri", torch.ones(S, S, dtype=torch.bool).tril())
         if kind == "bias":
             g = torch.Generator().manual_seed(5)
             self.register_buffer("rb", torch.randn(1, H, S, S, generator=g) * 2)
@@ -51,6 +59,9 @@ class Att(torch.nn.Module):
             s = s + self.cm
         if self.kind == "bias":
             s = s + self.rb
+        if self.kind == "causal_fmin":  # transformers' sdpa mask as the dynamo exporter writes it
+            keep = self.tri & pad[0].bool()[:, None, None, :]
+            s = s + torch.where(keep, 0.0, torch.finfo(torch.float32).min).to(s.dtype)
         return torch.matmul(torch.softmax(s, -1), v)
 
 
@@ -62,6 +73,11 @@ def inputs(m, rng):
         pad = np.where(rng.random((B, 1, 1, S)) < 0.25, -1e9, 0.0)
         pad[..., 0] = 0  # no row without a key
         x["pad"] = pad
+    if m.kind == "causal_fmin":  # [B,S] of 0/1: batch 0 left-padded (S/8 keys), gaps elsewhere
+        keep = (rng.random((B, S)) >= 0.2).astype(np.int64)
+        keep[0, :S // 8] = 0
+        keep[0, S // 8:] = 1
+        return {**{k: v.astype(np.float32) for k, v in x.items()}, "pad": keep}
     return {k: v.astype(np.float32) for k, v in x.items()}
 
 
@@ -94,6 +110,8 @@ def torch_ms(m, x):
         kw["attn_mask"] = m.rb.to(dev).half()
     if m.kind in ("causal", "causal_gqa"):
         kw["is_causal"] = True
+    if m.kind == "causal_fmin":
+        kw["attn_mask"] = m.tri.to(dev) & torch.from_numpy(x["pad"]).to(dev).bool()[:, None, None, :]
     if m.Hk != m.H:
         kw["enable_gqa"] = True
     f = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, **kw)  # noqa: E731
@@ -116,17 +134,20 @@ def main():
     ap.add_argument("--work", default="/tmp/gpuc_longattn")
     ap.add_argument("--quick", action="store_true", help="S=4096 left out")
     ap.add_argument("--arch", default="native")
-    ap.add_argument("--cpu-only", action="store_true", help="no GPU here: compile for --arch and check the "
+    ap.add_argument("--cpu-only", action="store_true", help="no GPU here: compile for --arch and check the -O2 "
                     "CPU reference against PyTorch (fp32) only")
+    ap.add_argument("--only", default="", help="comma-separated kinds to run (default: all)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     # (kind, B, H, S, D)
     cases = [("none", 2, 4, 128, 64), ("mask", 2, 4, 128, 64), ("causal", 2, 4, 128, 64),
-             ("causal_gqa", 2, 4, 128, 64), ("bias", 2, 4, 128, 64),
+             ("causal_gqa", 2, 4, 128, 64), ("bias", 2, 4, 128, 64), ("causal_fmin", 2, 4, 128, 64),
              ("none", 1, 4, 1500, 64), ("mask", 1, 4, 1500, 64), ("causal_gqa", 1, 4, 1500, 64),
              ("bias", 1, 4, 1500, 64), ("none", 1, 4, 1500, 128), ("causal", 1, 4, 1500, 128)]
     if not a.quick:
         cases += [("mask", 1, 2, 4096, 64), ("causal_gqa", 1, 2, 4096, 64)]
+    if a.only:
+        cases = [c for c in cases if c[0] in a.only.split(",")]
     rng = np.random.default_rng(int(time.time()) & 0xffff)
     bad = 0
     for kind, B, H, S, D in cases:
@@ -138,7 +159,10 @@ def main():
         with torch.no_grad():
             torch.onnx.export(m, tuple(torch.from_numpy(x[n]) for n in names), onnx, dynamo=False,
                               opset_version=17, input_names=names, output_names=["y"])
-            want = m.double()(*(torch.from_numpy(x[n]).double() for n in names)).numpy()
+            if kind == "causal_fmin":  # float32: float min + score rounds to float min, as in gpuc
+                want = m(*(torch.from_numpy(x[n]) for n in names)).double().numpy()
+            else:
+                want = m.double()(*(torch.from_numpy(x[n]).double() for n in names)).numpy()
         in_args = []
         for n in names:
             p = os.path.join(a.work, "in_%s.npy" % n)
@@ -160,7 +184,9 @@ def main():
                       "resident-mma" if "K and V resident" in text else
                       "tiled-mma" if "attention (tensor cores)" in text else
                       "fma" if "/* attention:" in text else "unfused")
-            ref, err2 = gpuc_out(a.gpuc, onnx, ["--cpu"] + flags, in_args, os.path.join(a.work, "out_cpu"))
+            # --cpu-only, fp32: the -O2 graph the plan was compiled from (the rewrites)
+            lvl = ["-O2"] if a.cpu_only and prec == "fp32" else []
+            ref, err2 = gpuc_out(a.gpuc, onnx, ["--cpu"] + lvl + flags, in_args, os.path.join(a.work, "out_cpu"))
             if a.cpu_only:
                 e_t = rel_l2(ref.astype(np.float64), want) if ref is not None else float("nan")
                 ok = prec == "fp16" or (math.isfinite(e_t) and e_t <= 1e-4)
@@ -173,6 +199,8 @@ def main():
                 bad += 1
                 print("FAIL %s %s: %s" % (name, prec, err or err2))
                 continue
+            nan_ok = np.array_equal(np.isnan(got), np.isnan(ref))  # fp16 causal_fmin: rows that see no key
+            got, ref = np.nan_to_num(got) if nan_ok else got, np.nan_to_num(ref) if nan_ok else ref
             e_ref = rel_l2(got.astype(np.float64), ref.astype(np.float64))
             e_t = rel_l2(got.astype(np.float64), want)
             lim = 1e-4 if prec == "fp32" else 1e-2

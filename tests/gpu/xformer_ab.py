@@ -2,13 +2,15 @@
 bench/zoo.py just compiled (run by tests/gpu/xformer_check.sh after the zoo):
 for each model's TorchScript export at batch 32, the -O2 --fp16 plan as
 compiled ("after") and the same compile with GPUC_NO_ATTENTION_VIEWS=1
-("before": the Split/Transpose copies and three Q/K/V GEMMs kept), each
+("before": the Split/Transpose copies and three Q/K/V GEMMs kept); with
+EXPORTER and SWITCH given, that export and that variable instead
+(dynamo GPUC_NO_CAUSAL_MASK: passes/causal_mask.c's float-min masks). Each
 inspected (steps, bytes moved from the IR's cost model) and timed with `gpuc
 bench`; the after plan's slowest steps from `gpuc bench --profile`. The
 before plans compile in parallel; benches stop when XFORMER_AB_BUDGET
 seconds (default 90) are spent. One line a model:
   AB gpt2 ts b32: steps 143 -> 95, MB moved 3333 -> 2276, gpuc 2.190 -> 1.900 ms
-usage: xformer_ab.py GPUC WORK_DIR MODELS(comma list) [BATCH]"""
+usage: xformer_ab.py GPUC WORK_DIR MODELS(comma list) [BATCH [EXPORTER SWITCH]]"""
 import concurrent.futures
 import os
 import re
@@ -21,6 +23,7 @@ import zoo_models as zm  # noqa: E402
 
 gpuc, work, models = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
 batch = int(sys.argv[4]) if len(sys.argv) > 4 else 32
+exporter, switch = (sys.argv[5], sys.argv[6]) if len(sys.argv) > 6 else ("ts", "GPUC_NO_ATTENTION_VIEWS")
 deadline = time.time() + float(os.environ.get("XFORMER_AB_BUDGET", "90"))
 
 
@@ -58,16 +61,16 @@ def top_steps(text, n=8):
 jobs = {}
 for name in models:
     model = zm.BY_NAME[name]
-    onnx = os.path.join(work, name, "%s_ts.onnx" % name)
-    after = os.path.join(work, name, "%s_ts_b%d-O2_fp16.gpuc" % (name, batch))
-    before = os.path.join(work, name, "%s_ts_b%d-O2_fp16_noviews.gpuc" % (name, batch))
+    onnx = os.path.join(work, name, "%s_%s.onnx" % (name, exporter))
+    after = os.path.join(work, name, "%s_%s_b%d-O2_fp16.gpuc" % (name, exporter, batch))
+    before = os.path.join(work, name, "%s_%s_b%d-O2_fp16_%s.gpuc" % (name, exporter, batch, switch.lower()))
     if not (os.path.exists(onnx) and os.path.exists(after)):
-        print("AB %s ts b%d: SKIP (the zoo run left no model or plan in %s)" % (name, batch, work))
+        print("AB %s %s b%d: SKIP (the zoo run left no model or plan in %s)" % (name, exporter, batch, work))
         continue
     shapes = []
     for k, (shape, _, _) in model.spec.items():
         shapes += ["--shape", "%s=%s" % (k, "x".join(str(d) for d in (batch,) + tuple(shape)))]
-    env = dict(os.environ, GPUC_NO_ATTENTION_VIEWS="1")
+    env = dict(os.environ, **{switch: "1"})
     jobs[name] = (after, before, [gpuc, onnx, "-O2", "--fp16", "-o", before] + shapes, env)
 with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
     done = {name: pool.submit(run, j[2], j[3]) for name, j in jobs.items()}
@@ -78,17 +81,17 @@ for name, (after, before, _, _) in jobs.items():
     rc, out = compiled[name]
     if rc:
         bad += 1
-        print("AB %s ts b%d: FAIL compiling the before plan: %s" % (name, batch, out.strip()[-300:]))
+        print("AB %s %s b%d: FAIL compiling the before plan: %s" % (name, exporter, batch, out.strip()[-300:]))
         continue
     if time.time() > deadline:
-        print("AB %s ts b%d: SKIP (XFORMER_AB_BUDGET spent)" % (name, batch))
+        print("AB %s %s b%d: SKIP (XFORMER_AB_BUDGET spent)" % (name, exporter, batch))
         continue
     (s0, b0), (s1, b1) = plan_cost(before), plan_cost(after)
     t0, _ = bench(before)
     t1, prof = bench(after, profile=True)
     fmt = lambda v, f: f % v if v is not None else "?"
-    print("AB %s ts b%d: steps %s -> %s, MB moved %s -> %s, gpuc %s -> %s ms" % (
-        name, batch, s0, s1, fmt(b0 and b0 / 1e6, "%.0f"), fmt(b1 and b1 / 1e6, "%.0f"), fmt(t0, "%.3f"),
+    print("AB %s %s b%d (%s=1 before): steps %s -> %s, MB moved %s -> %s, gpuc %s -> %s ms" % (
+        name, exporter, batch, switch, s0, s1, fmt(b0 and b0 / 1e6, "%.0f"), fmt(b1 and b1 / 1e6, "%.0f"), fmt(t0, "%.3f"),
         fmt(t1, "%.3f")))
     for line in top_steps(prof):
         print("    " + line)

@@ -14,7 +14,8 @@
 # passes/attention_views.c (tests/gpu/xformer_ab.py): each model's TorchScript
 # export at batch 32 compiled again with GPUC_NO_ATTENTION_VIEWS=1, both
 # plans' step counts, bytes moved and `gpuc bench` times, and the slowest
-# steps of the new plan's profile ("AB ..." lines). About 6 minutes
+# steps of the new plan's profile ("AB ..." lines); and GPT-2's dynamo
+# export at batch 32 with GPUC_NO_CAUSAL_MASK=1 the same way. About 6 minutes
 # (XFORMER_BUDGET seconds, default 270, bounds the zoo run; the A/B
 # XFORMER_AB_BUDGET, default 70, more).
 # usage: GPUC=build-gpu/gpuc tests/gpu/xformer_check.sh [MODELS (comma list)]
@@ -56,6 +57,12 @@ PYEOF
 rc=${PIPESTATUS[0]}
 XFORMER_AB_BUDGET=${XFORMER_AB_BUDGET:-70} $PY tests/gpu/xformer_ab.py "$GPUC" /tmp/gpuc_xformer "$models" 32 2>&1 | tee -a "$log"
 ab_rc=${PIPESTATUS[0]}
+# GPT-2's dynamo export: its float-min causal mask as the attribute (passes/causal_mask.c) or not
+if [[ ",$models," == *,gpt2,* ]]; then
+  XFORMER_AB_BUDGET=${XFORMER_AB_BUDGET:-70} $PY tests/gpu/xformer_ab.py "$GPUC" /tmp/gpuc_xformer gpt2 32 dynamo \
+      GPUC_NO_CAUSAL_MASK 2>&1 | tee -a "$log"
+  [ "${PIPESTATUS[0]}" = 0 ] || ab_rc=1
+fi
 [ "$rc" = 0 ] || exit "$rc"
 [ "$zoo_rc" = 0 ] || exit "$zoo_rc"
 exit "$ab_rc"
