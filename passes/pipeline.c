@@ -53,6 +53,10 @@ static int run_passes(Graph *g, const PassOptions *o, GpucErr *e) {
   /* after fold_bn: BNs no Conv absorbed become elementwise ops */
   if (o->level >= 2 && after(g, o, "batchnorm_affine", pass_batchnorm_affine(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fold_conv_bias", pass_fold_conv_bias(g, o, e), e) < 0) return -1;
+  /* after the BN and bias folds (the conv's final weight and bias), before
+   * fuse_conv and layout_nhwc (no Conv left for them) and fuse_matmul (the
+   * bias Add into the GEMM's epilogue) */
+  if (o->level >= 2 && after(g, o, "patchify_conv", pass_patchify_conv(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fuse_conv", pass_fuse_conv(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "gemm_as_matmul", pass_gemm_as_matmul(g, o, e), e) < 0) return -1;
   /* before fuse_matmul(_act): a GELU written out becomes one Gelu their epilogue takes */

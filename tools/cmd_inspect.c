@@ -22,8 +22,11 @@ int cmd_inspect(int argc, char **argv) {
              !strcmp(argv[i], "-O3")) level = argv[i][2] - '0';
     else if (!strcmp(argv[i], "--dump-after")) {
       static const char *passes =
-          "fold, identity, cse, fold_bn, dce, fuse_conv, fuse_matmul, fuse_attention, fuse_add_layernorm, "
-          "layout_nhwc, fp16, fuse_conv_act, quantize_int8, fuse_elementwise";
+          "fold, expand_qlinear, prune, identity, cse, fold_bn, dce, batchnorm_affine, fold_conv_bias, "
+          "patchify_conv, fuse_conv, gemm_as_matmul, fuse_gelu, fuse_matmul, matmulinteger_int8, fuse_matmul_act, "
+          "fuse_attention, attention_gqa_causal, attention_views, fuse_add_layernorm, layout_nhwc, "
+          "simplify_transpose, fp16, fuse_conv_act, qdq_int8, quantize_int8, quantize_fp8, fuse_residual_gemm, "
+          "fuse_elementwise, fuse_quantize_rows";
       if (i + 1 >= argc) return usage_error("--dump-after needs a pass name (%s)", passes);
       dump_after = argv[++i];
       /* a whole name of the list: bounded by ", " or its ends */
