@@ -8,6 +8,8 @@ bench`; the after plan's slowest steps from `gpuc bench --profile`. The
 before plans compile in parallel; benches stop when XFORMER_AB_BUDGET
 seconds (default 90) are spent. One line a model:
   AB gpt2 ts b32: steps 143 -> 95, MB moved 3333 -> 2276, gpuc 2.190 -> 1.900 ms
+AB_OFF names another pass's off switch for the "before" compile
+(tests/gpu/patchify_check.sh: AB_OFF=GPUC_NO_PATCHIFY).
 usage: xformer_ab.py GPUC WORK_DIR MODELS(comma list) [BATCH]"""
 import concurrent.futures
 import os
@@ -22,6 +24,7 @@ import zoo_models as zm  # noqa: E402
 gpuc, work, models = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
 batch = int(sys.argv[4]) if len(sys.argv) > 4 else 32
 deadline = time.time() + float(os.environ.get("XFORMER_AB_BUDGET", "90"))
+off = os.environ.get("AB_OFF", "GPUC_NO_ATTENTION_VIEWS")
 
 
 def run(cmd, env=None, timeout=240):
@@ -60,14 +63,14 @@ for name in models:
     model = zm.BY_NAME[name]
     onnx = os.path.join(work, name, "%s_ts.onnx" % name)
     after = os.path.join(work, name, "%s_ts_b%d-O2_fp16.gpuc" % (name, batch))
-    before = os.path.join(work, name, "%s_ts_b%d-O2_fp16_noviews.gpuc" % (name, batch))
+    before = os.path.join(work, name, "%s_ts_b%d-O2_fp16_%s.gpuc" % (name, batch, off.lower()))
     if not (os.path.exists(onnx) and os.path.exists(after)):
         print("AB %s ts b%d: SKIP (the zoo run left no model or plan in %s)" % (name, batch, work))
         continue
     shapes = []
     for k, (shape, _, _) in model.spec.items():
         shapes += ["--shape", "%s=%s" % (k, "x".join(str(d) for d in (batch,) + tuple(shape)))]
-    env = dict(os.environ, GPUC_NO_ATTENTION_VIEWS="1")
+    env = dict(os.environ, **{off: "1"})
     jobs[name] = (after, before, [gpuc, onnx, "-O2", "--fp16", "-o", before] + shapes, env)
 with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
     done = {name: pool.submit(run, j[2], j[3]) for name, j in jobs.items()}
