@@ -323,7 +323,8 @@ def run_model(a, torch, zm, model, emit):
                     c["profile_top"] = profile_top(prof or "")
         for ex in a.exporters:
             emit(rows[(ex, b)])
-    shutil.rmtree(work, ignore_errors=True)  # ONNX files of big models are hundreds of MB
+    if not a.keep_work:
+        shutil.rmtree(work, ignore_errors=True)  # ONNX files of big models are hundreds of MB
 
 
 # ---- the table -------------------------------------------------------------------
@@ -504,6 +505,8 @@ def main():
     ap.add_argument("--gpuc", default="build/gpuc")
     ap.add_argument("--out", required=True, help="zoo.jsonl and zoo.md go here")
     ap.add_argument("--work", default="/tmp/gpuc_zoo", help="ONNX files and plans (removed per model)")
+    ap.add_argument("--keep-work", action="store_true", help="leave each model's ONNX files and plans in "
+                    "--work (tests/gpu/xformer_ab.py compiles and times them again)")
     ap.add_argument("--models", default="default", help="comma list, 'all' or 'default'; --list shows them")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--shard", default="1/1", help="I/N: the I-th of N slices of --models")

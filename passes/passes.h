@@ -41,6 +41,9 @@ int pass_batchnorm_affine(Graph *g, const PassOptions *o, GpucErr *e);
 /* A Conv's bias into the next, unpadded Conv's bias when that alone reads it. */
 int pass_fold_conv_bias(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_conv(Graph *g, const PassOptions *o, GpucErr *e);
+/* A Conv whose kernel equals its stride (patch embeddings) -> Reshape,
+ * Transpose, MatMul (+ bias Add), Transpose (passes/patchify_conv.c). */
+int pass_patchify_conv(Graph *g, const PassOptions *o, GpucErr *e);
 /* fp16 storage, or bf16 with o->bf16; fp32 islands (passes/fp16.c). */
 /* After fp16: Relu/Clip/HardSwish/SiLU/GELU after an NHWC depthwise
  * FusedConv into its activation attribute (ir/conv_act.h; fuse_conv.c). */

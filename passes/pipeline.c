@@ -10,8 +10,8 @@ void gpuc_pass_options_default(PassOptions *o, int level) {
 }
 
 const char gpuc_pass_names[] =
-    "fold, expand_qlinear, prune, identity, cse, fold_bn, dce, batchnorm_affine, fold_conv_bias, fuse_conv, "
-    "gemm_as_matmul, fuse_gelu, fuse_matmul, matmulinteger_int8, fuse_matmul_act, fuse_attention, "
+    "fold, expand_qlinear, prune, identity, cse, fold_bn, dce, batchnorm_affine, fold_conv_bias, patchify_conv, "
+    "fuse_conv, gemm_as_matmul, fuse_gelu, fuse_matmul, matmulinteger_int8, fuse_matmul_act, fuse_attention, "
     "attention_gqa_causal, attention_views, fuse_add_layernorm, layout_nhwc, simplify_transpose, fp16, "
     "fuse_conv_act, qdq_int8, quantize_int8, quantize_fp8, fuse_residual_gemm, fuse_elementwise, "
     "fuse_quantize_rows";
@@ -61,6 +61,10 @@ static int run_passes(Graph *g, const PassOptions *o, GpucErr *e) {
   /* after fold_bn: BNs no Conv absorbed become elementwise ops */
   if (o->level >= 2 && after(g, o, "batchnorm_affine", pass_batchnorm_affine(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fold_conv_bias", pass_fold_conv_bias(g, o, e), e) < 0) return -1;
+  /* after the BN and bias folds (the conv's final weight and bias), before
+   * fuse_conv and layout_nhwc (no Conv left for them) and fuse_matmul (the
+   * bias Add into the GEMM's epilogue) */
+  if (o->level >= 2 && after(g, o, "patchify_conv", pass_patchify_conv(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fuse_conv", pass_fuse_conv(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "gemm_as_matmul", pass_gemm_as_matmul(g, o, e), e) < 0) return -1;
   /* before fuse_matmul(_act): a GELU written out becomes one Gelu their epilogue takes */

@@ -10,6 +10,8 @@ bench`; the after plan's slowest steps from `gpuc bench --profile`. The
 before plans compile in parallel; benches stop when XFORMER_AB_BUDGET
 seconds (default 90) are spent. One line a model:
   AB gpt2 ts b32: steps 143 -> 95, MB moved 3333 -> 2276, gpuc 2.190 -> 1.900 ms
+AB_OFF names another pass's off switch for the "before" compile when no
+SWITCH is given (tests/gpu/patchify_check.sh: AB_OFF=GPUC_NO_PATCHIFY).
 usage: xformer_ab.py GPUC WORK_DIR MODELS(comma list) [BATCH [EXPORTER SWITCH]]"""
 import concurrent.futures
 import os
@@ -23,7 +25,8 @@ import zoo_models as zm  # noqa: E402
 
 gpuc, work, models = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
 batch = int(sys.argv[4]) if len(sys.argv) > 4 else 32
-exporter, switch = (sys.argv[5], sys.argv[6]) if len(sys.argv) > 6 else ("ts", "GPUC_NO_ATTENTION_VIEWS")
+exporter, switch = (sys.argv[5], sys.argv[6]) if len(sys.argv) > 6 else (
+    "ts", os.environ.get("AB_OFF", "GPUC_NO_ATTENTION_VIEWS"))
 deadline = time.time() + float(os.environ.get("XFORMER_AB_BUDGET", "90"))
 
 

@@ -25,7 +25,7 @@ GPUC=${GPUC:-$PWD/build-gpu/gpuc}
 models=${1:-bert_base,gpt2,vit_b_16}
 log="$OUT/xformer_log.txt"
 (nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; $GPUC --version) 2>&1 | tee "$log"
-$PY bench/zoo.py --gpuc "$GPUC" --out "$OUT" --work /tmp/gpuc_xformer --models "$models" \
+$PY bench/zoo.py --gpuc "$GPUC" --out "$OUT" --work /tmp/gpuc_xformer --keep-work --models "$models" \
     --exporters ts,dynamo --batches 1,32 --opts=-O2 --precisions fp16 \
     --budget "${XFORMER_BUDGET:-270}" --timeout-per-model 200 2>&1 | tee -a "$log"
 zoo_rc=${PIPESTATUS[0]}
