@@ -17,6 +17,8 @@
 #   leak        leak_check.sh $CARRY                 (LEAK_ITEMS -> its ITEMS)
 #   xformer     xformer_check.sh                     (XFORMER_MODELS: its model list)
 #   longattn    longattn_check.sh
+#   longkern    longattn_kernels.py alone (the streaming kernels, no zoo models)
+#   patchify    patchify_check.sh                    (PATCHIFY_MODELS: its model list)
 #   sanitize    sanitize.sh $CARRY
 #   harden      harden_check.sh $CARRY
 #   compression compression_round.sh                 (ROUND_CHECKS as it reads them)
@@ -90,6 +92,8 @@ step_cmd() {
     leak) echo "ITEMS='${LEAK_ITEMS:-faults cycle memcheck initcheck exhaust}' tests/gpu/leak_check.sh $CARRY" ;;
     xformer) echo "tests/gpu/xformer_check.sh ${XFORMER_MODELS:-}" ;;
     longattn) echo "tests/gpu/longattn_check.sh" ;;
+    longkern) echo ". tests/gpu/gpu_env.sh; \$PY tests/gpu/longattn_kernels.py --gpuc $GPUC --out \$OUT --work /tmp/gpuc_longattn" ;;
+    patchify) echo "tests/gpu/patchify_check.sh ${PATCHIFY_MODELS:-}" ;;
     sanitize) echo "tests/gpu/sanitize.sh $CARRY" ;;
     harden) echo "tests/gpu/harden_check.sh $CARRY" ;;
     compression) echo "tests/gpu/compression_round.sh" ;;
