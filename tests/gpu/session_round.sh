@@ -18,6 +18,7 @@
 #   xformer     xformer_check.sh                     (XFORMER_MODELS: its model list)
 #   longattn    longattn_check.sh
 #   longkern    longattn_kernels.py alone (the streaming kernels, no zoo models)
+#   int8probe   int8_gemm_torch.py and cublaslt_int8_probe.py (int8 GEMMs vs fp16)
 #   patchify    patchify_check.sh                    (PATCHIFY_MODELS: its model list)
 #   sanitize    sanitize.sh $CARRY
 #   harden      harden_check.sh $CARRY
@@ -93,6 +94,7 @@ step_cmd() {
     xformer) echo "tests/gpu/xformer_check.sh ${XFORMER_MODELS:-}" ;;
     longattn) echo "tests/gpu/longattn_check.sh" ;;
     longkern) echo ". tests/gpu/gpu_env.sh; \$PY tests/gpu/longattn_kernels.py --gpuc $GPUC --out \$OUT --work /tmp/gpuc_longattn" ;;
+    int8probe) echo ". tests/gpu/gpu_env.sh; \$PY tests/gpu/int8_gemm_torch.py; \$PY tests/gpu/cublaslt_int8_probe.py" ;;
     patchify) echo "tests/gpu/patchify_check.sh ${PATCHIFY_MODELS:-}" ;;
     sanitize) echo "tests/gpu/sanitize.sh $CARRY" ;;
     harden) echo "tests/gpu/harden_check.sh $CARRY" ;;
