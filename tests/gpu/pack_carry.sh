@@ -30,6 +30,13 @@ cp "$(command -v protoc-c)" "$C/deps/bin/"
 cp "$(grep -m1 '^PROTOBUF_C_STATIC:' "$B/CMakeCache.txt" | cut -d= -f2)" "$C/deps/lib/"
 cp "$(grep -m1 '^PROTOBUF_C_INCLUDE:' "$B/CMakeCache.txt" | cut -d= -f2)/protobuf-c/protobuf-c.h" "$C/deps/include/protobuf-c/"
 cp "$(grep -m1 '^ONNX_PROTO:' "$B/CMakeCache.txt" | cut -d= -f2)" "$C/deps/onnx/"
+# the conformance folders of the ops OPS_PATTERN names (tests/gpu/ops_check.sh)
+if [ -n "${OPS_PATTERN:-}" ]; then
+  mkdir -p "$C/testdata"
+  for d in /usr/share/libonnx-testdata/data/node/*/; do
+    n=$(basename "$d"); grep -qiE "($OPS_PATTERN)" <<<"$n" && cp -a "$d" "$C/testdata/"
+  done
+fi
 if [ "${FUZZ:-0}" = 1 ]; then
   tmp=$(mktemp -d)
   mkdir -p "$tmp/bin" "$tmp/corpus" "$tmp/dict"

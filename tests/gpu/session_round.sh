@@ -19,6 +19,7 @@
 #   longattn    longattn_check.sh
 #   longkern    longattn_kernels.py alone (the streaming kernels, no zoo models)
 #   int8probe   int8_gemm_torch.py and cublaslt_int8_probe.py (int8 GEMMs vs fp16)
+#   ops         ops_check.sh OPS_PATTERN (conformance folders of new ops, --gpu)
 #   patchify    patchify_check.sh                    (PATCHIFY_MODELS: its model list)
 #   sanitize    sanitize.sh $CARRY
 #   harden      harden_check.sh $CARRY
@@ -95,6 +96,7 @@ step_cmd() {
     longattn) echo "tests/gpu/longattn_check.sh" ;;
     longkern) echo ". tests/gpu/gpu_env.sh; \$PY tests/gpu/longattn_kernels.py --gpuc $GPUC --out \$OUT --work /tmp/gpuc_longattn" ;;
     int8probe) echo ". tests/gpu/gpu_env.sh; \$PY tests/gpu/int8_gemm_torch.py; \$PY tests/gpu/cublaslt_int8_probe.py" ;;
+    ops) echo "tests/gpu/ops_check.sh '${OPS_PATTERN:-gridsample}'" ;;
     patchify) echo "tests/gpu/patchify_check.sh ${PATCHIFY_MODELS:-}" ;;
     sanitize) echo "tests/gpu/sanitize.sh $CARRY" ;;
     harden) echo "tests/gpu/harden_check.sh $CARRY" ;;
