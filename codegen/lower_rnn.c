@@ -231,8 +231,10 @@ static void emit_reset(Rnn *r, const char *name, bool bias) {
 }
 
 /* hs, cs = initial_h, initial_c (layout 1: [B, D, H]) or 0; counter 0
- * (args [h0], [c0], hs, [cs], ctr) */
-static void emit_init(Rnn *r, const char *name, bool h0, bool c0) {
+ * (args [h0], [c0], [lens], hs, [cs], ctr); a length outside [0, S] is
+ * reported as the reference fails (runtime/device_fault.h; the cell
+ * kernels clamp it, touching nothing out of range) */
+static void emit_init(Rnn *r, const char *name, bool h0, bool c0, bool lens, unsigned fstep) {
   StrBuf *b = cg_src(r->c);
   const char *T = r->T;
   bool lstm = r->s.op == GPUC_OP_LSTM;
@@ -240,6 +242,7 @@ static void emit_init(Rnn *r, const char *name, bool h0, bool c0) {
   sb_printf(b, "extern \"C\" __global__ void %s(", name);
   if (h0) sb_printf(b, "const %s *__restrict__ h0, ", T);
   if (c0) sb_printf(b, "const %s *__restrict__ c0, ", T);
+  if (lens) sb_printf(b, "const int *__restrict__ lens, ");
   sb_printf(b, "%s *__restrict__ hs, ", T);
   if (lstm) sb_printf(b, "%s *__restrict__ cs, ", T);
   sb_printf(b, "int *ctr) {\n  GRID_STRIDE(i, %lldLL) {\n", D * B * H);
@@ -249,6 +252,9 @@ static void emit_init(Rnn *r, const char *name, bool h0, bool c0) {
   sb_printf(b, "    (void)src; (void)d; (void)bb; (void)j;\n");
   sb_printf(b, "    hs[i] = %s;\n", h0 ? "h0[src]" : "0");
   if (lstm) sb_printf(b, "    cs[i] = %s;\n", c0 ? "c0[src]" : "0");
+  if (lens)
+    sb_printf(b, "    if (i < %lldLL && (lens[i] < 0 || lens[i] > %lld)) gpuc_fault_report(%uu, %d, lens[i], i, %lldLL, -1);\n",
+              B, (long long)r->S, fstep, GPUC_FAULT_SEQLEN, (long long)r->S);
   sb_printf(b, "    if (i == 0) { ctr[0] = 0; ctr[1] = 0; }\n  }\n}\n");
 }
 
@@ -326,8 +332,11 @@ static int lower_rnn(LowerCtx *c) {
   }
   emit_helpers(&r);
   char kinit[128], kcell[128], kreset[128] = "", kcopy[128] = "", kfin[128];
+  /* lengths not known here are checked on the device (constant ones were at import) */
+  bool lens_check = lens && !c->in[RNN_IN_SEQLENS]->data;
+  unsigned fstep = lens_check ? cg_fault_step(c) : 0; /* the init kernel is this node's first launch */
   snprintf(kinit, sizeof kinit, "%s", cg_kernel_name(c));
-  emit_init(&r, kinit, h0, c0);
+  emit_init(&r, kinit, h0, c0, lens_check, fstep);
   snprintf(kcell, sizeof kcell, "%s", cg_kernel_name(c));
   emit_cell(&r, kcell, bias, peep, lens, y);
   if (r.reset_first) {
@@ -343,6 +352,7 @@ static int lower_rnn(LowerCtx *c) {
   int na = 0;
   if (h0) args[na++] = c->tin[RNN_IN_H0];
   if (c0) args[na++] = c->tin[RNN_IN_C0];
+  if (lens_check) args[na++] = c->tin[RNN_IN_SEQLENS];
   args[na++] = ths;
   if (lstm) args[na++] = tcs;
   args[na++] = tctr;

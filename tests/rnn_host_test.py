@@ -14,7 +14,8 @@ dimensions and batch strides. Y, Y_h and Y_c must match `gpuc run --cpu`
 conformance data) within 1e-5 rel L2. Cases: both directions and reverse,
 layouts 0 and 1, sequence_lens (a reverse direction too, a length 0),
 initial states, peepholes, clip, input_forget, GRU's two reset forms,
-activations with alpha/beta.
+activations with alpha/beta; a sequence_lens value past the sequence is
+reported in the device error record by the init kernel (a GRU case).
 usage: rnn_host_test.py GPUC WORKDIR   (CXX picks the compiler; g++)"""
 import ctypes, os, struct, subprocess, sys
 import numpy as np
@@ -32,6 +33,7 @@ typedef long long i64;
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __noinline__
 #define __restrict__ __restrict
 using std::tanh; using std::exp; using std::fmax; using std::fmin; using std::log1p; using std::fabs;
 static inline i64 min(i64 a, i64 b) { return a < b ? a : b; }
@@ -41,6 +43,9 @@ static const Dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0}, gridDim = {1, 1, 
 static inline void __syncthreads() {}
 static inline void __threadfence() {}
 static inline unsigned atomicAdd(unsigned *p, unsigned v) { unsigned o = *p; *p = o + v; return o; }
+static inline unsigned long long atomicCAS(unsigned long long *p, unsigned long long c, unsigned long long v) {
+  unsigned long long o = *p; if (o == c) *p = v; return o;
+}
 #define GRID_STRIDE(i, n) for (i64 i = 0; i < (n); i++)
 """
 
@@ -239,5 +244,32 @@ for cname, op, attrs, has in cases:
         r = rel_l2(g, want) if g is not None and g.shape == want.shape else None
         check(r is not None and r <= 1e-5, "%s %s: rel L2 %s" % (cname, o, r))
     print("%s: plan of %d steps on the host" % (cname, len(read_plan(plan_path)["steps"])))
+# a sequence_lens value past the sequence: the init kernel reports it in the
+# device error record (runtime/device_fault.h: step + 1, kind
+# GPUC_FAULT_SEQLEN 6, value, position, bound, axis -1); the steps clamp it
+f32 = np.float32
+feeds = {"X": rng.standard_normal((S, B, I)).astype(f32), "W": rng.standard_normal((1, 3 * H, I)).astype(f32),
+         "R": rng.standard_normal((1, 3 * H, H)).astype(f32), "L": np.array([1, S + 2, 0], np.int32)}
+path = os.path.join(work, "fault_seqlen.onnx")
+node_model(path, "GRU", [(n, feeds[n]) for n in ("X", "W", "R")] + [("B", None), ("L", feeds["L"])],
+           {"hidden_size": H}, ["Y", "Y_h"])
+src, plan_path = os.path.join(work, "fault_seqlen.cu"), os.path.join(work, "fault_seqlen.gpuc")
+p = subprocess.run([gpuc, path, "--arch", "sm_90", "-o", plan_path], capture_output=True, text=True,
+                   env=dict(os.environ, GPUC_SAVE_SOURCE=src))
+text = open(src).read() if p.returncode == 0 else ""
+cut = text.find("i += (i64)gridDim.x * blockDim.x)\n") + len("i += (i64)gridDim.x * blockDim.x)\n")
+cpp, so = os.path.join(work, "fault_seqlen.host.cpp"), os.path.join(work, "fault_seqlen.host.so")
+open(cpp, "w").write(SHIM + text[cut:])
+p = subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-o", so, cpp], capture_output=True, text=True)
+if p.returncode:
+    check(False, "fault_seqlen: host compile: %s" % p.stderr.strip()[-600:])
+else:
+    lib = ctypes.CDLL(so)
+    plan = read_plan(plan_path)
+    run_plan(plan, lib, feeds)
+    rec = list((ctypes.c_longlong * 6).in_dll(lib, "gpuc_fault"))
+    init = [k for k, st in enumerate(plan["steps"]) if st[0] == 1][0]
+    check(rec == [init + 1, 6, S + 2, 1, S, -1], "fault_seqlen: device error record %s" % rec)
+    print("fault_seqlen: record %s" % rec)
 print("%d checks, %d failed" % (passes + fails, fails))
 sys.exit(1 if fails else 0)
