@@ -16,15 +16,22 @@ layouts 0 and 1, sequence_lens (a reverse direction too, a length 0),
 initial states, peepholes, clip, input_forget, GRU's two reset forms,
 activations with alpha/beta; a sequence_lens value past the sequence is
 reported in the device error record by the init kernel (a GRU case).
-usage: rnn_host_test.py GPUC WORKDIR   (CXX picks the compiler; g++)"""
+With MODELS_DIR (tests/models/rnn), the exported models' whole -O2 plans
+(their Transpose, Concat, Slice and fused kernels too; half as _Float16 in
+the shim) run the same way at batch 2 and 3 against PyTorch's stored
+outputs: rel L2 <= 1e-4 fp32, <= 1e-2 --fp16.
+usage: rnn_host_test.py GPUC WORKDIR [MODELS_DIR]   (CXX picks the compiler; g++)"""
+import json
 import ctypes, os, struct, subprocess, sys
 import numpy as np
 from onnx import TensorProto, helper, save
 
 gpuc, work = sys.argv[1], sys.argv[2]
+models = sys.argv[3] if len(sys.argv) > 3 else None
 os.makedirs(work, exist_ok=True)
 rng = np.random.default_rng(5)
 fails = passes = 0
+cxx = os.environ.get("CXX", "g++")
 
 SHIM = r"""
 #include <cmath>
@@ -47,6 +54,17 @@ static inline unsigned long long atomicCAS(unsigned long long *p, unsigned long 
   unsigned long long o = *p; if (o == c) *p = v; return o;
 }
 #define GRID_STRIDE(i, n) for (i64 i = 0; i < (n); i++)
+/* what the exported models' other kernels (Transpose, Concat, Slice, fused
+ * elementwise groups) use, in fp32 */
+#define __launch_bounds__(...)
+struct uint4 { unsigned x, y, z, w; };
+struct uint2 { unsigned x, y; };
+typedef _Float16 __half;
+static inline float ldf(float x) { return x; }
+static inline float ldf(__half x) { return (float)x; }
+template <class T> static inline T stf(float x) { return (T)x; }
+template <class T, int V> struct alignas(sizeof(T) * V) Vec { T v[V]; };
+using std::erf; using std::sqrt; using std::floor; using std::ceil; using std::log; using std::pow;
 """
 
 
@@ -87,10 +105,15 @@ def read_plan(path):
         a, b, c, y, ta, tb = struct.unpack_from("<6I", g, o)
         m, n, k, batch, lda, ldb, ldc, ldy, sa, sb, sc, sy = struct.unpack_from("<12q", g, o + 24)
         alpha, beta = struct.unpack_from("<2f", g, o + 120)
-        gemms.append(dict(a=a, b=b, c=c, y=y, ta=ta & 1, tb=tb, m=m, n=n, k=k, batch=batch, lda=lda, ldb=ldb,
-                          ldc=ldc, ldy=ldy, sa=sa, sb=sb, sc=sc, sy=sy, alpha=alpha, beta=beta))
+        dt, _, a_dt, b_dt, y_dt, compute, flags = struct.unpack_from("<7I", g, o + 128)
+        gemms.append(dict(a=a, b=b, c=c, y=y, ta=ta & 1, epi=(ta >> 8) & 0xff, tb=tb, m=m, n=n, k=k, batch=batch,
+                          lda=lda, ldb=ldb, ldc=ldc, ldy=ldy, sa=sa, sb=sb, sc=sc, sy=sy, alpha=alpha, beta=beta,
+                          dt=dt, types=(a_dt, b_dt, y_dt), compute=compute, flags=flags))
     return dict(arena=arena, tensors=tensors, kernels=kernels, steps=steps, args=args, gemms=gemms,
                 weights=secs.get(WEIGHTS, b""))
+
+
+NP_DT = {1: np.float32, 2: np.float16, 4: np.float64}  # GpucDType F32, F16, F64 (ir/ir.h)
 
 
 class Host:
@@ -113,15 +136,20 @@ class Host:
         buf = self.arena if t["mem"] == 0 else self.weights
         return buf.ctypes.data + t["offset"]
 
-    def mat(self, i, start, shape, ld):
-        """f32 matrix view of tensor i from element start: shape, row stride ld (0: one row repeated)"""
+    def mat(self, i, start, shape, ld, dt=None):
+        """matrix view of tensor i (its dtype, or dt) from element start: shape, row stride ld (0: one row repeated)"""
         t = self.base(i)
         buf = self.arena if t["mem"] == 0 else self.weights
-        return np.ndarray(shape, np.float32, buffer=buf, offset=t["offset"] + 4 * start, strides=(ld * 4, 4))
+        npt = NP_DT[dt or t["dt"]]
+        es = np.dtype(npt).itemsize
+        return np.ndarray(shape, npt, buffer=buf, offset=t["offset"] + es * start, strides=(ld * es, es))
 
 
 def gemm(h, g):
-    """Y[b] = alpha op(A[b]) op(B[b]) (+ C), row-major as plan.h defines PlanGemm"""
+    """Y[b] = alpha op(A[b]) op(B[b]) (+ C), row-major as plan.h defines PlanGemm (float
+    GEMMs of one dtype, no epilogue activation: what these plans hold)"""
+    if g["epi"] or g["flags"] or g["compute"] or len(set(g["types"])) != 1 or g["dt"] not in NP_DT:
+        raise RuntimeError("GEMM the host runner does not emulate: %s" % g)
     for bt in range(g["batch"]):
         a = h.mat(g["a"], bt * g["sa"], (g["k"], g["m"]) if g["ta"] else (g["m"], g["k"]), g["lda"])
         b = h.mat(g["b"], bt * g["sb"], (g["n"], g["k"]) if g["tb"] else (g["k"], g["n"]), g["ldb"])
@@ -129,7 +157,8 @@ def gemm(h, g):
         if g["c"] != 0xFFFFFFFF:
             c = h.mat(g["c"], bt * g["sc"], (g["m"], g["n"]), g["ldc"])
             res = res + (1.0 if g["ldc"] == 0 else g["beta"]) * c
-        h.mat(g["y"], bt * g["sy"], (g["m"], g["n"]), g["ldy"])[...] = res.astype(np.float32)
+        y = h.mat(g["y"], bt * g["sy"], (g["m"], g["n"]), g["ldy"])
+        y[...] = res.astype(y.dtype)
 
 
 def run_plan(plan, lib, inputs):
@@ -153,8 +182,25 @@ def run_plan(plan, lib, inputs):
     for i, t in enumerate(plan["tensors"]):
         if t["role"] in (2, 4):
             n = int(np.prod(t["dims"])) if t["dims"] else 1
-            outs[t["name"]] = h.mat(i, 0, (1, n), n).reshape(t["dims"]).copy()
+            outs[t["name"]] = h.mat(i, 0, (1, n), n).reshape(t["dims"]).astype(np.float32)
     return outs
+
+
+def host_plan(stem, model, flags):
+    """compile model for sm_90 (flags) and its module for the host: (plan, lib) or (None, why)"""
+    src, plan_path = os.path.join(work, stem + ".cu"), os.path.join(work, stem + ".gpuc")
+    p = subprocess.run([gpuc, model, "--arch", "sm_90", "-o", plan_path] + flags, capture_output=True, text=True,
+                       env=dict(os.environ, GPUC_SAVE_SOURCE=src))
+    if p.returncode:
+        return None, "compile: " + p.stderr.strip()[-300:]
+    text = open(src).read()
+    key = "i += (i64)gridDim.x * blockDim.x)\n"
+    cpp, so = os.path.join(work, stem + ".host.cpp"), os.path.join(work, stem + ".host.so")
+    open(cpp, "w").write(SHIM + text[text.index(key) + len(key):])
+    p = subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-o", so, cpp], capture_output=True, text=True)
+    if p.returncode:
+        return None, "host compile: " + p.stderr.strip()[-600:]
+    return read_plan(plan_path), ctypes.CDLL(so)
 
 
 def node_model(path, op, ins, attrs, outs):
@@ -191,7 +237,6 @@ cases = [
     ("rnn_bidir_leaky_layout1", "RNN", {"direction": "bidirectional", "layout": 1,
                                         "activations": ["LeakyRelu", "Tanh"], "activation_alpha": [0.2]}, "b h0"),
 ]
-cxx = os.environ.get("CXX", "g++")
 for cname, op, attrs, has in cases:
     G = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
     D = 2 if attrs.get("direction") == "bidirectional" else 1
@@ -223,27 +268,17 @@ for cname, op, attrs, has in cases:
     if p.returncode:
         check(False, "%s: reference: %s" % (cname, p.stderr.strip()[-300:]))
         continue
-    src, plan_path = os.path.join(work, cname + ".cu"), os.path.join(work, cname + ".gpuc")
-    env = dict(os.environ, GPUC_SAVE_SOURCE=src)
-    p = subprocess.run([gpuc, path, "--arch", "sm_90", "-o", plan_path], capture_output=True, text=True, env=env)
-    if p.returncode:
-        check(False, "%s: compile: %s" % (cname, p.stderr.strip()[-300:]))
+    plan, lib = host_plan(cname, path, [])
+    if plan is None:
+        check(False, "%s: %s" % (cname, lib))
         continue
-    text = open(src).read()
-    cut = text.index("i += (i64)gridDim.x * blockDim.x)\n") + len("i += (i64)gridDim.x * blockDim.x)\n")
-    cpp, so = os.path.join(work, cname + ".host.cpp"), os.path.join(work, cname + ".host.so")
-    open(cpp, "w").write(SHIM + text[cut:])
-    p = subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-o", so, cpp], capture_output=True, text=True)
-    if p.returncode:
-        check(False, "%s: host compile: %s" % (cname, p.stderr.strip()[-600:]))
-        continue
-    got = run_plan(read_plan(plan_path), ctypes.CDLL(so), feeds)
+    got = run_plan(plan, lib, feeds)
     for o in outs:
         want = np.load(os.path.join(out, o + ".npy"))
         g = got.get(o)
         r = rel_l2(g, want) if g is not None and g.shape == want.shape else None
         check(r is not None and r <= 1e-5, "%s %s: rel L2 %s" % (cname, o, r))
-    print("%s: plan of %d steps on the host" % (cname, len(read_plan(plan_path)["steps"])))
+    print("%s: plan of %d steps on the host" % (cname, len(plan["steps"])))
 # a sequence_lens value past the sequence: the init kernel reports it in the
 # device error record (runtime/device_fault.h: step + 1, kind
 # GPUC_FAULT_SEQLEN 6, value, position, bound, axis -1); the steps clamp it
@@ -253,23 +288,36 @@ feeds = {"X": rng.standard_normal((S, B, I)).astype(f32), "W": rng.standard_norm
 path = os.path.join(work, "fault_seqlen.onnx")
 node_model(path, "GRU", [(n, feeds[n]) for n in ("X", "W", "R")] + [("B", None), ("L", feeds["L"])],
            {"hidden_size": H}, ["Y", "Y_h"])
-src, plan_path = os.path.join(work, "fault_seqlen.cu"), os.path.join(work, "fault_seqlen.gpuc")
-p = subprocess.run([gpuc, path, "--arch", "sm_90", "-o", plan_path], capture_output=True, text=True,
-                   env=dict(os.environ, GPUC_SAVE_SOURCE=src))
-text = open(src).read() if p.returncode == 0 else ""
-cut = text.find("i += (i64)gridDim.x * blockDim.x)\n") + len("i += (i64)gridDim.x * blockDim.x)\n")
-cpp, so = os.path.join(work, "fault_seqlen.host.cpp"), os.path.join(work, "fault_seqlen.host.so")
-open(cpp, "w").write(SHIM + text[cut:])
-p = subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-o", so, cpp], capture_output=True, text=True)
-if p.returncode:
-    check(False, "fault_seqlen: host compile: %s" % p.stderr.strip()[-600:])
+plan, lib = host_plan("fault_seqlen", path, [])
+if plan is None:
+    check(False, "fault_seqlen: %s" % lib)
 else:
-    lib = ctypes.CDLL(so)
-    plan = read_plan(plan_path)
     run_plan(plan, lib, feeds)
     rec = list((ctypes.c_longlong * 6).in_dll(lib, "gpuc_fault"))
     init = [k for k, st in enumerate(plan["steps"]) if st[0] == 1][0]
     check(rec == [init + 1, 6, S + 2, 1, S, -1], "fault_seqlen: device error record %s" % rec)
     print("fault_seqlen: record %s" % rec)
+# the exported models' whole plans
+worst = {"fp32": 0.0, "fp16": 0.0}
+for name, m in sorted(json.load(open(os.path.join(models, "manifest.json"))).items()) if models else []:
+    for batch, prec in [(b, p) for b in ((2, 3) if m["dynamic"] else (2,)) for p in ("fp32", "fp16")]:
+        x = np.load(os.path.join(models, "%s.b%d.in.x.npy" % (m["data"], batch)))
+        plan, lib = host_plan("%s_b%d_%s" % (name, batch, prec), os.path.join(models, name + ".onnx"),
+                              ["-O2", "--shape", "%s=%s" % (m["inputs"][0], "x".join(map(str, x.shape)))] +
+                              (["--fp16"] if prec == "fp16" else []))
+        if plan is None:
+            check(False, "%s b%d %s: %s" % (name, batch, prec, lib))
+            continue
+        got = run_plan(plan, lib, {m["inputs"][0]: x})
+        for k, oname in enumerate(m["outputs"]):
+            want = np.load(os.path.join(models, "%s.b%d.out.%d.npy" % (m["data"], batch, k)))
+            g = got.get(oname)
+            r = rel_l2(g, want) if g is not None and g.shape == want.shape else None
+            tol = 1e-4 if prec == "fp32" else 1e-2
+            check(r is not None and r <= tol, "%s b%d %s %s: rel L2 %s (<= %g)" % (name, batch, prec, oname, r, tol))
+            worst[prec] = max(worst[prec], r or 0)
+        print("%s b%d %s: plan of %d steps on the host" % (name, batch, prec, len(plan["steps"])))
+if models:
+    print("exported plans: largest rel L2 fp32 %.3g, fp16 %.3g" % (worst["fp32"], worst["fp16"]))
 print("%d checks, %d failed" % (passes + fails, fails))
 sys.exit(1 if fails else 0)
