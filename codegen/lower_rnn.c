@@ -17,9 +17,10 @@
  * Kernels take only tensor pointers, so the step index lives in a device
  * counter (int32 [2]: step, blocks done) that the init kernel zeroes and
  * each cell launch advances: one cell kernel in the module however long
- * the sequence. The state and the math are the node's dtype, f32 or f64;
- * half models keep these ops in f32 (passes/fp16.c makes them fp32
- * islands), so the state never rounds to half. */
+ * the sequence. The state and the math are f32 (f64 for f64 nodes):
+ * --fp16/--bf16 keep these ops f32 (passes/fp16.c makes them fp32
+ * islands), and a node stored in half has its inputs converted to f32 once
+ * and its outputs rounded on store, so the state never rounds to half. */
 #include "lower_util.h"
 #include "rnn.h"
 #include <string.h>
@@ -53,7 +54,9 @@ static void act_expr(char *buf, size_t n, const RnnAct *a, const char *v, const 
 typedef struct {
   LowerCtx *c;
   RnnSpec s;
-  const char *T, *ct;            /* element and compute type */
+  const char *T, *ct;            /* element and compute type of the state and GEMMs: f32 or f64 */
+  const char *To;                /* Y, Y_h, Y_c's element type: T, or a half type */
+  bool half;                     /* the node is f16/bf16: inputs converted to f32, outputs rounded */
   int64_t S, B, I, H, D, G;
   bool reset_first;              /* GRU without linear_before_reset: (r * H) R_h^T */
   char kn[96];                   /* prefix of the device helpers */
@@ -134,6 +137,12 @@ static void act(char *buf, size_t n, const Rnn *r, int k, const char *e) {
                 k, r->kn, e);
 }
 
+/* value v (of the state's type) stored into an output element */
+static void store(char *buf, size_t n, const Rnn *r, const char *v) {
+  if (r->half) snprintf(buf, n, "stf<%s>((float)(%s))", r->To, v);
+  else snprintf(buf, n, "(%s)(%s)", r->To, v);
+}
+
 /* LSTM gate sum g plus peephole pp[off] times the cell state c */
 static void peephole(char *buf, size_t n, const Rnn *r, const char *g, bool peep, long long off, const char *c) {
   if (peep) snprintf(buf, n, "(%s + (%s)pp[%lld] * %s)", g, r->ct, off, c);
@@ -153,10 +162,13 @@ static int emit_cell(Rnn *r, const char *name, bool bias, bool peep, bool lens, 
   if (r->reset_first) sb_printf(b, ", const %s *__restrict__ rhh", T);
   sb_printf(b, ", %s *__restrict__ hs", T);
   if (lstm) sb_printf(b, ", %s *__restrict__ cs", T);
-  if (y) sb_printf(b, ", %s *__restrict__ y", T);
+  if (y) sb_printf(b, ", %s *__restrict__ y", r->To);
   sb_printf(b, ", int *ctr) {\n");
   emit_item_prologue(r, lens, bias);
-  if (y) sb_printf(b, "    if (t >= len) { y[yo] = (%s)0; continue; }\n", T);
+  char st0[96], sth[96];
+  store(st0, sizeof st0, r, "0");
+  store(sth, sizeof sth, r, "hn");
+  if (y) sb_printf(b, "    if (t >= len) { y[yo] = %s; continue; }\n", st0);
   else sb_printf(b, "    if (t >= len) continue;\n");
   char g0[256], g1[256], g2[256], g3[256], e[600], a0[900], a1[900], a2[900];
   gate(g0, sizeof g0, r, 0, bias);
@@ -208,7 +220,7 @@ static int emit_cell(Rnn *r, const char *name, bool bias, bool peep, bool lens, 
     sb_printf(b, "    cs[i] = (%s)cn;\n", T);
   }
   sb_printf(b, "    hs[i] = (%s)hn;\n", T);
-  if (y) sb_printf(b, "    y[yo] = (%s)hn;\n", T);
+  if (y) sb_printf(b, "    y[yo] = %s;\n", sth);
   sb_printf(b, "  }\n");
   emit_bump(r);
   sb_printf(b, "}\n");
@@ -274,15 +286,18 @@ static void emit_finish(Rnn *r, const char *name, bool yh, bool yc) {
   long long B = r->B, H = r->H, D = r->D;
   sb_printf(b, "extern \"C\" __global__ void %s(const %s *__restrict__ hs", name, T);
   if (yc) sb_printf(b, ", const %s *__restrict__ cs", T);
-  if (yh) sb_printf(b, ", %s *__restrict__ yh", T);
-  if (yc) sb_printf(b, ", %s *__restrict__ yc", T);
+  if (yh) sb_printf(b, ", %s *__restrict__ yh", r->To);
+  if (yc) sb_printf(b, ", %s *__restrict__ yc", r->To);
   sb_printf(b, ") {\n  GRID_STRIDE(i, %lldLL) {\n", D * B * H);
   if (r->s.layout)
     sb_printf(b, "    const i64 o = ((i / %lldLL) %% %lldLL * %lldLL + i / %lldLL) * %lldLL + i %% %lldLL;\n", H, B, D,
               B * H, H, H);
   else sb_printf(b, "    const i64 o = i;\n");
-  if (yh) sb_printf(b, "    yh[o] = hs[i];\n");
-  if (yc) sb_printf(b, "    yc[o] = cs[i];\n");
+  char sh[96], sc[96];
+  store(sh, sizeof sh, r, "hs[i]");
+  store(sc, sizeof sc, r, "cs[i]");
+  if (yh) sb_printf(b, "    yh[o] = %s;\n", sh);
+  if (yc) sb_printf(b, "    yc[o] = %s;\n", sc);
   sb_printf(b, "  }\n}\n");
 }
 
@@ -292,18 +307,33 @@ static int gemm_nt(Rnn *r, uint32_t a, uint32_t bm, uint32_t y, int64_t m, int64
                    int64_t ldy, int64_t sa, int64_t sb, int64_t sy) {
   PlanGemm g = {.a = a, .b = bm, .c = UINT32_MAX, .y = y, .trans_b = 1, .m = m, .n = n, .k = k,
                 .batch = r->D, .lda = lda, .ldb = k, .ldy = ldy, .stride_a = sa, .stride_b = sb,
-                .stride_y = sy, .alpha = 1, .dt = r->c->in[0]->dt};
+                .stride_y = sy, .alpha = 1, .dt = r->half ? GPUC_DT_F32 : r->c->in[0]->dt};
   return cg_gemm(r->c, &g);
+}
+
+/* *t = an f32 copy of half input i (one kernel, launched now) */
+static int to_f32(Rnn *r, int i, uint32_t *t) {
+  LowerCtx *c = r->c;
+  const Tensor *x = c->in[i];
+  *t = cg_scratch(c, GPUC_DT_F32, x->rank, x->dims);
+  char name[128];
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(cg_src(c),
+            "extern \"C\" __global__ void %s(const %s *__restrict__ x, float *__restrict__ y) {\n"
+            "  GRID_STRIDE(i, %lldLL) y[i] = ldf(x[i]);\n}\n",
+            name, r->To, (long long)gpuc_numel(x));
+  return gpuc_numel(x) ? cg_launch(c, name, (uint64_t)gpuc_numel(x), 256, 0, 2, (uint32_t[]){c->tin[i], *t}) : 0;
 }
 
 static int lower_rnn(LowerCtx *c) {
   Rnn r = {.c = c};
   if (gpuc_rnn_spec(LOWER_OPCTX(c), &r.s)) return -1;
-  GpucDType dt = c->in[0]->dt;
-  if (dt != GPUC_DT_F32 && dt != GPUC_DT_F64)
-    return lower_unsupported(c, "%s on the GPU runs in f32 or f64, not %s (--fp16 keeps it f32)",
-                             gpuc_op_name(c->n), gpuc_dtype_name(dt));
+  /* half nodes (a model stored in half; --fp16 keeps these ops f32) run
+   * in f32: their inputs converted once, their outputs rounded on store */
+  r.half = c->in[0]->dt == GPUC_DT_F16 || c->in[0]->dt == GPUC_DT_BF16;
+  GpucDType dt = r.half ? GPUC_DT_F32 : c->in[0]->dt;
   r.T = cg_ctype(dt);
+  r.To = cg_ctype(c->in[0]->dt);
   r.ct = cg_compute_type(dt);
   r.S = r.s.seq, r.B = r.s.batch, r.I = r.s.input, r.H = r.s.hidden, r.D = r.s.dirs, r.G = r.s.gates;
   r.reset_first = r.s.op == GPUC_OP_GRU && !r.s.linear_before_reset;
@@ -318,6 +348,10 @@ static int lower_rnn(LowerCtx *c) {
   bool h0 = in_present(c, RNN_IN_H0), c0 = lstm && in_present(c, RNN_IN_C0);
   bool y = out_present(c, RNN_OUT_Y), yh = out_present(c, RNN_OUT_YH), yc = lstm && out_present(c, RNN_OUT_YC);
   int64_t S = r.S, B = r.B, I = r.I, H = r.H, D = r.D, GH = r.G * r.H, DBH = D * B * H;
+  uint32_t tin[8]; /* the float inputs as the steps read them (f32 copies of half ones) */
+  for (int i = 0; i < 8; i++) tin[i] = i < c->nin ? c->tin[i] : UINT32_MAX;
+  for (int i = 0; r.half && i < 8; i++)
+    if (i != RNN_IN_SEQLENS && in_present(c, i) && to_f32(&r, i, &tin[i])) return -1;
 
   /* scratch: the projections, the state, the counter */
   int64_t dxw[3] = {D, S * B, GH}, dhr[3] = {D, B, GH}, dst[3] = {D, B, H}, dctr[1] = {2}, drc[3] = {D, H, H};
@@ -350,34 +384,34 @@ static int lower_rnn(LowerCtx *c) {
 
   uint32_t args[12];
   int na = 0;
-  if (h0) args[na++] = c->tin[RNN_IN_H0];
-  if (c0) args[na++] = c->tin[RNN_IN_C0];
+  if (h0) args[na++] = tin[RNN_IN_H0];
+  if (c0) args[na++] = tin[RNN_IN_C0];
   if (lens_check) args[na++] = c->tin[RNN_IN_SEQLENS];
   args[na++] = ths;
   if (lstm) args[na++] = tcs;
   args[na++] = tctr;
   if (cg_launch(c, kinit, (uint64_t)DBH, 256, 0, na, args)) return -1;
-  if (r.reset_first && cg_launch(c, kcopy, (uint64_t)(D * H * H), 256, 0, 2, (uint32_t[]){c->tin[RNN_IN_R], trc}))
+  if (r.reset_first && cg_launch(c, kcopy, (uint64_t)(D * H * H), 256, 0, 2, (uint32_t[]){tin[RNN_IN_R], trc}))
     return -1;
   /* every step's input projection: xw[d] [S*B, GH] = X [S*B, I] . W[d]^T */
-  if (S && gemm_nt(&r, c->tin[RNN_IN_X], c->tin[RNN_IN_W], txw, S * B, GH, I, I, GH, 0, GH * I, S * B * GH))
+  if (S && gemm_nt(&r, tin[RNN_IN_X], tin[RNN_IN_W], txw, S * B, GH, I, I, GH, 0, GH * I, S * B * GH))
     return -1;
   for (int64_t k = 0; k < S; k++) {
     /* hr[d] [B, GH or 2H] = hs[d] [B, H] . R[d]^T (GRU's h gate below when reset first) */
-    if (gemm_nt(&r, ths, c->tin[RNN_IN_R], thr, B, r.reset_first ? 2 * H : GH, H, H, GH, B * H, GH * H, B * GH))
+    if (gemm_nt(&r, ths, tin[RNN_IN_R], thr, B, r.reset_first ? 2 * H : GH, H, H, GH, B * H, GH * H, B * GH))
       return -1;
     if (r.reset_first) {
       na = 0;
       args[na++] = txw, args[na++] = thr;
-      if (bias) args[na++] = c->tin[RNN_IN_B];
+      if (bias) args[na++] = tin[RNN_IN_B];
       args[na++] = ths, args[na++] = trh, args[na++] = tctr;
       if (cg_launch(c, kreset, (uint64_t)DBH, 256, 0, na, args)) return -1;
       if (gemm_nt(&r, trh, trc, trhh, B, H, H, H, H, B * H, H * H, B * H)) return -1;
     }
     na = 0;
     args[na++] = txw, args[na++] = thr;
-    if (bias) args[na++] = c->tin[RNN_IN_B];
-    if (peep) args[na++] = c->tin[RNN_IN_P];
+    if (bias) args[na++] = tin[RNN_IN_B];
+    if (peep) args[na++] = tin[RNN_IN_P];
     if (lens) args[na++] = c->tin[RNN_IN_SEQLENS];
     if (r.reset_first) args[na++] = trhh;
     args[na++] = ths;

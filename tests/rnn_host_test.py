@@ -14,7 +14,8 @@ dimensions and batch strides. Y, Y_h and Y_c must match `gpuc run --cpu`
 conformance data) within 1e-5 rel L2. Cases: both directions and reverse,
 layouts 0 and 1, sequence_lens (a reverse direction too, a length 0),
 initial states, peepholes, clip, input_forget, GRU's two reset forms,
-activations with alpha/beta; a sequence_lens value past the sequence is
+activations with alpha/beta, models stored in f16 (converted to f32 on the
+device, outputs rounded to half) and f64; a sequence_lens value past the sequence is
 reported in the device error record by the init kernel (a GRU case).
 With MODELS_DIR (tests/models/rnn), the exported models' whole -O2 plans
 (their Transpose, Concat, Slice and fused kernels too; half as _Float16 in
@@ -182,7 +183,7 @@ def run_plan(plan, lib, inputs):
     for i, t in enumerate(plan["tensors"]):
         if t["role"] in (2, 4):
             n = int(np.prod(t["dims"])) if t["dims"] else 1
-            outs[t["name"]] = h.mat(i, 0, (1, n), n).reshape(t["dims"]).astype(np.float32)
+            outs[t["name"]] = h.mat(i, 0, (1, n), n).reshape(t["dims"]).copy()
     return outs
 
 
@@ -203,14 +204,16 @@ def host_plan(stem, model, flags):
     return read_plan(plan_path), ctypes.CDLL(so)
 
 
-def node_model(path, op, ins, attrs, outs):
+def node_model(path, op, ins, attrs, outs, out_type=TensorProto.FLOAT):
     names = [n if v is not None else "" for n, v in ins]
     while names and not names[-1]:
         names.pop()
     node = helper.make_node(op, names, outs, name="rec", **attrs)
-    T = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32}
+    T = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
+         np.dtype(np.float64): TensorProto.DOUBLE,
+         np.dtype(np.int32): TensorProto.INT32}
     vis = [helper.make_tensor_value_info(n, T[v.dtype], list(v.shape)) for n, v in ins if v is not None]
-    ovis = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs]
+    ovis = [helper.make_tensor_value_info(o, out_type, None) for o in outs]
     mdl = helper.make_model(helper.make_graph([node], "rec", vis, ovis), opset_imports=[helper.make_opsetid("", 14)])
     mdl.ir_version = 8
     save(mdl, path)
@@ -236,13 +239,17 @@ cases = [
     ("rnn_relu_reverse_lens", "RNN", {"direction": "reverse", "activations": ["Relu"]}, "b lens"),
     ("rnn_bidir_leaky_layout1", "RNN", {"direction": "bidirectional", "layout": 1,
                                         "activations": ["LeakyRelu", "Tanh"], "activation_alpha": [0.2]}, "b h0"),
+    # a model stored in half: inputs converted to f32 on the device, outputs rounded to half
+    ("lstm_f16_bidir_layout1", "LSTM", {"direction": "bidirectional", "layout": 1}, "b lens h0 c0 p f16"),
+    ("gru_f16_reverse", "GRU", {"direction": "reverse"}, "b h0 f16"),
+    ("lstm_f64_bidir", "LSTM", {"direction": "bidirectional"}, "b lens h0 c0 p f64"),
 ]
 for cname, op, attrs, has in cases:
     G = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
     D = 2 if attrs.get("direction") == "bidirectional" else 1
     lay = attrs.get("layout", 0)
-    f32 = np.float32
     has = has.split()
+    f32 = np.float16 if "f16" in has else np.float64 if "f64" in has else np.float32
     sb = (B, S) if lay else (S, B)
     ins = [("X", rng.standard_normal(sb + (I,)).astype(f32)),
            ("W", (rng.standard_normal((D, G * H, I)) * 0.5).astype(f32)),
@@ -256,7 +263,8 @@ for cname, op, attrs, has in cases:
                 ("P", (rng.standard_normal((D, 3 * H)) * 0.5).astype(f32) if "p" in has else None)]
     outs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
     path = os.path.join(work, cname + ".onnx")
-    node_model(path, op, ins, dict(attrs, hidden_size=H), outs)
+    node_model(path, op, ins, dict(attrs, hidden_size=H), outs,
+               TensorProto.FLOAT16 if "f16" in has else TensorProto.DOUBLE if "f64" in has else TensorProto.FLOAT)
     args = []
     feeds = {n: v for n, v in ins if v is not None}
     for n, v in feeds.items():
@@ -277,7 +285,9 @@ for cname, op, attrs, has in cases:
         want = np.load(os.path.join(out, o + ".npy"))
         g = got.get(o)
         r = rel_l2(g, want) if g is not None and g.shape == want.shape else None
-        check(r is not None and r <= 1e-5, "%s %s: rel L2 %s" % (cname, o, r))
+        # half: the reference's f64 state against f32, both rounded on store; f64: the same math
+        tol = 2e-3 if "f16" in has else 1e-12 if "f64" in has else 1e-5
+        check(r is not None and r <= tol, "%s %s: rel L2 %s" % (cname, o, r))
     print("%s: plan of %d steps on the host" % (cname, len(plan["steps"])))
 # a sequence_lens value past the sequence: the init kernel reports it in the
 # device error record (runtime/device_fault.h: step + 1, kind
