@@ -93,7 +93,8 @@ static void emit_item_prologue(Rnn *r, bool lens, bool bias) {
   snprintf(row, sizeof row, r->s.layout ? "bb * %lldLL + t" : "t * %lldLL + bb", r->s.layout ? S : B);
   if (r->s.layout) snprintf(yo, sizeof yo, "((bb * %lldLL + t) * %lldLL + d) * %lldLL + j", S, D, H);
   else snprintf(yo, sizeof yo, "((t * %lldLL + d) * %lldLL + bb) * %lldLL + j", D, B, H);
-  sb_printf(b, "  const i64 k = (i64)*(volatile const int *)ctr;\n");
+  /* a counter out of range (never, if the plan runs whole) touches nothing */
+  sb_printf(b, "  const i64 k = (i64)*(volatile const int *)ctr;\n  if (k < 0 || k >= %lldLL) return;\n", S);
   sb_printf(b, "  GRID_STRIDE(i, %lldLL) {\n", D * B * H);
   sb_printf(b, "    const i64 d = i / %lldLL, bb = (i / %lldLL) %% %lldLL, j = i %% %lldLL;\n", B * H, H, B, H);
   sb_printf(b, "    const i64 t = (d == 1 || %d) ? %lldLL - 1 - k : k;\n", r->s.reverse ? 1 : 0, S);
