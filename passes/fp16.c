@@ -30,6 +30,9 @@ static bool fp32_island(GpucOp op) {
   case GPUC_OP_CONSTANTOFSHAPE: case GPUC_OP_EYELIKE: case GPUC_OP_RANGE:
   case GPUC_OP_QUANTIZELINEAR: case GPUC_OP_DYNAMICQUANTIZELINEAR: case GPUC_OP_EINSUM:
   case GPUC_OP_MEANVARIANCENORMALIZATION: case GPUC_OP_LRN:
+  /* recurrences: the state is carried through every step (an fp32 state
+   * and fp32 GEMMs, codegen/lower_rnn.c) */
+  case GPUC_OP_LSTM: case GPUC_OP_GRU: case GPUC_OP_RNN:
   /* training (gpuc train --amp): the loss gradient reads the loss scale
    * (2^16 and up, past half's range); batch statistics and their gradient
    * are sums over the batch */
