@@ -20,7 +20,7 @@ import json, os, subprocess, sys
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper, save
 
-CONF = "/usr/share/libonnx-testdata/data/node"
+CONF = os.environ.get("TESTDATA", "/usr/share/libonnx-testdata/data/node")  # build-carry/testdata on the GPU machine
 
 
 def run(cmd, log):
