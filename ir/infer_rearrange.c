@@ -84,7 +84,7 @@ int infer_ReverseSequence(OpCtx *c) {
 
 /* ---- MaxUnpool ----------------------------------------------------------- */
 
-int gpuc_maxunpool_plan(OpCtx *c, int64_t *ydims) {
+int gpuc_maxunpool_plan(OpCtx *c, int64_t *ydims, int64_t *idims) {
   const Tensor *x = c->in[0], *ind = c->in[1];
   int r = x->rank, nsp = r - 2;
   if (r < 3 || nsp > RA_MAX_SP) return gpuc_op_fail(c, "X must be [N, C, D1, ...] with 1 to %d spatial dims, got rank %d", RA_MAX_SP, r);
@@ -96,34 +96,40 @@ int gpuc_maxunpool_plan(OpCtx *c, int64_t *ydims) {
   if (ints_attr(c, "kernel_shape", nsp, 1, 1, k, true) || ints_attr(c, "strides", nsp, 1, 1, st, false) ||
       ints_attr(c, "pads", 2 * nsp, 0, 0, pads, false))
     return -1;
-  if (gpuc_has_in(c, 2)) {
+  bool given = gpuc_has_in(c, 2);
+  if (given) { /* output_shape disambiguates the size: pads are not used */
     if (gpuc_check_dtype(c, 2, I64)) return -1;
-    int rc = shape_input(c, 2, "output_shape", r, 0, ydims);
-    if (rc) return rc;
-    for (int d = 0; d < 2; d++)
-      if (x->dims[d] >= 0 && ydims[d] != x->dims[d])
-        return gpuc_op_fail(c, "output_shape[%d] = %lld differs from X's dim %lld", d, (ll)ydims[d], (ll)x->dims[d]);
-    return 0;
+    memset(pads, 0, sizeof pads);
   }
-  ydims[0] = x->dims[0];
-  ydims[1] = x->dims[1];
+  idims[0] = x->dims[0];
+  idims[1] = x->dims[1];
   for (int i = 0; i < nsp; i++) {
     int64_t in = x->dims[2 + i];
-    if (in < 0) { ydims[2 + i] = -1; continue; }
+    if (in < 0) { idims[2 + i] = -1; continue; }
     int64_t o = (in - 1) * st[i] + k[i] - pads[i] - pads[nsp + i];
     if (in > DIM_LIMIT || o < 0 || o > DIM_LIMIT)
       return gpuc_op_fail(c, "spatial dim %d: output size %lld from input %lld, kernel %lld, stride %lld, pads %lld+%lld is invalid",
                           i, (ll)o, (ll)in, (ll)k[i], (ll)st[i], (ll)pads[i], (ll)pads[nsp + i]);
-    ydims[2 + i] = o;
+    idims[2 + i] = o;
   }
+  if (!given) {
+    memcpy(ydims, idims, sizeof(int64_t) * (size_t)r);
+    return 0;
+  }
+  int rc = shape_input(c, 2, "output_shape", r, 0, ydims);
+  if (rc) return rc;
+  for (int d = 0; d < r; d++)
+    if (idims[d] >= 0 && (d < 2 ? ydims[d] != idims[d] : ydims[d] < idims[d]))
+      return gpuc_op_fail(c, "output_shape[%d] = %lld is %s X's unpooled size %lld", d, (ll)ydims[d],
+                          d < 2 ? "not" : "smaller than", (ll)idims[d]);
   return 0;
 }
 
 int infer_MaxUnpool(OpCtx *c) {
   if (!c->in[1]) return gpuc_op_fail(c, "I is required");
   if (gpuc_check_dtype(c, 0, FLOATS) || gpuc_check_dtype(c, 1, I64)) return -1;
-  int64_t yd[GPUC_MAX_RANK];
-  int rc = gpuc_maxunpool_plan(c, yd);
+  int64_t yd[GPUC_MAX_RANK], id[GPUC_MAX_RANK];
+  int rc = gpuc_maxunpool_plan(c, yd, id);
   if (rc < 0) return -1;
   if (rc > 0) return gpuc_infer_unknown(c, 0, c->in[0]->dt);
   return set_out(c, c->in[0]->dt, c->in[0]->rank, yd);

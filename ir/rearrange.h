@@ -14,9 +14,12 @@
 /* ReverseSequence: attributes batch_axis and time_axis, one 0 and one 1. */
 int gpuc_revseq_axes(OpCtx *c, int *batch_axis, int *time_axis);
 
-/* MaxUnpool(X [N, C, D..], I, output_shape?): Y's dims (output_shape, or
- * (D - 1) * stride + kernel - pad_b - pad_e per spatial dim). */
-int gpuc_maxunpool_plan(OpCtx *c, int64_t *ydims);
+/* MaxUnpool(X [N, C, D..], I, output_shape?): idims, the unpooled shape
+ * [N, C, (D - 1) * stride + kernel - pad_b - pad_e] (pads taken as 0 when
+ * output_shape is given), which I's values index flat; ydims, Y's shape:
+ * output_shape (no dim smaller than idims'), else idims. The unpooled
+ * block sits at Y's origin, the rest of Y is 0. */
+int gpuc_maxunpool_plan(OpCtx *c, int64_t *ydims, int64_t *idims);
 
 /* Col2Im(input [N, C * prod(block), L], image_shape, block_shape): Y is
  * [N, C, image...]; block b at position l (of blocks[] per dim, L in all)

@@ -39,20 +39,26 @@ int ref_ReverseSequence(OpCtx *c) {
   return 0;
 }
 
-/* ---- MaxUnpool: Y = 0, then Y.flat[I[i]] = X.flat[i] (in order: the last
- * of duplicate indices wins) --------------------------------------------- */
+/* ---- MaxUnpool: Y = 0, then Y[coords of I[i] in the unpooled shape] =
+ * X.flat[i] (in order: the last of duplicate indices wins) ---------------- */
 int ref_MaxUnpool(OpCtx *c) {
   const Tensor *x = c->in[0], *ind = c->in[1];
   Tensor *y = c->out[0];
-  int64_t yd[GPUC_MAX_RANK];
-  if (gpuc_maxunpool_plan(c, yd) < 0) return -1;
-  int64_t n = gpuc_numel(x), ny = gpuc_numel(y);
+  int64_t yd[GPUC_MAX_RANK], id[GPUC_MAX_RANK], ys[GPUC_MAX_RANK];
+  if (gpuc_maxunpool_plan(c, yd, id) < 0) return -1;
+  int r = x->rank;
+  int64_t n = gpuc_numel(x), ny = gpuc_numel(y), ni = gpuc_shape_numel(r, id);
   size_t es = gpuc_dtype_size(x->dt);
+  gpuc_strides(y, ys);
   memset(y->data, 0, (size_t)ny * es);
   for (int64_t i = 0; i < n; i++) {
-    int64_t v = gpuc_get_i64(ind, i);
-    if (v < 0 || v >= ny) return gpuc_op_fail(c, "index %lld (element %lld of I) is outside [0, %lld)", (ll)v, (ll)i, (ll)ny);
-    memcpy((char *)y->data + (size_t)v * es, (const char *)x->data + (size_t)i * es, es);
+    int64_t v = gpuc_get_i64(ind, i), off = 0;
+    if (v < 0 || v >= ni) return gpuc_op_fail(c, "index %lld (element %lld of I) is outside [0, %lld)", (ll)v, (ll)i, (ll)ni);
+    for (int d = r - 1; d >= 0; d--) {
+      off += v % id[d] * ys[d];
+      v /= id[d];
+    }
+    memcpy((char *)y->data + (size_t)off * es, (const char *)x->data + (size_t)i * es, es);
   }
   return 0;
 }
