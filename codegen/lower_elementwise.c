@@ -174,10 +174,12 @@ BINARY(And, "x0 && x1", "x0 && x1")
 BINARY(Or, "x0 || x1", "x0 || x1")
 BINARY(Xor, "(x0 != 0) != (x1 != 0)", "(x0 != 0) != (x1 != 0)")
 
-/* Bitwise*-18 and BitShift-11 on integers in long long (u64 as its bit
- * pattern); the store narrows by wrapping, as the reference does.
- * BitShift (unsigned types, zero-extended): a shift by the bit width or
- * more gives 0 (a negative x1 is a u64 amount >= 2^63). */
+/* Bitwise*-18 and BitShift on integers in long long (u64 as its bit
+ * pattern, narrower types sign- or zero-extended); the store narrows by
+ * wrapping, as the reference does. BitShift: an amount outside [0, bit
+ * width) gives 0, or -1 for a right shift of a negative signed value (a
+ * negative x1 is a negative amount or a u64 one >= 2^63); signed right
+ * shifts are arithmetic. */
 static int bitwise(LowerCtx *c, const char *expr) {
   if (!gpuc_dtype_is_int(c->in[0]->dt)) return lower_unsupported(c, "dtype %s", gpuc_dtype_name(c->in[0]->dt));
   return binary(c, "long long", expr);
@@ -190,11 +192,16 @@ int lower_BitwiseNot(LowerCtx *c) {
   return cg_elementwise(c, IN0, 1, "long long", NULL, "~x0");
 }
 int lower_BitShift(LowerCtx *c) {
-  int left = gpuc_bitshift_left(c->n);
+  int left = gpuc_bitshift_left(c->n), w = (int)gpuc_dtype_size(c->in[0]->dt) * 8;
+  bool sgn = gpuc_dtype_is_signed(c->in[0]->dt);
   if (left < 0) return lower_fail(c, "direction must be \"LEFT\" or \"RIGHT\"");
-  char expr[200];
-  snprintf(expr, sizeof expr, "(x1 < 0 || x1 >= %d) ? 0LL : (long long)((unsigned long long)x0 %s x1)",
-           (int)gpuc_dtype_size(c->in[0]->dt) * 8, left ? "<<" : ">>");
+  char expr[256];
+  if (left)
+    snprintf(expr, sizeof expr, "(x1 < 0 || x1 >= %d) ? 0LL : (long long)((unsigned long long)x0 << x1)", w);
+  else if (sgn)
+    snprintf(expr, sizeof expr, "(x1 < 0 || x1 >= %d) ? (x0 < 0 ? -1LL : 0LL) : (x0 >> x1)", w);
+  else
+    snprintf(expr, sizeof expr, "(x1 < 0 || x1 >= %d) ? 0LL : (long long)((unsigned long long)x0 >> x1)", w);
   return bitwise(c, expr);
 }
 

@@ -293,8 +293,9 @@ int infer_Mod(OpCtx *c) { return binary(c, NUMERIC, DT(UNDEF)); }
 int infer_And(OpCtx *c) { return binary(c, BOOLS, DT(BOOL)); }
 int infer_Or(OpCtx *c) { return binary(c, BOOLS, DT(BOOL)); }
 int infer_Xor(OpCtx *c) { return binary(c, BOOLS, DT(BOOL)); }
-/* Bitwise*-18 on integers (the inputs' dtype); BitShift-11 on unsigned
- * integers, direction LEFT or RIGHT. */
+/* Bitwise*-18 on integers (the inputs' dtype); BitShift on unsigned
+ * integers (opset 11), signed ones too from opset 28; direction LEFT or
+ * RIGHT. */
 int infer_BitwiseAnd(OpCtx *c) { return binary(c, INTS, DT(UNDEF)); }
 int infer_BitwiseOr(OpCtx *c) { return binary(c, INTS, DT(UNDEF)); }
 int infer_BitwiseXor(OpCtx *c) { return binary(c, INTS, DT(UNDEF)); }
@@ -303,7 +304,7 @@ int infer_BitShift(OpCtx *c) {
   if (gpuc_bitshift_left(c->n) < 0)
     return gpuc_op_fail(c, "direction must be \"LEFT\" or \"RIGHT\", got \"%s\"",
                         gpuc_attr_s(c->n, "direction", "(none)"));
-  return binary(c, UINTS, DT(UNDEF));
+  return binary(c, c->g->opset >= 28 ? INTS : UINTS, DT(UNDEF));
 }
 int infer_Equal(OpCtx *c) { return binary(c, ALL, DT(BOOL)); }
 int infer_Greater(OpCtx *c) { return binary(c, ALL, DT(BOOL)); }

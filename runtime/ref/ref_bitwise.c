@@ -2,9 +2,11 @@
  * elementwise row engine (ref_ew.h). Integers are loaded into int64 (u64
  * as its bit pattern, narrower types sign- or zero-extended), combined,
  * and narrowed on store by wrapping, so the bits are those of the
- * operation in the element type. BitShift: unsigned types only; a shift
- * by the type's bit width or more gives 0 (numpy's rule; C leaves it
- * undefined). */
+ * operation in the element type. BitShift (unsigned types; signed ones
+ * from opset 28): a shift by a negative amount or by the type's bit width
+ * or more gives 0, or -1 for a right shift of a negative value (numpy's
+ * saturation; C leaves it undefined); a right shift of a signed value is
+ * arithmetic. */
 #include "ref_ew.h"
 
 typedef struct Bits {
@@ -12,12 +14,17 @@ typedef struct Bits {
   const Tensor *a, *b;
   Tensor *o;
   bool left;     /* BitShift direction */
+  bool sgn;      /* signed element type */
   int width;     /* bits of the element type */
 } Bits;
 
-static uint64_t shift(uint64_t x, uint64_t s, bool left, int width) {
-  if (s >= (uint64_t)width) return 0;
-  return left ? x << s : x >> s; /* narrow values are zero-extended: >> is exact, << wraps on store */
+/* x and s as loaded: sign-extended for signed types, zero-extended for
+ * narrower unsigned ones, u64 as its bit pattern (so a u64 amount >= 2^63
+ * is negative here: out of range either way). << wraps on store. */
+static int64_t shift(const Bits *p, int64_t x, int64_t s) {
+  if (s < 0 || s >= p->width) return !p->left && p->sgn && x < 0 ? -1 : 0;
+  if (p->left) return (int64_t)((uint64_t)x << s);
+  return p->sgn ? (x < 0 ? ~(~x >> s) : x >> s) : (int64_t)((uint64_t)x >> s);
 }
 
 static void bits_row(void *ud, int64_t n, int64_t oo, const int64_t *io, const int64_t *is) {
@@ -31,7 +38,7 @@ static void bits_row(void *ud, int64_t n, int64_t oo, const int64_t *io, const i
     case GPUC_OP_BITWISEOR: a[i] |= b[i]; break;
     case GPUC_OP_BITWISEXOR: a[i] ^= b[i]; break;
     case GPUC_OP_BITWISENOT: a[i] = ~a[i]; break;
-    case GPUC_OP_BITSHIFT: a[i] = (int64_t)shift((uint64_t)a[i], (uint64_t)b[i], p->left, p->width); break;
+    case GPUC_OP_BITSHIFT: a[i] = shift(p, a[i], b[i]); break;
     default: GPUC_ASSERT(!"not a bitwise op");
     }
   }
@@ -41,7 +48,7 @@ static void bits_row(void *ud, int64_t n, int64_t oo, const int64_t *io, const i
 static int run_bits(OpCtx *c) {
   bool binary = c->n->op != GPUC_OP_BITWISENOT;
   Bits p = {.op = c->n->op, .a = c->in[0], .b = binary ? c->in[1] : NULL, .o = c->out[0],
-            .width = (int)gpuc_dtype_size(c->in[0]->dt) * 8};
+            .sgn = gpuc_dtype_is_signed(c->in[0]->dt), .width = (int)gpuc_dtype_size(c->in[0]->dt) * 8};
   if (p.op == GPUC_OP_BITSHIFT) {
     int left = gpuc_bitshift_left(c->n);
     if (left < 0) return gpuc_op_fail(c, "direction must be \"LEFT\" or \"RIGHT\"");
