@@ -53,7 +53,8 @@ static int set_out(OpCtx *c, GpucDType dt, int rank, const int64_t *dims) {
   for (int d = 0; d < rank; d++) known &= dims[d] >= 0;
   int64_t n = known ? gpuc_shape_numel(rank, dims) : 0;
   if (n < 0 || (n > 0 && (int64_t)gpuc_dtype_size(dt) > GPUC_MAX_TENSOR_BYTES / n))
-    return gpuc_op_fail(c, "output of %lld elements exceeds the tensor size limit", (ll)n);
+    return n < 0 ? gpuc_op_fail(c, "output shape overflows int64")
+                 : gpuc_op_fail(c, "output of %lld elements exceeds the tensor size limit", (ll)n);
   gpuc_set_shape(c->out[0], dt, rank, dims);
   return 0;
 }
