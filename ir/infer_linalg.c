@@ -1,4 +1,4 @@
-/* Shape inference for MatMul, MatMulInteger, Gemm and Einsum, and the
+/* Shape inference for MatMul, MatMulInteger, Gemm, Einsum and Det, and the
  * Einsum equation parser the reference kernel shares. */
 #include "infer_linalg.h"
 #include <stdlib.h>
