@@ -97,7 +97,7 @@ int lower_MaxUnpool(LowerCtx *c) {
   sb_printf(b, "    if (v < 0 || v >= %lldLL) {", (ll)ni);
   if (step >= 0) sb_printf(b, " gpuc_fault_report(%ldu, %d, v, i, %lldLL, -1);", step, GPUC_FAULT_FLAT_INDEX, (ll)ni);
   sb_printf(b, " continue; }\n");
-  for (int d = r - 1; d >= 0; d--)
+  for (int d = r - 1; d >= 0 && ni > 0; d--) /* ni == 0: every index was out of range above */
     sb_printf(b, "    off += v %% %lldLL * %lldLL; v /= %lldLL;\n", (ll)id[d], (ll)ys[d], (ll)id[d]);
   sb_printf(b, "    y[off] = x[i];\n  }\n}\n");
   uint32_t args[3] = {c->tin[0], c->tin[1], c->tout[0]};
@@ -106,9 +106,11 @@ int lower_MaxUnpool(LowerCtx *c) {
 
 /* ---- Col2Im ---------------------------------------------------------------- */
 
-/* Thread per Y element [n, c, pos..]: sum over the block offsets k whose
- * block l (pos_d + pad_b_d - k_d * dil_d = l_d * stride_d, 0 <= l_d <
- * blocks_d) exists of x[n, c * kprod + k, l]. */
+/* Thread per Y element [n, c, pos..]: sum of x[n, c * kprod + k, l] over
+ * the block offsets k whose block l exists: per dim, pos_d + pad_b_d -
+ * k_d * dil_d = l_d * stride_d with 0 <= l_d < blocks_d. One loop per dim,
+ * nested, each skipping the offsets that miss, so a thread visits about
+ * sum(block_d) offsets rather than prod(block_d). */
 int lower_Col2Im(LowerCtx *c) {
   const Tensor *x = c->in[0], *y = c->out[0];
   Col2ImPlan p;
@@ -126,19 +128,24 @@ int lower_Col2Im(LowerCtx *c) {
             name, T, T, (ll)ny, (ll)img, (ll)img);
   for (int d = p.nsp - 1; d >= 0; d--)
     sb_printf(b, "    const i64 p%d = rem %% %lldLL; rem /= %lldLL;\n", d, (ll)p.image[d], (ll)p.image[d]);
-  sb_printf(b, "    %s s = 0;\n    const %s* xs = x + nc * %lldLL;\n"
-               "    for (i64 k = 0; k < %lldLL; k++) {\n      i64 kr = k, l = 0, t, ld;\n",
-            acc, T, (ll)(p.kprod * p.L), (ll)p.kprod);
-  int64_t lstride = 1;
-  for (int d = p.nsp - 1; d >= 0; d--) {
-    sb_printf(b, "      t = p%d + %lldLL - kr %% %lldLL * %lldLL; kr /= %lldLL;\n", d, (ll)p.pad_b[d], (ll)p.block[d],
-              (ll)p.dil[d], (ll)p.block[d]);
-    sb_printf(b, "      if (t < 0 || t %% %lldLL != 0) continue;\n      ld = t / %lldLL; if (ld >= %lldLL) continue;\n"
-                 "      l += ld * %lldLL;\n",
-              (ll)p.stride[d], (ll)p.stride[d], (ll)p.blocks[d], (ll)lstride);
-    lstride *= p.blocks[d];
+  sb_printf(b, "    %s s = 0;\n    const %s* xs = x + nc * %lldLL;\n    const i64 k_ = 0, l_ = 0;\n", acc, T,
+            (ll)(p.kprod * p.L));
+  /* k<d> / l<d>: the flat block offset and block index over dims 0..d */
+  for (int d = 0; d < p.nsp; d++) {
+    char kp[16] = "k_", lp[16] = "l_";
+    if (d) { snprintf(kp, sizeof kp, "k%d", d - 1); snprintf(lp, sizeof lp, "l%d", d - 1); }
+    int ind = 4 + 2 * d;
+    sb_printf(b, "%*sfor (i64 kd%d = 0; kd%d < %lldLL; kd%d++) {\n", ind, "", d, d, (ll)p.block[d], d);
+    sb_printf(b, "%*s  const i64 t%d = p%d + %lldLL - kd%d * %lldLL;\n", ind, "", d, d, (ll)p.pad_b[d], d, (ll)p.dil[d]);
+    sb_printf(b, "%*s  if (t%d < 0 || t%d %% %lldLL != 0 || t%d / %lldLL >= %lldLL) continue;\n", ind, "", d, d,
+              (ll)p.stride[d], d, (ll)p.stride[d], (ll)p.blocks[d]);
+    sb_printf(b, "%*s  const i64 k%d = %s * %lldLL + kd%d, l%d = %s * %lldLL + t%d / %lldLL;\n", ind, "", d, kp,
+              (ll)p.block[d], d, d, lp, (ll)p.blocks[d], d, (ll)p.stride[d]);
   }
-  sb_printf(b, "      s += %s(xs[k * %lldLL + l]);\n    }\n", f64 ? "(double)" : "ldf", (ll)p.L);
+  sb_printf(b, "%*s  s += %s(xs[k%d * %lldLL + l%d]);\n", 4 + 2 * (p.nsp - 1), "", f64 ? "(double)" : "ldf",
+            p.nsp - 1, (ll)p.L, p.nsp - 1);
+  for (int d = p.nsp - 1; d >= 0; d--) sb_printf(b, "%*s}\n", 4 + 2 * d, "");
+  sb_printf(b, "    (void)k_; (void)l_;\n");
   if (f64) sb_printf(b, "    y[i] = s;\n  }\n}\n");
   else sb_printf(b, "    y[i] = stf<%s>(s);\n  }\n}\n", T);
   uint32_t args[2] = {c->tin[0], c->tout[0]};

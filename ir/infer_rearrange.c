@@ -107,8 +107,10 @@ int gpuc_maxunpool_plan(OpCtx *c, int64_t *ydims, int64_t *idims) {
   for (int i = 0; i < nsp; i++) {
     int64_t in = x->dims[2 + i];
     if (in < 0) { idims[2 + i] = -1; continue; }
+    if (in > 0 && in - 1 > DIM_LIMIT / st[i])
+      return gpuc_op_fail(c, "spatial dim %d: input %lld times stride %lld is too large", i, (ll)in, (ll)st[i]);
     int64_t o = (in - 1) * st[i] + k[i] - pads[i] - pads[nsp + i];
-    if (in > DIM_LIMIT || o < 0 || o > DIM_LIMIT)
+    if (o < 0 || o > DIM_LIMIT)
       return gpuc_op_fail(c, "spatial dim %d: output size %lld from input %lld, kernel %lld, stride %lld, pads %lld+%lld is invalid",
                           i, (ll)o, (ll)in, (ll)k[i], (ll)st[i], (ll)pads[i], (ll)pads[nsp + i]);
     idims[2 + i] = o;

@@ -127,6 +127,8 @@ case("col2im_dil_f16", "Col2Im", [("x", f(1, 3 * 4, 18, dt=np.float16)), ("im", 
      {"dilations": [2, 1], "pads": [0, 1, 0, 0]}, const=("im", "bl"))
 case("col2im_3d", "Col2Im", [("x", f(1, 8, 64)), ("im", np.int64([4, 4, 4])), ("bl", np.int64([2, 2, 2]))],
      {"strides": [1, 1, 1], "pads": [0, 0, 0, 1, 1, 1]}, const=("im", "bl"))
+case("col2im_1d_s2d2", "Col2Im", [("x", f(2, 3 * 3, 4, dt=np.float64)), ("im", np.int64([9])), ("bl", np.int64([3]))],
+     {"strides": [2], "dilations": [2], "pads": [1, 2]}, const=("im", "bl"))
 # CenterCropPad: crop and pad together, odd differences, axes
 case("ccp_crop_pad", "CenterCropPad", [("x", f(5, 4, 3)), ("s", np.int64([2, 7, 3]))], const=("s",))
 case("ccp_axes_bf16", "CenterCropPad", [("x", bf16_vals(3, 6, 5)), ("s", np.int64([8, 2]))], {"axes": [-1, 1]},
