@@ -5,7 +5,9 @@ exported twice: by the dynamo exporter (torch.onnx.export(..., dynamo=True),
 its default opset, suffix _dyn) and by the TorchScript one (dynamo=False,
 opset 17, suffix _ts) where it can:
   smallops_mish    Conv, BatchNorm, nn.Mish, strided Conv, Mish (timm's cspdarknet
-                   blocks): dynamo emits Mish-18, TorchScript Softplus/Tanh/Mul
+                   blocks): dynamo emits Mish-18, TorchScript Softplus/Tanh/Mul, both
+                   with the BatchNorm folded into the Conv; _dynraw (optimize=False)
+                   and _tsraw (do_constant_folding=False) keep BatchNormalization
   smallops_bitmask torch.bitwise_and/or/xor/not on int32 masks: dynamo emits
                    BitwiseAnd/Or/Xor/Not-18; TorchScript at opset 17 refuses them
   smallops_fold    Linear, then nn.Fold (stride 2, padding 1): dynamo emits Col2Im-18;
@@ -75,6 +77,14 @@ def bitmask():
 MODELS = {"smallops_mish": mish, "smallops_bitmask": bitmask,
           "smallops_fold": lambda: (FoldNet(), (torch.randn(1, 16, 8),))}
 
+# the exporters' defaults, and for smallops_mish also unoptimized exports
+# that keep the BatchNormalization (folded into the Conv by gpuc then)
+EXPORTS = (("_dyn", dict(dynamo=True, external_data=False)), ("_ts", dict(dynamo=False, opset_version=17)),
+           ("_ts18", dict(dynamo=False, opset_version=18)),
+           ("_dynraw", dict(dynamo=True, optimize=False, external_data=False)),
+           ("_tsraw", dict(dynamo=False, opset_version=17, do_constant_folding=False)))
+RAW = ("_dynraw", "_tsraw")
+
 import onnx
 for name, mk in MODELS.items():
     m, args = mk()
@@ -83,9 +93,8 @@ for name, mk in MODELS.items():
         ref = m(*args)
     refs = ref if isinstance(ref, tuple) else (ref,)
     ts17 = True
-    for suffix, kw in (("_dyn", dict(dynamo=True, external_data=False)), ("_ts", dict(dynamo=False, opset_version=17)),
-                       ("_ts18", dict(dynamo=False, opset_version=18))):
-        if suffix == "_ts18" and ts17:
+    for suffix, kw in EXPORTS:
+        if (suffix == "_ts18" and ts17) or (suffix in RAW and name != "smallops_mish"):
             continue
         path = os.path.join(out, name + suffix + ".onnx")
         try:
