@@ -50,6 +50,8 @@ UNARY_F(Tanh, "tanh(x0)")
 UNARY_F(Sigmoid, "x0 >= 0 ? 1 / (1 + exp(-x0)) : exp(x0) / (1 + exp(x0))")
 UNARY_F(Softsign, "x0 / (1 + fabs(x0))")
 UNARY_F(Softplus, "x0 > 0 ? x0 + log1p(exp(-x0)) : log1p(exp(x0))")
+/* Mish-18: x * tanh(softplus(x)), softplus without overflow */
+UNARY_F(Mish, "x0 * tanh(x0 > 0 ? x0 + log1p(exp(-x0)) : log1p(exp(x0)))")
 UNARY_F(HardSwish, "x0 * fmax((decltype(x0))0, fmin((decltype(x0))1, x0 / 6 + (decltype(x0))0.5))")
 /* Gelu-20 in the compute type (float for half and bf16 too) */
 int lower_Gelu(LowerCtx *c) {
@@ -171,6 +173,37 @@ BINARY(LessOrEqual, "x0 <= x1", "x0 <= x1")
 BINARY(And, "x0 && x1", "x0 && x1")
 BINARY(Or, "x0 || x1", "x0 || x1")
 BINARY(Xor, "(x0 != 0) != (x1 != 0)", "(x0 != 0) != (x1 != 0)")
+
+/* Bitwise*-18 and BitShift on integers in long long (u64 as its bit
+ * pattern, narrower types sign- or zero-extended); the store narrows by
+ * wrapping, as the reference does. BitShift: an amount outside [0, bit
+ * width) gives 0, or -1 for a right shift of a negative signed value (a
+ * negative x1 is a negative amount or a u64 one >= 2^63); signed right
+ * shifts are arithmetic. */
+static int bitwise(LowerCtx *c, const char *expr) {
+  if (!gpuc_dtype_is_int(c->in[0]->dt)) return lower_unsupported(c, "dtype %s", gpuc_dtype_name(c->in[0]->dt));
+  return binary(c, "long long", expr);
+}
+int lower_BitwiseAnd(LowerCtx *c) { return bitwise(c, "x0 & x1"); }
+int lower_BitwiseOr(LowerCtx *c) { return bitwise(c, "x0 | x1"); }
+int lower_BitwiseXor(LowerCtx *c) { return bitwise(c, "x0 ^ x1"); }
+int lower_BitwiseNot(LowerCtx *c) {
+  if (!gpuc_dtype_is_int(c->in[0]->dt)) return lower_unsupported(c, "dtype %s", gpuc_dtype_name(c->in[0]->dt));
+  return cg_elementwise(c, IN0, 1, "long long", NULL, "~x0");
+}
+int lower_BitShift(LowerCtx *c) {
+  int left = gpuc_bitshift_left(c->n), w = (int)gpuc_dtype_size(c->in[0]->dt) * 8;
+  bool sgn = gpuc_dtype_is_signed(c->in[0]->dt);
+  if (left < 0) return lower_fail(c, "direction must be \"LEFT\" or \"RIGHT\"");
+  char expr[256];
+  if (left)
+    snprintf(expr, sizeof expr, "(x1 < 0 || x1 >= %d) ? 0LL : (long long)((unsigned long long)x0 << x1)", w);
+  else if (sgn)
+    snprintf(expr, sizeof expr, "(x1 < 0 || x1 >= %d) ? (x0 < 0 ? -1LL : 0LL) : (x0 >> x1)", w);
+  else
+    snprintf(expr, sizeof expr, "(x1 < 0 || x1 >= %d) ? 0LL : (long long)((unsigned long long)x0 >> x1)", w);
+  return bitwise(c, expr);
+}
 
 int lower_Pow(LowerCtx *c) {
   /* exponent may have another dtype: compute in double for exactness on

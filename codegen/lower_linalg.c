@@ -1,4 +1,4 @@
-/* MatMul and Gemm as cuBLASLt calls. Row-major shapes; batch dims either
+/* MatMul and Gemm as cuBLASLt calls (and Det, one thread per matrix, at the end). Row-major shapes; batch dims either
  * equal or broadcast with stride 0; when B is 2-D the batch folds into M
  * (one large GEMM instead of many small ones). */
 #include "lower_util.h"
@@ -142,4 +142,45 @@ int lower_Gemm(LowerCtx *c) {
   int rc = cg_elementwise(&e, which, 2, cg_compute_type(a->dt), NULL, expr);
   c->nkernels_emitted = e.nkernels_emitted;
   return rc;
+}
+
+/* Det: one thread per M x M matrix (M <= 32: the matrix lives in the
+ * thread's local memory), LU with partial pivoting in double like the
+ * reference; larger matrices are refused. */
+int lower_Det(LowerCtx *c) {
+  const Tensor *x = c->in[0], *y = c->out[0];
+  int64_t M = x->dims[x->rank - 1], batch = gpuc_numel(y);
+  if (x->dims[x->rank - 2] != M) return lower_fail(c, "matrices must be square");
+  if (M > 32) return lower_unsupported(c, "Det of %lld x %lld matrices on the GPU (one thread per matrix: at most 32 x 32)",
+                                       (long long)M, (long long)M);
+  if (batch == 0) return 0;
+  const char *T = cg_ctype(x->dt);
+  bool half = x->dt == GPUC_DT_F16 || x->dt == GPUC_DT_BF16;
+  long long m = (long long)M, mm = m * m > 0 ? m * m : 1;
+  StrBuf *b = cg_src(c);
+  const char *name = cg_kernel_name(c);
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s* __restrict__ y) {\n"
+               "  GRID_STRIDE(bi, %lldLL) {\n"
+               "    double a[%lld];\n"
+               "    const %s* xm = x + bi * %lldLL;\n"
+               "    for (int i = 0; i < %lld; i++) a[i] = (double)%s(xm[i]);\n"
+               "    double det = 1;\n"
+               "    for (int k = 0; k < %lld; k++) {\n"
+               "      int piv = k;\n"
+               "      for (int i = k + 1; i < %lld; i++) if (fabs(a[i * %lld + k]) > fabs(a[piv * %lld + k])) piv = i;\n"
+               "      if (a[piv * %lld + k] == 0) { det = 0; break; }\n"
+               "      if (piv != k) {\n"
+               "        for (int j = 0; j < %lld; j++) { double t = a[k * %lld + j]; a[k * %lld + j] = a[piv * %lld + j]; a[piv * %lld + j] = t; }\n"
+               "        det = -det;\n      }\n"
+               "      const double d = a[k * %lld + k];\n      det *= d;\n"
+               "      for (int i = k + 1; i < %lld; i++) {\n"
+               "        const double f = a[i * %lld + k] / d;\n"
+               "        for (int j = k + 1; j < %lld; j++) a[i * %lld + j] -= f * a[k * %lld + j];\n"
+               "      }\n    }\n",
+            name, T, T, (long long)batch, mm, T, m * m, m * m, half ? "ldf" : "", m, m, m, m, m, m, m, m, m, m, m, m, m,
+            m, m, m);
+  if (half) sb_printf(b, "    y[bi] = stf<%s>((float)det);\n  }\n}\n", T);
+  else sb_printf(b, "    y[bi] = (%s)det;\n  }\n}\n", T);
+  uint32_t args[2] = {c->tin[0], c->tout[0]};
+  return cg_launch(c, name, (uint64_t)batch, 128, 0, 2, args);
 }

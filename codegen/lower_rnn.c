@@ -267,7 +267,7 @@ static void emit_init(Rnn *r, const char *name, bool h0, bool c0, bool lens, uns
   if (lstm) sb_printf(b, "    cs[i] = %s;\n", c0 ? "c0[src]" : "0");
   if (lens)
     sb_printf(b, "    if (i < %lldLL && (lens[i] < 0 || lens[i] > %lld)) gpuc_fault_report(%uu, %d, lens[i], i, %lldLL, -1);\n",
-              B, (long long)r->S, fstep, GPUC_FAULT_SEQLEN, (long long)r->S);
+              B, (long long)r->S, fstep, GPUC_FAULT_SEQ_LEN, (long long)r->S);
   sb_printf(b, "    if (i == 0) { ctr[0] = 0; ctr[1] = 0; }\n  }\n}\n");
 }
 

@@ -18,6 +18,9 @@ static const GpucDType NUMERIC[] = {DT(F32), DT(F16), DT(BF16), DT(F64), DT(I8),
 static const GpucDType ALL[] = {DT(F32), DT(F16), DT(BF16), DT(F64), DT(I8),   DT(U8),   DT(I16),
                                 DT(U16), DT(I32), DT(U32),  DT(I64), DT(U64), DT(BOOL), DT(UNDEF)};
 static const GpucDType BOOLS[] = {DT(BOOL), DT(UNDEF)};
+static const GpucDType INTS[] = {DT(I8),  DT(U8),  DT(I16), DT(U16), DT(I32),
+                                 DT(U32), DT(I64), DT(U64), DT(UNDEF)};
+static const GpucDType UINTS[] = {DT(U8), DT(U16), DT(U32), DT(U64), DT(UNDEF)};
 
 /* ---- shared with the reference kernels -------------------------------- */
 
@@ -207,11 +210,17 @@ FLOAT_UNARY(HardSwish)
 FLOAT_UNARY(Softplus)
 FLOAT_UNARY(Softsign)
 FLOAT_UNARY(ThresholdedRelu)
+FLOAT_UNARY(Mish)
 #undef FLOAT_UNARY
 
 int gpuc_gelu_tanh(const Node *n) {
   const char *a = gpuc_attr_s(n, "approximate", "none");
   return strcmp(a, "none") == 0 ? 0 : strcmp(a, "tanh") == 0 ? 1 : -1;
+}
+
+int gpuc_bitshift_left(const Node *n) {
+  const char *d = gpuc_attr_s(n, "direction", "");
+  return strcmp(d, "LEFT") == 0 ? 1 : strcmp(d, "RIGHT") == 0 ? 0 : -1;
 }
 
 /* Gelu-20: float types; approximate is "none" or "tanh". */
@@ -284,6 +293,19 @@ int infer_Mod(OpCtx *c) { return binary(c, NUMERIC, DT(UNDEF)); }
 int infer_And(OpCtx *c) { return binary(c, BOOLS, DT(BOOL)); }
 int infer_Or(OpCtx *c) { return binary(c, BOOLS, DT(BOOL)); }
 int infer_Xor(OpCtx *c) { return binary(c, BOOLS, DT(BOOL)); }
+/* Bitwise*-18 on integers (the inputs' dtype); BitShift on unsigned
+ * integers (opset 11), signed ones too from opset 28; direction LEFT or
+ * RIGHT. */
+int infer_BitwiseAnd(OpCtx *c) { return binary(c, INTS, DT(UNDEF)); }
+int infer_BitwiseOr(OpCtx *c) { return binary(c, INTS, DT(UNDEF)); }
+int infer_BitwiseXor(OpCtx *c) { return binary(c, INTS, DT(UNDEF)); }
+int infer_BitwiseNot(OpCtx *c) { return unary(c, INTS, DT(UNDEF)); }
+int infer_BitShift(OpCtx *c) {
+  if (gpuc_bitshift_left(c->n) < 0)
+    return gpuc_op_fail(c, "direction must be \"LEFT\" or \"RIGHT\", got \"%s\"",
+                        gpuc_attr_s(c->n, "direction", "(none)"));
+  return binary(c, c->g->opset >= 28 ? INTS : UINTS, DT(UNDEF));
+}
 int infer_Equal(OpCtx *c) { return binary(c, ALL, DT(BOOL)); }
 int infer_Greater(OpCtx *c) { return binary(c, ALL, DT(BOOL)); }
 int infer_GreaterOrEqual(OpCtx *c) { return binary(c, ALL, DT(BOOL)); }

@@ -23,4 +23,8 @@ GpucDType gpuc_ew_onnx_dtype(int64_t onnx_type);
  * "tanh", -1 for anything else. */
 int gpuc_gelu_tanh(const Node *n);
 
+/* BitShift's attribute direction (required): 1 for "LEFT", 0 for
+ * "RIGHT", -1 for anything else or none. */
+int gpuc_bitshift_left(const Node *n);
+
 #endif

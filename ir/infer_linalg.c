@@ -1,4 +1,4 @@
-/* Shape inference for MatMul, MatMulInteger, Gemm and Einsum, and the
+/* Shape inference for MatMul, MatMulInteger, Gemm, Einsum and Det, and the
  * Einsum equation parser the reference kernel shares. */
 #include "infer_linalg.h"
 #include <stdlib.h>
@@ -382,5 +382,18 @@ int infer_Einsum(OpCtx *c) {
   y->rank = es.out_rank;
   for (int d = 0; d < es.out_rank; d++) y->dims[d] = es.dim[es.out_lab[d]];
   gpuc_einsum_free(&es);
+  return 0;
+}
+
+/* Det-11: X [..., M, M] float -> [...] */
+int infer_Det(OpCtx *c) {
+  static const GpucDType floats[] = {GPUC_DT_F32, GPUC_DT_F16, GPUC_DT_BF16, GPUC_DT_F64, GPUC_DT_UNDEF};
+  const Tensor *x = c->in[0];
+  if (gpuc_check_dtype(c, 0, floats)) return -1;
+  int r = x->rank;
+  if (r < 2) return gpuc_op_fail(c, "input must be [..., M, M], got rank %d", r);
+  int64_t m = x->dims[r - 1], m2 = x->dims[r - 2];
+  if (m >= 0 && m2 >= 0 && m != m2) return gpuc_op_fail(c, "matrices must be square, got %lld x %lld", (long long)m2, (long long)m);
+  gpuc_set_shape(c->out[0], x->dt, r - 2, x->dims);
   return 0;
 }

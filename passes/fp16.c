@@ -5,7 +5,7 @@
  *
  * Every float32 value becomes half except where half loses too much or
  * overflows: reductions (sums of many terms), Pow/Exp/Log, cumulative sums,
- * losses, and ops whose float outputs are fixed by attributes. Those
+ * losses, determinants, and ops whose float outputs are fixed by attributes. Those
  * "fp32 islands" read fp32 inputs and write fp32 outputs, with Cast nodes
  * inserted at the borders. Graph inputs and outputs stay fp32 (the user's
  * interface does not change). Kernels still compute in fp32 registers
@@ -33,6 +33,9 @@ static bool fp32_island(GpucOp op) {
   /* recurrences: the state is carried through every step (an fp32 state
    * and fp32 GEMMs, codegen/lower_rnn.c) */
   case GPUC_OP_LSTM: case GPUC_OP_GRU: case GPUC_OP_RNN:
+  /* a determinant is a product of M pivots: past half's range as soon as
+   * the matrices are a little large or scaled */
+  case GPUC_OP_DET:
   /* training (gpuc train --amp): the loss gradient reads the loss scale
    * (2^16 and up, past half's range); batch statistics and their gradient
    * are sums over the batch */

@@ -137,6 +137,26 @@ int grad_Tanh(GradCtx *c) {
   return 0;
 }
 
+/* Mish: y = x t, t = tanh(softplus(x)); softplus' = sigmoid, so
+ * dx = dy * (t + x * sigmoid(x) * (1 - t^2)) */
+int grad_Mish(GradCtx *c) {
+  int x = gc_in(c, 0), one = gc_scalar(c, gc_t(c, x)->dt, 1.0);
+  TRY(one);
+  int t = gc_emit1(c, GPUC_OP_SOFTPLUS, x);
+  TRY(t);
+  TRY(t = gc_emit1(c, GPUC_OP_TANH, t));
+  int s = gc_emit1(c, GPUC_OP_SIGMOID, x);
+  TRY(s);
+  int u = gc_emit2(c, GPUC_OP_MUL, t, t);
+  TRY(u);
+  TRY(u = gc_emit2(c, GPUC_OP_SUB, one, u));   /* 1 - t^2 */
+  TRY(u = gc_emit2(c, GPUC_OP_MUL, u, s));
+  TRY(u = gc_emit2(c, GPUC_OP_MUL, u, x));
+  TRY(u = gc_emit2(c, GPUC_OP_ADD, u, t));
+  TRY(c->dx[0] = gc_emit2(c, GPUC_OP_MUL, c->dy[0], u));
+  return 0;
+}
+
 /* ---- shape ops ----------------------------------------------------------------- */
 
 int grad_Identity(GradCtx *c) {

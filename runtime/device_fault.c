@@ -66,8 +66,12 @@ int gpuc_fault_message(const Plan *p, const char *what, const uint64_t rec[GPUC_
   case GPUC_FAULT_INF:
     snprintf(reason, sizeof reason, "input holds an infinite value; no finite scale covers it");
     break;
-  case GPUC_FAULT_SEQLEN: /* runtime/ref/ref_rnn.c's words */
-    snprintf(reason, sizeof reason, "sequence_lens[%lld] is %lld, outside [0, %lld]", pos, v, bound);
+  case GPUC_FAULT_SEQ_LEN: /* the words of ref_rearrange.c and ref_rnn.c */
+    snprintf(reason, sizeof reason, "sequence length %lld (element %lld of sequence_lens) is outside [0, %lld]", v,
+             pos, bound);
+    break;
+  case GPUC_FAULT_FLAT_INDEX:
+    snprintf(reason, sizeof reason, "index %lld (element %lld of I) is outside [0, %lld)", v, pos, bound);
     break;
   default:
     snprintf(reason, sizeof reason, "a data error of unknown kind %llu", (unsigned long long)rec[1]);

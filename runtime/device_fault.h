@@ -30,7 +30,8 @@ typedef enum GpucFaultKind {
   GPUC_FAULT_LABEL,          /* a loss label outside [0, bound), not ignore_index */
   GPUC_FAULT_LABEL_GRAD,     /* the same in the loss's gradient */
   GPUC_FAULT_INF,            /* DynamicQuantizeLinear of an infinite value */
-  GPUC_FAULT_SEQLEN,         /* LSTM/GRU/RNN: sequence_lens[pos] = value outside [0, bound] */
+  GPUC_FAULT_SEQ_LEN,        /* ReverseSequence, LSTM/GRU/RNN: sequence_lens[pos] = value outside [0, bound] */
+  GPUC_FAULT_FLAT_INDEX,     /* MaxUnpool: a flat output index outside [0, bound) */
   GPUC_FAULT_KIND_COUNT_
 } GpucFaultKind;
 

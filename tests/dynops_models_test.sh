@@ -4,10 +4,12 @@
 # attention with a padding mask, GroupNorm as PyTorch exports it): the CPU
 # reference against PyTorch's stored outputs (relative L2 < 1e-4, fp32),
 # then -O2 plans for sm_90 in fp32 and fp16 (NVRTC compiles every kernel).
-# usage: dynops_models_test.sh GPUC MODELS_SRC_DIR WORKDIR PYTHON3
+# PREFIX (default dynops_) picks the models: smallops_ are those of
+# tests/models/make_smallops_models.py (Mish, Bitwise*, Col2Im; both exporters).
+# usage: dynops_models_test.sh GPUC MODELS_SRC_DIR WORKDIR PYTHON3 [PREFIX]
 # (the first of PYTHON3, python3, /usr/bin/python3 that has numpy compares)
 set -u
-GPUC=$1; SRC=$2; WORK=$3; PY=
+GPUC=$1; SRC=$2; WORK=$3; PREFIX=${5:-dynops_}; PY=
 for p in "$4" python3 /usr/bin/python3; do
   if "$p" -c "import numpy" 2>/dev/null; then PY=$p; break; fi
 done
@@ -16,7 +18,7 @@ rm -rf "$WORK"; mkdir -p "$WORK"
 pass=0; fail=0
 ok() { pass=$((pass+1)); echo "ok   $1"; }
 bad() { fail=$((fail+1)); echo "FAIL $1"; }
-for model in "$SRC"/dynops_*.onnx; do
+for model in "$SRC"/"$PREFIX"*.onnx; do
   m=$(basename "$model" .onnx)
   ins=()
   for f in "$SRC/$m".in.*.npy; do n=${f#"$SRC/$m".in.}; ins+=(--input "${n%.npy}=$f"); done
@@ -39,6 +41,6 @@ print("%.3g" % r); sys.exit(0 if r < 1e-4 else 1)' "$WORK/$m/$n.npy" "$ref" 2>&1
     else bad "$m: sm_90 $flags: $(grep -m1 gpuc: "$WORK/$m.c.log")"; fi
   done
 done
-[ $pass -gt 0 ] || bad "no dynops_* models in $SRC"
+[ $pass -gt 0 ] || bad "no $PREFIX* models in $SRC"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -249,7 +249,7 @@ hostile = [
     ("lens_dtype", "RNN", [("X", X), ("W", W[:, :H]), ("R", R[:, :H]), ("B", None),
                            ("L", np.zeros(B, np.float32))], {}, "inspect", "sequence_lens is f32"),
     ("lens_value", "RNN", [("X", X), ("W", W[:, :H]), ("R", R[:, :H]), ("B", None),
-                           ("L", np.array([1, S + 1, 0], np.int32))], {}, "run", "sequence_lens[1] is 5"),
+                           ("L", np.array([1, S + 1, 0], np.int32))], {}, "run", "sequence length 5 (element 1 of sequence_lens)"),
     ("long_sequence", "RNN", [("X", np.zeros((5000, 1, 2), f32)), ("W", np.zeros((1, 2, 2), f32)),
                               ("R", np.zeros((1, 2, 2), f32))], {}, "compile", "the plan unrolls at most 4096"),
 ]

@@ -119,7 +119,8 @@ static int ref_rnn(OpCtx *c) {
   if (oom || !cl.xw || !cl.hr || !cl.rh || !h || !cs) { rc = gpuc_op_fail(c, "out of memory"); goto done; }
   for (int64_t b = 0; lens && b < B; b++)
     if (lens[b] < 0 || lens[b] > S) {
-      rc = gpuc_op_fail(c, "sequence_lens[%lld] is %d, outside [0, %lld]", (long long)b, lens[b], (long long)S);
+      rc = gpuc_op_fail(c, "sequence length %d (element %lld of sequence_lens) is outside [0, %lld]", lens[b],
+                        (long long)b, (long long)S);
       goto done;
     }
   for (int64_t d = 0; d < D; d++) {

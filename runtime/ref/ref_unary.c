@@ -1,5 +1,5 @@
 /* Reference kernels for the unary elementwise ops: math functions,
- * activations, Clip, Not, IsInf/IsNaN. Float dtypes compute in double and
+ * activations (Mish included), Clip, Not, IsInf/IsNaN. Float dtypes compute in double and
  * round once on store; Abs/Neg/Sign/Relu/Clip on integers are exact in
  * int64 (wrapping: Abs/Neg of INT_MIN give INT_MIN, as in C on two's
  * complement). Other ops on integers (Erf, Shrink) go through double and are
@@ -108,6 +108,7 @@ static void un_f(const Un *p, int64_t n, double *v) {
   case GPUC_OP_HARDSIGMOID: MAP(clamp01(a * x + b));
   case GPUC_OP_HARDSWISH: MAP(x * clamp01(x / 6 + 0.5));
   case GPUC_OP_SOFTPLUS: MAP(softplus(x));
+  case GPUC_OP_MISH: MAP(x * tanh(softplus(x)));
   case GPUC_OP_GELU: MAP(gelu(x, a != 0));
   case GPUC_OP_SOFTSIGN: MAP(x / (1 + fabs(x)));
   case GPUC_OP_THRESHOLDEDRELU: MAP(x > a ? x : 0);
@@ -263,6 +264,7 @@ UNARY(LeakyRelu)
 UNARY(HardSigmoid)
 UNARY(HardSwish)
 UNARY(Softplus)
+UNARY(Mish)
 UNARY(Gelu)
 UNARY(Softsign)
 UNARY(ThresholdedRelu)

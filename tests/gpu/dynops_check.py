@@ -11,7 +11,8 @@ with the first position kept), and compared: relative L2 <= 1e-5 in fp32,
 <= 1e-2 in fp16; then timed with `gpuc bench`. Prints PASS/FAIL lines and
 'N passed, N failed'; logs under OUTDIR.
 
-usage: dynops_check.py GPUC MODELS_DIR OUTDIR [SEED]
+usage: dynops_check.py GPUC MODELS_DIR OUTDIR [SEED [PREFIX]]
+(PREFIX, default dynops_: smallops_ checks tests/models/smallops_*)
 """
 import glob, os, subprocess, sys
 
@@ -38,7 +39,8 @@ def main():
     os.makedirs(out, exist_ok=True)
     log = os.path.join(out, "dynops_check.log")
     passed = failed = 0
-    for path in sorted(glob.glob(os.path.join(models, "dynops_*.onnx"))):
+    prefix = sys.argv[5] if len(sys.argv) > 5 else "dynops_"
+    for path in sorted(glob.glob(os.path.join(models, prefix + "*.onnx"))):
         tag = os.path.basename(path)[:-5]
         work = os.path.join(out, tag)
         os.makedirs(work, exist_ok=True)

@@ -1560,6 +1560,56 @@ static void kernels(void) {
   emit("softmaxcrossentropy_label_out_of_range", "runbad", "", model(g, 17));
 }
 
+/* The ops of issue 11 (Mish, Bitwise*, BitShift, ReverseSequence, Det,
+ * MaxUnpool, Col2Im, CenterCropPad): attributes and shapes that do not fit,
+ * sizes from data, and lengths/indices only a kernel sees. */
+static void small_ops(void) {
+  Graph *g;
+  Tensor *u;
+  g = graph();
+  u = tensor("a", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, DIMS(2));
+  raw(u, "\1\2", 2);
+  init(g, u);
+  attr_s(one(g, "BitShift", "a a"), "direction", "UP", 2);
+  BAD("bitshift_direction", "direction", model(g, 18));
+  g = graph(); I64("a", 1, 2); I64("b", 1, 1); attr_s(one(g, "BitShift", "a b"), "direction", "LEFT", 4);
+  BAD("bitshift_signed_before_opset28", "dtype", model(g, 18));
+  g = graph(); X("a", 2); X("b", 2); one(g, "BitwiseAnd", "a b");
+  BAD("bitwiseand_float", "dtype", model(g, 18));
+  g = graph(); I64("a", 1, 2); one(g, "Mish", "a");
+  BAD("mish_int64", "dtype", model(g, 18));
+  g = graph(); X("x", 2, 3); I64("len", 1, 1, 1); attr_i(one(g, "ReverseSequence", "x len"), "time_axis", 1);
+  BAD("reversesequence_same_axes", "batch_axis and time_axis", model(g, 17));
+  g = graph(); X("x", 2, 3); I64("len", 1, 1); one(g, "ReverseSequence", "x len");
+  BAD("reversesequence_lens_count", "sequence_lens", model(g, 17));
+  g = graph(); X("x", 2, 3); I64("len", 1, 3, 1); one(g, "ReverseSequence", "x len");
+  emit("reversesequence_len_out_of_range", "runbad", "outside [0, 2]", model(g, 17));
+  g = graph(); X("x", 2, 3); one(g, "Det", "x");
+  BAD("det_not_square", "square", model(g, 17));
+  g = graph(); X("x", 3); one(g, "Det", "x");
+  BAD("det_rank1", "rank 1", model(g, 17));
+  g = graph(); X("x", 1, 1, 2); init(g, i64("i", DIMS(1, 1, 2), (const int64_t[]){1, 2})); one(g, "MaxUnpool", "x i");
+  BAD("maxunpool_no_kernel_shape", "kernel_shape", model(g, 17));
+  g = graph(); X("x", 1, 1, 2); init(g, i64("i", DIMS(1, 1, 2), (const int64_t[]){1, 9}));
+  attr_ints(one(g, "MaxUnpool", "x i"), "kernel_shape", 1, (const int64_t[]){2});
+  emit("maxunpool_index_out_of_range", "runbad", "outside [0, 3)", model(g, 17));
+  g = graph(); X("x", 1, 1, 2); init(g, i64("i", DIMS(1, 1, 2), (const int64_t[]){1, 2})); I64("os", 1, 1, 2);
+  attr_ints(one(g, "MaxUnpool", "x i os"), "kernel_shape", 1, (const int64_t[]){2});
+  BAD("maxunpool_output_shape_small", "smaller than", model(g, 17));
+  g = graph(); X("x", 1, 4, 1); I64("im", 1, 1); I64("bl", 2, 2); one(g, "Col2Im", "x im bl");
+  BAD("col2im_block_larger_than_image", "does not fit", model(g, 18));
+  g = graph(); X("x", 1, 4, 5); I64("im", 3, 3); I64("bl", 2, 2); one(g, "Col2Im", "x im bl");
+  BAD("col2im_wrong_block_count", "number of blocks", model(g, 18));
+  g = graph(); X("x", 1, 1, 1); I64("im", (int64_t)1 << 40, (int64_t)1 << 40); I64("bl", 1, 1);
+  one(g, "Col2Im", "x im bl");
+  BAD("col2im_huge_image", "", model(g, 18));
+  g = graph(); X("x", 2, 3); I64("s", 1, 1);
+  attr_ints(one(g, "CenterCropPad", "x s"), "axes", 2, (const int64_t[]){1, -1});
+  BAD("centercroppad_axis_twice", "twice", model(g, 18));
+  g = graph(); X("x", 2, 3); I64("s", (int64_t)1 << 40, (int64_t)1 << 40); one(g, "CenterCropPad", "x s");
+  BAD("centercroppad_huge", "", model(g, 18));
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) die("usage: gen_hostile OUTDIR");
   if (mkdir(argv[1], 0755) && errno != EEXIST) die("mkdir %s: %s", argv[1], strerror(errno));
@@ -1585,6 +1635,7 @@ int main(int argc, char **argv) {
   external_data(outdir);
   shapes();
   kernels();
+  small_ops();
 
   if (fclose(manifest)) die("%s: write failed", mpath);
   pool_reset();

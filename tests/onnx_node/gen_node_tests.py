@@ -2,10 +2,15 @@
 """Writes ONNX node conformance folders (model.onnx, test_data_set_N/*.pb)
 from the onnx package's own test-case generators, for ops newer than the
 libonnx-testdata the conformance test reads (Gelu-20, GroupNormalization-21,
-RMSNormalization-23, Split-18 num_outputs, Attention-23, RotaryEmbedding-23).
+RMSNormalization-23, Split-18 num_outputs, Attention-23, RotaryEmbedding-23,
+Mish-18, Bitwise*-18, Col2Im-18, CenterCropPad-18, BitShift-28 on signed
+types, ReverseSequence on bfloat16).
 tests/onnx_node/node/ holds the output of, with onnx 1.23:
     gen_node_tests.py OUT test_gelu test_group_norm test_rms test_split test_attention test_rotary
-(then a subset copied: the folders listed there). ctest runs them with
+    gen_node_tests.py OUT test_mish test_bitwise test_col2im test_center_crop_pad test_bitshift test_reversesequence
+(then a subset copied: the folders listed there; of the second run, those
+the libonnx-testdata suite lacks: test_bitshift_*_int*, test_reversesequence_bfloat16
+and every test_mish*, test_bitwise*, test_col2im*, test_center_crop_pad*). ctest runs them with
 tests/conformance.py --data tests/onnx_node --suites node (CPU reference,
 every one must pass) and compiles them with tests/nvrtc_sweep.py.
 usage: gen_node_tests.py OUT PREFIX...

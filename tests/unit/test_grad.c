@@ -64,7 +64,7 @@ static void test_binary(void) {
 
 static void test_unary(void) {
   static const struct { GpucOp op; const char *name; } cs[] = {
-    {GPUC_OP_RELU, "Relu"}, {GPUC_OP_SIGMOID, "Sigmoid"}, {GPUC_OP_TANH, "Tanh"},
+    {GPUC_OP_RELU, "Relu"}, {GPUC_OP_SIGMOID, "Sigmoid"}, {GPUC_OP_TANH, "Tanh"}, {GPUC_OP_MISH, "Mish"},
     {GPUC_OP_IDENTITY, "Identity"},
   };
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
@@ -74,6 +74,16 @@ static void test_unary(void) {
     int x = cval("X", F, 3, d);
     finish(node(cs[i].op, "u", 1, &x));
   }
+}
+
+/* Mish over [-6, 6): both branches of the stable softplus, and the
+ * saturated tails where tanh(softplus(x)) is near 1 or x * sigmoid(x) near 0 */
+static void test_mish_wide(void) {
+  begin("Mish wide");
+  int64_t d[2] = {4, 8};
+  int x = cval("X", F, 2, d);
+  for (int64_t i = 0; i < 32; i++) gpuc_set_f64(&G->values[x].t, i, 6 * gpuc_get_f64(&G->values[x].t, i));
+  finish(node(GPUC_OP_MISH, "mish", 1, &x));
 }
 
 static void test_shape(void) {
@@ -191,6 +201,7 @@ int main(void) {
   test_matmul();
   test_binary();
   test_unary();
+  test_mish_wide();
   test_shape();
   test_reduce();
   test_sce();

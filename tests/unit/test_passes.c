@@ -440,6 +440,43 @@ static void build_long(Graph *g) {
   graph_output(g, NODE1(g, GPUC_OP_ADD, y[0], y[1]));
 }
 
+/* Mish and the Bitwise ops are elementwise like Relu/Sigmoid: at -O2 a
+ * Mish read by a Sigmoid and the Mul of both (x * sigmoid form) is one
+ * fusion group, and so is an int32 BitwiseAnd -> BitwiseNot -> BitwiseXor
+ * chain. */
+static void test_small_ops_fusion(void) {
+  GpucErr e = {0};
+  Graph *g = graph_new();
+  g->opset = 18;
+  int64_t d[] = {4, 8};
+  int x = graph_input(g, "x", 2, d), a = graph_input(g, "a", 2, d), b = graph_input(g, "b", 2, d);
+  g->values[a].t.dt = g->values[b].t.dt = GPUC_DT_I32;
+  int m = NODE1(g, GPUC_OP_MISH, x);
+  int s = NODE1(g, GPUC_OP_SIGMOID, m);
+  graph_output(g, NODE1(g, GPUC_OP_MUL, m, s));
+  int an = NODE1(g, GPUC_OP_BITWISEAND, a, b);
+  int nt = NODE1(g, GPUC_OP_BITWISENOT, an);
+  graph_output(g, NODE1(g, GPUC_OP_BITWISEXOR, nt, a));
+  CHECK(gpuc_graph_verify(g, &e) == 0 && gpuc_graph_infer(g, &e) == 0, "small ops: the test graph is bad: %s", e.msg);
+  PassOptions o;
+  gpuc_pass_options_default(&o, 2);
+  CHECK(gpuc_passes_run(g, &o, &e) == 0, "small ops: passes: %s", e.msg);
+  int grp[2] = {-1, -1};
+  bool same[2] = {true, true};
+  for (int i = 0; i < g->nnodes; i++) {
+    GpucOp op = g->nodes[i].op;
+    int k = op == GPUC_OP_MISH || op == GPUC_OP_SIGMOID || op == GPUC_OP_MUL ? 0
+          : op == GPUC_OP_BITWISEAND || op == GPUC_OP_BITWISENOT || op == GPUC_OP_BITWISEXOR ? 1 : -1;
+    if (k < 0) continue;
+    if (grp[k] < 0) grp[k] = g->nodes[i].fuse_group;
+    same[k] &= g->nodes[i].fuse_group == grp[k] && grp[k] > 0;
+  }
+  CHECK(same[0], "small ops: Mish, Sigmoid and Mul are not one fusion group");
+  CHECK(same[1], "small ops: BitwiseAnd, BitwiseNot and BitwiseXor are not one fusion group");
+  CHECK(grp[0] != grp[1], "small ops: the float and integer chains share a group");
+  gpuc_graph_free(g);
+}
+
 static void test_cse(void) {
   Graph *g = check_cse("chain", build_chain, 5);
   CHECK(count_op(g, GPUC_OP_TRANSPOSE) == 1 && count_op(g, GPUC_OP_MUL) == 1,
@@ -1078,6 +1115,7 @@ int main(int argc, char **argv) {
     gpuc_graph_free(g);
   }
   test_cse();
+  test_small_ops_fusion();
   test_attention_graphs();
   test_add_layernorm_graphs();
   test_nhwc_reference();
