@@ -203,7 +203,8 @@ int gpuc_rnn_spec(OpCtx *c, RnnSpec *s) {
       for (int64_t b = 0; b < t->dims[0]; b++) {
         int32_t v = ((const int32_t *)t->data)[b];
         if (v < 0 || v > s->seq)
-          return gpuc_op_fail(c, "sequence_lens[%lld] is %d, outside [0, %lld]", (long long)b, v, (long long)s->seq);
+          return gpuc_op_fail(c, "sequence length %d (element %lld of sequence_lens) is outside [0, %lld]", v,
+                              (long long)b, (long long)s->seq);
       }
   }
   if (gpuc_has_in(c, RNN_IN_H0) && check_state(c, s, RNN_IN_H0, "initial_h")) return -1;
