@@ -5,7 +5,9 @@
  * value through its producer keeps the view exact where the producer only
  * moves data: Reshape, Flatten, Squeeze, Unsqueeze and Identity keep the
  * row-major order (the view is unchanged); Transpose, Split (output j: a
- * window of the axis) and Gather of one constant index pick elements by
+ * window of the axis), Slice (constant starts and ends, step 1: a window of
+ * each axis; timm's qkv.unbind(0) from the dynamo exporter) and Gather of
+ * one constant index pick elements by
  * multi-index, and the view follows when each of its axes lies inside one
  * axis of the op's output (its stride a multiple of that axis's stride, the
  * offset plus extent never carrying into the next axis) or, with `split`,
