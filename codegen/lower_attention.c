@@ -699,7 +699,6 @@ static int attention_fma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]
   return launch_attention(c, name, a, ATT_BQ, false);
 }
 
-
 int lower_Attention(LowerCtx *c) {
   const Tensor *q = c->in[0], *k = c->in[1], *v = c->in[2], *y = c->out[0];
   const Tensor *mask = c->nin > 3 ? c->in[3] : NULL;

@@ -34,7 +34,8 @@ AB_OFF=GPUC_ATTENTION_FULL_TILES XFORMER_AB_BUDGET=${VITATTN_AB_BUDGET:-60} \
     $PY tests/gpu/xformer_ab.py "$GPUC" /tmp/gpuc_vitattn "$models" 32 2>&1 | tee -a "$log"
 [ "${PIPESTATUS[0]}" = 0 ] || ab_rc=1
 XFORMER_AB_BUDGET=${VITATTN_AB_BUDGET:-60} \
-    $PY tests/gpu/xformer_ab.py "$GPUC" /tmp/gpuc_vitattn vit_b_16 32 dynamo GPUC_ATTENTION_FULL_TILES 2>&1 | tee -a "$log"
+    $PY tests/gpu/xformer_ab.py "$GPUC" /tmp/gpuc_vitattn vit_b_16 32 dynamo GPUC_ATTENTION_FULL_TILES 2>&1 \
+    | tee -a "$log"
 [ "${PIPESTATUS[0]}" = 0 ] || ab_rc=1
 [ "$att_rc" = 0 ] || exit "$att_rc"
 [ "$zoo_rc" = 0 ] || exit "$zoo_rc"
