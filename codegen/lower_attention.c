@@ -212,7 +212,11 @@ static const char *mma_body =
  *     stores, whole rows at a time.
  * Grid (B*H, ceil(Sq/64)), 4 warps, each 16 query rows; the keys are
  * walked in chunks of 64 with the same online softmax as the tiled kernel
- * (in base 2: alpha = 2^(m_old - m_new)).
+ * (in base 2: alpha = 2^(m_old - m_new)). A warp whose rows all lie past
+ * Sq only loads; the last chunk computes only its 16-key groups holding a
+ * key below Sk (the rest score -inf by the bias row from s = 0: p = 0, no
+ * P V terms), as the streaming kernel does (GPUC_ATTENTION_FULL_TILES=1:
+ * every warp and group).
  *
  * ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16 (PTX ISA): lane L gives
  * the address of row L % 8 of 8x8 matrix L / 8 (8 contiguous halves, 16-
@@ -245,6 +249,7 @@ static const char *mma_kv_body =
   "  const int lm = lane >> 3, lr = lane & 7; /* ldmatrix: this lane addresses row lr of matrix lm */\n"
   "  const i64 bh = blockIdx.x, b = bh / H, h = bh % H;\n"
   "  const int q0 = blockIdx.y * 64, r0 = q0 + warp * 16 + g; /* this lane's rows: r0, r0 + 8 */\n"
+  "  const bool live = !TRIM || q0 + warp * 16 < SQ; /* else the warp only helps load */\n"
   "  const T* qb = q + QO + b * QS0 + h * QS1;\n"
   "  const T* kb = k + KO + b * KS0 + h * KS1;\n"
   "  const T* vb = v + VO + b * VS0 + h * VS1;\n"
@@ -276,15 +281,20 @@ static const char *mma_kv_body =
   "#pragma unroll\n"
   "  for (int nv = 0; nv < NV; nv++) o[nv][0] = o[nv][1] = o[nv][2] = o[nv][3] = 0.f;\n"
   "  for (int kc = 0; kc < SKP; kc += 64) {\n"
+  "    /* the 16-key groups holding a key below SK; the others keep s = 0,\n"
+  "     * score -inf by the bias row, get p = 0, and add no P V terms */\n"
+  "    const int nk = !TRIM || SK - kc >= 64 ? 4 : (SK - 1 - kc) / 16 + 1;\n"
   "    float s[8][4]; /* keys kc + 8nt .. kc + 8nt + 7 */\n"
   "#pragma unroll\n"
   "    for (int nt = 0; nt < 8; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;\n"
+  "    if (live) {\n"
   "#pragma unroll\n"
   "    for (int kk = 0; kk < D / 16; kk++) {\n"
   "      unsigned a[4];\n"
   "      ldsm_x4(a, qa + kk * 16);\n"
   "#pragma unroll\n"
   "      for (int p = 0; p < 4; p++) {\n"
+  "        if (p >= nk) continue;\n"
   "        unsigned bk[4];\n"
   "        ldsm_x4(bk, ka + (kc + p * 16) * KP + kk * 16);\n"
   "        mma16816(s[2 * p], a, bk[0], bk[1]);\n"
@@ -327,12 +337,15 @@ static const char *mma_kv_body =
   "#pragma unroll\n"
   "      for (int nv = 0; nv < NV; nv++) { o[nv][hr * 2] *= alpha; o[nv][hr * 2 + 1] *= alpha; }\n"
   "    }\n"
+  "    } /* live */\n"
   "    if (kc == 0) {\n"
   "      cp_async_wait<0>(); /* this thread's V moves are done */\n"
   "      __syncthreads();\n"
   "    }\n"
+  "    if (!live) continue; /* a warp whose rows all lie past SQ */\n"
   "#pragma unroll\n"
   "    for (int kk = 0; kk < 4; kk++) {\n"
+  "      if (kk >= nk) continue; /* p is 0 there */\n"
   "      const unsigned a[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),\n"
   "                             pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};\n"
   "      const T* vk = va + (kc + kk * 16) * VP;\n"
@@ -428,6 +441,16 @@ void emit_subst(StrBuf *b, const char *body, int n, const char *const *keys, con
     body = next + strlen(keys[hit]);
   }
 }
+
+static bool env_set(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && strcmp(v, "0");
+}
+
+/* the tensor-core kernels skip the warps whose rows lie past Sq and the
+ * 16-key groups past the last key (lower_attention_stream.c); false with
+ * GPUC_ATTENTION_FULL_TILES=1 (every warp, every group: a GPU A/B) */
+bool attention_trim_tiles(void) { return !env_set("GPUC_ATTENTION_FULL_TILES"); }
 
 /* "constexpr i64 QS0 = .., QS1 = .., QS2 = ..;" for Q, K, V and Y, and
  * the element offsets QO, KO, VO of Q, K and V in the tensors read (views
@@ -538,9 +561,10 @@ static int attention_mma_kv(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms
   sb_printf(b, "  typedef %s T;\n"
                "  constexpr int D = %lld, DV = %lld, SQ = %lld, SK = %lld, H = %lld;\n"
                "  constexpr int SKP = (SK + 63) / 64 * 64, NV = DV / 8, KP = D + 8, VP = DV + 8, QP = (D > DV ? D : DV) + 8;\n"
+               "  constexpr bool TRIM = %s;\n"
                "  const float SCALE2 = %s, LOG2E = 1.44269504f, NEG_INF = -__int_as_float(0x7f800000);\n"
                "  (void)LOG2E;\n",
-            T, LL(D), LL(DV), LL(Sq), LL(Sk), LL(H), scale2);
+            T, LL(D), LL(DV), LL(Sq), LL(Sk), LL(H), attention_trim_tiles() ? "true" : "false", scale2);
   attention_emit_strides(b, a);
   const char *keys[] = {"BIAS_ROW", "MASK_ADD", "NAN_TO_ZERO", "mma16816(", "pack2("};
   const char *vals[] = {bias, madd, nan0, "mma16816<T>(", "pack2<T>("};
@@ -673,11 +697,6 @@ static int attention_fma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]
   cg_store(b, y->dt, "yr", "d", "float", "o");
   sb_printf(b, "    }\n  }\n}\n");
   return launch_attention(c, name, a, ATT_BQ, false);
-}
-
-static bool env_set(const char *name) {
-  const char *v = getenv(name);
-  return v && *v && strcmp(v, "0");
 }
 
 int lower_Attention(LowerCtx *c) {

@@ -25,7 +25,15 @@
  *     relative-position bias [1 or B,H,Sq,Sk]) is read per score;
  *   - causal: a block of query rows [q0, q0+64) stops after key q0+63, so
  *     about half the blocks are skipped; query blocks run last-first (the
- *     longest first) to balance the tail.
+ *     longest first) to balance the tail;
+ *   - ragged ends (ViT's 197 tokens: 3 blocks of 64 and 5 rows/keys over):
+ *     a warp whose 16 rows all lie past Sq only helps load, and in a K/V
+ *     block a warp computes only the 16-key groups holding a key below
+ *     kend (causal: also at or before its last row); the groups left out
+ *     score -inf anyway (bias -inf past Sk, or key > row) from s = 0, so
+ *     their p is 0 and their P V terms are skipped. At Sq = Sk = 197 that
+ *     is 13 of 16 warps and 208 of 256 keys: 0.66 of the mma work
+ *     (GPUC_ATTENTION_FULL_TILES=1: every warp and group, for an A/B).
  *
  * attention_rows (any float dtype, any arch: the fp32 path of grouped or
  * causal attention): one warp per query row, keys in steps of 32 (lane j
@@ -61,6 +69,7 @@ static const char *flash_body =
   "  const i64 bh = blockIdx.x, b = bh / H, h = bh % H, hk = h / G;\n"
   "  const int qblk = CAUSAL ? (int)(gridDim.y - 1 - blockIdx.y) : (int)blockIdx.y;\n"
   "  const int q0 = qblk * 64, r0 = q0 + warp * 16 + g; /* this lane's rows: r0, r0 + 8 */\n"
+  "  const bool live = !TRIM || q0 + warp * 16 < SQ; /* else the warp only helps load */\n"
   "  const T* qb = q + QO + b * QS0 + h * QS1;\n"
   "  const T* kb = k + KO + b * KS0 + hk * KS1;\n"
   "  const T* vb = v + VO + b * VS0 + hk * VS1;\n"
@@ -109,6 +118,14 @@ static const char *flash_body =
   "    const T* kt = ks + buf * 64 * KP;\n"
   "    const T* vt = vs + buf * 64 * VP;\n"
   "    const float* bt = bias + buf * 64;\n"
+  "    if (live) {\n"
+  "    /* the 16-key groups this warp computes: those holding a key below\n"
+  "     * kend and, causal, one at or before the warp's last row; the others\n"
+  "     * keep s = 0 and score -inf all the same (bias -inf past SK, or\n"
+  "     * col > row), so their p is 0 and their P V terms are skipped */\n"
+  "    int nk = TRIM ? (kend - 1 - kc) / 16 + 1 : 4;\n"
+  "    if (nk > 4) nk = 4;\n"
+  "    if (TRIM && CAUSAL && (q0 - kc) / 16 + warp + 1 < nk) nk = (q0 - kc) / 16 + warp + 1;\n"
   "    float s[8][4]; /* keys kc + 8nt .. kc + 8nt + 7 */\n"
   "#pragma unroll\n"
   "    for (int nt = 0; nt < 8; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;\n"
@@ -117,6 +134,7 @@ static const char *flash_body =
   "    for (int kk = 0; kk < KD; kk++)\n"
   "#pragma unroll\n"
   "      for (int p = 0; p < 4; p++) {\n"
+  "        if (p >= nk) continue;\n"
   "        unsigned bk[4];\n"
   "        ldsm_x4(bk, ka + p * 16 * KP + kk * 16);\n"
   "        mma16816(s[2 * p], qf[kk], bk[0], bk[1]);\n"
@@ -162,6 +180,7 @@ static const char *flash_body =
   "    const T* va = vt + ((lm & 1) * 8 + lr) * VP + (lm >> 1) * 8;\n"
   "#pragma unroll\n"
   "    for (int kk = 0; kk < 4; kk++) {\n"
+  "      if (kk >= nk) continue; /* p is 0 there */\n"
   "      const unsigned a[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),\n"
   "                             pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};\n"
   "      const T* vk = va + kk * 16 * VP;\n"
@@ -178,6 +197,7 @@ static const char *flash_body =
   "        mma16816(o[NV - 1], a, bv[0], bv[1]);\n"
   "      }\n"
   "    }\n"
+  "    } /* live */\n"
   "    __syncthreads(); /* every warp is done with this buffer */\n"
   "    if (NBUF == 1 && cb + 1 < nch) {\n"
   "      load(cb + 1, 0);\n"
@@ -333,12 +353,12 @@ static int attention_flash(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[
   signature(b, name, T, mask);
   sb_printf(b, "  typedef %s T;\n"
                "  constexpr int D = %lld, DV = %lld, SQ = %lld, SK = %lld, H = %lld, G = %lld, NBUF = %d;\n"
-               "  constexpr bool CAUSAL = %s;\n"
+               "  constexpr bool CAUSAL = %s, TRIM = %s;\n"
                "  constexpr int KD = D / 16, NV = DV / 8, KP = D + 8, VP = DV + 8;\n"
                "  const float SCALE2 = %s, LOG2E = 1.44269504f, NEG_INF = -__int_as_float(0x7f800000);\n"
                "  (void)LOG2E;\n",
             T, LL(a->D), LL(a->Dv), LL(a->Sq), LL(a->Sk), LL(a->H), LL(a->H / a->Hk), nbuf, causal ? "true" : "false",
-            scale2);
+            attention_trim_tiles() ? "true" : "false", scale2);
   attention_emit_strides(b, a);
   const char *keys[] = {"BIAS_ROW", "MASK_ADD", "NAN_TO_ZERO", "mma16816(", "pack2("};
   const char *vals[] = {bias, madd, nan0, "mma16816<T>(", "pack2<T>("};

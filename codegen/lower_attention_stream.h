@@ -15,4 +15,7 @@ bool attention_flash_fits(const GpucAttnGeom *a, GpucDType dt, int sm);
  * view offsets) for a kernel body (lower_attention.c) */
 void attention_emit_strides(StrBuf *b, const GpucAttnGeom *a);
 int lower_attention_stream(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4], bool tensor_cores);
+/* the tensor-core kernels skip the warps past Sq and the 16-key groups past
+ * the last key (false: GPUC_ATTENTION_FULL_TILES=1, for a GPU A/B) */
+bool attention_trim_tiles(void);
 #endif

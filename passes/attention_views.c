@@ -6,12 +6,14 @@
  *    tensor the node reads (ir/infer_linalg.h, attributes view and dims).
  *    Walking up from the input, ops that only move data keep such an
  *    affine map (passes/view_walk.c: Reshape, Flatten, Squeeze, Unsqueeze,
- *    Identity, Transpose, Split, Gather of one constant index). The walk
- *    stops at the first op that computes, or where a step does not fit;
- *    d must stay contiguous. The Attention then reads
- *    that tensor: GPT-2's Split of c_attn, torchvision's in_proj chunking
- *    ([S,B,3,E] -> Transpose -> Gather) and the head-split Reshapes and
- *    Transposes all stop being kernels (they die unless read elsewhere).
+ *    Identity, Transpose, Split, Slice with constant bounds, Gather of one
+ *    constant index). The walk stops at the first op that computes, or
+ *    where a step does not fit; d must stay contiguous. The Attention then
+ *    reads that tensor: GPT-2's Split of c_attn, torchvision's in_proj
+ *    chunking ([S,B,3,E] -> Transpose -> Gather), timm's qkv unbind
+ *    ([B,S,3,H,D] -> Transpose -> Slice, the dynamo export) and the
+ *    head-split Reshapes and Transposes all stop being kernels (they die
+ *    unless read elsewhere).
  * 2. One QKV GEMM. When Q, K and V (after 1) are the outputs of three
  *    GEMMs on one A (MatMulBias with activation 0 and no residual, or
  *    MatMul, a constant 2-D weight [K,N_i], a constant bias row), read by

@@ -23,6 +23,7 @@
  * outputs (a Q or K scaling read elsewhere stays, and the match stops
  * there); gpuc_attention_lowerable (ir/infer_linalg.h) accepts the shapes
  * and dtypes, so codegen never meets an Attention it cannot run.
+ * A constant mask of zeros only is dropped (the Add is still absorbed).
  * Not matched: a Softmax kept in fp32 between Casts (an autocast export),
  * masks made inside the pattern by Where on a bool mask (the Where stays,
  * its output is the mask), scalings applied before the head split.
@@ -79,6 +80,18 @@ static int strip_scalings(Match *m, int v, double *scale, bool removable) {
     else break;
   }
   return v;
+}
+
+/* a constant mask of zeros only (the dynamo exporter's Hugging Face ViT:
+ * Where(Expand(all-true), 0, -inf) folded to [B,1,S,S]): adding it
+ * changes nothing, so the Attention reads no mask */
+static bool zero_mask(const Graph *g, int v) {
+  const Value *val = &g->values[v];
+  if (!val->is_const || !val->t.data || !gpuc_dtype_is_float(val->t.dt)) return false;
+  int64_t n = gpuc_numel(&val->t);
+  for (int64_t i = 0; i < n; i++)
+    if (gpuc_get_f64(&val->t, i) != 0) return false;
+  return true;
 }
 
 static bool perm_is(const Node *t, int a, int b, int c, int d) {
@@ -211,6 +224,7 @@ static int match(Graph *g, int i, const int *readers, const int *last, bool *dro
     found = scores(&m, x, &scale, &q, &k, &bshd[1], &k_kept);
   }
   if (!found) return 0;
+  if (mask >= 0 && zero_mask(g, mask)) mask = -1; /* the Add is absorbed all the same */
   /* the head splits (and the merge after) as strides of the kernel */
   q = unsplit_heads(&m, q, &bshd[0]);
   if (!bshd[1] && !k_kept) k = unsplit_heads(&m, k, &bshd[1]);

@@ -2,6 +2,9 @@
 #include "view_walk.h"
 #include <string.h>
 
+/* ir/infer_shape.c: per axis the first index, step and count of a Slice */
+int gpuc_slice_plan(OpCtx *c, int64_t *start, int64_t *step, int64_t *count);
+
 static void row_major(const Tensor *t, int64_t *st) {
   int64_t s = 1;
   for (int a = t->rank - 1; a >= 0; a--) {
@@ -142,6 +145,20 @@ int gpuc_view_step(const Graph *g, int y, GpucView *v, bool split) {
     if (idx < 0 || idx >= zt->dims[ax]) return -1;
     for (int a = 0; a < yt->rank; a++) map[a] = a < ax ? a : a + 1;
     fixed[ax] = idx;
+    break;
+  }
+  case GPUC_OP_SLICE: { /* constant starts/ends, step 1 (or one element): a window of each axis */
+    const Tensor *ins[5] = {NULL, NULL, NULL, NULL, NULL};
+    if (n->nin > 5 || yt->rank != zt->rank) return -1;
+    for (int i = 0; i < n->nin; i++) ins[i] = n->in[i] >= 0 ? &g->values[n->in[i]].t : NULL;
+    GpucErr err; /* a slice the planner refuses is simply not walked through */
+    OpCtx oc = {.g = g, .n = n, .nin = n->nin, .nout = n->nout, .in = ins, .err = &err};
+    int64_t step[GPUC_MAX_RANK], count[GPUC_MAX_RANK];
+    if (gpuc_slice_plan(&oc, start, step, count) != 0) return -1;
+    for (int a = 0; a < yt->rank; a++) {
+      if (count[a] != yt->dims[a] || (count[a] > 1 && step[a] != 1)) return -1;
+      map[a] = a;
+    }
     break;
   }
   default:

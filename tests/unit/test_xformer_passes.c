@@ -7,7 +7,8 @@
  *                   Transpose, Reshape)
  *   attention_views Q, K, V as strided views of the GEMM output behind
  *                   GPT-2's Split, BERT's three projections merged into
- *                   one GEMM, torchvision's in_proj chunking
+ *                   one GEMM, torchvision's in_proj chunking, timm's
+ *                   Slices (dynamo); fuse_attention's zero-mask drop
  *   gemm_as_matmul  Gemm -> MatMul/MatMulBias, flattening Reshapes dropped
  *   fuse_residual_gemm  Add(GEMM, R) -> MatMulBias(A, B, bias, R), and its
  *                   plan: a GEMM with C and the bias row (PLAN_GEMM_F_BIAS_C)
@@ -255,7 +256,17 @@ static int attention_pattern(Graph *g, int q, int k, int v, bool kt, int mask) {
  * 6 as 1 with K a MatMul without bias: one GEMM, zeros in its bias
  * 4 as 0 with V split along S instead (Split on axis 1 of [2,15,16] made
  *   by a Reshape of the GEMM output [2,5,48]): K, Q views; V's still a
- *   view where the axes fit, the result the same */
+ *   view where the axes fit, the result the same
+ * 7 timm, dynamo exporter: qkv [2,5,48] -> Reshape [2,5,3,2,8] ->
+ *   Transpose [2,0,3,1,4] -> Slice [i:i+1] on axis 0 -> Squeeze: no
+ *   copies, the Attention reads the GEMM output three times
+ * 8 as 7 with the Slices' bounds from the back (-3:-2, -2:-1, -1:max) and
+ *   axes -5: the same
+ * 9 as 7 with V = Slice(step 2) of a [2,2,10,8] head split of its own GEMM
+ *   [2,10,16] (x repeated along S): that Slice is no window, so V's walk
+ *   stops there and the Slice (and the Transpose it reads) stay copies
+ * 10 as 1 with a constant mask of zeros [2,1,5,5]: one GEMM, and the
+ *   Attention reads no mask */
 static int views_variant;
 static void build_views(Graph *g) {
   int64_t xd[3] = {2, 5, 16}, w48[2] = {16, 48}, b48[1] = {48}, w16[2] = {16, 16}, b16[1] = {16};
@@ -277,7 +288,28 @@ static void build_views(Graph *g) {
     int mask = constant(g, 4, md, 23, -3, 0);
     y = attention_pattern(g, q, k, v, true, mask);
     y = reshape(g, transpose(g, y, 4, p0213), 3, flat);
-  } else if (views_variant <= 2 || views_variant >= 5) {
+  } else if (views_variant >= 7 && views_variant <= 9) {
+    int qkv = NODE(g, GPUC_OP_MATMULBIAS, x, constant(g, 2, w48, 21, -0.5, 0.5), constant(g, 1, b48, 22, -1, 1));
+    int64_t b5[5] = {2, 5, 3, 2, 8}, p20314[5] = {2, 0, 3, 1, 4}, ax[1] = {views_variant == 8 ? -5 : 0};
+    int t = transpose(g, reshape(g, qkv, 5, b5), 5, p20314), part[3];
+    for (int i = 0; i < 3; i++) {
+      int64_t st[1] = {views_variant == 8 ? i - 3 : i}, en[1] = {views_variant == 8 && i == 2 ? INT64_MAX : st[0] + 1};
+      int sl = NODE(g, GPUC_OP_SLICE, t, shape_const(g, 1, st), shape_const(g, 1, en), shape_const(g, 1, ax));
+      int64_t a0[1] = {0};
+      part[i] = NODE(g, GPUC_OP_SQUEEZE, sl, shape_const(g, 1, a0));
+    }
+    if (views_variant == 9) { /* V: every other row of a [2,10,16] projection of x repeated */
+      int64_t h10[4] = {2, 10, 2, 8}, two[1] = {2}, big[1] = {INT64_MAX}, zero[1] = {0}, s2[1] = {2};
+      int x2 = NODE(g, GPUC_OP_CONCAT, x, x);
+      attr_i(g, "axis", 1);
+      int pv = NODE(g, GPUC_OP_MATMULBIAS, x2, constant(g, 2, w16, 60, -0.5, 0.5), constant(g, 1, b16, 61, -1, 1));
+      int hv = transpose(g, reshape(g, pv, 4, h10), 4, p0213);
+      part[2] = NODE(g, GPUC_OP_SLICE, hv, shape_const(g, 1, zero), shape_const(g, 1, big), shape_const(g, 1, s2),
+                     shape_const(g, 1, two));
+    }
+    y = attention_pattern(g, part[0], part[1], part[2], false, -1);
+    y = reshape(g, transpose(g, y, 4, p0213), 3, flat);
+  } else if (views_variant <= 2 || (views_variant >= 5 && views_variant != 9)) {
     int64_t md7[3] = {2, 7, 16}, kv7[4] = {2, 7, 2, 8};
     int mem = views_variant == 5 ? input(g, "mem", 3, md7) : x;
     int proj[3];
@@ -292,7 +324,9 @@ static void build_views(Graph *g) {
     }
     for (int i = 0; i < 3; i++)
       proj[i] = transpose(g, views_variant == 5 && i ? proj[i] : reshape(g, proj[i], 4, heads), 4, p0213);
-    y = attention_pattern(g, proj[0], proj[1], proj[2], false, -1);
+    int64_t zd[4] = {2, 1, 5, 5};
+    int zmask = views_variant == 10 ? constant(g, 4, zd, 70, 0, 0) : -1;
+    y = attention_pattern(g, proj[0], proj[1], proj[2], false, zmask);
     y = reshape(g, transpose(g, y, 4, p0213), 3, flat);
   } else {
     int64_t p102[3] = {1, 0, 2}, sb3e[4] = {5, 2, 3, 16}, p31204[5] = {3, 1, 2, 0, 4}, sbh[3] = {5, 4, 8};
@@ -317,7 +351,7 @@ static void build_views(Graph *g) {
 }
 
 static void test_attention_views(void) {
-  for (views_variant = 0; views_variant <= 6; views_variant++) {
+  for (views_variant = 0; views_variant <= 10; views_variant++) {
     GpucErr e = {0};
     Graph *g0 = graph_new(17), *g1 = graph_new(17);
     build_views(g0);
@@ -332,15 +366,20 @@ static void test_attention_views(void) {
     CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "views %d: verify: %s", views_variant,
           e.msg);
     int gemms = count_op(g1, GPUC_OP_MATMULBIAS), copies = count_op(g1, GPUC_OP_SPLIT) +
-                count_op(g1, GPUC_OP_TRANSPOSE) + count_op(g1, GPUC_OP_GATHER);
+                count_op(g1, GPUC_OP_TRANSPOSE) + count_op(g1, GPUC_OP_GATHER) + count_op(g1, GPUC_OP_SLICE);
     const Node *at = NULL;
     for (int i = 0; i < g1->nnodes; i++)
       if (g1->nodes[i].op == GPUC_OP_ATTENTION) at = &g1->nodes[i];
     CHECK(at != NULL, "views %d: no Attention", views_variant);
     if (at) {
       bool one_input = at->in[0] == at->in[1] && at->in[1] == at->in[2];
-      int want_gemms = views_variant == 2 || views_variant == 3 || views_variant == 5 ? 2 : 1, want_copies = 0;
+      int want_gemms = views_variant == 2 || views_variant == 3 || views_variant == 5 || views_variant == 9 ? 2 : 1;
+      int want_copies = views_variant == 9 ? 2 : 0; /* the step-2 Slice and the Transpose it reads */
+      CHECK(count_op(g1, GPUC_OP_SLICE) == (views_variant == 9), "views %d: %d Slices left", views_variant,
+            count_op(g1, GPUC_OP_SLICE));
       if (views_variant == 2) one_input = at->in[0] == at->in[2] && at->in[1] != at->in[0];
+      if (views_variant == 9) one_input = at->in[0] == at->in[1] && at->in[2] != at->in[0];
+      if (views_variant == 10) CHECK(at->nin == 3, "views 10: the zero mask is still read (%d inputs)", at->nin);
       if (views_variant == 5) one_input = at->in[1] == at->in[2] && at->in[1] != at->in[0];
       CHECK(gemms == want_gemms && copies == want_copies && one_input,
             "views %d: %d GEMMs, %d copies (want %d, %d), inputs %d %d %d", views_variant, gemms, copies,

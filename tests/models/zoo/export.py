@@ -14,7 +14,7 @@ and the PyTorch version that wrote them.
 
 usage: python export.py [OUT_DIR [NAME...]]   (default: this folder, every model;
        names given: only those are re-exported, the manifest keeps the others)
-needs torch, torchvision, transformers, onnx, onnxscript
+needs torch, torchvision, timm, transformers, onnx, onnxscript
 """
 import json, os, sys
 
@@ -59,6 +59,23 @@ def tiny_vit():
                              hidden_dim=32, mlp_dim=64, num_classes=10)
 
 
+def tiny_deit():
+    """timm's ViT (DeiT): one qkv Linear, reshape [B,N,3,H,D], permute, unbind
+    (the dynamo exporter writes the unbind as Slices), SDPA."""
+    import timm
+    return timm.models.vision_transformer.VisionTransformer(
+        img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0, num_classes=10)
+
+
+def tiny_hfvit():
+    """Hugging Face ViTModel: separate query/key/value Linears, SDPA with an
+    attention mask the dynamo exporter folds to zeros."""
+    import transformers
+    c = transformers.ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2,
+                               num_attention_heads=2, intermediate_size=64)
+    return LastHidden(transformers.ViTModel(c, add_pooling_layer=False), ["pixel_values"])
+
+
 def hf(cls_name, cfg_name, **cfg):
     def build():
         import transformers
@@ -75,6 +92,8 @@ MODELS = {
     "tiny_convnext": (tiny_convnext, IMAGE),
     "tiny_mobilenetv3": (tiny_mobilenetv3, IMAGE),
     "tiny_vit": (tiny_vit, IMAGE),
+    "tiny_deit": (tiny_deit, IMAGE),
+    "tiny_hfvit": (tiny_hfvit, IMAGE),
     "tiny_bert": (hf("BertModel", "BertConfig", vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64), TEXT),
     # three layers: the third is where the TorchScript export's shape chain
