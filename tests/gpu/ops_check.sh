@@ -2,7 +2,7 @@
 # Newly added ops on the GPU machine, from the repo root: every ONNX node
 # test folder whose name matches one of PATTERNS (grep -E on the folder
 # name), from the Debian conformance data ($TESTDATA: default the carried
-# build-carry/testdata, else /usr/share/libonnx-testdata/data/node) and
+# build-carry/testdata/node, else /usr/share/libonnx-testdata/data/node) and
 # from tests/onnx_node/node (the newer-opset tests), through
 # `gpuc test-onnx DIR --gpu` (fp32, -O2) and `--gpu --fp16`, against each
 # folder's expected outputs (--fp16: test-onnx's half tolerances).
@@ -13,7 +13,7 @@ set -u
 GPUC=${GPUC:-$PWD/build-gpu/gpuc}
 pat=${1:?usage: ops_check.sh PATTERN}
 TD=${TESTDATA:-}
-[ -z "$TD" ] && for d in build-carry/testdata /usr/share/libonnx-testdata/data/node; do [ -d "$d" ] && TD=$d && break; done
+[ -z "$TD" ] && for d in build-carry/testdata/node /usr/share/libonnx-testdata/data/node; do [ -d "$d" ] && TD=$d && break; done
 pass=0 fail=0
 for dir in $( { [ -n "$TD" ] && ls -d "$TD"/*/; ls -d tests/onnx_node/node/*/; } 2>/dev/null | grep -iE "/test_[^/]*($pat)[^/]*/$"); do
   for prec in fp32 fp16; do

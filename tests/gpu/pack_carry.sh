@@ -32,9 +32,9 @@ cp "$(grep -m1 '^PROTOBUF_C_INCLUDE:' "$B/CMakeCache.txt" | cut -d= -f2)/protobu
 cp "$(grep -m1 '^ONNX_PROTO:' "$B/CMakeCache.txt" | cut -d= -f2)" "$C/deps/onnx/"
 # the conformance folders of the ops OPS_PATTERN names (tests/gpu/ops_check.sh)
 if [ -n "${OPS_PATTERN:-}" ]; then
-  mkdir -p "$C/testdata"
+  mkdir -p "$C/testdata/node"
   for d in /usr/share/libonnx-testdata/data/node/*/; do
-    n=$(basename "$d"); grep -qiE "($OPS_PATTERN)" <<<"$n" && cp -a "$d" "$C/testdata/"
+    n=$(basename "$d"); grep -qiE "($OPS_PATTERN)" <<<"$n" && cp -a "$d" "$C/testdata/node/"
   done
 fi
 if [ "${FUZZ:-0}" = 1 ]; then

@@ -21,6 +21,8 @@
 #   int8probe   int8_gemm_torch.py and cublaslt_int8_probe.py (int8 GEMMs vs fp16)
 #   ops         ops_check.sh OPS_PATTERN (conformance folders of new ops, --gpu)
 #   rnn         rnn_check.py (LSTM/GRU/RNN: conformance, tests/models/rnn, S=512 timing)
+#   smallops    smallops_check.sh (Mish, Bitwise*, ... : conformance, models, bad inputs)
+#   vitattn     vitattn_check.sh (VITATTN_MODELS: its model list)
 #   patchify    patchify_check.sh                    (PATCHIFY_MODELS: its model list)
 #   sanitize    sanitize.sh $CARRY
 #   harden      harden_check.sh $CARRY
@@ -98,7 +100,9 @@ step_cmd() {
     longkern) echo ". tests/gpu/gpu_env.sh; \$PY tests/gpu/longattn_kernels.py --gpuc $GPUC --out \$OUT --work /tmp/gpuc_longattn" ;;
     int8probe) echo ". tests/gpu/gpu_env.sh; \$PY tests/gpu/int8_gemm_torch.py; \$PY tests/gpu/cublaslt_int8_probe.py" ;;
     ops) echo "tests/gpu/ops_check.sh '${OPS_PATTERN:-gridsample}'" ;;
-    rnn) echo ". tests/gpu/gpu_env.sh; TESTDATA=$CARRY/testdata \$PY tests/gpu/rnn_check.py $GPUC tests/models/rnn \$OUT" ;;
+    rnn) echo ". tests/gpu/gpu_env.sh; TESTDATA=$CARRY/testdata/node \$PY tests/gpu/rnn_check.py $GPUC tests/models/rnn \$OUT" ;;
+    smallops) echo "tests/gpu/smallops_check.sh $GPUC $CARRY/testdata" ;;
+    vitattn) echo "tests/gpu/vitattn_check.sh ${VITATTN_MODELS:-}" ;;
     patchify) echo "tests/gpu/patchify_check.sh ${PATCHIFY_MODELS:-}" ;;
     sanitize) echo "tests/gpu/sanitize.sh $CARRY" ;;
     harden) echo "tests/gpu/harden_check.sh $CARRY" ;;
