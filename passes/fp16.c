@@ -30,6 +30,9 @@ static bool fp32_island(GpucOp op) {
   case GPUC_OP_CONSTANTOFSHAPE: case GPUC_OP_EYELIKE: case GPUC_OP_RANGE:
   case GPUC_OP_QUANTIZELINEAR: case GPUC_OP_DYNAMICQUANTIZELINEAR: case GPUC_OP_EINSUM:
   case GPUC_OP_MEANVARIANCENORMALIZATION: case GPUC_OP_LRN:
+  /* sampling coordinates: half's 11 bits put a point of a 512-wide image
+   * up to 0.25 pixel off (GridSample reads its grid as f32, below) */
+  case GPUC_OP_AFFINEGRID:
   /* training (gpuc train --amp): the loss gradient reads the loss scale
    * (2^16 and up, past half's range); batch statistics and their gradient
    * are sums over the batch */
@@ -46,8 +49,11 @@ static bool param_input(GpucOp op, int k) {
 }
 
 /* Inputs read as f32 whatever the node's precision: DequantizeRows'
- * scales (its output follows the policy, its math is f32). */
-static bool f32_input(GpucOp op, int k) { return op == GPUC_OP_DEQUANTIZEROWS && (k == 1 || k == 2); }
+ * scales (its output follows the policy, its math is f32), GridSample's
+ * grid (coordinates: X and Y follow the policy). */
+static bool f32_input(GpucOp op, int k) {
+  return (op == GPUC_OP_DEQUANTIZEROWS && (k == 1 || k == 2)) || (op == GPUC_OP_GRIDSAMPLE && k == 1);
+}
 
 typedef struct {
   Graph *g;
