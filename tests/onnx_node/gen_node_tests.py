@@ -2,10 +2,14 @@
 """Writes ONNX node conformance folders (model.onnx, test_data_set_N/*.pb)
 from the onnx package's own test-case generators, for ops newer than the
 libonnx-testdata the conformance test reads (Gelu-20, GroupNormalization-21,
-RMSNormalization-23, Split-18 num_outputs, Attention-23, RotaryEmbedding-23).
+RMSNormalization-23, Split-18 num_outputs, Attention-23, RotaryEmbedding-23,
+GridSample-20, AffineGrid-20).
 tests/onnx_node/node/ holds the output of, with onnx 1.23:
     gen_node_tests.py OUT test_gelu test_group_norm test_rms test_split test_attention test_rotary
-(then a subset copied: the folders listed there). ctest runs them with
+    gen_node_tests.py OUT test_gridsample test_affine_grid
+(then a subset copied: the folders listed there; not AffineGrid's
+_expanded function bodies, which branch with If). gen_grid_tests.py and
+gen_group_norm_tests.py write the cases these generators lack. ctest runs them with
 tests/conformance.py --data tests/onnx_node --suites node (CPU reference,
 every one must pass) and compiles them with tests/nvrtc_sweep.py.
 usage: gen_node_tests.py OUT PREFIX...
