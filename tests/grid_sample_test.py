@@ -11,11 +11,13 @@ dtypes: f16, bf16 and f64 X (f16 and f64 grids) on the reference against
   AffineGrid with a constant size compiles, and its size from Shape folds.
 edges: NaN and huge coordinates read zeros (zeros padding) or the border
   and reflected elements, never out of bounds; an axis of one element.
+half: with --fp16/--bf16 the zoo's STN and flow warp read an f32 grid
+  computed in f32 (passes/fp16.c's coordinate slice).
 hostile: each malformed node (ranks, dims, attributes, dtypes, opset, size
   values) makes `gpuc inspect` exit 1 with one line naming the file, the
   node and the reason.
 usage: grid_sample_test.py GPUC WORKDIR"""
-import os, subprocess, sys
+import os, re, subprocess, sys
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper, save
 
@@ -164,6 +166,26 @@ p = os.path.join(work, "affine_dyn.onnx")
 model(p, "AffineGrid", [("theta", f32, [2, 2, 3]), ("size", i64, [4])], (f32, [2, "h", "w", 2]), {})
 rc, err = run(["inspect", p])
 check(rc == 0 and "Y: f32[2,?,?,2]" in err, "AffineGrid unknown size: %d %s" % (rc, err.strip()[-300:]))
+
+# ---- --fp16/--bf16: the arithmetic making a grid stays f32 (passes/fp16.c) ----
+# The zoo's dynamo STN (affine_grid as Mul/ReduceSum of a constant base grid)
+# and flow warp (base + flow, scaled): the grid GridSample reads is f32 and
+# computed in f32, not a half value cast at the end.
+zoo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", "zoo")
+for m in ("tiny_stn_dynamo", "tiny_flowwarp_ts"):
+    for half in ("--fp16", "--bf16"):
+        rc, out = run(["inspect", os.path.join(zoo, m + ".onnx"), half, "-O2", "--dump", "--shape", "input=1x3x32x32"])
+        defs = {}  # value -> (dtype, op)
+        gs = None
+        for line in out.splitlines():
+            mm = re.match(r"\s+(%\d+):(\w+)\[[^]]*\] = (\w+)\(([^)]*)\)", line)
+            if mm:
+                defs[mm.group(1)] = (mm.group(2), mm.group(3))
+                if mm.group(3) == "GridSample":
+                    gs = [a.strip() for a in mm.group(4).split(",")]
+        grid = defs.get(gs[1]) if gs else None
+        check(rc == 0 and grid is not None and grid[0] == "f32" and grid[1] != "Cast",
+              "%s %s: GridSample's grid (dtype, producer) is %s" % (m, half, grid))
 
 # ---- hostile models: exit 1, one line naming file, node and reason ----
 X4, G4 = ("X", f32, [1, 2, 4, 4]), ("grid", f32, [1, 3, 3, 2])
