@@ -45,14 +45,17 @@ int lower_GridSample(LowerCtx *c) {
   /* axis d's coordinate is grid component r - 1 - d */
   for (int d = 0; d < r; d++) {
     snprintf(gi, sizeof gi, "gb + %d", r - 1 - d);
-    sb_printf(b, "    long long i%d[4]; %s w%d[4];\n    int k%d = %s_axis(%s_unnorm(", d, T, d, d, P, P);
+    /* nearest has one tap per axis: its count is not read */
+    sb_printf(b, "    long long i%d[4]; %s w%d[4];\n    ", d, T, d);
+    if (!nearest) sb_printf(b, "int k%d = ", d);
+    sb_printf(b, "%s_axis(%s_unnorm(", P, P);
     cg_load(b, T, grid->dt, "g", gi);
     sb_printf(b, ", %lldLL, %d), %lldLL, %d, %d, %d, i%d, w%d);\n", LL(g.in[d]), g.align, LL(g.in[d]), g.align,
               g.mode, g.pad, d, d);
   }
   sb_printf(b, "    i64 xb = (n * %lldLL + ch) * %lldLL;\n", LL(g.C), LL(xsp));
   if (nearest) { /* one tap per axis: copy the element, or store a zero */
-    sb_printf(b, "    (void)k0;\n    if (i0[0] >= 0");
+    sb_printf(b, "    if (i0[0] >= 0");
     for (int d = 1; d < r; d++) sb_printf(b, " && i%d[0] >= 0", d);
     sb_printf(b, ") y[i] = x[xb");
     for (int d = 0; d < r; d++) sb_printf(b, " + i%d[0] * %lldLL", d, LL(xs[d]));
