@@ -1,5 +1,6 @@
 /* Shape inference of GridSample (opset 16: 4-D X, modes bilinear/nearest/
- * bicubic; opset 20: N-D, modes linear/nearest/cubic) and AffineGrid
+ * bicubic; opset 20: N-D, modes linear/nearest/cubic; gpuc reads both
+ * spellings and 1 to 3 spatial axes in every opset) and AffineGrid
  * (opset 20). Semantics and shapes: ir/grid_sample.h. Every inconsistency
  * the known shapes show is an error naming the node; dtypes gpuc does not
  * sample (integer X) are unsupported, not errors. */
@@ -55,8 +56,9 @@ int gpuc_grid_sample_geom(OpCtx *c, GridSampleGeom *g) {
   if (check_attrs(c, names, kinds, 3) || read_modes(c, g)) return -1;
   const Tensor *x = c->in[0], *grid = c->in[1];
   int r = x->rank - 2;
-  if (c->g->opset < 20 && x->rank != 4)
-    return gpuc_op_fail(c, "X has rank %d; GridSample-16 samples 4-D X [N, C, H, W] (N-D from opset 20)", x->rank);
+  /* GridSample-16 defines 4-D X only; 20 extends the same arithmetic to
+   * N-D. PyTorch's dynamo exporter writes 5-D GridSample into opset-18
+   * models, so every opset reads N-D. */
   if (r < 1) return gpuc_op_fail(c, "X has rank %d; it must be [N, C, D1, ...] with a spatial axis", x->rank);
   if (r > GPUC_GS_MAX_SPATIAL)
     return gpuc_op_unsupported(c, "X has %d spatial axes; gpuc samples 1 to %d", r, GPUC_GS_MAX_SPATIAL);
