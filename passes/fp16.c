@@ -5,7 +5,8 @@
  *
  * Every float32 value becomes half except where half loses too much or
  * overflows: reductions (sums of many terms), Pow/Exp/Log, cumulative sums,
- * losses, and ops whose float outputs are fixed by attributes. Those
+ * losses, ops whose float outputs are fixed by attributes, and the
+ * arithmetic that computes a GridSample's sampling grid. Those
  * "fp32 islands" read fp32 inputs and write fp32 outputs, with Cast nodes
  * inserted at the borders. Graph inputs and outputs stay fp32 (the user's
  * interface does not change). Kernels still compute in fp32 registers
