@@ -5,7 +5,8 @@
  *
  * Every float32 value becomes half except where half loses too much or
  * overflows: reductions (sums of many terms), Pow/Exp/Log, cumulative sums,
- * losses, determinants, and ops whose float outputs are fixed by attributes. Those
+ * losses, determinants, ops whose float outputs are fixed by attributes, and the
+ * arithmetic that computes a GridSample's sampling grid. Those
  * "fp32 islands" read fp32 inputs and write fp32 outputs, with Cast nodes
  * inserted at the borders. Graph inputs and outputs stay fp32 (the user's
  * interface does not change). Kernels still compute in fp32 registers
@@ -36,6 +37,8 @@ static bool fp32_island(GpucOp op) {
   /* a determinant is a product of M pivots: past half's range as soon as
    * the matrices are a little large or scaled */
   case GPUC_OP_DET:
+  /* sampling coordinates (coord_nodes, below) */
+  case GPUC_OP_AFFINEGRID:
   /* training (gpuc train --amp): the loss gradient reads the loss scale
    * (2^16 and up, past half's range); batch statistics and their gradient
    * are sums over the batch */
@@ -52,8 +55,56 @@ static bool param_input(GpucOp op, int k) {
 }
 
 /* Inputs read as f32 whatever the node's precision: DequantizeRows'
- * scales (its output follows the policy, its math is f32). */
-static bool f32_input(GpucOp op, int k) { return op == GPUC_OP_DEQUANTIZEROWS && (k == 1 || k == 2); }
+ * scales (its output follows the policy, its math is f32), GridSample's
+ * grid (coordinates: X and Y follow the policy). */
+static bool f32_input(GpucOp op, int k) {
+  return (op == GPUC_OP_DEQUANTIZEROWS && (k == 1 || k == 2)) || (op == GPUC_OP_GRIDSAMPLE && k == 1);
+}
+
+/* Ops that compute sampling coordinates from coordinates: the arithmetic
+ * and reshaping between a grid's source (a GEMM's theta, a conv's flow, a
+ * constant base grid) and GridSample. */
+static bool coord_op(GpucOp op) {
+  switch (op) {
+  case GPUC_OP_ADD: case GPUC_OP_SUB: case GPUC_OP_MUL: case GPUC_OP_DIV: case GPUC_OP_NEG:
+  case GPUC_OP_CLIP: case GPUC_OP_WHERE: case GPUC_OP_REDUCESUM: case GPUC_OP_AFFINEGRID:
+  case GPUC_OP_TRANSPOSE: case GPUC_OP_RESHAPE: case GPUC_OP_FLATTEN: case GPUC_OP_SQUEEZE:
+  case GPUC_OP_UNSQUEEZE: case GPUC_OP_CONCAT: case GPUC_OP_SLICE: case GPUC_OP_SPLIT:
+  case GPUC_OP_EXPAND: case GPUC_OP_IDENTITY:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* Nodes that compute a GridSample's grid: the coord_op nodes it reaches
+ * walking producers back from the grid input. They stay fp32 (fp32 in,
+ * fp32 out): a grid offset by half's 2^-11 relative error is (size / 2) *
+ * 2^-11 pixels off (0.008 px at 32 wide, 0.25 px at 1024), an error every
+ * sampled value then carries; bf16 is 8x worse. What the walk stops at (a
+ * GEMM, a conv) stays half: its output is an offset or matrix, whose
+ * relative error moves a point by a small part of that offset. NULL when
+ * out of memory. */
+static bool *coord_nodes(const Graph *g) {
+  bool *mark = calloc((size_t)g->nnodes + 1, 1);
+  int *stack = malloc(sizeof(int) * ((size_t)g->nnodes + 1));
+  if (!mark || !stack) { free(mark); free(stack); return NULL; }
+  int top = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    if (g->nodes[i].op != GPUC_OP_GRIDSAMPLE || g->nodes[i].nin < 2 || g->nodes[i].in[1] < 0) continue;
+    int p = g->values[g->nodes[i].in[1]].producer;
+    if (p >= 0 && !mark[p] && coord_op(g->nodes[p].op)) mark[p] = true, stack[top++] = p;
+    while (top) {
+      const Node *n = &g->nodes[stack[--top]];
+      for (int k = 0; k < n->nin; k++) {
+        int q = n->in[k] < 0 ? -1 : g->values[n->in[k]].producer;
+        if (q >= 0 && !mark[q] && coord_op(g->nodes[q].op)) mark[q] = true, stack[top++] = q;
+      }
+    }
+  }
+  free(stack);
+  return mark;
+}
 
 typedef struct {
   Graph *g;
@@ -120,6 +171,8 @@ int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e) {
   GpucDType *out_dt = malloc(sizeof(GpucDType) * ((size_t)g->noutputs + 1));
   if (!out_dt) { free(s.casth); free(s.cast32); return gpuc_err_set(e, "%s: out of memory", g->path); }
   for (int k = 0; k < g->noutputs; k++) out_dt[k] = g->values[g->outputs[k]].t.dt;
+  bool *coord = coord_nodes(g);
+  if (!coord) { free(out_dt); free(s.casth); free(s.cast32); return gpuc_err_set(e, "%s: out of memory", g->path); }
   for (int i = 0; i < nn; i++) {
     GpucOp op = g->nodes[i].op;
     /* BatchNormalization in training mode (running statistics out) too */
@@ -127,7 +180,7 @@ int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e) {
     /* gpuc_fp32: nodes a pass made to hold exact integer sums in f32
      * (passes/expand_qlinear.c) */
     bool keep = gpuc_attr_i(&g->nodes[i], "gpuc_fp32", 0) == 1;
-    GpucDType want = fp32_island(op) || bn_train || keep ? GPUC_DT_F32 : half;
+    GpucDType want = fp32_island(op) || bn_train || keep || coord[i] ? GPUC_DT_F32 : half;
     for (int k = 0; k < g->nodes[i].nin; k++) {
       int v = g->nodes[i].in[k];
       if (v < 0 || !is_f(g->values[v].t.dt, half) || param_input(op, k)) continue;
@@ -196,6 +249,7 @@ int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e) {
   if (gpuc_graph_toposort(g, e) || gpuc_graph_infer(g, e)) goto done;
   rc = changes;
 done:
+  free(coord);
   free(out_dt);
   free(s.casth);
   free(s.cast32);

@@ -3,7 +3,8 @@
 
 Each model is a public architecture (torchvision, transformers) at a tiny
 config with random weights (seeded), exported with both PyTorch exporters:
-  NAME_ts.onnx      torch.onnx.export(dynamo=False, opset_version=17,
+  NAME_ts.onnx      torch.onnx.export(dynamo=False, opset_version=17 (or the
+                    model's own, where its ops need a later one),
                     dynamic_axes: batch, and sequence for text)
   NAME_dynamo.onnx  torch.onnx.export(m, args, path, dynamic_shapes=...)
                     (PyTorch's default exporter; weights inside the file)
@@ -86,6 +87,49 @@ def hf(cls_name, cfg_name, **cfg):
     return build
 
 
+class TinySTN(torch.nn.Module):
+    """A spatial transformer (Jaderberg et al.; PyTorch's STN tutorial): a
+    localization net predicts theta [N,2,3], affine_grid makes the sampling
+    grid, grid_sample resamples the image (bilinear, zeros), a conv reads it.
+    The TorchScript exporter has affine_grid only from opset 20 (AffineGrid);
+    the dynamo exporter writes it as Mul/ReduceSum over a constant base grid."""
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.loc = nn.Sequential(nn.Conv2d(3, 8, 5, stride=2), nn.MaxPool2d(2), nn.ReLU(),
+                                 nn.Conv2d(8, 8, 3), nn.ReLU())
+        self.fc = nn.Sequential(nn.Linear(8 * 5 * 5, 16), nn.ReLU(), nn.Linear(16, 6))
+        self.head = nn.Conv2d(3, 4, 3, padding=1)
+        with torch.no_grad():  # the tutorial's start: near the identity transform
+            self.fc[2].weight.mul_(0.5)
+            self.fc[2].bias.copy_(torch.tensor([0.9, 0.1, 0.05, -0.1, 1.1, -0.05]))
+
+    def forward(self, x):
+        theta = self.fc(self.loc(x).flatten(1)).view(-1, 2, 3)
+        grid = torch.nn.functional.affine_grid(theta, x.size(), align_corners=False)
+        return self.head(torch.nn.functional.grid_sample(x, grid, align_corners=False))
+
+
+class TinyFlowWarp(torch.nn.Module):
+    """Optical-flow warping as RAFT and its kin do it: a conv predicts a flow
+    field, base pixel coordinates + flow are normalized to [-1, 1] and
+    grid_sample warps the image (bilinear, border padding, align_corners);
+    GridSample-16 in the TorchScript exporter's opset 17."""
+    def __init__(self, h=32, w=32):
+        super().__init__()
+        self.flow = torch.nn.Conv2d(3, 2, 3, padding=1)
+        self.head = torch.nn.Conv2d(3, 4, 3, padding=1)
+        ys, xs = torch.meshgrid(torch.arange(h, dtype=torch.float32), torch.arange(w, dtype=torch.float32),
+                                indexing="ij")
+        self.register_buffer("base", torch.stack([xs, ys]).unsqueeze(0))  # [1, 2, H, W]: x, y
+        self.register_buffer("scale", torch.tensor([2.0 / (w - 1), 2.0 / (h - 1)]).view(1, 2, 1, 1))
+
+    def forward(self, x):
+        pos = (self.base + 4 * self.flow(x)) * self.scale - 1
+        grid = pos.permute(0, 2, 3, 1)
+        return self.head(torch.nn.functional.grid_sample(x, grid, padding_mode="border", align_corners=True))
+
+
 IMAGE = {"input": ("image", (3, 32, 32))}
 TEXT = {"input_ids": ("ids", (SEQ,)), "attention_mask": ("mask", (SEQ,))}
 MODELS = {
@@ -103,6 +147,9 @@ MODELS = {
     "tiny_llama": (hf("LlamaModel", "LlamaConfig", vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                       max_position_embeddings=64), TEXT),
+    # GridSample / AffineGrid (issue 11); the STN's TorchScript export is opset 20
+    "tiny_stn": (TinySTN, IMAGE, 20),
+    "tiny_flowwarp": (TinyFlowWarp, IMAGE),
 }
 
 
@@ -149,7 +196,7 @@ def settle_batchnorm(m, spec):
     m.eval()
 
 
-def export(name, build, spec, out_dir):
+def export(name, build, spec, out_dir, ts_opset=17):
     torch.manual_seed(0)
     m = fill_zero_weights(build().eval())
     settle_batchnorm(m, spec)
@@ -165,7 +212,7 @@ def export(name, build, spec, out_dir):
 
     axes = {k: ({0: "batch", 1: "seq"} if text else {0: "batch"}) for k in names}
     axes["output"] = {0: "batch", 1: "seq"} if text else {0: "batch"}
-    torch.onnx.export(m, args, os.path.join(out_dir, name + "_ts.onnx"), dynamo=False, opset_version=17,
+    torch.onnx.export(m, args, os.path.join(out_dir, name + "_ts.onnx"), dynamo=False, opset_version=ts_opset,
                       input_names=names, output_names=["output"], dynamic_axes=axes)
 
     from torch.export import Dim
@@ -194,8 +241,8 @@ def main():
         with open(mpath) as f:
             man["models"] = json.load(f)["models"]
     for name in names:
-        build, spec = MODELS[name]
-        man["models"][name] = export(name, build, spec, out_dir)
+        build, spec, *ts_opset = MODELS[name]
+        man["models"][name] = export(name, build, spec, out_dir, *ts_opset)
         print("exported", name, flush=True)
     with open(mpath, "w") as f:
         json.dump(man, f, indent=1, sort_keys=True)
