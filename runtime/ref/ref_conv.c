@@ -19,12 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int64_t prod(const int64_t *v, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; i++) p *= v[i];
-  return p;
-}
-
 /* For grid positions [p0, p0 + np) (flattened over `grid`) and each kernel
  * tap kp: tbl[kp * np + j] = flattened offset in `target` of
  * pos * stride - pad_b + tap * dil, or -1 when outside target. Conv walks
@@ -34,7 +28,7 @@ static int64_t prod(const int64_t *v, int n) {
 static void tap_table(const NnWindow *w, const int64_t *grid, const int64_t *target, int64_t p0,
                       int64_t np, int32_t *tbl) {
   int nsp = w->nsp, L = nsp - 1;
-  int64_t K = prod(w->k, nsp), tstride[NN_MAX_SP], tap[NN_MAX_SP] = {0};
+  int64_t K = ref_prod(w->k, nsp), tstride[NN_MAX_SP], tap[NN_MAX_SP] = {0};
   int64_t s = 1;
   for (int d = L; d >= 0; d--) { tstride[d] = s; s *= target[d]; }
   int64_t sL = w->stride[L], lim = target[L];
@@ -156,7 +150,7 @@ DEFINE_ADD_BIAS(add_bias_f64, double)
 #define DEFINE_CONV(NAME, T, GEMM, GATHER, ADD_BIAS)                                         \
   static int NAME(const NnWindow *w, const T *x, const T *wt, const T *b, T *y) {            \
     int nsp = w->nsp;                                                                        \
-    int64_t HWin = prod(w->in, nsp), HWout = prod(w->out, nsp), K = prod(w->k, nsp);         \
+    int64_t HWin = ref_prod(w->in, nsp), HWout = ref_prod(w->out, nsp), K = ref_prod(w->k, nsp);         \
     int64_t Cg = w->c_in / w->group, Mg = w->c_out / w->group, CK = Cg * K;                  \
     bool direct = is_pointwise(w);                                                           \
     ColBuf cb;                                                                               \
@@ -190,7 +184,7 @@ DEFINE_CONV(conv_f64, double, ref_dgemm, gather_f64, add_bias_f64)
 #define DEFINE_CONVT(NAME, T, GEMM, SCATTER, ADD_BIAS)                                       \
   static int NAME(const NnWindow *w, const T *x, const T *wt, const T *b, T *y) {            \
     int nsp = w->nsp;                                                                        \
-    int64_t HWin = prod(w->in, nsp), HWout = prod(w->out, nsp), K = prod(w->k, nsp);         \
+    int64_t HWin = ref_prod(w->in, nsp), HWout = ref_prod(w->out, nsp), K = ref_prod(w->k, nsp);         \
     int64_t Cg = w->c_in / w->group, Mg = w->c_out / w->group, MK = Mg * K;                  \
     ColBuf cb;                                                                               \
     int rc = colbuf_init(&cb, false, MK, K, HWin, sizeof(T));                                \
@@ -222,7 +216,7 @@ DEFINE_CONVT(convt_f64, double, ref_dgemm, scatter_f64, add_bias_f64)
 #define DEFINE_CONV_GRAD_X(NAME, T, GEMM, SCATTER)                                           \
   int NAME(const NnWindow *w, const T *wt, const T *dy, T *dx) {                             \
     int nsp = w->nsp;                                                                        \
-    int64_t HWin = prod(w->in, nsp), P = prod(w->out, nsp), K = prod(w->k, nsp);             \
+    int64_t HWin = ref_prod(w->in, nsp), P = ref_prod(w->out, nsp), K = ref_prod(w->k, nsp);             \
     int64_t Cg = w->c_in / w->group, Mg = w->c_out / w->group, CK = Cg * K;                  \
     memset(dx, 0, sizeof(T) * (size_t)(w->n * w->c_in * HWin));                              \
     if (CK == 0 || Mg == 0 || P == 0) return 0;                                              \
@@ -253,7 +247,7 @@ DEFINE_CONVT(convt_f64, double, ref_dgemm, scatter_f64, add_bias_f64)
 #define DEFINE_CONV_GRAD_W(NAME, T, GEMM, GATHER)                                            \
   int NAME(const NnWindow *w, const T *x, const T *dy, T *dw) {                              \
     int nsp = w->nsp;                                                                        \
-    int64_t HWin = prod(w->in, nsp), P = prod(w->out, nsp), K = prod(w->k, nsp);             \
+    int64_t HWin = ref_prod(w->in, nsp), P = ref_prod(w->out, nsp), K = ref_prod(w->k, nsp);             \
     int64_t Cg = w->c_in / w->group, Mg = w->c_out / w->group, CK = Cg * K;                  \
     memset(dw, 0, sizeof(T) * (size_t)(w->c_out * CK));                                      \
     if (CK == 0 || Mg == 0 || P == 0) return 0;                                              \
@@ -291,12 +285,12 @@ static int run_conv(OpCtx *c, const NnWindow *w, bool transpose) {
   const Tensor *b = gpuc_has_in(c, 2) ? c->in[2] : NULL;
   Tensor *y = c->out[0];
   /* tap tables hold offsets as int32 */
-  if (prod(w->in, w->nsp) > INT32_MAX || prod(w->out, w->nsp) > INT32_MAX)
+  if (ref_prod(w->in, w->nsp) > INT32_MAX || ref_prod(w->out, w->nsp) > INT32_MAX)
     return gpuc_op_fail(c, "spatial size too large for the reference kernel");
   if (gpuc_numel(y) == 0) return 0;
   /* one multiply-add per (output or input position, channel pair, tap) */
   double work = (double)w->n * (double)w->c_out * (double)(w->c_in / w->group) *
-                (double)prod(w->k, w->nsp) * (double)prod(transpose ? w->in : w->out, w->nsp);
+                (double)ref_prod(w->k, w->nsp) * (double)ref_prod(transpose ? w->in : w->out, w->nsp);
   if (work > NN_MAX_WORK)
     return gpuc_op_fail(c, "needs %.3g multiply-adds, over the reference limit of %.3g", work,
                         NN_MAX_WORK);

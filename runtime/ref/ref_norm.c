@@ -7,20 +7,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-static inline double ld(const Tensor *t, int64_t i) {
-  return t->dt == GPUC_DT_F32 ? ((const float *)t->data)[i] : gpuc_get_f64(t, i);
-}
-static inline void st(Tensor *t, int64_t i, double v) {
-  if (t->dt == GPUC_DT_F32) ((float *)t->data)[i] = (float)v;
-  else gpuc_set_f64(t, i, v);
-}
-
-static int64_t prod(const int64_t *v, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; i++) p *= v[i];
-  return p;
-}
-
 static Tensor *opt_out(OpCtx *c, int k) { return k < c->nout ? c->out[k] : NULL; }
 
 /* ---- BatchNormalization ------------------------------------------------- */
@@ -37,7 +23,7 @@ int ref_BatchNormalization(OpCtx *c) {
   else training = (rmean || rvar) && !(opset < 7 && gpuc_attr_i(c->n, "is_test", 0) == 1);
   double eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
   double momentum = gpuc_attr_f(c->n, "momentum", 0.9f);
-  int64_t N = x->dims[0], C = x->dims[1], S = prod(x->dims + 2, x->rank - 2);
+  int64_t N = x->dims[0], C = x->dims[1], S = ref_prod(x->dims + 2, x->rank - 2);
   int64_t P = per_act ? C * S : C;
   double *mean = malloc(sizeof(double) * (size_t)(2 * P + 1)), *var = mean + P;
   double *a = malloc(sizeof(double) * (size_t)(2 * P + 1)), *b = a + P;
@@ -48,12 +34,12 @@ int ref_BatchNormalization(OpCtx *c) {
     for (int64_t p = 0; p < P; p++) mean[p] = var[p] = 0;
     for (int64_t n = 0; n < N; n++)
       for (int64_t ch = 0; ch < C; ch++)
-        for (int64_t s = 0; s < S; s++) mean[BN_PARAM(ch, s)] += ld(x, (n * C + ch) * S + s);
+        for (int64_t s = 0; s < S; s++) mean[BN_PARAM(ch, s)] += ref_ld(x, (n * C + ch) * S + s);
     for (int64_t p = 0; p < P; p++) mean[p] = cnt > 0 ? mean[p] / cnt : 0;
     for (int64_t n = 0; n < N; n++)
       for (int64_t ch = 0; ch < C; ch++)
         for (int64_t s = 0; s < S; s++) {
-          double d = ld(x, (n * C + ch) * S + s) - mean[BN_PARAM(ch, s)];
+          double d = ref_ld(x, (n * C + ch) * S + s) - mean[BN_PARAM(ch, s)];
           var[BN_PARAM(ch, s)] += d * d;
         }
     for (int64_t p = 0; p < P; p++) var[p] = cnt > 0 ? var[p] / cnt : 0;
@@ -83,7 +69,7 @@ int ref_BatchNormalization(OpCtx *c) {
       for (int64_t ch = 0; ch < C; ch++)
         for (int64_t s = 0; s < S; s++) {
           int64_t i = (n * C + ch) * S + s, p = BN_PARAM(ch, s);
-          st(y, i, ld(x, i) * a[p] + b[p]);
+          ref_st(y, i, ref_ld(x, i) * a[p] + b[p]);
         }
   }
 #undef BN_PARAM
@@ -107,42 +93,42 @@ int ref_InstanceNormalization(OpCtx *c) {
   const Tensor *x = c->in[0];
   Tensor *y = c->out[0];
   double eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
-  int64_t N = x->dims[0], C = x->dims[1], S = prod(x->dims + 2, x->rank - 2);
+  int64_t N = x->dims[0], C = x->dims[1], S = ref_prod(x->dims + 2, x->rank - 2);
   for (int64_t n = 0; n < N; n++)
     for (int64_t ch = 0; ch < C; ch++) {
       int64_t base = (n * C + ch) * S;
       double mean = 0, var = 0;
-      for (int64_t s = 0; s < S; s++) mean += ld(x, base + s);
+      for (int64_t s = 0; s < S; s++) mean += ref_ld(x, base + s);
       mean = S ? mean / (double)S : 0;
       for (int64_t s = 0; s < S; s++) {
-        double d = ld(x, base + s) - mean;
+        double d = ref_ld(x, base + s) - mean;
         var += d * d;
       }
       var = S ? var / (double)S : 0;
       double a = gpuc_get_f64(c->in[1], ch) / sqrt(var + eps);
       double b = gpuc_get_f64(c->in[2], ch) - mean * a;
-      for (int64_t s = 0; s < S; s++) st(y, base + s, ld(x, base + s) * a + b);
+      for (int64_t s = 0; s < S; s++) ref_st(y, base + s, ref_ld(x, base + s) * a + b);
     }
   return 0;
 }
 
 /* ---- LayerNormalization ------------------------------------------------ */
 
-/* X viewed as [outer, inner] with inner = prod(dims[axis:]) (the node's
+/* X viewed as [outer, inner] with inner = ref_prod(dims[axis:]) (the node's
  * axis); norm: the inner (normalized) shape, which Scale and B broadcast
  * over; eps: the node's epsilon. LayerNormalization and RMSNormalization. */
 static int norm_rows(OpCtx *c, const Tensor *x, int64_t *outer, int64_t *inner, Tensor *norm, double *eps) {
   int axis;
   if (gpuc_norm_axis(c, gpuc_attr_i(c->n, "axis", -1), x->rank, &axis)) return -1;
   *eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
-  *outer = prod(x->dims, axis);
-  *inner = prod(x->dims + axis, x->rank - axis);
+  *outer = ref_prod(x->dims, axis);
+  *inner = ref_prod(x->dims + axis, x->rank - axis);
   *norm = (Tensor){.dt = x->dt, .rank = x->rank - axis};
   for (int d = axis; d < x->rank; d++) norm->dims[d - axis] = x->dims[d];
   return 0;
 }
 
-/* X viewed as [outer, inner] with inner = prod(dims[axis:]); Scale and B
+/* X viewed as [outer, inner] with inner = ref_prod(dims[axis:]); Scale and B
  * broadcast over the inner (normalized) shape. */
 int ref_LayerNormalization(OpCtx *c) {
   const Tensor *x = c->in[0];
@@ -161,18 +147,18 @@ int ref_LayerNormalization(OpCtx *c) {
   for (int64_t o = 0; o < outer; o++) {
     int64_t base = o * inner;
     double mean = 0, var = 0;
-    for (int64_t j = 0; j < inner; j++) mean += ld(x, base + j);
+    for (int64_t j = 0; j < inner; j++) mean += ref_ld(x, base + j);
     mean = inner ? mean / (double)inner : 0;
     for (int64_t j = 0; j < inner; j++) {
-      double d = ld(x, base + j) - mean;
+      double d = ref_ld(x, base + j) - mean;
       var += d * d;
     }
     var = inner ? var / (double)inner : 0;
     double inv = 1 / sqrt(var + eps);
     for (int64_t j = 0; j < inner; j++) {
-      double v = (ld(x, base + j) - mean) * inv * gpuc_get_f64(scale, smap[j]);
+      double v = (ref_ld(x, base + j) - mean) * inv * gpuc_get_f64(scale, smap[j]);
       if (bias) v += gpuc_get_f64(bias, bmap[j]);
-      st(y, base + j, v);
+      ref_st(y, base + j, v);
     }
     if (mout) gpuc_set_f64(mout, o, mean);
     if (iout) gpuc_set_f64(iout, o, inv);
@@ -196,9 +182,9 @@ int ref_RMSNormalization(OpCtx *c) {
   for (int64_t o = 0; o < outer; o++) {
     int64_t base = o * inner;
     double sq = 0;
-    for (int64_t j = 0; j < inner; j++) sq += ld(x, base + j) * ld(x, base + j);
+    for (int64_t j = 0; j < inner; j++) sq += ref_ld(x, base + j) * ref_ld(x, base + j);
     double inv = 1 / sqrt((inner ? sq / (double)inner : 0) + eps);
-    for (int64_t j = 0; j < inner; j++) st(y, base + j, ld(x, base + j) * inv * gpuc_get_f64(scale, smap[j]));
+    for (int64_t j = 0; j < inner; j++) ref_st(y, base + j, ref_ld(x, base + j) * inv * gpuc_get_f64(scale, smap[j]));
   }
   free(smap);
   return 0;
@@ -215,20 +201,20 @@ int ref_GroupNormalization(OpCtx *c) {
   double eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
   bool per_channel = c->g->opset >= 21;
   if (gpuc_numel(x) == 0) return 0;
-  int64_t N = x->dims[0], C = x->dims[1], S = prod(x->dims + 2, x->rank - 2), L = C / G * S;
+  int64_t N = x->dims[0], C = x->dims[1], S = ref_prod(x->dims + 2, x->rank - 2), L = C / G * S;
   for (int64_t row = 0; row < N * G; row++) {
     int64_t base = row * L, g = row % G;
     double mean = 0, var = 0;
-    for (int64_t j = 0; j < L; j++) mean += ld(x, base + j);
+    for (int64_t j = 0; j < L; j++) mean += ref_ld(x, base + j);
     mean = L ? mean / (double)L : 0;
     for (int64_t j = 0; j < L; j++) {
-      double d = ld(x, base + j) - mean;
+      double d = ref_ld(x, base + j) - mean;
       var += d * d;
     }
     double inv = 1 / sqrt((L ? var / (double)L : 0) + eps);
     for (int64_t j = 0; j < L; j++) {
       int64_t p = per_channel ? g * (C / G) + j / S : g;
-      st(y, base + j, (ld(x, base + j) - mean) * inv * gpuc_get_f64(c->in[1], p) + gpuc_get_f64(c->in[2], p));
+      ref_st(y, base + j, (ref_ld(x, base + j) - mean) * inv * gpuc_get_f64(c->in[1], p) + gpuc_get_f64(c->in[2], p));
     }
   }
   return 0;
@@ -241,7 +227,7 @@ int ref_AddLayerNormalization(OpCtx *c) {
   Tensor *s = gpuc_tensor_new(a->dt, a->rank, a->dims, c->err);
   if (!s) return -1;
   int64_t n = gpuc_numel(a), nb = gpuc_numel(b); /* B: A's shape or one row */
-  for (int64_t i = 0; i < n && nb > 0; i++) st(s, i, ld(a, i) + ld(b, i % nb));
+  for (int64_t i = 0; i < n && nb > 0; i++) ref_st(s, i, ref_ld(a, i) + ref_ld(b, i % nb));
   const Tensor *ins[3] = {s, c->in[2], gpuc_has_in(c, 3) ? c->in[3] : NULL};
   OpCtx ln = *c;
   ln.in = ins;
@@ -261,7 +247,7 @@ int ref_LRN(OpCtx *c) {
   int64_t size = gpuc_attr_i(c->n, "size", 1);
   double alpha = gpuc_attr_f(c->n, "alpha", 1e-4f), beta = gpuc_attr_f(c->n, "beta", 0.75f);
   double bias = gpuc_attr_f(c->n, "bias", 1.0f);
-  int64_t N = x->dims[0], C = x->dims[1], S = prod(x->dims + 2, x->rank - 2);
+  int64_t N = x->dims[0], C = x->dims[1], S = ref_prod(x->dims + 2, x->rank - 2);
   int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
   double work = (double)gpuc_numel(x) * (double)(size < C ? size : C);
   if (work > NN_MAX_WORK)
@@ -273,11 +259,11 @@ int ref_LRN(OpCtx *c) {
         int64_t c0 = ch - lo < 0 ? 0 : ch - lo, c1 = ch + hi >= C ? C - 1 : ch + hi;
         double sq = 0;
         for (int64_t k = c0; k <= c1; k++) {
-          double v = ld(x, (n * C + k) * S + s);
+          double v = ref_ld(x, (n * C + k) * S + s);
           sq += v * v;
         }
         int64_t i = (n * C + ch) * S + s;
-        st(y, i, ld(x, i) / pow(bias + alpha / (double)size * sq, beta));
+        ref_st(y, i, ref_ld(x, i) / pow(bias + alpha / (double)size * sq, beta));
       }
   return 0;
 }
@@ -320,17 +306,17 @@ int ref_MeanVarianceNormalization(OpCtx *c) {
   double *mean = calloc((size_t)(2 * keys + 1), sizeof(double)), *var = mean + keys;
   if (!mean) return gpuc_op_fail(c, "out of host memory");
   double cnt = keys ? (double)n / (double)keys : 0;
-  for (int64_t i = 0; i < n; i++) mean[mvn_key(i, x, red, xs, ks)] += ld(x, i);
+  for (int64_t i = 0; i < n; i++) mean[mvn_key(i, x, red, xs, ks)] += ref_ld(x, i);
   for (int64_t k = 0; k < keys; k++) mean[k] = cnt > 0 ? mean[k] / cnt : 0;
   for (int64_t i = 0; i < n; i++) {
     int64_t k = mvn_key(i, x, red, xs, ks);
-    double d = ld(x, i) - mean[k];
+    double d = ref_ld(x, i) - mean[k];
     var[k] += d * d;
   }
   for (int64_t k = 0; k < keys; k++) var[k] = cnt > 0 ? var[k] / cnt : 0;
   for (int64_t i = 0; i < n; i++) {
     int64_t k = mvn_key(i, x, red, xs, ks);
-    st(y, i, (ld(x, i) - mean[k]) / (sqrt(var[k]) + 1e-9));
+    ref_st(y, i, (ref_ld(x, i) - mean[k]) / (sqrt(var[k]) + 1e-9));
   }
   free(mean);
   return 0;

@@ -7,20 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static inline double ld(const Tensor *t, int64_t i) {
-  return t->dt == GPUC_DT_F32 ? ((const float *)t->data)[i] : gpuc_get_f64(t, i);
-}
-static inline void st(Tensor *t, int64_t i, double v) {
-  if (t->dt == GPUC_DT_F32) ((float *)t->data)[i] = (float)v;
-  else gpuc_set_f64(t, i, v);
-}
-
-static int64_t prod(const int64_t *v, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; i++) p *= v[i];
-  return p;
-}
-
 enum { POOL_AVG, POOL_MAX };
 
 /* Pool every [N, C] plane. For each output position walk the K kernel taps;
@@ -29,7 +15,7 @@ enum { POOL_AVG, POOL_MAX };
 static void pool_nd(const NnWindow *w, int kind, bool include_pad, bool col_major,
                     const Tensor *x, Tensor *y, Tensor *idx) {
   int nsp = w->nsp;
-  int64_t HWin = prod(w->in, nsp), HWout = prod(w->out, nsp), K = prod(w->k, nsp);
+  int64_t HWin = ref_prod(w->in, nsp), HWout = ref_prod(w->out, nsp), K = ref_prod(w->k, nsp);
   int64_t planes = w->n * w->c_in;
   int64_t rstride[NN_MAX_SP], cstride[NN_MAX_SP], s = 1;
   for (int d = nsp - 1; d >= 0; d--) { rstride[d] = s; s *= w->in[d]; }
@@ -53,7 +39,7 @@ static void pool_nd(const NnWindow *w, int kind, bool include_pad, bool col_majo
         }
         padded += in_pad;
         if (in_x) {
-          double v = ld(x, pl * HWin + off);
+          double v = ref_ld(x, pl * HWin + off);
           valid++;
           if (kind == POOL_AVG) acc += v;
           else if (best < 0 || v > acc) { acc = v; best = col_major ? coff : off; }
@@ -72,7 +58,7 @@ static void pool_nd(const NnWindow *w, int kind, bool include_pad, bool col_majo
       } else {
         out = valid ? acc : 0;
       }
-      st(y, pl * HWout + p, out);
+      ref_st(y, pl * HWout + p, out);
       if (idx) ((int64_t *)idx->data)[pl * HWout + p] = best < 0 ? -1 : pl * HWin + best;
       for (int d = nsp - 1; d >= 0; d--) {
         if (++o[d] < w->out[d]) break;
@@ -84,8 +70,8 @@ static void pool_nd(const NnWindow *w, int kind, bool include_pad, bool col_majo
 
 /* Taps visited: N * C * outputs * kernel taps. */
 static int check_work(OpCtx *c, const NnWindow *w) {
-  double work = (double)w->n * (double)w->c_in * (double)prod(w->out, w->nsp) *
-                (double)prod(w->k, w->nsp);
+  double work = (double)w->n * (double)w->c_in * (double)ref_prod(w->out, w->nsp) *
+                (double)ref_prod(w->k, w->nsp);
   if (work > NN_MAX_WORK)
     return gpuc_op_fail(c, "needs %.3g window taps, over the reference limit of %.3g", work,
                         NN_MAX_WORK);
@@ -137,22 +123,22 @@ static int global_pool(OpCtx *c, int kind) {
     for (int64_t b = 0; b < n; b++)
       for (int64_t k = 0; k < ch; k++) {
         double acc = 0;
-        for (int64_t i = 0; i < hw; i++) acc += ld(x, (b * hw + i) * ch + k);
-        st(y, b * ch + k, hw ? acc / (double)hw : 0);
+        for (int64_t i = 0; i < hw; i++) acc += ref_ld(x, (b * hw + i) * ch + k);
+        ref_st(y, b * ch + k, hw ? acc / (double)hw : 0);
       }
     return 0;
   }
-  int64_t planes = x->dims[0] * x->dims[1], hw = prod(x->dims + 2, x->rank - 2);
+  int64_t planes = x->dims[0] * x->dims[1], hw = ref_prod(x->dims + 2, x->rank - 2);
   for (int64_t pl = 0; pl < planes; pl++) {
     double acc = kind == POOL_MAX ? -INFINITY : 0;
     for (int64_t i = 0; i < hw; i++) {
-      double v = ld(x, pl * hw + i);
+      double v = ref_ld(x, pl * hw + i);
       if (kind == POOL_AVG) acc += v;
       else if (i == 0 || v > acc) acc = v;
     }
     if (kind == POOL_AVG) acc = hw ? acc / (double)hw : 0;
     else if (hw == 0) acc = 0;
-    st(y, pl, acc);
+    ref_st(y, pl, acc);
   }
   return 0;
 }

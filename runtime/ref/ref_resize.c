@@ -14,14 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static inline double ld(const Tensor *t, int64_t i) {
-  return t->dt == GPUC_DT_F32 ? ((const float *)t->data)[i] : gpuc_get_f64(t, i);
-}
-static inline void st(Tensor *t, int64_t i, double v) {
-  if (t->dt == GPUC_DT_F32) ((float *)t->data)[i] = (float)v;
-  else gpuc_set_f64(t, i, v);
-}
-
 /* ---- Resize ------------------------------------------------------------ */
 
 
@@ -55,7 +47,7 @@ static int resize_run(OpCtx *c) {
     bool outside = false;
     for (int d = 0; d < r; d++) outside |= taps[d].outside[o[d]];
     if (outside) {
-      st(y, i, p.extrapolation);
+      ref_st(y, i, p.extrapolation);
     } else if (p.mode == NN_RS_NEAREST) { /* one tap per axis: copy the element */
       int64_t off = 0;
       for (int d = 0; d < r; d++) off += taps[d].idx[taps[d].first[o[d]]] * xs[d];
@@ -75,7 +67,7 @@ static int resize_run(OpCtx *c) {
           off += taps[d].idx[k[d]] * xs[d];
           w *= taps[d].w[k[d]];
         }
-        acc += w * ld(x, off);
+        acc += w * ref_ld(x, off);
         int d = r - 1;
         for (; d >= 0; d--) {
           if (++k[d] < taps[d].first[o[d] + 1]) break;
@@ -83,7 +75,7 @@ static int resize_run(OpCtx *c) {
         }
         if (d < 0) break;
       }
-      st(y, i, acc);
+      ref_st(y, i, acc);
     }
     for (int d = r - 1; d >= 0; d--) {
       if (++o[d] < p.out[d]) break;

@@ -9,12 +9,6 @@
 #include <string.h>
 
 
-static int64_t prod(const int64_t *v, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; i++) p *= v[i];
-  return p;
-}
-
 static void load(const Tensor *t, int64_t off, int64_t n, double *dst) {
   if (t->dt == GPUC_DT_F32) {
     const float *s = (const float *)t->data + off;
@@ -39,7 +33,7 @@ static void store(Tensor *t, int64_t off, int64_t n, const double *src) {
  * position p, or -1 in the padding (as the forward Conv/pool reads it). */
 static int64_t *window_table(const NnWindow *w) {
   int nsp = w->nsp;
-  int64_t P = prod(w->out, nsp), K = prod(w->k, nsp);
+  int64_t P = ref_prod(w->out, nsp), K = ref_prod(w->k, nsp);
   int64_t *tbl = malloc(sizeof(int64_t) * (size_t)(P * K + 1));
   if (!tbl) return NULL;
   int64_t rstride[NN_MAX_SP], s = 1;
@@ -72,13 +66,13 @@ static int64_t *window_table(const NnWindow *w) {
 static int conv_check(OpCtx *c, const NnWindow *w, bool loops) {
   int nsp = w->nsp;
   double work = (double)w->n * (double)w->c_out * (double)(w->group ? w->c_in / w->group : 0) *
-                (double)prod(w->k, nsp) * (double)prod(w->out, nsp);
+                (double)ref_prod(w->k, nsp) * (double)ref_prod(w->out, nsp);
   if (work > NN_MAX_WORK)
     return gpuc_op_fail(c, "needs %.3g multiply-adds, over the reference limit of %.3g", work,
                         NN_MAX_WORK);
-  double bytes = 8.0 * ((double)prod(w->out, nsp) * (double)prod(w->k, nsp) +
-                        (double)w->c_in * (double)prod(w->in, nsp) +
-                        (double)w->c_out * (double)prod(w->out, nsp));
+  double bytes = 8.0 * ((double)ref_prod(w->out, nsp) * (double)ref_prod(w->k, nsp) +
+                        (double)w->c_in * (double)ref_prod(w->in, nsp) +
+                        (double)w->c_out * (double)ref_prod(w->out, nsp));
   if (loops && bytes > 16.0 * (double)NN_SCRATCH_BYTES)
     return gpuc_op_fail(c, "needs %.3g bytes of scratch, over the reference limit", bytes);
   return 0;
@@ -87,14 +81,14 @@ static int conv_check(OpCtx *c, const NnWindow *w, bool loops) {
 /* f32 / f64 with int32 tap offsets take im2col + GEMM (ref_conv.c); f16,
  * bf16 and planes past INT32_MAX elements the loops. */
 static bool conv_fast(const NnWindow *w, GpucDType dt) {
-  return (dt == GPUC_DT_F32 || dt == GPUC_DT_F64) && prod(w->in, w->nsp) <= INT32_MAX &&
-         prod(w->out, w->nsp) <= INT32_MAX;
+  return (dt == GPUC_DT_F32 || dt == GPUC_DT_F64) && ref_prod(w->in, w->nsp) <= INT32_MAX &&
+         ref_prod(w->out, w->nsp) <= INT32_MAX;
 }
 
 /* dX[n, g*Cg+ci, tbl(kp, p)] += W[g*Mg+m, ci, kp] * dY[n, g*Mg+m, p] */
 int ref_conv_grad_input_loops(const NnWindow *w, const Tensor *wt, const Tensor *dyt, Tensor *dxt) {
   int nsp = w->nsp;
-  int64_t HWin = prod(w->in, nsp), P = prod(w->out, nsp), K = prod(w->k, nsp);
+  int64_t HWin = ref_prod(w->in, nsp), P = ref_prod(w->out, nsp), K = ref_prod(w->k, nsp);
   int64_t Cg = w->c_in / w->group, Mg = w->c_out / w->group;
   int64_t nw = gpuc_numel(wt);
   int64_t *tbl = window_table(w);
@@ -131,7 +125,7 @@ done:
 /* dW[g*Mg+m, ci, kp] = sum_n,p dY[n, g*Mg+m, p] * X[n, g*Cg+ci, tbl(kp, p)] */
 int ref_conv_grad_weight_loops(const NnWindow *w, const Tensor *xt, const Tensor *dyt, Tensor *dwt) {
   int nsp = w->nsp;
-  int64_t HWin = prod(w->in, nsp), P = prod(w->out, nsp), K = prod(w->k, nsp);
+  int64_t HWin = ref_prod(w->in, nsp), P = ref_prod(w->out, nsp), K = ref_prod(w->k, nsp);
   int64_t Cg = w->c_in / w->group, Mg = w->c_out / w->group;
   int64_t nw = gpuc_numel(dwt);
   int64_t *tbl = window_table(w);
@@ -209,7 +203,7 @@ static int pool_grad(OpCtx *c, int kind) {
   sub.nin = 1;
   if (nn_pool_window(&sub, &w)) return -1;
   int nsp = w.nsp;
-  int64_t HWin = prod(w.in, nsp), HWout = prod(w.out, nsp), K = prod(w.k, nsp);
+  int64_t HWin = ref_prod(w.in, nsp), HWout = ref_prod(w.out, nsp), K = ref_prod(w.k, nsp);
   if ((double)w.n * (double)w.c_in * (double)HWout * (double)K > NN_MAX_WORK)
     return gpuc_op_fail(c, "too many window taps for the reference");
   if (gpuc_numel(dyt) != w.n * w.c_in * HWout) return gpuc_op_fail(c, "dY does not match the window");
@@ -283,7 +277,7 @@ int ref_BatchNormGrad(OpCtx *c) {
   bool given = gpuc_has_in(c, 3) && gpuc_has_in(c, 4);
   Tensor *dxt = c->out[0], *dst = c->nout > 1 ? c->out[1] : NULL, *dbt = c->nout > 2 ? c->out[2] : NULL;
   double eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
-  int64_t N = xt->dims[0], C = xt->dims[1], S = prod(xt->dims + 2, xt->rank - 2);
+  int64_t N = xt->dims[0], C = xt->dims[1], S = ref_prod(xt->dims + 2, xt->rank - 2);
   if (gpuc_numel(sc) != C || gpuc_numel(dyt) != gpuc_numel(xt))
     return gpuc_op_fail(c, "scale or dY does not match X");
   double *x = malloc(sizeof(double) * (size_t)(S + 1)), *dy = malloc(sizeof(double) * (size_t)(S + 1));
