@@ -49,6 +49,9 @@ int cg_conv_act_expr(char *buf, size_t cap, const Node *n, bool input, const cha
   case GPUC_FCONV_ACT_HARDSWISH: w = snprintf(buf, cap, "(%s * fmaxf(0.f, fminf(1.f, %s / 6.f + 0.5f)))", v, v); break;
   case GPUC_FCONV_ACT_SILU: w = snprintf(buf, cap, "(%s / (1.f + __expf(-%s)))", v, v); break;
   case GPUC_FCONV_ACT_GELU: w = snprintf(buf, cap, "(0.5f * %s * (1.f + erff(%s * 0.7071067811865476f)))", v, v); break;
+  case GPUC_FCONV_ACT_MISH:
+    w = snprintf(buf, cap, "(%s * tanhf(%s > 0.f ? %s + log1pf(__expf(-%s)) : log1pf(__expf(%s))))", v, v, v, v, v);
+    break;
   default: return -1;
   }
   return w < 0 || (size_t)w >= cap ? -1 : 0;

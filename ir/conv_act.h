@@ -23,6 +23,7 @@ enum {
   GPUC_FCONV_ACT_HARDSWISH = 3, /* v * clamp(v / 6 + 1/2, 0, 1) */
   GPUC_FCONV_ACT_SILU = 4,      /* v * sigmoid(v) */
   GPUC_FCONV_ACT_GELU = 5,      /* v * Phi(v), Phi by erf */
+  GPUC_FCONV_ACT_MISH = 6,      /* v * tanh(softplus(v)), softplus without overflow */
   GPUC_FCONV_ACT_COUNT
 };
 
@@ -33,6 +34,7 @@ static inline double gpuc_conv_act_ref(int act, double v, double lo, double hi) 
   case GPUC_FCONV_ACT_HARDSWISH: return v * fmax(0.0, fmin(1.0, v / 6 + 0.5));
   case GPUC_FCONV_ACT_SILU: return v >= 0 ? v / (1 + exp(-v)) : v * exp(v) / (1 + exp(v));
   case GPUC_FCONV_ACT_GELU: return 0.5 * v * (1 + erf(v * 0.7071067811865476));
+  case GPUC_FCONV_ACT_MISH: return v * tanh(v > 0 ? v + log1p(exp(-v)) : log1p(exp(v)));
   default: return v;
   }
 }

@@ -192,7 +192,7 @@ static bool scalar_or(const Graph *g, const Node *n, int k, double dflt, double 
 }
 
 /* An activation applied to value y: the nodes reading y are one Relu,
- * Clip (constant bounds), HardSwish or erf Gelu, or SiLU's Sigmoid(y) and
+ * Clip (constant bounds), HardSwish, Mish or erf Gelu, or SiLU's Sigmoid(y) and
  * Mul(y, that) in either order, nothing else, y not a graph output, and
  * the activation's output of y's type. */
 typedef struct {
@@ -236,6 +236,7 @@ static bool match_act(const Graph *g, const int *readers, const bool *drop, int 
   switch (r->op) {
   case GPUC_OP_RELU: m->act = GPUC_FCONV_ACT_RELU; return true;
   case GPUC_OP_HARDSWISH: m->act = GPUC_FCONV_ACT_HARDSWISH; return true;
+  case GPUC_OP_MISH: m->act = GPUC_FCONV_ACT_MISH; return true;
   case GPUC_OP_GELU:
     if (strcmp(gpuc_attr_s(r, "approximate", "none"), "none")) return false;
     m->act = GPUC_FCONV_ACT_GELU;

@@ -85,6 +85,8 @@ ACTS = {  # name: (append the nodes computing out = act(x), the function)
                                          helper.make_node("Mul", [x, out + "_s"], [out])]),
              lambda v: v / (1 + np.exp(-v))),
     "relu6": (lambda g, x, out: g.append(helper.make_node("Clip", [x, "lo", "hi"], [out])), lambda v: np.clip(v, 0, 6)),
+    "mish": (lambda g, x, out: g.append(helper.make_node("Mish", [x], [out])),
+             lambda v: v * np.tanh(np.logaddexp(0, v))),
 }
 
 # name, C, H, W, kernel (kh, kw), strides, pads (t, l, b, r), activation, precision[, input activation]
@@ -101,6 +103,7 @@ CASES = [
     ("k3s1_hardswish", 24, 8, 8, (3, 3), (1, 1), (1, 1, 1, 1), "hardswish", "fp16"),
     ("k5s2_silu", 32, 11, 11, (5, 5), (2, 2), (2, 2, 2, 2), "silu", "fp16"),
     ("k3s2_relu6", 8, 9, 9, (3, 3), (2, 2), (1, 1, 1, 1), "relu6", "fp16"),
+    ("k3s1_mish", 24, 8, 8, (3, 3), (1, 1), (1, 1, 1, 1), "mish", "fp16"),
 ]
 
 
@@ -128,7 +131,7 @@ def model(path, C, H, W, k, st, pads, act, rng, pre=None):
     ow = (W + pads[1] + pads[3] - k[1]) // st[1] + 1
     g = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, C, H, W])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, C, oh, ow])], inits)
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), path)  # 18: Mish
     return w, b, oh, ow
 
 

@@ -1,7 +1,7 @@
 /* passes/fuse_conv.c's pass_fuse_conv_act on graphs built here: an NHWC
  * depthwise FusedConv (x [2,6,7,8], W [8,3,3,1], bias, pads 1, as
  * layout_nhwc makes it) followed by Relu, Clip (constant inputs at opset
- * 13, attributes at opset 6), HardSwish, erf Gelu, or SiLU (Sigmoid and
+ * 13, attributes at opset 6), HardSwish, Mish, erf Gelu, or SiLU (Sigmoid and
  * Mul, both operand orders): which fuse (the conv's activation attribute,
  * the nodes left) and which must not (the conv's output also a graph
  * output or read by a third node, a non-depthwise conv, a Clip bound
@@ -22,7 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { RELU, CLIP_INPUTS, CLIP_ATTRS, CLIP_LOW_ONLY, HARDSWISH, GELU, SILU_YS, SILU_SY,
+enum { RELU, CLIP_INPUTS, CLIP_ATTRS, CLIP_LOW_ONLY, HARDSWISH, MISH, GELU, SILU_YS, SILU_SY,
        Y_OUTPUT, Y_SHARED, DENSE, CLIP_COMPUTED, GELU_TANH, SIGMOID_SHARED, TRAINING };
 
 static int variant;
@@ -54,6 +54,7 @@ static void build(Graph *g) {
     break;
   case CLIP_COMPUTED: out = NODE(g, GPUC_OP_CLIP, y, scalar(g, 0), NODE(g, GPUC_OP_RELU, input(g, "hi", 0, bd))); break;
   case HARDSWISH: out = NODE(g, GPUC_OP_HARDSWISH, y); break;
+  case MISH: out = NODE(g, GPUC_OP_MISH, y); break;
   case GELU: case GELU_TANH:
     out = NODE(g, GPUC_OP_GELU, y);
     attr_s(g, "approximate", variant == GELU ? "none" : "tanh");
@@ -83,6 +84,7 @@ static const Case cases[] = {
     {"clip(-0.5, 0.5) by attributes", CLIP_ATTRS, 6, GPUC_FCONV_ACT_CLIP},
     {"clip with a minimum only", CLIP_LOW_ONLY, 13, GPUC_FCONV_ACT_CLIP},
     {"hardswish", HARDSWISH, 14, GPUC_FCONV_ACT_HARDSWISH},
+    {"mish", MISH, 18, GPUC_FCONV_ACT_MISH},
     {"gelu (erf)", GELU, 20, GPUC_FCONV_ACT_GELU},
     {"silu y * sigmoid(y)", SILU_YS, 13, GPUC_FCONV_ACT_SILU},
     {"silu sigmoid(y) * y", SILU_SY, 13, GPUC_FCONV_ACT_SILU},
