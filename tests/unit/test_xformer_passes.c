@@ -4,7 +4,9 @@
  *   fuse_gelu       GELU written out (tanh and erf forms, several
  *                   spellings) -> Gelu; look-alikes and shared values not
  *   fuse_attention  the dynamo exporter's K transpose (Reshape, 3-D
- *                   Transpose, Reshape)
+ *                   Transpose, Reshape); Swin's per-window mask between
+ *                   two Reshapes (mask_period), fp32 and fp16, sm_90
+ *                   kernels compiled
  *   attention_views Q, K, V as strided views of the GEMM output behind
  *                   GPT-2's Split, BERT's three projections merged into
  *                   one GEMM, torchvision's in_proj chunking, timm's
@@ -187,6 +189,83 @@ static void test_attention_kt(void) {
             "attention kt %d: %d nodes, scale %g", kt_variant, g1->nnodes, gpuc_attr_f(n, "scale", 0));
     }
     compare("attention kt", g0, g1, 1e-5);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
+/* ---- fuse_attention: Swin's per-window mask (mask_period) ---------------- */
+
+/* 2 images x 3 windows merged window-fastest into a batch of 6: q, k, v
+ * [6,2,7,16]; S = MatMul(Mul(q, 1/4), Transpose(k, [0,1,3,2])) [6,2,7,7];
+ * X1 = S + bias [1,2,7,7]; R1 = Reshape(X1, [2,3,2,7,7]); X2 = R1 + W,
+ * W a constant [3,1,7,7]; Reshape(X2, [6,2,7,7]); Softmax; MatMul by v.
+ * 0: fused, mask_period 3, mask bias + W [3,2,7,7]
+ * 1: no bias, W [1,3,1,7,7] as Add(W, R1): fused, mask W [3,1,7,7]
+ * 2: W [2,3,1,7,7] differs between the images (not periodic): not fused
+ * 3: W an input, not a constant: not fused
+ * 4: bias [6,2,7,7], one per merged batch (does not repeat): not fused */
+static int window_variant;
+static void build_window(Graph *g) {
+  int64_t qd[4] = {6, 2, 7, 16}, bd[4] = {1, 2, 7, 7}, bd4[4] = {6, 2, 7, 7}, wd[4] = {3, 1, 7, 7};
+  int64_t wd5[5] = {1, 3, 1, 7, 7}, wd2[5] = {2, 3, 1, 7, 7}, split[5] = {2, 3, 2, 7, 7}, back[4] = {6, 2, 7, 7};
+  int64_t perm[4] = {0, 1, 3, 2};
+  int q = input(g, "q", 4, qd), k = input(g, "k", 4, qd), v = input(g, "v", 4, qd);
+  int s = NODE(g, GPUC_OP_MATMUL, NODE(g, GPUC_OP_MUL, q, scalar(g, 0.25)), transpose(g, k, 4, perm));
+  if (window_variant != 1)
+    s = NODE(g, GPUC_OP_ADD, s, window_variant == 4 ? constant(g, 4, bd4, 9, -2, 2) : constant(g, 4, bd, 9, -2, 2));
+  int r1 = reshape(g, s, 5, split), w;
+  if (window_variant == 1) w = constant(g, 5, wd5, 11, -100, 0);
+  else if (window_variant == 2) w = constant(g, 5, wd2, 11, -100, 0);
+  else if (window_variant == 3) w = input(g, "w", 4, wd);
+  else w = constant(g, 4, wd, 11, -100, 0);
+  int x2 = window_variant == 1 ? NODE(g, GPUC_OP_ADD, w, r1) : NODE(g, GPUC_OP_ADD, r1, w);
+  int p = NODE(g, GPUC_OP_SOFTMAX, reshape(g, x2, 4, back));
+  attr_i(g, "axis", -1);
+  output(g, NODE(g, GPUC_OP_MATMUL, p, v));
+}
+
+static void test_attention_window(void) {
+  for (window_variant = 0; window_variant <= 4; window_variant++) {
+    GpucErr e = {0};
+    Graph *g0 = graph_new(17), *g1 = graph_new(17);
+    build_window(g0);
+    build_window(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "attention window %d: bad test graph: %s",
+          window_variant, e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    int want = window_variant <= 1;
+    int got = pass_fuse_attention(g1, &o, &e);
+    CHECK(got == want && count_op(g1, GPUC_OP_ATTENTION) == want, "attention window %d: %d fused, expected %d (%s)",
+          window_variant, got, want, e.msg);
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "attention window %d: verify: %s",
+          window_variant, e.msg);
+    if (want) {
+      const Node *n = &g1->nodes[g1->nnodes - 1];
+      const Tensor *m = n->nin > 3 ? &g1->values[n->in[3]].t : NULL;
+      CHECK(g1->nnodes == 1 && n->op == GPUC_OP_ATTENTION && gpuc_attr_i(n, "mask_period", 0) == 3 && m &&
+                m->rank == 4 && m->dims[0] == 3 && m->dims[1] == (window_variant == 0 ? 2 : 1),
+            "attention window %d: %d nodes, mask_period %lld, mask rank %d", window_variant, g1->nnodes,
+            (long long)gpuc_attr_i(n, "mask_period", 0), m ? m->rank : -1);
+    }
+    compare("attention window", g0, g1, 1e-5);
+    if (want) { /* the whole -O2 pipeline in fp16 against the fp32 graph; then sm_90 kernels (NVRTC) */
+      Graph *g2 = graph_new(17);
+      build_window(g2);
+      o.fp16 = true;
+      CHECK(gpuc_graph_infer(g2, &e) == 0 && gpuc_passes_run(g2, &o, &e) == 0 &&
+                count_op(g2, GPUC_OP_ATTENTION) == 1 && count_op(g2, GPUC_OP_SOFTMAX) == 0,
+            "attention window %d fp16: passes: %s", window_variant, e.msg);
+      compare("attention window fp16", g0, g2, 2e-2);
+      CodegenOptions co = {.sm = 90, .level = 2, .fp16 = true};
+      CompileStats st;
+      Plan *p = NULL;
+      CHECK(gpuc_codegen(g2, &co, &p, &st, &e) == 0 && p, "attention window %d: codegen: %s", window_variant,
+            e.msg);
+      gpuc_plan_free(p);
+      gpuc_graph_free(g2);
+    }
     gpuc_graph_free(g0);
     gpuc_graph_free(g1);
   }
@@ -554,6 +633,7 @@ int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: test_xformer_passes WORK_DIR\n"); return 2; }
   test_gelu();
   test_attention_kt();
+  test_attention_window();
   test_attention_views();
   test_gemm_as_matmul();
   test_residual();
