@@ -24,6 +24,11 @@
  * there); gpuc_attention_lowerable (ir/infer_linalg.h) accepts the shapes
  * and dtypes, so codegen never meets an Attention it cannot run.
  * A constant mask of zeros only is dropped (the Add is still absorbed).
+ * Swin's shifted windows: X = Reshape(Add(Reshape(X1, [B,P,H,Sq,Sk]), W),
+ * [B*P,H,Sq,Sk]) with W a constant per window ([P,1,Sq,Sk], the same for
+ * every image) and X1 the scores (+ a constant [1,H,Sq,Sk] bias): the
+ * mask becomes one constant bias + W [P,H,Sq,Sk] and attribute
+ * mask_period P (merged batch b reads mask batch b mod P).
  * Not matched: a Softmax kept in fp32 between Casts (an autocast export),
  * masks made inside the pattern by Where on a bool mask (the Where stays,
  * its output is the mask), scalings applied before the head split.
@@ -32,6 +37,7 @@
 #include "passes.h"
 #include "infer_linalg.h"
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
   Graph *g;
@@ -266,7 +272,7 @@ static bool softmax_last_axis(const Graph *g, const Node *sm) {
 
 /* Match the attention ending at MatMul node i; on success rewrite node i
  * into Attention and mark the absorbed nodes in drop. */
-static int match(Graph *g, int i, const int *readers, const int *last, bool *drop, GpucErr *e) {
+static int match(Graph *g, int i, const int *readers, const int *last, bool *drop, bool windows, GpucErr *e) {
   Match m = {.g = g, .readers = readers};
   Node *mm2 = &g->nodes[i];
   int pv = mm2->in[0], v = mm2->in[1];
@@ -287,7 +293,7 @@ static int match(Graph *g, int i, const int *readers, const int *last, bool *dro
   if (!sm || !softmax_last_axis(g, sm)) return 0;
   take(&m, pv);
   int x = sm->in[0], q = -1, k = -1, mask = -1, wmask = -1;
-  int x1 = window_mask(&m, x, &wmask);
+  int x1 = windows ? window_mask(&m, x, &wmask) : -1;
   if (x1 >= 0) x = x1;
   bool bshd[4] = {false, false, false, false}; /* Q, K, V, Y stored [B,S,H,D] */
   bool k_kept = false;
@@ -386,9 +392,13 @@ int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e) {
     return gpuc_err_set(e, "%s: out of memory", g->path);
   }
   gpuc_graph_count_readers(g, readers, last);
+  /* GPUC_NO_ATTENTION_WINDOW=1: Swin's window masks stay unfused (the GPU
+   * A/B of tests/gpu/swinattn_check.sh) */
+  const char *off = getenv("GPUC_NO_ATTENTION_WINDOW");
+  bool windows = !(off && *off && strcmp(off, "0"));
   for (int i = 0; i < nn; i++) {
     if (g->nodes[i].op != GPUC_OP_MATMUL || drop[i]) continue;
-    int r = match(g, i, readers, last, drop, e);
+    int r = match(g, i, readers, last, drop, windows, e);
     if (r < 0) { free(readers); free(last); free(drop); return -1; }
     changes += r;
   }

@@ -225,6 +225,17 @@ static void build_window(Graph *g) {
   output(g, NODE(g, GPUC_OP_MATMUL, p, v));
 }
 
+/* the plan compiles for sm_90 (NVRTC) */
+static void window_codegen(const Graph *g, bool fp16, const char *what) {
+  GpucErr e = {0};
+  CodegenOptions co = {.sm = 90, .level = 2, .fp16 = fp16};
+  CompileStats st;
+  Plan *p = NULL;
+  CHECK(gpuc_codegen(g, &co, &p, &st, &e) == 0 && p, "attention window %d %s: codegen: %s", window_variant, what,
+        e.msg);
+  gpuc_plan_free(p);
+}
+
 static void test_attention_window(void) {
   for (window_variant = 0; window_variant <= 4; window_variant++) {
     GpucErr e = {0};
@@ -258,12 +269,19 @@ static void test_attention_window(void) {
                 count_op(g2, GPUC_OP_ATTENTION) == 1 && count_op(g2, GPUC_OP_SOFTMAX) == 0,
             "attention window %d fp16: passes: %s", window_variant, e.msg);
       compare("attention window fp16", g0, g2, 2e-2);
-      CodegenOptions co = {.sm = 90, .level = 2, .fp16 = true};
-      CompileStats st;
-      Plan *p = NULL;
-      CHECK(gpuc_codegen(g2, &co, &p, &st, &e) == 0 && p, "attention window %d: codegen: %s", window_variant,
-            e.msg);
-      gpuc_plan_free(p);
+      /* each tensor-core kernel: K/V resident, tiled, streaming */
+      const char *kernel_env[] = {NULL, "GPUC_ATTENTION_TILED", "GPUC_ATTENTION_STREAM"};
+      for (int k = 0; k < 3; k++) {
+        if (kernel_env[k]) setenv(kernel_env[k], "1", 1);
+        window_codegen(g2, true, kernel_env[k] ? kernel_env[k] : "fp16");
+        if (kernel_env[k]) unsetenv(kernel_env[k]);
+      }
+      gpuc_graph_free(g2);
+      g2 = graph_new(17); /* fp32: the FMA kernel */
+      build_window(g2);
+      o.fp16 = false;
+      CHECK(gpuc_graph_infer(g2, &e) == 0 && gpuc_passes_run(g2, &o, &e) == 0, "attention window fp32: %s", e.msg);
+      window_codegen(g2, false, "fp32");
       gpuc_graph_free(g2);
     }
     gpuc_graph_free(g0);
