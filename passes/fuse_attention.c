@@ -29,6 +29,9 @@
  * every image) and X1 the scores (+ a constant [1,H,Sq,Sk] bias): the
  * mask becomes one constant bias + W [P,H,Sq,Sk] and attribute
  * mask_period P (merged batch b reads mask batch b mod P).
+ * Swin V2's cosine attention: S = Mul(MatMul(Q, Kt), c) with c a constant
+ * per head ([H,1,1]): the Mul node stays, rewritten to Mul(Q, c), which
+ * the Attention reads as Q.
  * Not matched: a Softmax kept in fp32 between Casts (an autocast export),
  * masks made inside the pattern by Where on a bool mask (the Where stays,
  * its output is the mask), scalings applied before the head split.
@@ -44,6 +47,8 @@ typedef struct {
   const int *readers;
   int chain[32];       /* nodes to remove, in the order found */
   int nchain;
+  int head_mul;        /* node of S = Mul(MatMul, c[H,1,1]), kept and turned into Mul(Q, c); or -1 */
+  int head_c;          /* that c */
 } Match;
 
 static Node *producer(Match *m, int v, GpucOp op) {
@@ -170,8 +175,34 @@ static int unsplit_heads(Match *m, int v, bool *bshd) {
 
 /* S = scalings(MatMul(scalings(Q), scalings(Kt))): sets Q and K (and
  * whether K is stored [B,S,H,D], and whether K is read elsewhere too) */
+/* c, a float constant of one value per head: dims 1 but H at S's head
+ * axis (rank <= 4 against 4-D S: [H,1,1], [1,H,1,1]) */
+static bool per_head(const Graph *g, int c, int s) {
+  const Value *cv = &g->values[c];
+  const Tensor *st = &g->values[s].t;
+  if (!cv->is_const || !cv->t.data || !gpuc_dtype_is_float(cv->t.dt) || cv->t.rank < 3 || cv->t.rank > 4 ||
+      st->rank != 4)
+    return false;
+  for (int d = 0; d < cv->t.rank; d++) {
+    int sd = 4 - cv->t.rank + d;
+    if (cv->t.dims[d] != 1 && (sd != 1 || cv->t.dims[d] != st->dims[1])) return false;
+  }
+  return true;
+}
+
 static bool scores(Match *m, int s, double *scale, int *q, int *k, bool *k_bshd, bool *k_kept) {
   int mmv = strip_scalings(m, s, scale, true);
+  m->head_mul = -1;
+  /* Swin V2's cosine attention: S = MatMul(Q, Kt) * c[H,1,1] (its logit
+   * scale per head) = MatMul(Q * c, Kt): the Mul node stays, on Q */
+  Node *hm = private_value(m, mmv) ? producer(m, mmv, GPUC_OP_MUL) : NULL;
+  for (int side = 0; hm && side < 2; side++) {
+    if (!per_head(m->g, hm->in[1 - side], mmv) || !producer(m, hm->in[side], GPUC_OP_MATMUL)) continue;
+    m->head_mul = m->g->values[mmv].producer;
+    m->head_c = hm->in[1 - side];
+    mmv = strip_scalings(m, hm->in[side], scale, true);
+    break;
+  }
   Node *mm = private_value(m, mmv) ? producer(m, mmv, GPUC_OP_MATMUL) : NULL;
   if (!mm) return false;
   take(m, mmv);
@@ -327,7 +358,7 @@ static int match(Graph *g, int i, const int *readers, const int *last, bool *dro
     period = wdims[0] > 1 ? wdims[0] : 0;
   }
   /* the head splits (and the merge after) as strides of the kernel */
-  q = unsplit_heads(&m, q, &bshd[0]);
+  if (m.head_mul < 0) q = unsplit_heads(&m, q, &bshd[0]); /* else the Mul reads Q as it is */
   if (!bshd[1] && !k_kept) k = unsplit_heads(&m, k, &bshd[1]);
   v = unsplit_heads(&m, v, &bshd[2]);
   int y = mm2->out[0];
@@ -361,6 +392,18 @@ static int match(Graph *g, int i, const int *readers, const int *last, bool *dro
     return 0;
   for (int d = 0; d < 4; d++)
     if (yt->dims[d] != want[d]) return 0;
+  if (m.head_mul >= 0) { /* Mul(S, c) -> Mul(Q, c): its output value now Q's shape */
+    Node *hn = &g->nodes[m.head_mul];
+    int *hin = gpuc_arena_alloc(&g->arena, sizeof(int) * 2);
+    if (!hin) return gpuc_err_set(e, "%s: out of memory", g->path);
+    hin[0] = q;
+    hin[1] = m.head_c;
+    hn->in = hin;
+    hn->nin = 2;
+    Tensor *qs = &g->values[hn->out[0]].t;
+    gpuc_set_shape(qs, g->values[q].t.dt, 4, g->values[q].t.dims);
+    q = hn->out[0];
+  }
   if (wmask >= 0) { /* bias + window mask, one constant [P,H,Sq,Sk] */
     char name[512];
     snprintf(name, sizeof name, "%s/window_mask", mm2->name ? mm2->name : "attention");
