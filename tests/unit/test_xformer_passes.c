@@ -5,7 +5,8 @@
  *                   spellings) -> Gelu; look-alikes and shared values not
  *   fuse_attention  the dynamo exporter's K transpose (Reshape, 3-D
  *                   Transpose, Reshape); Swin's per-window mask between
- *                   two Reshapes (mask_period), fp32 and fp16, sm_90
+ *                   two Reshapes (mask_period), Swin V2's per-head
+ *                   score scale moved onto Q; fp32 and fp16, sm_90
  *                   kernels compiled
  *   attention_views Q, K, V as strided views of the GEMM output behind
  *                   GPT-2's Split, BERT's three projections merged into
@@ -204,14 +205,23 @@ static void test_attention_kt(void) {
  * 1: no bias, W [1,3,1,7,7] as Add(W, R1): fused, mask W [3,1,7,7]
  * 2: W [2,3,1,7,7] differs between the images (not periodic): not fused
  * 3: W an input, not a constant: not fused
- * 4: bias [6,2,7,7], one per merged batch (does not repeat): not fused */
+ * 4: bias [6,2,7,7], one per merged batch (does not repeat): not fused
+ * 5: S = MatMul(q, Kt) * c, c [2,1,1] one scale a head (Swin V2's logit
+ *    scale): fused, the Mul kept as Mul(q, c), the Attention's Q
+ * 6: c [2,7,1] varies over the queries too: not fused */
 static int window_variant;
 static void build_window(Graph *g) {
   int64_t qd[4] = {6, 2, 7, 16}, bd[4] = {1, 2, 7, 7}, bd4[4] = {6, 2, 7, 7}, wd[4] = {3, 1, 7, 7};
   int64_t wd5[5] = {1, 3, 1, 7, 7}, wd2[5] = {2, 3, 1, 7, 7}, split[5] = {2, 3, 2, 7, 7}, back[4] = {6, 2, 7, 7};
   int64_t perm[4] = {0, 1, 3, 2};
   int q = input(g, "q", 4, qd), k = input(g, "k", 4, qd), v = input(g, "v", 4, qd);
-  int s = NODE(g, GPUC_OP_MATMUL, NODE(g, GPUC_OP_MUL, q, scalar(g, 0.25)), transpose(g, k, 4, perm));
+  int64_t hd[3] = {2, 1, 1}, hd2[3] = {2, 7, 1};
+  int s;
+  if (window_variant >= 5)
+    s = NODE(g, GPUC_OP_MUL, NODE(g, GPUC_OP_MATMUL, q, transpose(g, k, 4, perm)),
+             constant(g, 3, window_variant == 5 ? hd : hd2, 13, 0.1, 0.5));
+  else
+    s = NODE(g, GPUC_OP_MATMUL, NODE(g, GPUC_OP_MUL, q, scalar(g, 0.25)), transpose(g, k, 4, perm));
   if (window_variant != 1)
     s = NODE(g, GPUC_OP_ADD, s, window_variant == 4 ? constant(g, 4, bd4, 9, -2, 2) : constant(g, 4, bd, 9, -2, 2));
   int r1 = reshape(g, s, 5, split), w;
@@ -237,7 +247,7 @@ static void window_codegen(const Graph *g, bool fp16, const char *what) {
 }
 
 static void test_attention_window(void) {
-  for (window_variant = 0; window_variant <= 4; window_variant++) {
+  for (window_variant = 0; window_variant <= 6; window_variant++) {
     GpucErr e = {0};
     Graph *g0 = graph_new(17), *g1 = graph_new(17);
     build_window(g0);
@@ -246,7 +256,7 @@ static void test_attention_window(void) {
           window_variant, e.msg);
     PassOptions o;
     gpuc_pass_options_default(&o, 2);
-    int want = window_variant <= 1;
+    int want = window_variant <= 1 || window_variant == 5;
     int got = pass_fuse_attention(g1, &o, &e);
     CHECK(got == want && count_op(g1, GPUC_OP_ATTENTION) == want, "attention window %d: %d fused, expected %d (%s)",
           window_variant, got, want, e.msg);
@@ -255,8 +265,10 @@ static void test_attention_window(void) {
     if (want) {
       const Node *n = &g1->nodes[g1->nnodes - 1];
       const Tensor *m = n->nin > 3 ? &g1->values[n->in[3]].t : NULL;
-      CHECK(g1->nnodes == 1 && n->op == GPUC_OP_ATTENTION && gpuc_attr_i(n, "mask_period", 0) == 3 && m &&
-                m->rank == 4 && m->dims[0] == 3 && m->dims[1] == (window_variant == 0 ? 2 : 1),
+      int nodes = window_variant == 5 ? 2 : 1; /* variant 5: Mul(q, c) before the Attention, read as Q */
+      CHECK(g1->nnodes == nodes && n->op == GPUC_OP_ATTENTION && gpuc_attr_i(n, "mask_period", 0) == 3 && m &&
+                m->rank == 4 && m->dims[0] == 3 && m->dims[1] == (window_variant == 1 ? 1 : 2) &&
+                (nodes == 1 || (g1->nodes[0].op == GPUC_OP_MUL && g1->nodes[0].out[0] == n->in[0])),
             "attention window %d: %d nodes, mask_period %lld, mask rank %d", window_variant, g1->nnodes,
             (long long)gpuc_attr_i(n, "mask_period", 0), m ? m->rank : -1);
     }
