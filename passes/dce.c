@@ -56,8 +56,26 @@ static bool zero_pad(const Graph *g, const Node *n) {
   return true;
 }
 
+/* a Slice (opset >= 10) that keeps every element: same static shape,
+ * steps absent or all 1 (a step -1 would reverse). Swin's crop of the
+ * window padding when there was none. */
+static bool whole_slice(const Graph *g, const Node *n) {
+  if (n->op != GPUC_OP_SLICE || g->opset < 10 || n->in[0] < 0 || n->out[0] < 0) return false;
+  const Tensor *x = &g->values[n->in[0]].t, *y = &g->values[n->out[0]].t;
+  if (!gpuc_shape_known(x) || !gpuc_shape_known(y) || x->rank != y->rank || x->dt != y->dt) return false;
+  for (int d = 0; d < x->rank; d++)
+    if (x->dims[d] != y->dims[d]) return false;
+  if (n->nin < 5 || n->in[4] < 0) return true;
+  const Value *sv = &g->values[n->in[4]];
+  if (!sv->is_const || !sv->t.data || (sv->t.dt != GPUC_DT_I64 && sv->t.dt != GPUC_DT_I32)) return false;
+  for (int64_t i = 0; i < gpuc_numel(&sv->t); i++)
+    if (gpuc_get_i64(&sv->t, i) != 1) return false;
+  return true;
+}
+
 /* Identity, Dropout in inference mode (no training_mode input, mask
- * unused), a Cast to the dtype its input has and a Pad of zeros forward
+ * unused), a Cast to the dtype its input has, a Pad of zeros and a Slice
+ * of everything forward
  * their input: consumers read the input directly. Graph
  * outputs produced by them stay (renaming outputs would change the API). */
 int pass_identity(Graph *g, const PassOptions *o, GpucErr *e) {
@@ -76,7 +94,7 @@ int pass_identity(Graph *g, const PassOptions *o, GpucErr *e) {
     /* a Cast to its input's own dtype (torch's .to(x.dtype) on a mask) */
     bool same_cast = n->op == GPUC_OP_CAST && n->in[0] >= 0 && n->out[0] >= 0 &&
                      g->values[n->in[0]].t.dt == g->values[n->out[0]].t.dt;
-    bool fwd = n->op == GPUC_OP_IDENTITY || dropout_inference || same_cast || zero_pad(g, n);
+    bool fwd = n->op == GPUC_OP_IDENTITY || dropout_inference || same_cast || zero_pad(g, n) || whole_slice(g, n);
     if (!fwd || n->in[0] < 0 || n->out[0] < 0 || g->values[n->out[0]].is_output) continue;
     repl[n->out[0]] = n->in[0];
   }
