@@ -8,6 +8,8 @@
  *                   two Reshapes (mask_period), Swin V2's per-head
  *                   score scale moved onto Q; fp32 and fp16, sm_90
  *                   kernels compiled
+ *   roll_gather     torch.roll's Slice + Concat -> Gather; identity's
+ *                   Pad of zeros and Slice of everything
  *   attention_views Q, K, V as strided views of the GEMM output behind
  *                   GPT-2's Split, BERT's three projections merged into
  *                   one GEMM, torchvision's in_proj chunking, timm's
@@ -296,6 +298,88 @@ static void test_attention_window(void) {
       window_codegen(g2, false, "fp32");
       gpuc_graph_free(g2);
     }
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
+/* ---- roll_gather: torch.roll's Slice + Concat; identity: Pad 0, whole Slice */
+
+static int ints1(Graph *g, int64_t v) { return shape_const(g, 1, &v); }
+
+static int slice1(Graph *g, int x, int64_t s, int64_t e, int64_t axis, int64_t step) {
+  return NODE(g, GPUC_OP_SLICE, x, ints1(g, s), ints1(g, e), ints1(g, axis), ints1(g, step));
+}
+
+/* x [2,5,6,3]; y1 = Concat(x[:, 2:], x[:, :2]) (torch.roll by -2 on
+ * axis 1, the end INT64_MAX); y2 = Concat(y1[:, :, -4:], y1[:, :, :-4])
+ * on axis -2 (negative bounds); Relu.
+ * 0: both pairs become Gathers (3 nodes left)
+ * 1: the second pair in order [:2], [2:] (a copy, not a roll): 1 Gather
+ * 2: x[:, 2:] also a graph output: the first pair stays, 1 Gather */
+static int roll_variant;
+static void build_roll(Graph *g) {
+  int64_t xd[4] = {2, 5, 6, 3};
+  int x = input(g, "x", 4, xd);
+  int a = slice1(g, x, 2, INT64_MAX, 1, 1), b = slice1(g, x, 0, 2, 1, 1);
+  int y1 = NODE(g, GPUC_OP_CONCAT, a, b);
+  attr_i(g, "axis", 1);
+  int c = slice1(g, y1, -4, 6, -2, 1), d = slice1(g, y1, 0, -4, -2, 1);
+  int y2 = roll_variant == 1 ? NODE(g, GPUC_OP_CONCAT, d, c) : NODE(g, GPUC_OP_CONCAT, c, d);
+  attr_i(g, "axis", -2);
+  output(g, NODE(g, GPUC_OP_RELU, y2));
+  if (roll_variant == 2) output(g, a);
+}
+
+static void test_roll(void) {
+  for (roll_variant = 0; roll_variant <= 2; roll_variant++) {
+    GpucErr e = {0};
+    Graph *g0 = graph_new(17), *g1 = graph_new(17);
+    build_roll(g0);
+    build_roll(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "roll %d: bad test graph: %s", roll_variant,
+          e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    int want = roll_variant == 0 ? 2 : 1;
+    int got = pass_roll_gather(g1, &o, &e);
+    CHECK(got == want && count_op(g1, GPUC_OP_GATHER) == want && count_op(g1, GPUC_OP_CONCAT) == 2 - want,
+          "roll %d: %d rewritten, expected %d (%s)", roll_variant, got, want, e.msg);
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "roll %d: verify: %s", roll_variant,
+          e.msg);
+    compare("roll", g0, g1, 0);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
+/* x [2,4,3] -> Pad (pads 0) -> Slice [0, INT64_MAX) on axis 1 with step
+ * 1 (variant 0: both forwarded, Relu alone left) or step -1 (variant 1:
+ * the Slice reverses, stays) -> Relu */
+static int whole_variant;
+static void build_whole(Graph *g) {
+  int64_t xd[3] = {2, 4, 3}, zeros[6] = {0, 0, 0, 0, 0, 0};
+  int x = input(g, "x", 3, xd);
+  int p = NODE(g, GPUC_OP_PAD, x, shape_const(g, 6, zeros));
+  int s = whole_variant ? slice1(g, p, -1, INT64_MIN, 1, -1) : slice1(g, p, 0, INT64_MAX, 1, 1);
+  output(g, NODE(g, GPUC_OP_RELU, s));
+}
+
+static void test_whole_copies(void) {
+  for (whole_variant = 0; whole_variant <= 1; whole_variant++) {
+    GpucErr e = {0};
+    Graph *g0 = graph_new(17), *g1 = graph_new(17);
+    build_whole(g0);
+    build_whole(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "whole %d: bad test graph: %s",
+          whole_variant, e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    CHECK(pass_identity(g1, &o, &e) >= 0 && pass_dead_code(g1, &o, &e) >= 0, "whole %d: %s", whole_variant, e.msg);
+    int want = whole_variant == 0 ? 1 : 2;
+    CHECK(g1->nnodes == want && count_op(g1, GPUC_OP_PAD) == 0, "whole %d: %d nodes left, expected %d",
+          whole_variant, g1->nnodes, want);
+    compare("whole copies", g0, g1, 0);
     gpuc_graph_free(g0);
     gpuc_graph_free(g1);
   }
@@ -664,6 +748,8 @@ int main(int argc, char **argv) {
   test_gelu();
   test_attention_kt();
   test_attention_window();
+  test_roll();
+  test_whole_copies();
   test_attention_views();
   test_gemm_as_matmul();
   test_residual();
