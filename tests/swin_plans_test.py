@@ -10,7 +10,10 @@ unshifted and a shifted block, 16 windows an image; both exporters) this
 compiles `gpuc M.onnx -O2 --fp16 --arch sm_90 --shape input=32x3x32x32`
 (NVRTC compiles every kernel) and reads `gpuc inspect PLAN`'s schedule:
 one fused Attention kernel per block (BLOCKS) and no MatMul or Softmax
-kernel step (the scores are never written). GPUC_NO_ATTENTION_WINDOW=1
+kernel step (the scores are never written); no Slice, Concat or Pad
+kernel either (torch.roll's cyclic shift is a Gather a dimension,
+passes/roll_gather.c; the window padding, zero here, and its crop are
+forwarded by passes/dce.c's identity pass). GPUC_NO_ATTENTION_WINDOW=1
 (the switch tests/gpu/swinattn_check.sh's A/B uses) must leave the shifted
 block unfused: BLOCKS - 1 Attention kernels and a Softmax step.
 usage: swin_plans_test.py GPUC ZOO_DIR WORK_DIR
@@ -23,9 +26,16 @@ from vit_plans_test import plan_steps  # noqa: E402  (the -O2 --fp16 sm_90 batch
 BLOCKS = 2
 
 
+COPIES = ("Slice", "Concat", "Pad")
+
+
 def counts(steps):
     kernels = [op for kind, op, _ in steps if kind == "kernel"]
     return kernels.count("Attention"), sum(op in ("MatMul", "Softmax") for op in kernels)
+
+
+def copies(steps):
+    return sorted(op for kind, op, _ in steps if kind == "kernel" and op in COPIES)
 
 
 def main():
@@ -53,6 +63,8 @@ def main():
         if attn != BLOCKS or left:
             f.append("%s: %d Attention kernels (want %d, one a block), %d MatMul/Softmax kernels" %
                      (name, attn, BLOCKS, left))
+        if copies(steps):
+            f.append("%s: copy kernels left: %s" % (name, " ".join(copies(steps))))
         if attn_off != BLOCKS - 1 or not left_off:
             f.append("%s with GPUC_NO_ATTENTION_WINDOW=1: %d Attention kernels, %d MatMul/Softmax (want %d and "
                      "some: the shifted block unfused)" % (name, attn_off, left_off, BLOCKS - 1))
