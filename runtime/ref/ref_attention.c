@@ -22,6 +22,9 @@ int ref_Attention(OpCtx *c) {
   double fill = gpuc_attr_f(c->n, "causal_fill", -INFINITY);
   int64_t G = a.H / a.Hk; /* query heads per K/V head */
   int64_t ms[4] = {0, 0, 0, 0};
+  if (a.mask_period && (!mt || mt->rank != 4 || mt->dims[0] != a.mask_period || a.mask_period < 1 || B % a.mask_period))
+    return gpuc_op_fail(c, "mask_period %lld does not fit the mask and batch %lld", (long long)a.mask_period,
+                        (long long)B);
   if (mt) gpuc_attention_mask_strides(mt, ms);
   float *q = gpuc_to_f32(qt, c->err), *k = gpuc_to_f32(kt, c->err), *v = gpuc_to_f32(vt, c->err);
   float *m = mt ? gpuc_to_f32(mt, c->err) : NULL;
