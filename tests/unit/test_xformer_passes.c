@@ -8,7 +8,9 @@
  *                   two Reshapes (mask_period), Swin V2's per-head
  *                   score scale moved onto Q; fp32 and fp16, sm_90
  *                   kernels compiled
- *   roll_gather     torch.roll's Slice + Concat -> Gather; identity's
+ *   roll_gather     torch.roll's Slice + Concat -> Gather;
+ *   strided_concat  strided Slices + Concat (PatchMerging) -> Transpose;
+ *                   identity's
  *                   Pad of zeros and Slice of everything
  *   attention_views Q, K, V as strided views of the GEMM output behind
  *                   GPT-2's Split, BERT's three projections merged into
@@ -348,6 +350,49 @@ static void test_roll(void) {
     CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "roll %d: verify: %s", roll_variant,
           e.msg);
     compare("roll", g0, g1, 0);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
+/* x [2,4,6,3] (after a Relu); Swin's PatchMerging: a = x[:, 0::2],
+ * b = x[:, 1::2], then x0 = a[:, :, 0::2], x1 = b[:, :, 0::2],
+ * x2 = a[:, :, 1::2], x3 = b[:, :, 1::2]; Concat(x0..x3, -1) [2,2,3,12]
+ * 0: one Transpose between two Reshapes
+ * 1: order x0, x2, x1, x3 (H offset major): also one Transpose
+ * 2: order x0, x1, x3, x2 (not the digits of any axis order): stays
+ * 3: a also a graph output: stays */
+static int s2d_variant;
+static void build_s2d(Graph *g) {
+  int64_t xd[4] = {2, 4, 6, 3};
+  int x = NODE(g, GPUC_OP_RELU, input(g, "x", 4, xd));
+  int a = slice1(g, x, 0, INT64_MAX, 1, 2), b = slice1(g, x, 1, INT64_MAX, 1, 2);
+  int x0 = slice1(g, a, 0, INT64_MAX, 2, 2), x1 = slice1(g, b, 0, INT64_MAX, 2, 2);
+  int x2 = slice1(g, a, 1, INT64_MAX, 2, 2), x3 = slice1(g, b, 1, INT64_MAX, 2, 2);
+  int y = s2d_variant == 1   ? NODE(g, GPUC_OP_CONCAT, x0, x2, x1, x3)
+          : s2d_variant == 2 ? NODE(g, GPUC_OP_CONCAT, x0, x1, x3, x2)
+                             : NODE(g, GPUC_OP_CONCAT, x0, x1, x2, x3);
+  attr_i(g, "axis", -1);
+  output(g, NODE(g, GPUC_OP_RELU, y));
+  if (s2d_variant == 3) output(g, a);
+}
+
+static void test_strided_concat(void) {
+  for (s2d_variant = 0; s2d_variant <= 3; s2d_variant++) {
+    GpucErr e = {0};
+    Graph *g0 = graph_new(17), *g1 = graph_new(17);
+    build_s2d(g0);
+    build_s2d(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "s2d %d: bad test graph: %s", s2d_variant,
+          e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    int want = s2d_variant <= 1;
+    int got = pass_strided_concat(g1, &o, &e);
+    CHECK(got == want && count_op(g1, GPUC_OP_TRANSPOSE) == want && count_op(g1, GPUC_OP_SLICE) == (want ? 0 : 6),
+          "s2d %d: %d rewritten, expected %d (%s)", s2d_variant, got, want, e.msg);
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "s2d %d: verify: %s", s2d_variant, e.msg);
+    compare("strided concat", g0, g1, 0);
     gpuc_graph_free(g0);
     gpuc_graph_free(g1);
   }
@@ -749,6 +794,7 @@ int main(int argc, char **argv) {
   test_attention_kt();
   test_attention_window();
   test_roll();
+  test_strided_concat();
   test_whole_copies();
   test_attention_views();
   test_gemm_as_matmul();
