@@ -219,15 +219,15 @@ static bool scores(Match *m, int s, double *scale, int *q, int *k, bool *k_bshd,
  * three nodes; X1 (the scores, plus any bias), or -1 when x is not so
  * made. *w: W's value. */
 static int window_mask(Match *m, int x, int *w) {
+  *w = -1;
   Node *r2 = private_value(m, x) ? producer(m, x, GPUC_OP_RESHAPE) : NULL;
   int x2 = r2 ? r2->in[0] : -1;
   Node *add = private_value(m, x2) ? producer(m, x2, GPUC_OP_ADD) : NULL;
   if (!add || add->in[0] == add->in[1]) return -1;
   for (int side = 0; side < 2; side++) {
-    int r1v = add->in[side];
-    *w = add->in[1 - side];
+    int r1v = add->in[side], wi = add->in[1 - side];
     Node *r1 = private_value(m, r1v) ? producer(m, r1v, GPUC_OP_RESHAPE) : NULL;
-    const Value *wv = &m->g->values[*w];
+    const Value *wv = &m->g->values[wi];
     if (!r1 || !wv->is_const || !wv->t.data || wv->t.rank > 5 || !gpuc_shape_known(&wv->t)) continue;
     const Tensor *x1 = &m->g->values[r1->in[0]].t, *t5 = &m->g->values[r1v].t;
     if (x1->rank != 4 || !gpuc_shape_known(x1) || t5->rank != 5 || !gpuc_shape_known(t5)) continue;
@@ -244,6 +244,7 @@ static int window_mask(Match *m, int x, int *w) {
     take(m, x);
     take(m, x2);
     take(m, r1v);
+    *w = wi;
     return r1->in[0];
   }
   return -1;
