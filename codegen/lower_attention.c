@@ -455,6 +455,11 @@ bool attention_trim_tiles(void) { return !env_set("GPUC_ATTENTION_FULL_TILES"); 
 /* "constexpr i64 QS0 = .., QS1 = .., QS2 = ..;" for Q, K, V and Y, and
  * the element offsets QO, KO, VO of Q, K and V in the tensors read (views
  * of one QKV GEMM output: attribute view) */
+void attention_mask_batch(const GpucAttnGeom *a, char *buf, size_t n) {
+  if (a->mask_period > 0) snprintf(buf, n, "(b %% %lldLL)", LL(a->mask_period));
+  else snprintf(buf, n, "b");
+}
+
 void attention_emit_strides(StrBuf *b, const GpucAttnGeom *a) {
   static const char *nm[4] = {"QS", "KS", "VS", "YS"};
   for (int i = 0; i < 4; i++)
@@ -497,6 +502,8 @@ static int launch_attention(LowerCtx *c, const char *name, const GpucAttnGeom *a
 }
 
 static int attention_mma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]) {
+  char mb[48];
+  attention_mask_batch(a, mb, sizeof mb);
   const Tensor *q = c->in[0];
   const Tensor *mask = c->nin > 3 ? c->in[3] : NULL;
   int64_t B = a->B, H = a->H, Sq = a->Sq, D = a->D, Sk = a->Sk, DV = a->Dv;
@@ -505,8 +512,8 @@ static int attention_mma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]
   cg_float_lit(scale, sizeof scale, gpuc_attr_f(c->n, "scale", 1.0f), "float");
   madd[0] = 0;
   if (mask)
-    snprintf(madd, sizeof madd, "if (col < SK && row < SQ) x += ldf(mask[b * %lldLL + h * %lldLL + (i64)row * %lldLL + (i64)col * %lldLL]);",
-             LL(ms[0]), LL(ms[1]), LL(ms[2]), LL(ms[3]));
+    snprintf(madd, sizeof madd, "if (col < SK && row < SQ) x += ldf(mask[%s * %lldLL + h * %lldLL + (i64)row * %lldLL + (i64)col * %lldLL]);",
+             mb, LL(ms[0]), LL(ms[1]), LL(ms[2]), LL(ms[3]));
   const char *nan0 = gpuc_attr_i(c->n, "nan_to_zero", 0) ? "if (!(l > 0.f)) val = 0.f; /* 0 or NaN */" : "";
   StrBuf *b = cg_src(c);
   mma_helpers(b);
@@ -534,6 +541,8 @@ static int64_t mma_kv_smem(const GpucAttnGeom *a) {
 }
 
 static int attention_mma_kv(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]) {
+  char mb[48];
+  attention_mask_batch(a, mb, sizeof mb);
   const Tensor *q = c->in[0];
   const Tensor *mask = c->nin > 3 ? c->in[3] : NULL;
   int64_t B = a->B, H = a->H, Sq = a->Sq, D = a->D, Sk = a->Sk, DV = a->Dv;
@@ -544,12 +553,12 @@ static int attention_mma_kv(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms
   snprintf(bias, sizeof bias, "0.f");
   madd[0] = 0;
   if (mask && ms[2] == 0) /* the same row for every query: staged once */
-    snprintf(bias, sizeof bias, "ldf(mask[b * %lldLL + h * %lldLL + (i64)j * %lldLL]) * LOG2E", LL(ms[0]), LL(ms[1]),
+    snprintf(bias, sizeof bias, "ldf(mask[%s * %lldLL + h * %lldLL + (i64)j * %lldLL]) * LOG2E", mb, LL(ms[0]), LL(ms[1]),
              LL(ms[3]));
   else if (mask)
     snprintf(madd, sizeof madd,
-             "if (col < SK && row < SQ) x = fmaf(ldf(mask[b * %lldLL + h * %lldLL + (i64)row * %lldLL + (i64)col * %lldLL]), LOG2E, x);",
-             LL(ms[0]), LL(ms[1]), LL(ms[2]), LL(ms[3]));
+             "if (col < SK && row < SQ) x = fmaf(ldf(mask[%s * %lldLL + h * %lldLL + (i64)row * %lldLL + (i64)col * %lldLL]), LOG2E, x);",
+             mb, LL(ms[0]), LL(ms[1]), LL(ms[2]), LL(ms[3]));
   const char *nan0 = gpuc_attr_i(c->n, "nan_to_zero", 0) ? "if (!(l > 0.f)) f0 = f1 = 0.f; /* 0 or NaN */" : "";
   StrBuf *b = cg_src(c);
   mma_helpers(b);
@@ -574,6 +583,8 @@ static int attention_mma_kv(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms
 
 /* ---- any float dtype, any arch: fp32 FMA ---- */
 static int attention_fma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]) {
+  char mb[48];
+  attention_mask_batch(a, mb, sizeof mb);
   const Tensor *q = c->in[0], *y = c->out[0];
   const Tensor *mask = c->nin > 3 ? c->in[3] : NULL;
   int64_t B = a->B, H = a->H, Sq = a->Sq, D = a->D, Sk = a->Sk, DV = a->Dv;
@@ -652,8 +663,8 @@ static int attention_fma(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]
                "      float x = s[r] * %s;\n",
             ATT_ROWS, ATT_ROWS, scale);
   if (mask)
-    sb_printf(b, "      if (j < %lld && row < %lld) x += ldf(mask[b * %lldLL + h * %lldLL + (i64)row * %lldLL + (i64)j * %lldLL]);\n",
-              LL(Sk), LL(Sq), LL(ms[0]), LL(ms[1]), LL(ms[2]), LL(ms[3]));
+    sb_printf(b, "      if (j < %lld && row < %lld) x += ldf(mask[%s * %lldLL + h * %lldLL + (i64)row * %lldLL + (i64)j * %lldLL]);\n",
+              LL(Sk), LL(Sq), mb, LL(ms[0]), LL(ms[1]), LL(ms[2]), LL(ms[3]));
   sb_printf(b, "      if (j >= %lld) x = -__int_as_float(0x7f800000);\n"
                "      float mt = x;\n"
                "#pragma unroll\n      for (int o = 16; o > 0; o >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));\n"

@@ -327,6 +327,8 @@ bool attention_flash_fits(const GpucAttnGeom *a, GpucDType dt, int sm) {
 }
 
 static int attention_flash(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]) {
+  char mb[48];
+  attention_mask_batch(a, mb, sizeof mb);
   const Tensor *mask = c->nin > 3 ? c->in[3] : NULL;
   const char *T = cg_ctype(c->in[0]->dt);
   int nbuf = flash_smem(a, 2) <= 48 * 1024 ? 2 : 1;
@@ -336,12 +338,12 @@ static int attention_flash(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[
   snprintf(bias, sizeof bias, "0.f");
   madd[0] = 0;
   if (mask && ms[2] == 0) /* one row for every query: staged per block */
-    snprintf(bias, sizeof bias, "ldf(mask[b * %lldLL + h * %lldLL + (i64)j * %lldLL]) * LOG2E", LL(ms[0]), LL(ms[1]),
+    snprintf(bias, sizeof bias, "ldf(mask[%s * %lldLL + h * %lldLL + (i64)j * %lldLL]) * LOG2E", mb, LL(ms[0]), LL(ms[1]),
              LL(ms[3]));
   else if (mask)
     snprintf(madd, sizeof madd,
-             "if (col < SK && row < SQ) x = fmaf(ldf(mask[b * %lldLL + h * %lldLL + (i64)row * %lldLL + (i64)col * %lldLL]), LOG2E, x);",
-             LL(ms[0]), LL(ms[1]), LL(ms[2]), LL(ms[3]));
+             "if (col < SK && row < SQ) x = fmaf(ldf(mask[%s * %lldLL + h * %lldLL + (i64)row * %lldLL + (i64)col * %lldLL]), LOG2E, x);",
+             mb, LL(ms[0]), LL(ms[1]), LL(ms[2]), LL(ms[3]));
   const char *nan0 = gpuc_attr_i(c->n, "nan_to_zero", 0) ? "if (!(l > 0.f)) f0 = f1 = 0.f; /* 0 or NaN */" : "";
   StrBuf *b = cg_src(c);
   mma_helpers(b);
@@ -367,6 +369,8 @@ static int attention_flash(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[
 }
 
 static int attention_rows(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]) {
+  char mb[48];
+  attention_mask_batch(a, mb, sizeof mb);
   const Tensor *mask = c->nin > 3 ? c->in[3] : NULL;
   const char *T = cg_ctype(c->in[0]->dt);
   bool causal = gpuc_attr_i(c->n, "causal", 0) != 0;
@@ -377,8 +381,8 @@ static int attention_rows(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4
   cg_float_lit(fill_lit, sizeof fill_lit, fill ? cfill : 0.f, "float");
   madd[0] = 0;
   if (mask)
-    snprintf(madd, sizeof madd, "x += ldf(mask[b * %lldLL + h * %lldLL + (i64)row * %lldLL + (i64)j * %lldLL]);",
-             LL(ms[0]), LL(ms[1]), LL(ms[2]), LL(ms[3]));
+    snprintf(madd, sizeof madd, "x += ldf(mask[%s * %lldLL + h * %lldLL + (i64)row * %lldLL + (i64)j * %lldLL]);",
+             mb, LL(ms[0]), LL(ms[1]), LL(ms[2]), LL(ms[3]));
   const char *nan0 = gpuc_attr_i(c->n, "nan_to_zero", 0) ? "if (!(l > 0.f)) val = 0.f; /* 0 or NaN */" : "";
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);

@@ -14,6 +14,9 @@ bool attention_flash_fits(const GpucAttnGeom *a, GpucDType dt, int sm);
 /* "constexpr i64 QS0 .. YS2" (Q, K, V, Y strides) and "QO, KO, VO" (the
  * view offsets) for a kernel body (lower_attention.c) */
 void attention_emit_strides(StrBuf *b, const GpucAttnGeom *a);
+/* the mask's batch index in a kernel body: "b", or "(b % P)" with
+ * attribute mask_period P (the mask repeats every P batches) */
+void attention_mask_batch(const GpucAttnGeom *a, char *buf, size_t n);
 int lower_attention_stream(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4], bool tensor_cores);
 /* the tensor-core kernels skip the warps past Sq and the 16-key groups past
  * the last key (false: GPUC_ATTENTION_FULL_TILES=1, for a GPU A/B) */

@@ -84,6 +84,7 @@ int gpuc_attention_geom(const Node *n, const Tensor *q, const Tensor *k, const T
   int nf = gpuc_attr_ints(n, "bshd", &flags);
   if (nf >= 0 && nf != 4) return -1;
   for (int i = 0; i < 4; i++) a->bshd[i] = nf == 4 && flags[i] != 0;
+  a->mask_period = gpuc_attr_i(n, "mask_period", 0);
   const int64_t *unused;
   if (gpuc_attr_ints(n, "view", &unused) >= 0) {
     const Tensor *in[3] = {q, k, v};
@@ -111,7 +112,9 @@ int gpuc_attention_geom(const Node *n, const Tensor *q, const Tensor *k, const T
 /* Q [B,H,Sq,D], K [B,Hk,Sk,D], V [B,Hk,Sk,Dv] (Hk divides H), mask? broadcast to
  * [B,H,Sq,Sk] -> Y [B,H,Sq,Dv] of Q's dtype; with attribute bshd[i] set,
  * tensor i (Q, K, V, Y) is stored [B,S,H,D] instead; with view and dims,
- * Q, K and V are strided views; y_perm permutes Y's stored axes. */
+ * Q, K and V are strided views; y_perm permutes Y's stored axes; with
+ * mask_period P the mask is [P,1|H,1|Sq,1|Sk] and batch b reads mask
+ * batch b mod P (windows merged into the batch, window fastest: Swin). */
 int infer_Attention(OpCtx *c) {
   static const GpucDType flt[] = {GPUC_DT_F32, GPUC_DT_F16, GPUC_DT_BF16, GPUC_DT_F64, GPUC_DT_UNDEF};
   for (int i = 0; i < 4; i++)
@@ -127,10 +130,18 @@ int infer_Attention(OpCtx *c) {
   int64_t l[4] = {a.B, a.H, a.Sq, a.Dv}, dims[4];
   for (int i = 0; i < 4; i++) dims[i] = l[a.ydims_perm[i]];
   gpuc_set_shape(c->out[0], q->dt, 4, dims);
+  int64_t period = a.mask_period;
+  if (period && !gpuc_has_in(c, 3)) return gpuc_op_fail(c, "mask_period %lld without a mask", (long long)period);
   if (gpuc_has_in(c, 3)) {
     const Tensor *m = c->in[3];
     if (m->rank > 4) return gpuc_op_fail(c, "mask has rank %d, at most 4", m->rank);
     int64_t sd[4] = {a.B, a.H, a.Sq, a.Sk};
+    if (period) { /* mask [P,...]: batch b reads mask batch b mod P */
+      if (period < 0 || m->rank != 4 || (m->dims[0] >= 0 && m->dims[0] != period) || (a.B >= 0 && a.B % period))
+        return gpuc_op_fail(c, "mask_period %lld needs a 4-D mask of %lld batches dividing the batch %lld",
+                            (long long)period, (long long)period, (long long)a.B);
+      sd[0] = period;
+    }
     for (int d = 0; d < m->rank; d++) {
       int64_t md = m->dims[d], want = sd[4 - m->rank + d];
       if (md >= 0 && md != 1 && want >= 0 && md != want)
@@ -164,7 +175,11 @@ bool gpuc_attention_lowerable(const GpucAttnGeom *a, const Tensor *q, const Tens
   if (!mask) return true;
   if (mask->dt != GPUC_DT_F32 && mask->dt != GPUC_DT_F16 && mask->dt != GPUC_DT_BF16) return false;
   if (!gpuc_shape_known(mask) || mask->rank > 4) return false;
-  int64_t full[4] = {a->B, a->H, a->Sq, a->Sk};
+  int64_t full[4] = {a->B, a->H, a->Sq, a->Sk}, period = a->mask_period;
+  if (period) {
+    if (period < 1 || mask->rank != 4 || mask->dims[0] != period || a->B % period) return false;
+    full[0] = period;
+  }
   for (int d = 0; d < mask->rank; d++) {
     int64_t md = mask->dims[d];
     if (md != 1 && md != full[4 - mask->rank + d]) return false;

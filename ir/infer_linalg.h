@@ -46,6 +46,7 @@ typedef struct GpucAttnGeom {
   int64_t off[4];
   int64_t st[4][3];
   int ydims_perm[4]; /* Y's stored axes as logical axes (0 b, 1 h, 2 s, 3 d) */
+  int64_t mask_period; /* attribute mask_period: batch b reads mask batch b % P; 0: none (plain broadcast) */
 } GpucAttnGeom;
 int gpuc_attention_geom(const Node *n, const Tensor *q, const Tensor *k, const Tensor *v, GpucAttnGeom *a);
 /* the mask's element strides over [B,H,Sq,Sk] (0 where it broadcasts) */

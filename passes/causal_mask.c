@@ -320,6 +320,7 @@ int gpuc_attention_causal_mask(Graph *g, int i, CausalMemo *memo, GpucErr *e) {
   GpucAttnGeom a;
   if (gpuc_attention_geom(n, &g->values[n->in[0]].t, &g->values[n->in[1]].t, &g->values[n->in[2]].t, &a))
     return 0;
+  if (a.mask_period) return 0; /* a per-window mask (passes/fuse_attention.c), not a causal one */
   int m = n->in[3], k = 0;
   while (k < memo->n && memo->mask[k] != m) k++;
   if (k == memo->n) {

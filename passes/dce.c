@@ -32,8 +32,51 @@ int pass_dead_code(Graph *g, const PassOptions *o, GpucErr *e) {
   return removed;
 }
 
+/* a Pad of zeros on every side (Swin's window padding when the image is a
+ * whole number of windows: the amounts fold to constant zeros): its output
+ * is its input, same static shape */
+static bool zero_pad(const Graph *g, const Node *n) {
+  if (n->op != GPUC_OP_PAD || n->in[0] < 0 || n->out[0] < 0) return false;
+  const Tensor *x = &g->values[n->in[0]].t, *y = &g->values[n->out[0]].t;
+  if (!gpuc_shape_known(x) || !gpuc_shape_known(y) || x->rank != y->rank || x->dt != y->dt) return false;
+  for (int d = 0; d < x->rank; d++)
+    if (x->dims[d] != y->dims[d]) return false;
+  if (g->opset < 11) { /* pads an attribute */
+    const int64_t *p;
+    int np = gpuc_attr_ints(n, "pads", &p);
+    for (int i = 0; i < np; i++)
+      if (p[i]) return false;
+    return np >= 0;
+  }
+  if (n->nin < 2 || n->in[1] < 0) return false;
+  const Value *pv = &g->values[n->in[1]];
+  if (!pv->is_const || !pv->t.data || (pv->t.dt != GPUC_DT_I64 && pv->t.dt != GPUC_DT_I32)) return false;
+  for (int64_t i = 0; i < gpuc_numel(&pv->t); i++)
+    if (gpuc_get_i64(&pv->t, i)) return false;
+  return true;
+}
+
+/* a Slice (opset >= 10) that keeps every element: same static shape,
+ * steps absent or all 1 (a step -1 would reverse). Swin's crop of the
+ * window padding when there was none. */
+static bool whole_slice(const Graph *g, const Node *n) {
+  if (n->op != GPUC_OP_SLICE || g->opset < 10 || n->in[0] < 0 || n->out[0] < 0) return false;
+  const Tensor *x = &g->values[n->in[0]].t, *y = &g->values[n->out[0]].t;
+  if (!gpuc_shape_known(x) || !gpuc_shape_known(y) || x->rank != y->rank || x->dt != y->dt) return false;
+  for (int d = 0; d < x->rank; d++)
+    if (x->dims[d] != y->dims[d]) return false;
+  if (n->nin < 5 || n->in[4] < 0) return true;
+  const Value *sv = &g->values[n->in[4]];
+  if (!sv->is_const || !sv->t.data || (sv->t.dt != GPUC_DT_I64 && sv->t.dt != GPUC_DT_I32)) return false;
+  for (int64_t i = 0; i < gpuc_numel(&sv->t); i++)
+    if (gpuc_get_i64(&sv->t, i) != 1) return false;
+  return true;
+}
+
 /* Identity, Dropout in inference mode (no training_mode input, mask
- * unused) and a Cast to the dtype its input has forward their input: consumers read the input directly. Graph
+ * unused), a Cast to the dtype its input has, a Pad of zeros and a Slice
+ * of everything forward
+ * their input: consumers read the input directly. Graph
  * outputs produced by them stay (renaming outputs would change the API). */
 int pass_identity(Graph *g, const PassOptions *o, GpucErr *e) {
   int changes = 0;
@@ -51,7 +94,7 @@ int pass_identity(Graph *g, const PassOptions *o, GpucErr *e) {
     /* a Cast to its input's own dtype (torch's .to(x.dtype) on a mask) */
     bool same_cast = n->op == GPUC_OP_CAST && n->in[0] >= 0 && n->out[0] >= 0 &&
                      g->values[n->in[0]].t.dt == g->values[n->out[0]].t.dt;
-    bool fwd = n->op == GPUC_OP_IDENTITY || dropout_inference || same_cast;
+    bool fwd = n->op == GPUC_OP_IDENTITY || dropout_inference || same_cast || zero_pad(g, n) || whole_slice(g, n);
     if (!fwd || n->in[0] < 0 || n->out[0] < 0 || g->values[n->out[0]].is_output) continue;
     repl[n->out[0]] = n->in[0];
   }

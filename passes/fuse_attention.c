@@ -24,6 +24,14 @@
  * there); gpuc_attention_lowerable (ir/infer_linalg.h) accepts the shapes
  * and dtypes, so codegen never meets an Attention it cannot run.
  * A constant mask of zeros only is dropped (the Add is still absorbed).
+ * Swin's shifted windows: X = Reshape(Add(Reshape(X1, [B,P,H,Sq,Sk]), W),
+ * [B*P,H,Sq,Sk]) with W a constant per window ([P,1,Sq,Sk], the same for
+ * every image) and X1 the scores (+ a constant [1,H,Sq,Sk] bias): the
+ * mask becomes one constant bias + W [P,H,Sq,Sk] and attribute
+ * mask_period P (merged batch b reads mask batch b mod P).
+ * Swin V2's cosine attention: S = Mul(MatMul(Q, Kt), c) with c a constant
+ * per head ([H,1,1]): the Mul node stays, rewritten to Mul(Q, c), which
+ * the Attention reads as Q.
  * Not matched: a Softmax kept in fp32 between Casts (an autocast export),
  * masks made inside the pattern by Where on a bool mask (the Where stays,
  * its output is the mask), scalings applied before the head split.
@@ -32,12 +40,15 @@
 #include "passes.h"
 #include "infer_linalg.h"
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
   Graph *g;
   const int *readers;
   int chain[32];       /* nodes to remove, in the order found */
   int nchain;
+  int head_mul;        /* node of S = Mul(MatMul, c[H,1,1]), kept and turned into Mul(Q, c); or -1 */
+  int head_c;          /* that c */
 } Match;
 
 static Node *producer(Match *m, int v, GpucOp op) {
@@ -164,8 +175,34 @@ static int unsplit_heads(Match *m, int v, bool *bshd) {
 
 /* S = scalings(MatMul(scalings(Q), scalings(Kt))): sets Q and K (and
  * whether K is stored [B,S,H,D], and whether K is read elsewhere too) */
+/* c, a float constant of one value per head: dims 1 but H at S's head
+ * axis (rank <= 4 against 4-D S: [H,1,1], [1,H,1,1]) */
+static bool per_head(const Graph *g, int c, int s) {
+  const Value *cv = &g->values[c];
+  const Tensor *st = &g->values[s].t;
+  if (!cv->is_const || !cv->t.data || !gpuc_dtype_is_float(cv->t.dt) || cv->t.rank < 3 || cv->t.rank > 4 ||
+      st->rank != 4)
+    return false;
+  for (int d = 0; d < cv->t.rank; d++) {
+    int sd = 4 - cv->t.rank + d;
+    if (cv->t.dims[d] != 1 && (sd != 1 || cv->t.dims[d] != st->dims[1])) return false;
+  }
+  return true;
+}
+
 static bool scores(Match *m, int s, double *scale, int *q, int *k, bool *k_bshd, bool *k_kept) {
   int mmv = strip_scalings(m, s, scale, true);
+  m->head_mul = -1;
+  /* Swin V2's cosine attention: S = MatMul(Q, Kt) * c[H,1,1] (its logit
+   * scale per head) = MatMul(Q * c, Kt): the Mul node stays, on Q */
+  Node *hm = private_value(m, mmv) ? producer(m, mmv, GPUC_OP_MUL) : NULL;
+  for (int side = 0; hm && side < 2; side++) {
+    if (!per_head(m->g, hm->in[1 - side], mmv) || !producer(m, hm->in[side], GPUC_OP_MATMUL)) continue;
+    m->head_mul = m->g->values[mmv].producer;
+    m->head_c = hm->in[1 - side];
+    mmv = strip_scalings(m, hm->in[side], scale, true);
+    break;
+  }
   Node *mm = private_value(m, mmv) ? producer(m, mmv, GPUC_OP_MATMUL) : NULL;
   if (!mm) return false;
   take(m, mmv);
@@ -175,6 +212,91 @@ static bool scores(Match *m, int s, double *scale, int *q, int *k, bool *k_bshd,
   return *k >= 0;
 }
 
+/* Swin's shifted windows: the scores of B*P windows (window fastest) get
+ * a per-window mask W between two Reshapes:
+ *   x = Reshape(Add(Reshape(X1, [B,P,H,Sq,Sk]), W), [B*P,H,Sq,Sk])
+ * (or Add(W, .)), W a constant broadcasting to [1,P,H,Sq,Sk]. Takes the
+ * three nodes; X1 (the scores, plus any bias), or -1 when x is not so
+ * made. *w: W's value. */
+static int window_mask(Match *m, int x, int *w) {
+  *w = -1;
+  Node *r2 = private_value(m, x) ? producer(m, x, GPUC_OP_RESHAPE) : NULL;
+  int x2 = r2 ? r2->in[0] : -1;
+  Node *add = private_value(m, x2) ? producer(m, x2, GPUC_OP_ADD) : NULL;
+  if (!add || add->in[0] == add->in[1]) return -1;
+  for (int side = 0; side < 2; side++) {
+    int r1v = add->in[side], wi = add->in[1 - side];
+    Node *r1 = private_value(m, r1v) ? producer(m, r1v, GPUC_OP_RESHAPE) : NULL;
+    const Value *wv = &m->g->values[wi];
+    if (!r1 || !wv->is_const || !wv->t.data || wv->t.rank > 5 || !gpuc_shape_known(&wv->t)) continue;
+    const Tensor *x1 = &m->g->values[r1->in[0]].t, *t5 = &m->g->values[r1v].t;
+    if (x1->rank != 4 || !gpuc_shape_known(x1) || t5->rank != 5 || !gpuc_shape_known(t5)) continue;
+    const int64_t merged[5] = {t5->dims[0] * t5->dims[1], t5->dims[2], t5->dims[3], t5->dims[4]};
+    /* X1 [B*P,H,Sq,Sk] viewed [B,P,H,Sq,Sk]; the sum keeps that shape; back */
+    if (!dims_are(x1, 4, merged) || !dims_are(&m->g->values[x2].t, 5, t5->dims) || !dims_are(&m->g->values[x].t, 4, x1->dims))
+      continue;
+    bool fits = true; /* W: 1 over B, 1 or the size elsewhere */
+    for (int d = 0; d < wv->t.rank; d++) {
+      int64_t wd = wv->t.dims[d], td = t5->dims[5 - wv->t.rank + d];
+      fits &= wd == 1 || (wd == td && 5 - wv->t.rank + d > 0);
+    }
+    if (!fits) continue;
+    take(m, x);
+    take(m, x2);
+    take(m, r1v);
+    *w = wi;
+    return r1->in[0];
+  }
+  return -1;
+}
+
+/* The mask of an Attention whose batch is B*P windows (window fastest):
+ * bias (-1, or a constant broadcasting to [1,H,Sq,Sk]) plus window mask w
+ * (broadcasting to [1,P,H,Sq,Sk]) as one [P',H',Sq',Sk'] constant, each
+ * dim the larger of the two (P' is P or 1). The shape goes in dims, the
+ * sum in a new value only when make (after the fusion is decided): the
+ * value, 0 (shape only), or -1 (error, or -2: they do not combine). */
+static int window_bias(Graph *g, int bias, int w, const char *name, bool make, int64_t dims[4], GpucErr *e) {
+  const Tensor *wt = &g->values[w].t, *bt = bias >= 0 ? &g->values[bias].t : NULL;
+  if (bt && (!g->values[bias].is_const || !bt->data || bt->rank > 4 || !gpuc_shape_known(bt) || bt->dt != wt->dt))
+    return -2;
+  if (!gpuc_dtype_is_float(wt->dt)) return -2;
+  int64_t wd[4] = {1, 1, 1, 1}, bd[4] = {1, 1, 1, 1};
+  for (int d = 0; d < wt->rank && d < 4; d++) wd[4 - 1 - d] = wt->dims[wt->rank - 1 - d];
+  for (int d = 0; bt && d < bt->rank; d++) bd[4 - 1 - d] = bt->dims[bt->rank - 1 - d];
+  if (bd[0] != 1) return -2; /* a bias per merged batch is not periodic */
+  for (int d = 0; d < 4; d++) dims[d] = wd[d] > bd[d] ? wd[d] : bd[d];
+  if (!make) return 0;
+  int v = gpuc_graph_add_value(g, name);
+  if (v < 0) { gpuc_err_set(e, "%s: out of memory", g->path); return -1; }
+  wt = &g->values[w].t; /* the values may have moved */
+  bt = bias >= 0 ? &g->values[bias].t : NULL;
+  Tensor *t = &g->values[v].t;
+  gpuc_set_shape(t, wt->dt, 4, dims);
+  if (gpuc_tensor_alloc(t, e)) return -1;
+  g->values[v].is_const = true;
+  int64_t ws[4], bs[4] = {0, 0, 0, 0}, idx[4];
+  gpuc_attention_mask_strides(wt, ws); /* rank <= 4 here, or 5 with a leading 1 */
+  if (wt->rank == 5) {
+    Tensor w4 = *wt;
+    w4.rank = 4;
+    for (int d = 0; d < 4; d++) w4.dims[d] = wt->dims[d + 1];
+    gpuc_attention_mask_strides(&w4, ws);
+  }
+  if (bt) gpuc_attention_mask_strides(bt, bs);
+  int64_t n = gpuc_numel(t);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t r = i;
+    for (int d = 3; d >= 0; d--) { idx[d] = r % dims[d]; r /= dims[d]; }
+    int64_t wi = 0, bi = 0;
+    for (int d = 0; d < 4; d++) { wi += idx[d] * ws[d]; bi += idx[d] * bs[d]; }
+    /* in the mask's dtype, as the two Adds of the graph rounded */
+    double sum = gpuc_get_f64(wt, wi) + (bt ? gpuc_get_f64(bt, bi) : 0);
+    gpuc_set_f64(t, i, sum);
+  }
+  return v;
+}
+
 static bool softmax_last_axis(const Graph *g, const Node *sm) {
   int64_t axis = gpuc_attr_i(sm, "axis", g->opset >= 13 ? -1 : 1);
   return axis == -1 || axis == 3; /* on 4-D: the same before and after opset 13 */
@@ -182,7 +304,7 @@ static bool softmax_last_axis(const Graph *g, const Node *sm) {
 
 /* Match the attention ending at MatMul node i; on success rewrite node i
  * into Attention and mark the absorbed nodes in drop. */
-static int match(Graph *g, int i, const int *readers, const int *last, bool *drop, GpucErr *e) {
+static int match(Graph *g, int i, const int *readers, const int *last, bool *drop, bool windows, GpucErr *e) {
   Match m = {.g = g, .readers = readers};
   Node *mm2 = &g->nodes[i];
   int pv = mm2->in[0], v = mm2->in[1];
@@ -202,7 +324,9 @@ static int match(Graph *g, int i, const int *readers, const int *last, bool *dro
   Node *sm = producer(&m, pv, GPUC_OP_SOFTMAX);
   if (!sm || !softmax_last_axis(g, sm)) return 0;
   take(&m, pv);
-  int x = sm->in[0], q = -1, k = -1, mask = -1;
+  int x = sm->in[0], q = -1, k = -1, mask = -1, wmask = -1;
+  int x1 = windows ? window_mask(&m, x, &wmask) : -1;
+  if (x1 >= 0) x = x1;
   bool bshd[4] = {false, false, false, false}; /* Q, K, V, Y stored [B,S,H,D] */
   bool k_kept = false;
   double scale = 1;
@@ -225,8 +349,17 @@ static int match(Graph *g, int i, const int *readers, const int *last, bool *dro
   }
   if (!found) return 0;
   if (mask >= 0 && zero_mask(g, mask)) mask = -1; /* the Add is absorbed all the same */
+  int64_t wdims[4], period = 0;
+  Tensor wtmp; /* the summed window mask's shape, for the checks below */
+  if (wmask >= 0) {
+    if (window_bias(g, mask, wmask, NULL, false, wdims, e) < 0) return 0;
+    wtmp = g->values[wmask].t;
+    wtmp.data = NULL;
+    gpuc_set_shape(&wtmp, wtmp.dt, 4, wdims);
+    period = wdims[0] > 1 ? wdims[0] : 0;
+  }
   /* the head splits (and the merge after) as strides of the kernel */
-  q = unsplit_heads(&m, q, &bshd[0]);
+  if (m.head_mul < 0) q = unsplit_heads(&m, q, &bshd[0]); /* else the Mul reads Q as it is */
   if (!bshd[1] && !k_kept) k = unsplit_heads(&m, k, &bshd[1]);
   v = unsplit_heads(&m, v, &bshd[2]);
   int y = mm2->out[0];
@@ -237,7 +370,7 @@ static int match(Graph *g, int i, const int *readers, const int *last, bool *dro
     y = merge->out[0];
   }
   if (m.nchain >= 32) return 0; /* a chain this long was cut short */
-  Attr *at = gpuc_arena_alloc(&g->arena, sizeof(Attr) * 3);
+  Attr *at = gpuc_arena_alloc(&g->arena, sizeof(Attr) * 4);
   int64_t *flags = gpuc_arena_alloc(&g->arena, sizeof(int64_t) * 4);
   int *in = gpuc_arena_alloc(&g->arena, sizeof(int) * 4);
   if (!in || !at || !flags) return gpuc_err_set(e, "%s: out of memory", g->path);
@@ -245,9 +378,11 @@ static int match(Graph *g, int i, const int *readers, const int *last, bool *dro
   at[0] = (Attr){.name = "scale", .kind = GPUC_ATTR_FLOAT, .f = (float)scale};
   at[1] = (Attr){.name = "nan_to_zero", .kind = GPUC_ATTR_INT, .i = nan0};
   at[2] = (Attr){.name = "bshd", .kind = GPUC_ATTR_INTS, .n = 4, .ints = flags};
-  Node probe = {.op = GPUC_OP_ATTENTION, .name = mm2->name, .nattr = 3, .attrs = at};
+  at[3] = (Attr){.name = "mask_period", .kind = GPUC_ATTR_INT, .i = period};
+  int nattr = period ? 4 : 3;
+  Node probe = {.op = GPUC_OP_ATTENTION, .name = mm2->name, .nattr = nattr, .attrs = at};
   const Tensor *qt = &g->values[q].t, *kt = &g->values[k].t, *vt = &g->values[v].t;
-  const Tensor *mt = mask >= 0 ? &g->values[mask].t : NULL;
+  const Tensor *mt = wmask >= 0 ? &wtmp : mask >= 0 ? &g->values[mask].t : NULL;
   GpucAttnGeom geo;
   if (gpuc_attention_geom(&probe, qt, kt, vt, &geo) || !gpuc_attention_lowerable(&geo, qt, kt, vt, mt))
     return 0;
@@ -258,6 +393,25 @@ static int match(Graph *g, int i, const int *readers, const int *last, bool *dro
     return 0;
   for (int d = 0; d < 4; d++)
     if (yt->dims[d] != want[d]) return 0;
+  if (m.head_mul >= 0) { /* Mul(S, c) -> Mul(Q, c): its output value now Q's shape */
+    Node *hn = &g->nodes[m.head_mul];
+    int *hin = gpuc_arena_alloc(&g->arena, sizeof(int) * 2);
+    if (!hin) return gpuc_err_set(e, "%s: out of memory", g->path);
+    hin[0] = q;
+    hin[1] = m.head_c;
+    hn->in = hin;
+    hn->nin = 2;
+    Tensor *qs = &g->values[hn->out[0]].t;
+    gpuc_set_shape(qs, g->values[q].t.dt, 4, g->values[q].t.dims);
+    q = hn->out[0];
+  }
+  if (wmask >= 0) { /* bias + window mask, one constant [P,H,Sq,Sk] */
+    char name[512];
+    snprintf(name, sizeof name, "%s/window_mask", mm2->name ? mm2->name : "attention");
+    mask = window_bias(g, mask, wmask, name, true, wdims, e);
+    if (mask < 0) return -1;
+    mm2 = &g->nodes[i];
+  }
   /* the MatMul becomes the Attention, in its place: Q, K, V and the mask
    * are all computed before it; it writes the merge Transpose's output
    * when that is absorbed (the Transpose's readers all come after it) */
@@ -266,7 +420,7 @@ static int match(Graph *g, int i, const int *readers, const int *last, bool *dro
   mm2->in = in;
   mm2->nin = mask >= 0 ? 4 : 3;
   mm2->attrs = at;
-  mm2->nattr = 3;
+  mm2->nattr = nattr;
   mm2->out[0] = y;
   for (int c = 0; c < m.nchain; c++) drop[m.chain[c]] = true;
   return 1;
@@ -282,9 +436,13 @@ int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e) {
     return gpuc_err_set(e, "%s: out of memory", g->path);
   }
   gpuc_graph_count_readers(g, readers, last);
+  /* GPUC_NO_ATTENTION_WINDOW=1: Swin's window masks stay unfused (the GPU
+   * A/B of tests/gpu/swinattn_check.sh) */
+  const char *off = getenv("GPUC_NO_ATTENTION_WINDOW");
+  bool windows = !(off && *off && strcmp(off, "0"));
   for (int i = 0; i < nn; i++) {
     if (g->nodes[i].op != GPUC_OP_MATMUL || drop[i]) continue;
-    int r = match(g, i, readers, last, drop, e);
+    int r = match(g, i, readers, last, drop, windows, e);
     if (r < 0) { free(readers); free(last); free(drop); return -1; }
     changes += r;
   }

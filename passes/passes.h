@@ -67,6 +67,12 @@ int pass_fuse_gelu(Graph *g, const PassOptions *o, GpucErr *e);
  * attribute activation, cuBLASLt's epilogue. */
 int pass_fuse_matmul_act(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e);
+/* Concat(Slice(x, a:n), Slice(x, 0:a)) on one axis (torch.roll) -> Gather
+ * of a constant rotated index (roll_gather.c) */
+int pass_roll_gather(Graph *g, const PassOptions *o, GpucErr *e);
+/* Concat of strided Slices of one value (a space-to-depth: Swin's
+ * PatchMerging) -> Reshape, Transpose, Reshape (strided_concat.c) */
+int pass_strided_concat(Graph *g, const PassOptions *o, GpucErr *e);
 /* Attention's Q, K, V as strided views of the tensors the copies read; their
  * three projections as one GEMM (passes/attention_views.c) */
 int pass_attention_views(Graph *g, const PassOptions *o, GpucErr *e);

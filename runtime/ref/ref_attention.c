@@ -1,7 +1,8 @@
 /* Reference kernel of the internal Attention op: the unfused graph's math,
  * one query row at a time, in double: s = scale * q.k + mask (with causal,
  * key j > query i scores -inf, or scale * q.k + causal_fill for a finite
- * fill, the mask not read; K/V head h / G for grouped heads), p =
+ * fill, the mask not read; K/V head h / G for grouped heads; with
+ * mask_period P batch b reads mask batch b mod P), p =
  * softmax(s) (NaN -> 0 with nan_to_zero, as Where(IsNaN(P), 0, P)), y = p V. */
 #include "ref_util.h"
 #include "infer_linalg.h"
@@ -21,6 +22,9 @@ int ref_Attention(OpCtx *c) {
   double fill = gpuc_attr_f(c->n, "causal_fill", -INFINITY);
   int64_t G = a.H / a.Hk; /* query heads per K/V head */
   int64_t ms[4] = {0, 0, 0, 0};
+  if (a.mask_period && (!mt || mt->rank != 4 || mt->dims[0] != a.mask_period || a.mask_period < 1 || B % a.mask_period))
+    return gpuc_op_fail(c, "mask_period %lld does not fit the mask and batch %lld", (long long)a.mask_period,
+                        (long long)B);
   if (mt) gpuc_attention_mask_strides(mt, ms);
   float *q = gpuc_to_f32(qt, c->err), *k = gpuc_to_f32(kt, c->err), *v = gpuc_to_f32(vt, c->err);
   float *m = mt ? gpuc_to_f32(mt, c->err) : NULL;
@@ -30,6 +34,7 @@ int ref_Attention(OpCtx *c) {
   if (!q || !k || !v || (mt && !m) || !out || !s || !acc) { rc = gpuc_op_fail(c, "out of host memory"); goto done; }
   for (int64_t b = 0; b < B; b++)
     for (int64_t h = 0; h < H; h++) {
+      int64_t mb = a.mask_period > 0 ? b % a.mask_period : b; /* the mask's batch (mask_period) */
       const float *K = k + a.off[1] + b * sk[0] + h / G * sk[1], *V = v + a.off[2] + b * sv[0] + h / G * sv[1];
       for (int64_t i = 0; i < Sq; i++) {
         const float *Q = q + a.off[0] + b * sq[0] + h * sq[1] + i * sq[2];
@@ -39,7 +44,7 @@ int ref_Attention(OpCtx *c) {
           for (int64_t d = 0; d < D; d++) dot += (double)Q[d] * K[j * sk[2] + d];
           s[j] = scale * dot;
           if (causal && j > i) s[j] = isinf(fill) ? -INFINITY : s[j] + fill;
-          else if (m) s[j] += m[b * ms[0] + h * ms[1] + i * ms[2] + j * ms[3]];
+          else if (m) s[j] += m[mb * ms[0] + h * ms[1] + i * ms[2] + j * ms[3]];
           if (s[j] > mx || isnan(s[j])) mx = s[j];
         }
         for (int64_t j = 0; j < Sk; j++) sum += exp(s[j] - mx);

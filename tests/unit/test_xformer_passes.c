@@ -4,7 +4,14 @@
  *   fuse_gelu       GELU written out (tanh and erf forms, several
  *                   spellings) -> Gelu; look-alikes and shared values not
  *   fuse_attention  the dynamo exporter's K transpose (Reshape, 3-D
- *                   Transpose, Reshape)
+ *                   Transpose, Reshape); Swin's per-window mask between
+ *                   two Reshapes (mask_period), Swin V2's per-head
+ *                   score scale moved onto Q; fp32 and fp16, sm_90
+ *                   kernels compiled
+ *   roll_gather     torch.roll's Slice + Concat -> Gather;
+ *   strided_concat  strided Slices + Concat (PatchMerging) -> Transpose;
+ *                   identity's
+ *                   Pad of zeros and Slice of everything
  *   attention_views Q, K, V as strided views of the GEMM output behind
  *                   GPT-2's Split, BERT's three projections merged into
  *                   one GEMM, torchvision's in_proj chunking, timm's
@@ -187,6 +194,237 @@ static void test_attention_kt(void) {
             "attention kt %d: %d nodes, scale %g", kt_variant, g1->nnodes, gpuc_attr_f(n, "scale", 0));
     }
     compare("attention kt", g0, g1, 1e-5);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
+/* ---- fuse_attention: Swin's per-window mask (mask_period) ---------------- */
+
+/* 2 images x 3 windows merged window-fastest into a batch of 6: q, k, v
+ * [6,2,7,16]; S = MatMul(Mul(q, 1/4), Transpose(k, [0,1,3,2])) [6,2,7,7];
+ * X1 = S + bias [1,2,7,7]; R1 = Reshape(X1, [2,3,2,7,7]); X2 = R1 + W,
+ * W a constant [3,1,7,7]; Reshape(X2, [6,2,7,7]); Softmax; MatMul by v.
+ * 0: fused, mask_period 3, mask bias + W [3,2,7,7]
+ * 1: no bias, W [1,3,1,7,7] as Add(W, R1): fused, mask W [3,1,7,7]
+ * 2: W [2,3,1,7,7] differs between the images (not periodic): not fused
+ * 3: W an input, not a constant: not fused
+ * 4: bias [6,2,7,7], one per merged batch (does not repeat): not fused
+ * 5: S = MatMul(q, Kt) * c, c [2,1,1] one scale a head (Swin V2's logit
+ *    scale): fused, the Mul kept as Mul(q, c), the Attention's Q
+ * 6: c [2,7,1] varies over the queries too: not fused */
+static int window_variant;
+static void build_window(Graph *g) {
+  int64_t qd[4] = {6, 2, 7, 16}, bd[4] = {1, 2, 7, 7}, bd4[4] = {6, 2, 7, 7}, wd[4] = {3, 1, 7, 7};
+  int64_t wd5[5] = {1, 3, 1, 7, 7}, wd2[5] = {2, 3, 1, 7, 7}, split[5] = {2, 3, 2, 7, 7}, back[4] = {6, 2, 7, 7};
+  int64_t perm[4] = {0, 1, 3, 2};
+  int q = input(g, "q", 4, qd), k = input(g, "k", 4, qd), v = input(g, "v", 4, qd);
+  int64_t hd[3] = {2, 1, 1}, hd2[3] = {2, 7, 1};
+  int s;
+  if (window_variant >= 5)
+    s = NODE(g, GPUC_OP_MUL, NODE(g, GPUC_OP_MATMUL, q, transpose(g, k, 4, perm)),
+             constant(g, 3, window_variant == 5 ? hd : hd2, 13, 0.1, 0.5));
+  else
+    s = NODE(g, GPUC_OP_MATMUL, NODE(g, GPUC_OP_MUL, q, scalar(g, 0.25)), transpose(g, k, 4, perm));
+  if (window_variant != 1)
+    s = NODE(g, GPUC_OP_ADD, s, window_variant == 4 ? constant(g, 4, bd4, 9, -2, 2) : constant(g, 4, bd, 9, -2, 2));
+  int r1 = reshape(g, s, 5, split), w;
+  if (window_variant == 1) w = constant(g, 5, wd5, 11, -100, 0);
+  else if (window_variant == 2) w = constant(g, 5, wd2, 11, -100, 0);
+  else if (window_variant == 3) w = input(g, "w", 4, wd);
+  else w = constant(g, 4, wd, 11, -100, 0);
+  int x2 = window_variant == 1 ? NODE(g, GPUC_OP_ADD, w, r1) : NODE(g, GPUC_OP_ADD, r1, w);
+  int p = NODE(g, GPUC_OP_SOFTMAX, reshape(g, x2, 4, back));
+  attr_i(g, "axis", -1);
+  output(g, NODE(g, GPUC_OP_MATMUL, p, v));
+}
+
+/* the plan compiles for sm_90 (NVRTC) */
+static void window_codegen(const Graph *g, bool fp16, const char *what) {
+  GpucErr e = {0};
+  CodegenOptions co = {.sm = 90, .level = 2, .fp16 = fp16};
+  CompileStats st;
+  Plan *p = NULL;
+  CHECK(gpuc_codegen(g, &co, &p, &st, &e) == 0 && p, "attention window %d %s: codegen: %s", window_variant, what,
+        e.msg);
+  gpuc_plan_free(p);
+}
+
+static void test_attention_window(void) {
+  for (window_variant = 0; window_variant <= 6; window_variant++) {
+    GpucErr e = {0};
+    Graph *g0 = graph_new(17), *g1 = graph_new(17);
+    build_window(g0);
+    build_window(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "attention window %d: bad test graph: %s",
+          window_variant, e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    int want = window_variant <= 1 || window_variant == 5;
+    int got = pass_fuse_attention(g1, &o, &e);
+    CHECK(got == want && count_op(g1, GPUC_OP_ATTENTION) == want, "attention window %d: %d fused, expected %d (%s)",
+          window_variant, got, want, e.msg);
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "attention window %d: verify: %s",
+          window_variant, e.msg);
+    if (want) {
+      const Node *n = &g1->nodes[g1->nnodes - 1];
+      const Tensor *m = n->nin > 3 ? &g1->values[n->in[3]].t : NULL;
+      int nodes = window_variant == 5 ? 2 : 1; /* variant 5: Mul(q, c) before the Attention, read as Q */
+      CHECK(g1->nnodes == nodes && n->op == GPUC_OP_ATTENTION && gpuc_attr_i(n, "mask_period", 0) == 3 && m &&
+                m->rank == 4 && m->dims[0] == 3 && m->dims[1] == (window_variant == 1 ? 1 : 2) &&
+                (nodes == 1 || (g1->nodes[0].op == GPUC_OP_MUL && g1->nodes[0].out[0] == n->in[0])),
+            "attention window %d: %d nodes, mask_period %lld, mask rank %d", window_variant, g1->nnodes,
+            (long long)gpuc_attr_i(n, "mask_period", 0), m ? m->rank : -1);
+    }
+    compare("attention window", g0, g1, 1e-5);
+    if (want) { /* the whole -O2 pipeline in fp16 against the fp32 graph; then sm_90 kernels (NVRTC) */
+      Graph *g2 = graph_new(17);
+      build_window(g2);
+      o.fp16 = true;
+      CHECK(gpuc_graph_infer(g2, &e) == 0 && gpuc_passes_run(g2, &o, &e) == 0 &&
+                count_op(g2, GPUC_OP_ATTENTION) == 1 && count_op(g2, GPUC_OP_SOFTMAX) == 0,
+            "attention window %d fp16: passes: %s", window_variant, e.msg);
+      compare("attention window fp16", g0, g2, 2e-2);
+      /* each tensor-core kernel: K/V resident, tiled, streaming */
+      const char *kernel_env[] = {NULL, "GPUC_ATTENTION_TILED", "GPUC_ATTENTION_STREAM"};
+      for (int k = 0; k < 3; k++) {
+        if (kernel_env[k]) setenv(kernel_env[k], "1", 1);
+        window_codegen(g2, true, kernel_env[k] ? kernel_env[k] : "fp16");
+        if (kernel_env[k]) unsetenv(kernel_env[k]);
+      }
+      gpuc_graph_free(g2);
+      g2 = graph_new(17); /* fp32: the FMA kernel */
+      build_window(g2);
+      o.fp16 = false;
+      CHECK(gpuc_graph_infer(g2, &e) == 0 && gpuc_passes_run(g2, &o, &e) == 0, "attention window fp32: %s", e.msg);
+      window_codegen(g2, false, "fp32");
+      gpuc_graph_free(g2);
+    }
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
+/* ---- roll_gather: torch.roll's Slice + Concat; identity: Pad 0, whole Slice */
+
+static int ints1(Graph *g, int64_t v) { return shape_const(g, 1, &v); }
+
+static int slice1(Graph *g, int x, int64_t s, int64_t e, int64_t axis, int64_t step) {
+  return NODE(g, GPUC_OP_SLICE, x, ints1(g, s), ints1(g, e), ints1(g, axis), ints1(g, step));
+}
+
+/* x [2,5,6,3]; y1 = Concat(x[:, 2:], x[:, :2]) (torch.roll by -2 on
+ * axis 1, the end INT64_MAX); y2 = Concat(y1[:, :, -4:], y1[:, :, :-4])
+ * on axis -2 (negative bounds); Relu.
+ * 0: both pairs become Gathers (3 nodes left)
+ * 1: the second pair in order [:2], [2:] (a copy, not a roll): 1 Gather
+ * 2: x[:, 2:] also a graph output: the first pair stays, 1 Gather */
+static int roll_variant;
+static void build_roll(Graph *g) {
+  int64_t xd[4] = {2, 5, 6, 3};
+  int x = input(g, "x", 4, xd);
+  int a = slice1(g, x, 2, INT64_MAX, 1, 1), b = slice1(g, x, 0, 2, 1, 1);
+  int y1 = NODE(g, GPUC_OP_CONCAT, a, b);
+  attr_i(g, "axis", 1);
+  int c = slice1(g, y1, -4, 6, -2, 1), d = slice1(g, y1, 0, -4, -2, 1);
+  int y2 = roll_variant == 1 ? NODE(g, GPUC_OP_CONCAT, d, c) : NODE(g, GPUC_OP_CONCAT, c, d);
+  attr_i(g, "axis", -2);
+  output(g, NODE(g, GPUC_OP_RELU, y2));
+  if (roll_variant == 2) output(g, a);
+}
+
+static void test_roll(void) {
+  for (roll_variant = 0; roll_variant <= 2; roll_variant++) {
+    GpucErr e = {0};
+    Graph *g0 = graph_new(17), *g1 = graph_new(17);
+    build_roll(g0);
+    build_roll(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "roll %d: bad test graph: %s", roll_variant,
+          e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    int want = roll_variant == 0 ? 2 : 1;
+    int got = pass_roll_gather(g1, &o, &e);
+    CHECK(got == want && count_op(g1, GPUC_OP_GATHER) == want && count_op(g1, GPUC_OP_CONCAT) == 2 - want,
+          "roll %d: %d rewritten, expected %d (%s)", roll_variant, got, want, e.msg);
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "roll %d: verify: %s", roll_variant,
+          e.msg);
+    compare("roll", g0, g1, 0);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
+/* x [2,4,6,3] (after a Relu); Swin's PatchMerging: a = x[:, 0::2],
+ * b = x[:, 1::2], then x0 = a[:, :, 0::2], x1 = b[:, :, 0::2],
+ * x2 = a[:, :, 1::2], x3 = b[:, :, 1::2]; Concat(x0..x3, -1) [2,2,3,12]
+ * 0: one Transpose between two Reshapes
+ * 1: order x0, x2, x1, x3 (H offset major): also one Transpose
+ * 2: order x0, x1, x3, x2 (not the digits of any axis order): stays
+ * 3: a also a graph output: stays */
+static int s2d_variant;
+static void build_s2d(Graph *g) {
+  int64_t xd[4] = {2, 4, 6, 3};
+  int x = NODE(g, GPUC_OP_RELU, input(g, "x", 4, xd));
+  int a = slice1(g, x, 0, INT64_MAX, 1, 2), b = slice1(g, x, 1, INT64_MAX, 1, 2);
+  int x0 = slice1(g, a, 0, INT64_MAX, 2, 2), x1 = slice1(g, b, 0, INT64_MAX, 2, 2);
+  int x2 = slice1(g, a, 1, INT64_MAX, 2, 2), x3 = slice1(g, b, 1, INT64_MAX, 2, 2);
+  int y = s2d_variant == 1   ? NODE(g, GPUC_OP_CONCAT, x0, x2, x1, x3)
+          : s2d_variant == 2 ? NODE(g, GPUC_OP_CONCAT, x0, x1, x3, x2)
+                             : NODE(g, GPUC_OP_CONCAT, x0, x1, x2, x3);
+  attr_i(g, "axis", -1);
+  output(g, NODE(g, GPUC_OP_RELU, y));
+  if (s2d_variant == 3) output(g, a);
+}
+
+static void test_strided_concat(void) {
+  for (s2d_variant = 0; s2d_variant <= 3; s2d_variant++) {
+    GpucErr e = {0};
+    Graph *g0 = graph_new(17), *g1 = graph_new(17);
+    build_s2d(g0);
+    build_s2d(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "s2d %d: bad test graph: %s", s2d_variant,
+          e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    int want = s2d_variant <= 1;
+    int got = pass_strided_concat(g1, &o, &e);
+    CHECK(got == want && count_op(g1, GPUC_OP_TRANSPOSE) == want && count_op(g1, GPUC_OP_SLICE) == (want ? 0 : 6),
+          "s2d %d: %d rewritten, expected %d (%s)", s2d_variant, got, want, e.msg);
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "s2d %d: verify: %s", s2d_variant, e.msg);
+    compare("strided concat", g0, g1, 0);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
+/* x [2,4,3] -> Pad (pads 0) -> Slice [0, INT64_MAX) on axis 1 with step
+ * 1 (variant 0: both forwarded, Relu alone left) or step -1 (variant 1:
+ * the Slice reverses, stays) -> Relu */
+static int whole_variant;
+static void build_whole(Graph *g) {
+  int64_t xd[3] = {2, 4, 3}, zeros[6] = {0, 0, 0, 0, 0, 0};
+  int x = input(g, "x", 3, xd);
+  int p = NODE(g, GPUC_OP_PAD, x, shape_const(g, 6, zeros));
+  int s = whole_variant ? slice1(g, p, -1, INT64_MIN, 1, -1) : slice1(g, p, 0, INT64_MAX, 1, 1);
+  output(g, NODE(g, GPUC_OP_RELU, s));
+}
+
+static void test_whole_copies(void) {
+  for (whole_variant = 0; whole_variant <= 1; whole_variant++) {
+    GpucErr e = {0};
+    Graph *g0 = graph_new(17), *g1 = graph_new(17);
+    build_whole(g0);
+    build_whole(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "whole %d: bad test graph: %s",
+          whole_variant, e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    CHECK(pass_identity(g1, &o, &e) >= 0 && pass_dead_code(g1, &o, &e) >= 0, "whole %d: %s", whole_variant, e.msg);
+    int want = whole_variant == 0 ? 1 : 2;
+    CHECK(g1->nnodes == want && count_op(g1, GPUC_OP_PAD) == 0, "whole %d: %d nodes left, expected %d",
+          whole_variant, g1->nnodes, want);
+    compare("whole copies", g0, g1, 0);
     gpuc_graph_free(g0);
     gpuc_graph_free(g1);
   }
@@ -554,6 +792,10 @@ int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: test_xformer_passes WORK_DIR\n"); return 2; }
   test_gelu();
   test_attention_kt();
+  test_attention_window();
+  test_roll();
+  test_strided_concat();
+  test_whole_copies();
   test_attention_views();
   test_gemm_as_matmul();
   test_residual();
