@@ -429,13 +429,10 @@ static int match(Graph *g, int i, const int *readers, const int *last, bool *dro
 int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e) {
   (void)o;
   int nn = g->nnodes, changes = 0;
-  int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *last = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
-  bool *drop = calloc((size_t)nn + 1, 1);
-  if (!readers || !last || !drop) {
-    free(readers); free(last); free(drop);
-    return gpuc_err_set(e, "%s: out of memory", g->path);
-  }
-  gpuc_graph_count_readers(g, readers, last);
+  PassScratch ps;
+  if (pass_scratch_new(g, &ps, e)) return -1;
+  int *readers = ps.readers, *last = ps.last;
+  bool *drop = ps.drop;
   /* GPUC_NO_ATTENTION_WINDOW=1: Swin's window masks stay unfused (the GPU
    * A/B of tests/gpu/swinattn_check.sh) */
   const char *off = getenv("GPUC_NO_ATTENTION_WINDOW");
@@ -443,10 +440,10 @@ int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e) {
   for (int i = 0; i < nn; i++) {
     if (g->nodes[i].op != GPUC_OP_MATMUL || drop[i]) continue;
     int r = match(g, i, readers, last, drop, windows, e);
-    if (r < 0) { free(readers); free(last); free(drop); return -1; }
+    if (r < 0) { pass_scratch_free(&ps); return -1; }
     changes += r;
   }
   gpuc_graph_remove_nodes(g, drop);
-  free(readers); free(last); free(drop);
+  pass_scratch_free(&ps);
   return changes;
 }

@@ -124,4 +124,16 @@ int gpuc_prune_target(const Graph *g, const Node *n, int kind, int *kaxis);
 int64_t gpuc_prune_weight(Tensor *w, int kind, double fraction, int kaxis, GpucErr *e);
 /* Runs the passes of o->level, verifying the graph after each. */
 int gpuc_passes_run(Graph *g, const PassOptions *o, GpucErr *e);
+
+/* The scratch most rewrite passes share: readers[v] / last[v] per value
+ * (gpuc_graph_count_readers, counted once before the rewrites) and drop[i]
+ * per node (gpuc_graph_remove_nodes at the end). pass_scratch_new returns
+ * -1 with e set when out of memory. */
+typedef struct PassScratch {
+  int *readers, *last;
+  bool *drop;
+} PassScratch;
+int pass_scratch_new(Graph *g, PassScratch *s, GpucErr *e);
+void pass_scratch_free(PassScratch *s);
+
 #endif

@@ -196,20 +196,17 @@ static int rewrite(Graph *g, int ci, const int *readers, bool *drop, GpucErr *e)
 int pass_strided_concat(Graph *g, const PassOptions *o, GpucErr *e) {
   (void)o;
   int nn = g->nnodes, changes = 0;
-  int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *last = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
-  bool *drop = calloc((size_t)nn + 1, 1);
-  if (!readers || !last || !drop) {
-    free(readers); free(last); free(drop);
-    return gpuc_err_set(e, "%s: out of memory", g->path);
-  }
-  gpuc_graph_count_readers(g, readers, last);
+  PassScratch ps;
+  if (pass_scratch_new(g, &ps, e)) return -1;
+  int *readers = ps.readers;
+  bool *drop = ps.drop;
   for (int i = 0; i < nn; i++) {
     if (g->nodes[i].op != GPUC_OP_CONCAT || drop[i]) continue;
     int r = rewrite(g, i, readers, drop, e);
-    if (r < 0) { free(readers); free(last); free(drop); return -1; }
+    if (r < 0) { pass_scratch_free(&ps); return -1; }
     changes += r;
   }
   gpuc_graph_remove_nodes(g, drop);
-  free(readers); free(last); free(drop);
+  pass_scratch_free(&ps);
   return changes;
 }
