@@ -452,14 +452,17 @@ static bool env_set(const char *name) {
  * GPUC_ATTENTION_FULL_TILES=1 (every warp, every group: a GPU A/B) */
 bool attention_trim_tiles(void) { return !env_set("GPUC_ATTENTION_FULL_TILES"); }
 
-/* "constexpr i64 QS0 = .., QS1 = .., QS2 = ..;" for Q, K, V and Y, and
- * the element offsets QO, KO, VO of Q, K and V in the tensors read (views
- * of one QKV GEMM output: attribute view) */
+/* The mask's batch index as kernel text: b, or (b % P) for a mask of
+ * period P (attribute mask_period: Swin's windows, merged batch b reads
+ * mask batch b mod P) */
 void attention_mask_batch(const GpucAttnGeom *a, char *buf, size_t n) {
   if (a->mask_period > 0) snprintf(buf, n, "(b %% %lldLL)", LL(a->mask_period));
   else snprintf(buf, n, "b");
 }
 
+/* "constexpr i64 QS0 = .., QS1 = .., QS2 = ..;" for Q, K, V and Y, and
+ * the element offsets QO, KO, VO of Q, K and V in the tensors read (views
+ * of one QKV GEMM output: attribute view) */
 void attention_emit_strides(StrBuf *b, const GpucAttnGeom *a) {
   static const char *nm[4] = {"QS", "KS", "VS", "YS"};
   for (int i = 0; i < 4; i++)
