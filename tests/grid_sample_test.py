@@ -20,23 +20,14 @@ usage: grid_sample_test.py GPUC WORKDIR"""
 import os, re, subprocess, sys
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper, save
+from checks import check, finish
 
 gpuc, work = sys.argv[1], sys.argv[2]
 os.makedirs(work, exist_ok=True)
 rng = np.random.default_rng(16)
-fails = passes = 0
 f32, f16, f64, i64 = np.float32, np.float16, np.float64, np.int64
 ONNX_T = {f32: TensorProto.FLOAT, f16: TensorProto.FLOAT16, f64: TensorProto.DOUBLE, i64: TensorProto.INT64,
           np.int32: TensorProto.INT32, "bf16": TensorProto.BFLOAT16}
-
-
-def check(ok, what):
-    global fails, passes
-    if ok:
-        passes += 1
-    else:
-        fails += 1
-        print("FAIL", what)
 
 
 def run(args):
@@ -251,5 +242,4 @@ for name, size, reason in const_sizes:
     check(rc == 1 and len(err.strip().splitlines()) == 1 and "node 'gs' (AffineGrid)" in err and reason in err,
           "%s: exit %d: %s" % (name, rc, err.strip()[:400]))
 print("hostile models: %d" % (len(hostile) + len(const_sizes)))
-print("%d passed, %d failed" % (passes, fails))
-sys.exit(1 if fails else 0)
+finish()

@@ -26,12 +26,12 @@ import json
 import ctypes, os, struct, subprocess, sys
 import numpy as np
 from onnx import TensorProto, helper, save
+from checks import check, finish
 
 gpuc, work = sys.argv[1], sys.argv[2]
 models = sys.argv[3] if len(sys.argv) > 3 else None
 os.makedirs(work, exist_ok=True)
 rng = np.random.default_rng(5)
-fails = passes = 0
 cxx = os.environ.get("CXX", "g++")
 
 SHIM = r"""
@@ -67,15 +67,6 @@ template <class T> static inline T stf(float x) { return (T)x; }
 template <class T, int V> struct alignas(sizeof(T) * V) Vec { T v[V]; };
 using std::erf; using std::sqrt; using std::floor; using std::ceil; using std::log; using std::pow;
 """
-
-
-def check(ok, what):
-    global fails, passes
-    if ok:
-        passes += 1
-    else:
-        fails += 1
-        print("FAIL", what)
 
 
 def read_plan(path):
@@ -329,5 +320,4 @@ for name, m in sorted(json.load(open(os.path.join(models, "manifest.json"))).ite
         print("%s b%d %s: plan of %d steps on the host" % (name, batch, prec, len(plan["steps"])))
 if models:
     print("exported plans: largest rel L2 fp32 %.3g, fp16 %.3g" % (worst["fp32"], worst["fp16"]))
-print("%d checks, %d failed" % (passes + fails, fails))
-sys.exit(1 if fails else 0)
+finish()

@@ -21,20 +21,11 @@ usage: rnn_models_test.py GPUC MODELS_DIR WORKDIR"""
 import json, os, subprocess, sys
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper, save
+from checks import check, finish
 
 gpuc, models, work = sys.argv[1], sys.argv[2], sys.argv[3]
 os.makedirs(work, exist_ok=True)
 rng = np.random.default_rng(7)
-fails = passes = 0
-
-
-def check(ok, what):
-    global fails, passes
-    if ok:
-        passes += 1
-    else:
-        fails += 1
-        print("FAIL", what)
 
 
 def run(args):
@@ -273,5 +264,4 @@ for hname, op, ins, attrs, cmd, text in hostile:
     check(rc == 1 and text in err and "node 'rec'" in err and "Assertion" not in err and len(lines) >= 1,
           "hostile %s: rc %d, wanted '%s' in: %s" % (hname, rc, text, err.strip()[-400:]))
 print("hostile cases: %d" % len(hostile))
-print("%d checks, %d failed" % (passes + fails, fails))
-sys.exit(1 if fails else 0)
+finish()

@@ -17,20 +17,11 @@ usage: rotary_test.py GPUC WORKDIR"""
 import os, subprocess, sys
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper, save
+from checks import check, finish
 
 gpuc, work = sys.argv[1], sys.argv[2]
 os.makedirs(work, exist_ok=True)
 rng = np.random.default_rng(23)
-fails = passes = 0
-
-
-def check(ok, what):
-    global fails, passes
-    if ok:
-        passes += 1
-    else:
-        fails += 1
-        print("FAIL", what)
 
 
 ONNX_T = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16, np.int64: TensorProto.INT64,
@@ -222,5 +213,4 @@ rc, err = run(["run", path, "--cpu"] + args + ["--out", os.path.join(work, "bad_
 check(rc == 1 and len(err.strip().splitlines()) == 1 and "rope" in err and "16" in err,
       "run-time position past the caches: exit %d: %s" % (rc, err.strip()[:400]))
 print("hostile models: %d" % (len(hostile) + 2))
-print("%d passed, %d failed" % (passes, fails))
-sys.exit(1 if fails else 0)
+finish()
