@@ -27,7 +27,7 @@ usage: zoo.py --gpuc build/gpuc --out DIR [--models a,b|all|default] [--shard I/
               [--cpu-only [--arch sm_90] [--cpu-batch 1]]
        zoo.py --table OUT1/zoo.jsonl OUT2/zoo.jsonl ... --out DIR   (merge shards)
 """
-import argparse, concurrent.futures, json, math, os, re, shutil, signal, subprocess, sys, time
+import argparse, concurrent.futures, contextlib, fcntl, json, math, os, re, shutil, signal, subprocess, sys, time
 
 import numpy as np
 
@@ -39,8 +39,33 @@ FP16_FLOOR = 2e-2
 START = time.time()
 
 
+WORKER = ""  # "[w2] " in a --workers child
+
+
 def log(*a):
-    print("[%6.1fs]" % (time.time() - START), *a, flush=True)
+    print("[%6.1fs] %s" % (time.time() - START, WORKER) + " ".join(str(x) for x in a), flush=True)
+
+
+GPU_LOCK = None  # --gpu-lock: the file the --workers children share
+
+
+@contextlib.contextmanager
+def gpu_use(timing=True):
+    """With --workers, several zoo processes share one GPU: a section that
+    times (CUDA events, gpuc bench, -O3's block-size measurements) holds the
+    lock, so no two timings overlap. Exports, compiles and the correctness
+    runs (one forward each: a few of a timing's 100 replays at most, which
+    its median absorbs) run beside it; a shared lock for them starved the
+    timings (flock is not fair)."""
+    if not GPU_LOCK or not timing:
+        yield
+        return
+    with open(GPU_LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 class ModelTimeout(Exception):
@@ -103,7 +128,8 @@ def gpuc_compile(a, onnx, plan, shapes, opt, fp16, timeout):
         cmd += ["--arch", a.arch]
     t = time.time()
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        with gpu_use(timing=opt == "-O3" and not a.cpu_only):  # -O3 measures block sizes
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return dict(ok=False, error="gpuc compile timed out after %ds" % timeout)
     res = dict(ok=r.returncode == 0, compile_s=round(time.time() - t, 2))
@@ -144,7 +170,8 @@ def gpuc_bench(a, plan, timeout, profile=False):
     if profile:
         cmd.append("--profile")
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        with gpu_use(timing=True):
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return None, "gpuc bench timed out"
     m = re.search(r"median ([0-9.]+) ms", r.stdout)
@@ -184,8 +211,9 @@ def torch_side(a, torch, zm, m, model, batch, inputs):
             t16 = [t.to(memory_format=torch.channels_last) if t.dim() == 4 else t for t in t16]
         out16 = half(*t16).float().cpu().numpy()
         res["torch_fp16_err"] = rel_l2(out16, ref)
-        res["torch_fp32_ms"] = zm.cuda_median_ms(lambda: m(*tin), a.torch_iters, warmup=5)
-        res["eager_fp16_ms"] = zm.cuda_median_ms(lambda: half(*t16), a.torch_iters, warmup=5)
+        with gpu_use(timing=True):
+            res["torch_fp32_ms"] = zm.cuda_median_ms(lambda: m(*tin), a.torch_iters, warmup=5)
+            res["eager_fp16_ms"] = zm.cuda_median_ms(lambda: half(*t16), a.torch_iters, warmup=5)
         if not a.no_compile_baseline:
             try:
                 t0 = time.time()
@@ -194,7 +222,8 @@ def torch_side(a, torch, zm, m, model, batch, inputs):
                     comp(*t16)
                 torch.cuda.synchronize()
                 res["torch_compile_s"] = round(time.time() - t0, 1)
-                res["compile_fp16_ms"] = zm.cuda_median_ms(lambda: comp(*t16), a.torch_iters, warmup=5)
+                with gpu_use(timing=True):
+                    res["compile_fp16_ms"] = zm.cuda_median_ms(lambda: comp(*t16), a.torch_iters, warmup=5)
                 del comp
             except ModelTimeout:
                 raise
@@ -207,8 +236,12 @@ def torch_side(a, torch, zm, m, model, batch, inputs):
 # ---- one model -----------------------------------------------------------------
 
 def plan_keys(a):
-    """(opt, precision) pairs compiled per exporter and batch."""
-    return [(o, p) for o in a.opts for p in a.precisions]
+    """(opt, precision) pairs compiled per exporter and batch (--fp32-opt: the
+    fp32 plans, a correctness check, at that one level)."""
+    keys = [(o, p) for o in a.opts for p in a.precisions if p != "fp32" or not a.fp32_opt]
+    if a.fp32_opt and "fp32" in a.precisions:
+        keys.insert(0, (a.fp32_opt, "fp32"))
+    return keys
 
 
 def run_model(a, torch, zm, model, emit):
@@ -312,6 +345,8 @@ def run_model(a, torch, zm, model, emit):
                     tf = row.get("torch_fp16_err", float("inf"))
                     c["limit"] = max(FP16_FLOOR, 2 * tf) if math.isfinite(tf) else FP16_FLOOR
                     c["pass"] = e <= c["limit"]
+                if prec not in a.timed:
+                    continue
                 ms, text = gpuc_bench(a, c["plan"], left())
                 if ms is None:
                     c["bench_error"] = text
@@ -500,6 +535,58 @@ def load_rows(paths):
 
 # ---- main ---------------------------------------------------------------------------
 
+def child_argv(argv, drop):
+    """sys.argv without the options in drop (and their values)."""
+    out, skip = [], False
+    for x in argv:
+        if skip:
+            skip = False
+            continue
+        key = x.split("=", 1)[0]
+        if key in drop:
+            skip = "=" not in x
+            continue
+        out.append(x)
+    return out
+
+
+def run_workers(a, names):
+    """--workers N: N child zoo processes, each with every N-th model, sharing
+    one GPU lock; their rows are merged into OUT/zoo.jsonl and OUT/zoo.md."""
+    w = min(a.workers, len(names))
+    os.makedirs(a.work, exist_ok=True)
+    lock = os.path.join(a.work, "gpu.lock")
+    base = child_argv(sys.argv, {"--workers", "--shard", "--models", "--out", "--work", "--jobs",
+                                 "--budget", "--gpu-lock", "--worker-tag", "--shared-jsonl"})
+    jobs = max(1, (os.cpu_count() or 2) // w)
+    budget = a.budget - (time.time() - START)
+    # each worker appends its rows to OUT/zoo.jsonl as it makes them, so a run
+    # stopped by the device's time limit keeps them (zoo.py --table remakes zoo.md)
+    shared = os.path.join(a.out, "zoo.jsonl")
+    procs, outs = [], []
+    for k in range(w):
+        part = names[k::w]
+        out = os.path.join(a.work, "w%d" % (k + 1))
+        shutil.rmtree(out, ignore_errors=True)
+        outs.append(os.path.join(out, "zoo.jsonl"))
+        cmd = [sys.executable] + base + ["--models", ",".join(part), "--out", out,
+                                         "--work", os.path.join(a.work, "w%d_work" % (k + 1)),
+                                         "--jobs", str(jobs), "--budget", "%.0f" % budget,
+                                         "--gpu-lock", lock, "--worker-tag", str(k + 1),
+                                         "--shared-jsonl", shared]
+        log("worker %d: %s" % (k + 1, ",".join(part)))
+        procs.append(subprocess.Popen(cmd))
+    for p in procs:
+        p.wait()
+    rows = load_rows([o for o in outs if os.path.exists(o)])
+    header = "# Zoo gpu, %d workers: %s\n\ncommand: %s" % (
+        w, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), " ".join(sys.argv))
+    print("\n".join(write_table(rows, a.out, header)))
+    bad = [k + 1 for k, p in enumerate(procs) if p.returncode]
+    if bad:
+        raise SystemExit("zoo.py: worker(s) %s exited non-zero" % bad)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpuc", default="build/gpuc")
@@ -514,6 +601,10 @@ def main():
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--opts", default="-O2", help="gpuc levels, e.g. -O2,-O3")
     ap.add_argument("--precisions", default="fp32,fp16")
+    ap.add_argument("--timed", default="fp32,fp16", help="precisions whose plans `gpuc bench` times "
+                    "(the others are only checked)")
+    ap.add_argument("--fp32-opt", help="compile the fp32 plans at this level only (e.g. -O2 with "
+                    "--opts -O3: fp32 checks correctness, fp16 is timed)")
     ap.add_argument("--budget", type=float, default=540, help="seconds for the whole run: "
                     "no model is started after budget - timeout-per-model/2")
     ap.add_argument("--timeout-per-model", type=float, default=240)
@@ -529,6 +620,12 @@ def main():
     ap.add_argument("--inspect-only", action="store_true", help="--cpu-only: `gpuc inspect --dump` "
                     "(passes, static shapes) instead of compiling; cells say passes*")
     ap.add_argument("--table", nargs="+", help="only merge these zoo.jsonl files into OUT/zoo.md")
+    ap.add_argument("--workers", type=int, default=1, help="GPU mode: run the models in N processes at "
+                    "once (exports and compiles overlap); timing sections take a lock, so no timing "
+                    "overlaps other GPU work")
+    ap.add_argument("--gpu-lock", help=argparse.SUPPRESS)   # set by --workers for its children
+    ap.add_argument("--worker-tag", help=argparse.SUPPRESS)
+    ap.add_argument("--shared-jsonl", help=argparse.SUPPRESS)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if a.table:
@@ -548,6 +645,7 @@ def main():
     a.batches = [int(b) for b in a.batches.split(",")]
     a.opts = a.opts.split(",")
     a.precisions = a.precisions.split(",")
+    a.timed = a.timed.split(",")
     a.gpuc = os.path.abspath(a.gpuc)
     names = [m.name for m in zm.MODELS] if a.models == "all" else \
         zm.DEFAULT if a.models == "default" else a.models.split(",")
@@ -556,6 +654,12 @@ def main():
         raise SystemExit("zoo.py: unknown model(s) %s; --list shows them" % ",".join(bad))
     i, n = (int(x) for x in a.shard.split("/"))
     names = names[i - 1::n]
+    global GPU_LOCK, WORKER
+    GPU_LOCK = a.gpu_lock
+    WORKER = "[w%s] " % a.worker_tag if a.worker_tag else ""
+    if a.workers > 1:
+        run_workers(a, names)
+        return
     # fp32 is fp32 on both sides: no TF32 in PyTorch (gpuc's fp32 plans use FMA math)
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -572,8 +676,11 @@ def main():
     def emit(row):
         row["mode"] = mode
         rows.append(row)
-        with open(jl, "a") as f:
-            f.write(json.dumps(row) + "\n")
+        for path in [jl] + ([a.shared_jsonl] if a.shared_jsonl else []):
+            with open(path, "a") as f:  # a worker's rows also go to the parent's file, whole lines
+                fcntl.flock(f, fcntl.LOCK_EX)
+                f.write(json.dumps(row) + "\n")
+                fcntl.flock(f, fcntl.LOCK_UN)
 
     signal.signal(signal.SIGALRM, on_alarm)
     log("zoo: %d models (%s), %s" % (len(names), ",".join(names), mode))
@@ -604,7 +711,8 @@ def main():
             torch.cuda.empty_cache()
         write_table(rows, a.out, header)
     L = write_table(rows, a.out, header)
-    print("\n".join(L))
+    if not a.worker_tag:  # a --workers child's rows are printed by the parent
+        print("\n".join(L))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ W=$(mktemp -d)
 fails=0
 echo "== (a) conformance"
 n=0
-for d in .testdata/node/test_gridsample* tests/onnx_node/node/test_gridsample* tests/onnx_node/node/test_affine_grid*; do
+for d in ${GRID_TESTDATA:-.testdata}/node/test_gridsample* tests/onnx_node/node/test_gridsample* tests/onnx_node/node/test_affine_grid*; do
   [ -d "$d" ] || continue
   for f in "" --fp16; do
     r=$($G test-onnx "$d" --gpu $f 2>&1)

@@ -17,7 +17,7 @@
 #     TorchScript plans at batch 32 against the same compile with the
 #     window masks left unfused (the plans before): steps, MB moved, times.
 # About 6 minutes (SWINATTN_BUDGET seconds, default 300, bounds the zoo run).
-# usage: GPUC=build-gpu/gpuc tests/gpu/swinattn_check.sh [MODELS (comma list)]
+# usage: GPUC=build-gpu/gpuc [SWINATTN_TINY_ONLY=1] tests/gpu/swinattn_check.sh [MODELS (comma list)]
 set -u
 . "$(dirname "$0")/gpu_env.sh"
 GPUC=${GPUC:-$PWD/build-gpu/gpuc}
@@ -65,6 +65,8 @@ print("tiny_swin: %s" % ("FAIL" if bad else "PASS"))
 sys.exit(1 if bad else 0)
 EOF
 tiny_rc=${PIPESTATUS[0]}
+# SWINATTN_TINY_ONLY=1: step 1 alone (the zoo run covers swin_t and swin_v2_t)
+[ "${SWINATTN_TINY_ONLY:-0}" = 1 ] && exit "$tiny_rc"
 $PY bench/zoo.py --gpuc "$GPUC" --out "$OUT" --work /tmp/gpuc_swinattn_zoo --keep-work --models "$models" \
     --exporters ts,dynamo --batches 32 --opts=-O2 --precisions fp16 \
     --budget "${SWINATTN_BUDGET:-300}" --timeout-per-model 240 2>&1 | tee -a "$log"
