@@ -260,4 +260,16 @@ def export(m, model, exporter, path):
 
 
 def half_copy(m):
-    return copy.deepcopy(m).half().eval()
+    """An fp16 copy for PyTorch's own fp16 numbers. Tensors a module keeps in
+    a plain dict (timm's LeViT / EfficientFormer / EfficientViT attention-bias
+    caches, filled by the fp32 forward) are not parameters or buffers, so
+    .half() leaves them fp32 and the fp16 forward fails on them: they are
+    emptied and refilled in fp16."""
+    h = copy.deepcopy(m).half().eval()
+    for mod in h.modules():
+        for name, v in list(vars(mod).items()):
+            if name.startswith("_"):  # _parameters, _buffers, _modules
+                continue
+            if isinstance(v, dict) and v and all(isinstance(t, torch.Tensor) for t in v.values()):
+                v.clear()
+    return h

@@ -15,6 +15,7 @@
  * AddLayerNormalization is no island either, like LayerNormalization: its
  * kernel forms A + B and the statistics in fp32 from half A and B. */
 #include "passes.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,20 @@ static int onnx_type(GpucDType dt) {
   return dt == GPUC_DT_F16 ? ONNX_FLOAT16 : dt == GPUC_DT_BF16 ? ONNX_BFLOAT16 : ONNX_FLOAT;
 }
 
+/* A constant's element as half. A nonzero value that would round to zero
+ * in fp16 (|x| < 2^-25) becomes fp16's smallest subnormal, 2^-24, with its
+ * sign: an epsilon that guards a division (F.normalize's clamp_min(1e-12),
+ * exported as Clip/Max) must stay nonzero, or a zero row's 0 / max(0, eps)
+ * is 0/0 = NaN. PyTorch's own .half() model does exactly that on
+ * swin_v2_t's zero-padded windows; onnxconverter-common's float16
+ * converter clamps constants the same way. bf16 has fp32's exponent range.
+ * Overflow is left alone: masks' -inf and float-min fills mean -inf. */
+static double half_constant(double x, GpucDType dt) {
+  const double tiny = 5.9604644775390625e-08; /* 2^-24 */
+  if (dt == GPUC_DT_F16 && x != 0 && fabs(x) <= tiny / 2) return x < 0 ? -tiny : tiny;
+  return x;
+}
+
 /* A value holding v converted to dt: constants convert their data once;
  * computed values get a Cast node (placed by the final toposort). */
 static int converted(Fp16 *s, int v, GpucDType dt) {
@@ -136,7 +151,7 @@ static int converted(Fp16 *s, int v, GpucDType dt) {
   if (src->is_const) {
     if (gpuc_tensor_alloc(&dst->t, s->e)) return -1;
     int64_t n = gpuc_numel(&src->t);
-    for (int64_t i = 0; i < n; i++) gpuc_set_f64(&dst->t, i, gpuc_get_f64(&src->t, i));
+    for (int64_t i = 0; i < n; i++) gpuc_set_f64(&dst->t, i, half_constant(gpuc_get_f64(&src->t, i), dt));
     dst->is_const = true;
     dst->is_param = src->is_param;
   } else {
