@@ -50,14 +50,16 @@ GPU_LOCK = None  # --gpu-lock: the file the --workers children share
 
 
 @contextlib.contextmanager
-def gpu_use(timing=True):
-    """With --workers, several zoo processes share one GPU: a section that
-    times (CUDA events, gpuc bench, -O3's block-size measurements) holds the
-    lock, so no two timings overlap. Exports, compiles and the correctness
-    runs (one forward each: a few of a timing's 100 replays at most, which
-    its median absorbs) run beside it; a shared lock for them starved the
-    timings (flock is not fair)."""
-    if not GPU_LOCK or not timing:
+def gpu_use(on=True):
+    """With --workers, several zoo processes share one GPU, and every GPU use
+    (a correctness run, PyTorch's forwards, a timing, -O3's block-size
+    measurements) holds this lock, so a timing never overlaps another
+    process's GPU work. Exports, compiles and torch.compile's compilation
+    (CPU work) run beside it. (The first worker run, 2026-12-02, left the
+    correctness runs unlocked: a 100-replay timing of a 0.5 ms plan lasts
+    50 ms, which one other gpuc run could cover, and the same graph's ts and
+    dynamo plans were timed up to 5x apart.)"""
+    if not GPU_LOCK or not on:
         yield
         return
     with open(GPU_LOCK, "a") as f:
@@ -66,14 +68,6 @@ def gpu_use(timing=True):
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
-
-
-class ModelTimeout(Exception):
-    pass
-
-
-def on_alarm(signum, frame):
-    raise ModelTimeout("timed out (--timeout-per-model)")
 
 
 # ---- gpuc ------------------------------------------------------------------
@@ -128,7 +122,7 @@ def gpuc_compile(a, onnx, plan, shapes, opt, fp16, timeout):
         cmd += ["--arch", a.arch]
     t = time.time()
     try:
-        with gpu_use(timing=opt == "-O3" and not a.cpu_only):  # -O3 measures block sizes
+        with gpu_use(opt == "-O3" and not a.cpu_only):  # -O3 measures block sizes
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return dict(ok=False, error="gpuc compile timed out after %ds" % timeout)
@@ -153,8 +147,9 @@ def gpuc_run(a, target, in_args, extra, work, timeout):
     out = os.path.join(work, "out")
     shutil.rmtree(out, ignore_errors=True)
     try:
-        r = subprocess.run([a.gpuc, "run", target] + extra + in_args + ["--out", out],
-                           capture_output=True, text=True, timeout=timeout)
+        with gpu_use(not a.cpu_only):
+            r = subprocess.run([a.gpuc, "run", target] + extra + in_args + ["--out", out],
+                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return None, "gpuc run timed out after %ds" % timeout
     if r.returncode:
@@ -170,7 +165,7 @@ def gpuc_bench(a, plan, timeout, profile=False):
     if profile:
         cmd.append("--profile")
     try:
-        with gpu_use(timing=True):
+        with gpu_use():
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return None, "gpuc bench timed out"
@@ -200,7 +195,8 @@ def torch_side(a, torch, zm, m, model, batch, inputs):
     tin = [torch.from_numpy(v).to(dev) for v in inputs.values()]
     res = {}
     with torch.no_grad():
-        ref = m(*tin).float().cpu().numpy()
+        with gpu_use(not a.cpu_only):
+            ref = m(*tin).float().cpu().numpy()
         if a.cpu_only:
             return ref, res
         image = not zm.is_text(model.spec)
@@ -209,20 +205,23 @@ def torch_side(a, torch, zm, m, model, batch, inputs):
         if image:  # channels_last for images, as the issue's baseline does
             half = half.to(memory_format=torch.channels_last)
             t16 = [t.to(memory_format=torch.channels_last) if t.dim() == 4 else t for t in t16]
-        out16 = half(*t16).float().cpu().numpy()
+        with gpu_use():
+            out16 = half(*t16).float().cpu().numpy()
         res["torch_fp16_err"] = rel_l2(out16, ref)
-        with gpu_use(timing=True):
+        with gpu_use():
             res["torch_fp32_ms"] = zm.cuda_median_ms(lambda: m(*tin), a.torch_iters, warmup=5)
             res["eager_fp16_ms"] = zm.cuda_median_ms(lambda: half(*t16), a.torch_iters, warmup=5)
         if not a.no_compile_baseline:
             try:
                 t0 = time.time()
                 comp = torch.compile(half, mode="reduce-overhead", dynamic=False)
-                for _ in range(3):
-                    comp(*t16)
-                torch.cuda.synchronize()
+                comp(*t16)  # compiles (CPU) and runs once
+                with gpu_use():  # CUDA-graph recording
+                    for _ in range(2):
+                        comp(*t16)
+                    torch.cuda.synchronize()
                 res["torch_compile_s"] = round(time.time() - t0, 1)
-                with gpu_use(timing=True):
+                with gpu_use():
                     res["compile_fp16_ms"] = zm.cuda_median_ms(lambda: comp(*t16), a.torch_iters, warmup=5)
                 del comp
             except ModelTimeout:
