@@ -70,6 +70,14 @@ def gpu_use(on=True):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+class ModelTimeout(Exception):
+    pass
+
+
+def on_alarm(signum, frame):
+    raise ModelTimeout("timed out (--timeout-per-model)")
+
+
 # ---- gpuc ------------------------------------------------------------------
 
 def shape_args(names_dims):
