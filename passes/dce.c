@@ -73,10 +73,53 @@ static bool whole_slice(const Graph *g, const Node *n) {
   return true;
 }
 
+/* Binary and variadic ops whose inputs broadcast both ways (numpy rules,
+ * opset >= 7): an Expand feeding one of them can be skipped. */
+static bool broadcasts(GpucOp op) {
+  switch (op) {
+  case GPUC_OP_ADD: case GPUC_OP_SUB: case GPUC_OP_MUL: case GPUC_OP_DIV: case GPUC_OP_POW:
+  case GPUC_OP_WHERE: case GPUC_OP_MAX: case GPUC_OP_MIN:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* Input k of n is an Expand's output: when n's inputs, with the Expand's
+ * own input in its place, still broadcast to n's output shape, n reads that
+ * input and broadcasts it itself. timm's ECA gate, x * sigmoid(...).
+ * expand_as(x), otherwise writes and reads a full-size copy of a [B,C,1,1]
+ * gate (51 MB at eca_nfnet_l0 b32). Returns the value n should read. */
+static int skip_expand(const Graph *g, const Node *n, int k) {
+  int v = n->in[k];
+  int p = g->values[v].producer;
+  if (p < 0 || g->nodes[p].op != GPUC_OP_EXPAND || g->nodes[p].in[0] < 0) return v;
+  int y = g->nodes[p].in[0];
+  const Tensor *out = &g->values[n->out[0]].t;
+  if (g->values[y].t.dt != g->values[v].t.dt || !gpuc_shape_known(out)) return v;
+  int64_t dims[GPUC_MAX_RANK];
+  for (int d = 0; d < out->rank; d++) dims[d] = 1;
+  for (int j = 0; j < n->nin; j++) {
+    int w = j == k ? y : n->in[j];
+    if (w < 0) continue;
+    const Tensor *t = &g->values[w].t;
+    if (!gpuc_shape_known(t) || t->rank > out->rank) return v;
+    for (int d = 0; d < t->rank; d++) {
+      int64_t *o = &dims[out->rank - t->rank + d], x = t->dims[d];
+      if (x != 1 && *o != 1 && x != *o) return v;
+      if (x != 1) *o = x;
+    }
+  }
+  for (int d = 0; d < out->rank; d++)
+    if (dims[d] != out->dims[d]) return v;
+  return y;
+}
+
 /* Identity, Dropout in inference mode (no training_mode input, mask
  * unused), a Cast to the dtype its input has, a Pad of zeros and a Slice
  * of everything forward
- * their input: consumers read the input directly. Graph
+ * their input: consumers read the input directly; and a broadcasting op
+ * reads an Expand's input where it would broadcast it the same way. Graph
  * outputs produced by them stay (renaming outputs would change the API). */
 int pass_identity(Graph *g, const PassOptions *o, GpucErr *e) {
   int changes = 0;
@@ -88,6 +131,12 @@ int pass_identity(Graph *g, const PassOptions *o, GpucErr *e) {
     Node *n = &g->nodes[i];
     for (int k = 0; k < n->nin; k++)
       if (n->in[k] >= 0 && repl[n->in[k]] != n->in[k]) { n->in[k] = repl[n->in[k]]; changes++; }
+    if (broadcasts(n->op) && g->opset >= 7 && n->out[0] >= 0)
+      for (int k = 0; k < n->nin; k++)
+        if (n->in[k] >= 0) {
+          int y = skip_expand(g, n, k);
+          if (y != n->in[k]) { n->in[k] = y; changes++; }
+        }
     /* before opset 7, Dropout trains unless is_test is set */
     bool dropout_inference = n->op == GPUC_OP_DROPOUT && n->nin < 3 && (n->nout < 2 || n->out[1] < 0) &&
                              (g->opset >= 7 || gpuc_attr_i(n, "is_test", 0));
