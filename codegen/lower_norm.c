@@ -153,6 +153,100 @@ int lower_BatchNormalization(LowerCtx *c) {
 
 /* ---- InstanceNormalization --------------------------------------------------- */
 
+/* Few, long planes (PoolFormer's GroupNorm(1) is an InstanceNormalization
+ * of one [C*H*W] plane a sample: at batch 1 one block read 0.8 MB, 0.115
+ * ms on the H200) are split over P blocks each, in three kernels:
+ *   1. block (plane, part): the part's count, mean and squared deviations
+ *      from that mean (two passes over the part, the second from L2), in
+ *      double, into part[3 * block];
+ *   2. a thread a plane: the parts merged (Chan et al.'s pairwise rule, in
+ *      double), then a = scale / sqrt(var + eps) and b = B - mean * a;
+ *   3. y = x * a + b over every element.
+ * Fewer than SPLIT_MAX_ROWS planes of at least SPLIT_MIN_LEN elements;
+ * about SPLIT_BLOCKS blocks in all, parts of at least SPLIT_MIN_PART.
+ * GPUC_NO_SPLIT_NORM=1 at compile time keeps one block a plane (the A/B).
+ * tests/row_kernel_host_test.py runs the three kernels' text on the host. */
+enum { SPLIT_MAX_ROWS = 128, SPLIT_MIN_LEN = 16384, SPLIT_BLOCKS = 512, SPLIT_MIN_PART = 1024 };
+
+static int instance_norm_split(LowerCtx *c, int64_t rows, int64_t C, int64_t S, double eps) {
+  const Tensor *x = c->in[0], *y = c->out[0];
+  GpucDType dt = x->dt;
+  const char *ct = facc(dt);
+  int64_t P = (SPLIT_BLOCKS + rows - 1) / rows;
+  if (P > S / SPLIT_MIN_PART) P = S / SPLIT_MIN_PART;
+  if (P < 2) P = 2;
+  int64_t L = (S + P - 1) / P, np = 3 * rows * P, nab = 2 * rows;
+  uint32_t part = cg_scratch(c, GPUC_DT_F64, 1, &np), ab = cg_scratch(c, GPUC_DT_F32, 1, &nab);
+  StrBuf *b = cg_src(c);
+  char name[128], e[64];
+  /* 1: each part's count, mean and squared deviations */
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(256) %s(const %s* __restrict__ x, double* __restrict__ part) {\n"
+               "  const i64 row = blockIdx.x / %lldLL, lo = (i64)(blockIdx.x %% %lldLL) * %lldLL;\n"
+               "  const i64 hi = lo + %lldLL < %lldLL ? lo + %lldLL : %lldLL, base = row * %lldLL;\n"
+               "  __shared__ double sh[2][8];\n"
+               "  double s = 0;\n"
+               "  for (i64 j = lo + threadIdx.x; j < hi; j += blockDim.x) s += (double)",
+            name, cg_ctype(dt), LL(P), LL(P), LL(L), LL(L), LL(S), LL(L), LL(S), LL(S));
+  cg_load(b, "float", dt, "x", "base + j");
+  sb_printf(b, ";\n"
+               "  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);\n"
+               "  if ((threadIdx.x & 31) == 0) sh[0][threadIdx.x >> 5] = s;\n"
+               "  __syncthreads();\n"
+               "  s = 0;\n"
+               "  for (int w = 0; w < (int)(blockDim.x >> 5); w++) s += sh[0][w];\n"
+               "  const double m = s / (double)(hi - lo);\n"
+               "  double q = 0;\n"
+               "  for (i64 j = lo + threadIdx.x; j < hi; j += blockDim.x) { const double d = (double)");
+  cg_load(b, "float", dt, "x", "base + j");
+  sb_printf(b, " - m; q += d * d; }\n"
+               "  for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);\n"
+               "  if ((threadIdx.x & 31) == 0) sh[1][threadIdx.x >> 5] = q;\n"
+               "  __syncthreads();\n"
+               "  if (threadIdx.x == 0) {\n"
+               "    q = 0;\n"
+               "    for (int w = 0; w < (int)(blockDim.x >> 5); w++) q += sh[1][w];\n"
+               "    part[3 * blockIdx.x] = (double)(hi - lo); part[3 * blockIdx.x + 1] = m; part[3 * blockIdx.x + 2] = q;\n"
+               "  }\n}\n");
+  uint32_t args1[2] = {c->tin[0], part};
+  unsigned grid1[3] = {(unsigned)(rows * P), 1, 1}, block1[3] = {256, 1, 1};
+  if (cg_launch_grid(c, name, grid1, block1, 0, 2, args1)) return -1;
+  /* 2: a plane's statistics from its parts, then its a and b */
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(b, "extern \"C\" __global__ void %s(const double* __restrict__ part, const %s* __restrict__ scale, "
+               "const %s* __restrict__ bias, float* __restrict__ ab) {\n"
+               "  GRID_STRIDE(r, %lldLL) {\n"
+               "    double n = 0, mean = 0, m2 = 0;\n"
+               "    for (i64 p = r * %lldLL; p < (r + 1) * %lldLL; p++) {\n"
+               "      const double nb = part[3 * p], d = part[3 * p + 1] - mean, nn = n + nb;\n"
+               "      mean += d * nb / nn; m2 += part[3 * p + 2] + d * d * n * nb / nn; n = nn;\n"
+               "    }\n"
+               "    const i64 ch = r %% %lldLL;\n"
+               "    const double a = (double)",
+            name, cg_ctype(c->in[1]->dt), cg_ctype(c->in[2]->dt), LL(rows), LL(P), LL(P), LL(C));
+  cg_load(b, "float", c->in[1]->dt, "scale", "ch");
+  cg_float_lit(e, sizeof e, eps, "double");
+  sb_printf(b, " / sqrt(m2 / n + %s);\n    ab[r] = (float)a;\n    ab[%lldLL + r] = (float)((double)", e, LL(rows));
+  cg_load(b, "float", c->in[2]->dt, "bias", "ch");
+  sb_printf(b, " - mean * a);\n  }\n}\n");
+  uint32_t args2[4] = {part, c->tin[1], c->tin[2], ab};
+  if (cg_launch_items(c, name, (uint64_t)rows, 4, args2)) return -1;
+  /* 3: normalize */
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const float* __restrict__ ab, %s* __restrict__ y) {\n"
+               "  GRID_STRIDE(i, %lldLL) {\n"
+               "    const i64 r = i / %lldLL;\n"
+               "    const %s v = ",
+            name, cg_ctype(dt), cg_ctype(y->dt), LL(rows * S), LL(S), ct);
+  cg_load(b, ct, dt, "x", "i");
+  sb_printf(b, ";\n    ");
+  snprintf(e, sizeof e, "v * (%s)ab[r] + (%s)ab[%lldLL + r]", ct, ct, LL(rows));
+  cg_store(b, y->dt, "y", "i", ct, e);
+  sb_printf(b, "  }\n}\n");
+  uint32_t args3[3] = {c->tin[0], ab, c->tout[0]};
+  return cg_launch_items(c, name, (uint64_t)(rows * S), 3, args3);
+}
+
 /* Per (n, c) plane of S elements: y = x * a + b with a = scale[c] /
  * sqrt(var + eps), b = B[c] - mean * a. */
 int lower_InstanceNormalization(LowerCtx *c) {
@@ -164,6 +258,8 @@ int lower_InstanceNormalization(LowerCtx *c) {
   double eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
   int64_t N = x->dims[0], C = x->dims[1], S = prod(x->dims + 2, x->rank - 2), rows = N * C;
   if (rows == 0 || S == 0) return 0;
+  if (rows < SPLIT_MAX_ROWS && S >= SPLIT_MIN_LEN && dt != GPUC_DT_F64 && !getenv("GPUC_NO_SPLIT_NORM"))
+    return instance_norm_split(c, rows, C, S, eps);
   const char *ct = facc(dt);
   Rows r = rows_pick(rows, S, true);
   StrBuf *b = cg_src(c);

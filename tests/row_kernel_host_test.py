@@ -23,7 +23,10 @@ the dequantize + bias + Relu / GELU groups and the heads-merging Transpose
 (strided vector loads); the unfused dequantize group (an items kernel
 indexing its bias and scale by row and column); DynamicQuantizeLinear
 (codegen/lower_quant.c: partial ranges over several blocks, their range,
-the quantize) against numpy's reading of the ONNX rule, bit for bit.
+the quantize) against numpy's reading of the ONNX rule, bit for bit;
+InstanceNormalization over few, long planes (codegen/lower_norm.c's split
+path: per-part statistics, merged per plane, the normalize) against numpy
+in float64, fp32 and fp16.
 usage: row_kernel_host_test.py GPUC [WORKDIR]   (CXX picks the compiler)
 Prints one line per case and 'N passed, N failed'."""
 import os
@@ -489,6 +492,97 @@ def ew_case(name, xs, operands):
              "by row/column" if rowcol else "by coordinates", bad, x.size))
 
 
+IN_MAIN = DQL_MAIN.split("int main")[0] + r"""
+int main(int argc, char **argv) {
+  (void)argc;
+  %(xt)s *x = (%(xt)s *)load(argv[1], %(n)d * sizeof(%(xt)s));
+  %(st)s *scale = (%(st)s *)load(argv[2], %(c)d * sizeof(%(st)s));
+  %(bt)s *bias = (%(bt)s *)load(argv[3], %(c)d * sizeof(%(bt)s));
+  double *part = (double *)aligned_alloc(256, 3 * %(g1)d * 8 + 256);
+  float *ab = (float *)aligned_alloc(256, 2 * %(rows)d * 4 + 256);
+  %(yt)s *y = (%(yt)s *)aligned_alloc(256, %(n)d * sizeof(%(yt)s) + 256);
+  launch(%(g1)d, %(b1)d, [=] { %(k1)s(x, part); });
+  launch(2, %(b2)d, [=] { %(k2)s(part, scale, bias, ab); });
+  launch(3, %(b3)d, [=] { %(k3)s(x, ab, y); });
+  FILE *f = fopen(argv[4], "wb");
+  if (!f || fwrite(y, sizeof(%(yt)s), %(n)d, f) != %(n)d) return 1;
+  fclose(f);
+  return 0;
+}
+"""
+
+
+def instnorm_case(name, shape, fp16):
+    """InstanceNormalization over few, long planes (codegen/lower_norm.c,
+    instance_norm_split): per-part statistics over the plan's grid of
+    blocks, merged per plane, then the normalize (the items kernels with 2
+    and 3 blocks: their grid-stride loops), against numpy in float64 on the
+    same (half-rounded) input: max |error| <= 2e-5 (fp32) or 4e-3 (fp16,
+    the output's rounding)"""
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(11)
+    C = shape[1]
+    scale = rng.uniform(0.5, 1.5, C).astype(np.float32)
+    bias = rng.standard_normal(C).astype(np.float32)
+    node = helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-5)
+    g = helper.make_graph([node], "inorm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))],
+                          [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(bias, "b")])
+    onnx_path, plan, src_path = os.path.join(d, "m.onnx"), os.path.join(d, "m.gpuc"), os.path.join(d, "m.cu")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), onnx_path)
+    r = subprocess.run([gpuc, onnx_path, "--arch", "sm_90", "-o", plan] + (["--fp16"] if fp16 else []),
+                       capture_output=True, text=True, env=dict(os.environ, GPUC_SAVE_SOURCE=src_path))
+    if r.returncode:
+        verdict(False, "%s: compile failed: %s" % (name, (r.stdout + r.stderr)[-300:]))
+        return
+    src = open(src_path).read()
+    ks = re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(k\d+_InstanceNormalization\w*)\((.*?)\) \{', src)
+    if len(ks) != 3:
+        verdict(False, "%s: %d InstanceNormalization kernels, want the split path's 3" % (name, len(ks)))
+        return
+    text = ""
+    for k, _ in ks:
+        m = re.search(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?' + k + r'\(', src)
+        text += src[m.start():src.index("\n}\n", m.end()) + 3]
+    types = [[ptype(p.strip()).replace("const ", "").rstrip("*").strip() for p in params.split(",")]
+             for _, params in ks]
+    (g1, b1), (_, b2), (_, b3) = [launch_of(plan, k) for k, _ in ks]
+    x = rng.standard_normal(shape).astype(np.float32) * 2 + 0.7
+    xt, st, bt, yt = types[0][0], types[1][1], types[1][2], types[2][2]
+    npt = {"float": np.float32, "__half": np.float16}
+    xs = x.astype(npt[xt])
+    xs.tofile(os.path.join(d, "x.bin"))
+    scale.astype(npt[st]).tofile(os.path.join(d, "s.bin"))
+    bias.astype(npt[bt]).tofile(os.path.join(d, "b.bin"))
+    rows = shape[0] * C
+    harness = SHIM + text + IN_MAIN % dict(xt=xt, st=st, bt=bt, yt=yt, n=x.size, c=C, rows=rows, g1=g1, b1=b1,
+                                           b2=b2, b3=b3, k1=ks[0][0], k2=ks[1][0], k3=ks[2][0])
+    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
+    open(cpp, "w").write(harness)
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-pthread", "-w", cpp, "-o", exe], capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+        return
+    out = os.path.join(d, "out.bin")
+    r = subprocess.run([exe] + [os.path.join(d, f) for f in ("x.bin", "s.bin", "b.bin")] + [out],
+                       capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host run failed: %s" % (name, r.stderr[-300:]))
+        return
+    got = np.fromfile(out, npt[yt]).astype(np.float64).reshape(shape)
+    xd = xs.astype(np.float64).reshape(shape[0], C, -1)
+    sd = scale.astype(npt[st]).astype(np.float64)[None, :, None]
+    bd = bias.astype(npt[bt]).astype(np.float64)[None, :, None]
+    mean = xd.mean(-1, keepdims=True)
+    var = ((xd - mean) ** 2).mean(-1, keepdims=True)
+    want = ((xd - mean) / np.sqrt(var + 1e-5) * sd + bd).reshape(shape)
+    err = np.abs(got - want).max()
+    tol = 4e-3 if fp16 else 2e-5
+    verdict(err <= tol, "%s: %s %s, %d blocks of parts: max |error| %.3g (tolerance %.0e)" %
+            (name, "x".join(map(str, shape)), xt, g1, err, tol))
+
+
 # a per-row [4,6,1] and a column [8] by row and column; [6,1] (rows of
 # another shape) and [4,4] against [4,4,4] (numpy aligns it to the last two
 # dims, not the rows) through the coordinates
@@ -501,5 +595,9 @@ dql_case("dql_7x13", (7, 13))       # one block, scalar loads (91 elements)
 run_case("dequant_relu_fp16_r13_c36", "linear", True, 13, 36, "relu", unfused=True)
 run_case("dequant_relu_fp16_r9_c768", "linear", True, 9, 768, "relu", unfused=True)
 run_case("dequant_relu_fp32_r11_c20", "linear", False, 11, 20, "relu", unfused=True)
+# InstanceNormalization's split path: 6 planes of 16384 (4 parts each), one
+# plane of 40000 (a ragged last part; PoolFormer's GroupNorm(1) shape), fp16
+instnorm_case("instnorm_2x3x128x128", (2, 3, 128, 128), False)
+instnorm_case("instnorm_1x1x40000_fp16", (1, 1, 40000), True)
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
