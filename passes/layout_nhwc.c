@@ -12,6 +12,9 @@
  *   - 2-D MaxPools without Indices (ResNet's after the stem) and 2-D
  *     GlobalAveragePools (squeeze-and-excitation, the classifier's pool),
  *     which get layout = 1 too,
+ *   - Concats along channels of computed rank-4 values (DenseNet's dense
+ *     blocks, Inception's and GoogLeNet's branches, SqueezeNet's Fire
+ *     modules), which concatenate along axis 3 instead,
  * joined where one reads another's output; a region without a convolution
  * is left alone. Inside it every value is NHWC: convolutions get
  * layout = 1 and weights [K,C/g,R,S] -> [K,R,S,C/g]; constants read by
@@ -22,7 +25,7 @@
  * which writes the original value (so the outside keeps its names, shapes
  * and outputs). Between two convolutions of a region there is no
  * Transpose. Anything else ends a region: other pools, Flatten/Reshape,
- * Concat, Gemm, ops reading a rank-4 value with a lower-rank computed
+ * other Concats, Gemm, ops reading a rank-4 value with a lower-rank computed
  * operand (broadcast that would mean something else in NHWC).
  *
  * Runs before the fp16 pass (the Transposes and re-laid-out constants are
@@ -80,6 +83,19 @@ static bool gap2d(const Graph *g, const Node *n) {
   const Value *x = &g->values[n->in[0]];
   return known4(&x->t) && !x->is_const && known4(&g->values[n->out[0]].t) &&
          (x->t.dt == GPUC_DT_F32 || x->t.dt == GPUC_DT_F16 || x->t.dt == GPUC_DT_BF16);
+}
+
+/* A Concat along C of [N,C,H,W] values (none a constant): in NHWC it
+ * concatenates along axis 3, a run of each input's channels per pixel. */
+static bool concat_channels(const Graph *g, const Node *n) {
+  if (n->op != GPUC_OP_CONCAT || n->nin < 1 || n->out[0] < 0 || !known4(&g->values[n->out[0]].t)) return false;
+  int64_t axis = gpuc_attr_i(n, "axis", 1);
+  if (axis != 1 && axis != -3) return false;
+  for (int k = 0; k < n->nin; k++) {
+    const Value *x = n->in[k] >= 0 ? &g->values[n->in[k]] : NULL;
+    if (!x || x->is_const || !known4(&x->t)) return false;
+  }
+  return true;
 }
 
 /* An elementwise op that computes the same in NHWC once its inputs are. */
@@ -213,6 +229,21 @@ static int mark_layout(Rw *r, int i) {
   return 0;
 }
 
+/* A region's Concat concatenates NHWC values along axis 3. */
+static int concat_axis3(Rw *r, int i) {
+  Graph *g = r->g;
+  Node *n = &g->nodes[i];
+  Attr *attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr) * ((size_t)n->nattr + 1));
+  if (!attrs) return oom(r);
+  int na = 0;
+  for (int k = 0; k < n->nattr; k++)
+    if (strcmp(n->attrs[k].name, "axis") != 0) attrs[na++] = n->attrs[k];
+  attrs[na++] = (Attr){.name = "axis", .kind = GPUC_ATTR_INT, .i = 3};
+  n->attrs = attrs;
+  n->nattr = na;
+  return 0;
+}
+
 /* ReduceMean over axes {2, 3} of a float [N,C,H,W] with keepdims is
  * GlobalAveragePool (the dynamo exporter's squeeze-and-excitation pool:
  * torch's mean((2, 3), keepdim=True)); as one, it joins the region (gap2d)
@@ -268,7 +299,7 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
      * value in, not its [N,C,1,1] result out */
     int xp = g->nodes[i].in[0] >= 0 ? g->values[g->nodes[i].in[0]].producer : -1;
     pool[i] = maxpool2d(g, &g->nodes[i]) || (gap2d(g, &g->nodes[i]) && xp >= 0 && xp < i && elig[xp]);
-    elig[i] = isconv[i] || pool[i] || agnostic(g, &g->nodes[i]);
+    elig[i] = isconv[i] || pool[i] || agnostic(g, &g->nodes[i]) || concat_channels(g, &g->nodes[i]);
   }
   for (int i = 0; i < nn; i++) {
     if (!elig[i]) continue;
@@ -329,6 +360,7 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
       g->nodes[i].in[k] = w;
     }
     if ((conv || pool[i]) && mark_layout(&r, i)) goto done;
+    if (g->nodes[i].op == GPUC_OP_CONCAT && concat_axis3(&r, i)) goto done;
     changed++;
   }
   /* region values read outside (or graph outputs) leave through a Transpose

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Concat inside an NHWC region (passes/layout_nhwc.c, concat_channels)
+through the CLI, on models written here with onnx.helper:
+  channels: two conv+Relu branches of X [2,8,12,12], Concat(axis=1 or -3),
+            a conv -> -O2 --fp16 keeps one region: 2 Transposes (the input
+            in, the output out), none around the Concat;
+  height:   the same with Concat(axis=2) -> the Concat ends the region:
+            more Transposes.
+`gpuc run --cpu -O2 --fp16` (the NHWC graph on the reference) against the
+fp32 reference: rel L2 <= 5e-3; each compiles for sm_90 with --fp16.
+usage: nhwc_concat_test.py GPUC WORKDIR"""
+import os, re, subprocess, sys
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper, save
+from checks import check, finish
+
+gpuc, work = sys.argv[1], sys.argv[2]
+os.makedirs(work, exist_ok=True)
+rng = np.random.default_rng(3)
+F = TensorProto.FLOAT
+
+
+def model(name, axis):
+    w1 = (rng.standard_normal((6, 8, 3, 3)) * 0.2).astype(np.float32)
+    w2 = (rng.standard_normal((10, 8, 1, 1)) * 0.3).astype(np.float32)
+    w3 = (rng.standard_normal((4, 16 if axis in (1, -3) else 6, 3, 3)) * 0.2).astype(np.float32)
+    if axis not in (1, -3):
+        w2 = (rng.standard_normal((6, 8, 1, 1)) * 0.3).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["X", "w1"], ["a"], name="c1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["ar"], name="r1"),
+             helper.make_node("Conv", ["X", "w2"], ["b"], name="c2"),
+             helper.make_node("Relu", ["b"], ["br"], name="r2"),
+             helper.make_node("Concat", ["ar", "br"], ["cat"], name="cat", axis=axis),
+             helper.make_node("Conv", ["cat", "w3"], ["Y"], name="c3", pads=[1, 1, 1, 1])]
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("X", F, [2, 8, 12, 12])],
+                          [helper.make_tensor_value_info("Y", F, None)],
+                          [numpy_helper.from_array(w, n) for n, w in (("w1", w1), ("w2", w2), ("w3", w3))])
+    path = os.path.join(work, name + ".onnx")
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+x = rng.standard_normal((2, 8, 12, 12)).astype(np.float32)
+xp = os.path.join(work, "x.npy")
+np.save(xp, x)
+
+
+def run(path, flags, tag):
+    out = os.path.join(work, "out_" + tag)
+    r = subprocess.run([gpuc, "run", path, "--cpu", "--input", "X=" + xp, "--out", out] + flags,
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "%s: gpuc run --cpu %s exit %d: %s" % (tag, " ".join(flags), r.returncode,
+                                                                   r.stderr.strip()[-300:]))
+    return np.load(os.path.join(out, "Y.npy")).astype(np.float64) if r.returncode == 0 else None
+
+
+for name, axis, in_region in (("channels", 1, True), ("channels_neg", -3, True), ("height", 2, False)):
+    path = model(name, axis)
+    ref = run(path, [], name + "_fp32")
+    got = run(path, ["-O2", "--fp16"], name + "_fp16")
+    if ref is not None and got is not None:
+        e = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+        check(np.isfinite(got).all() and e <= 5e-3, "%s: -O2 --fp16 rel L2 %.3g vs fp32 (<= 5e-3)" % (name, e))
+    r = subprocess.run([gpuc, "inspect", path, "-O2", "--fp16"], capture_output=True, text=True)
+    m = re.search(r"^\s*Transpose\s+(\d+)", r.stdout, re.M)
+    nt = int(m.group(1)) if m else 0
+    if in_region:
+        check(r.returncode == 0 and nt == 2, "%s: %d Transposes at -O2 --fp16, want 2 (in and out)" % (name, nt))
+    else:
+        check(r.returncode == 0 and nt > 2, "%s: %d Transposes at -O2 --fp16, want more than 2" % (name, nt))
+    r = subprocess.run([gpuc, path, "-O2", "--fp16", "--arch", "sm_90", "-o", os.path.join(work, name + ".gpuc")],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "%s: compile --fp16 sm_90 exit %d: %s" % (name, r.returncode, r.stderr.strip()[-300:]))
+
+finish()
