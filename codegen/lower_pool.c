@@ -6,7 +6,8 @@
  *
  * Windowed pools: one thread per output element walking the kernel taps
  * with baked extents, in the reference's (row-major) tap order (an NHWC
- * MaxPool, passes/layout_nhwc.c: the same walk, channel innermost). Global
+ * MaxPool or AveragePool, passes/layout_nhwc.c: the same walk, channel
+ * innermost). Global
  * pools: one block (or thread, for small planes) per [N, C] plane. */
 #include "lower_util.h"
 #include "infer_nn.h"
@@ -64,9 +65,9 @@ static int pool_lower(LowerCtx *c, bool is_max) {
   bool include_pad = !is_max && gpuc_attr_i(c->n, "count_include_pad", 0) == 1;
   bool col_major = is_max && gpuc_attr_i(c->n, "storage_order", 0) == 1;
   bool want_idx = is_max && c->nout > 1 && c->out[1] && c->tout[1] != UINT32_MAX;
-  /* NHWC MaxPool (2-D, no Indices): y[n, o0, o1, ch], taps C apart */
+  /* NHWC MaxPool (no Indices) / AveragePool, 2-D: y[n, o0, o1, ch], taps C apart */
   bool nhwc = nn_pool_nhwc(LOWER_OPCTX(c));
-  if (nhwc && (want_idx || w.nsp != 2)) return lower_fail(c, "an NHWC MaxPool must be 2-D without Indices");
+  if (nhwc && (want_idx || w.nsp != 2)) return lower_fail(c, "an NHWC pool must be 2-D without Indices");
   int64_t C = nhwc ? w.c_in : 1;
   int nsp = w.nsp;
   int64_t HWin = prod(w.in, nsp), HWout = prod(w.out, nsp);

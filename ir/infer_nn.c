@@ -293,7 +293,8 @@ int nn_convt_window(OpCtx *c, NnWindow *w) {
 }
 
 bool nn_pool_nhwc(const OpCtx *c) {
-  return c->n->op == GPUC_OP_MAXPOOL && gpuc_attr_i(c->n, "layout", GPUC_LAYOUT_NCHW) == GPUC_LAYOUT_NHWC;
+  return (c->n->op == GPUC_OP_MAXPOOL || c->n->op == GPUC_OP_AVERAGEPOOL) &&
+         gpuc_attr_i(c->n, "layout", GPUC_LAYOUT_NCHW) == GPUC_LAYOUT_NHWC;
 }
 
 int nn_pool_window(OpCtx *c, NnWindow *w) {
@@ -301,7 +302,7 @@ int nn_pool_window(OpCtx *c, NnWindow *w) {
   Tensor view;
   memset(w, 0, sizeof *w);
   if (nn_pool_nhwc(c)) { /* the window of the NCHW view */
-    if (x->rank != 4) return gpuc_op_fail(c, "an NHWC MaxPool must be 2-D");
+    if (x->rank != 4) return gpuc_op_fail(c, "an NHWC pool must be 2-D");
     static const int to_nchw[4] = GPUC_NHWC_TO_NCHW;
     permuted_shape(x, to_nchw, &view);
     x = &view;
@@ -318,7 +319,7 @@ int nn_pool_window(OpCtx *c, NnWindow *w) {
   return window_out(c, w, true);
 }
 
-/* [N, C_out, out...] (NHWC MaxPool: [N, out..., C]) */
+/* [N, C_out, out...] (NHWC MaxPool / AveragePool: [N, out..., C]) */
 static void set_window_out(OpCtx *c, const NnWindow *w, GpucDType dt, int k) {
   int64_t dims[GPUC_MAX_RANK];
   bool nhwc = nn_pool_nhwc(c);

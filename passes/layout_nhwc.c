@@ -9,7 +9,8 @@
  *   - layout-agnostic elementwise ops (Relu, Clip, Add of a residual, Mul
  *     by a per-channel constant...): every input a rank-4 computed value,
  *     or a constant of rank <= 4 (re-laid-out), with a rank-4 output,
- *   - 2-D MaxPools without Indices (ResNet's after the stem) and 2-D
+ *   - 2-D MaxPools without Indices (ResNet's after the stem), 2-D
+ *     AveragePools (DenseNet's transitions, Inception's branch pools) and 2-D
  *     GlobalAveragePools (squeeze-and-excitation, the classifier's pool),
  *     which get layout = 1 too,
  *   - Concats along channels of computed rank-4 values (DenseNet's dense
@@ -24,7 +25,7 @@
  * reads, or that is a graph output, leaves through one Transpose [0,3,1,2]
  * which writes the original value (so the outside keeps its names, shapes
  * and outputs). Between two convolutions of a region there is no
- * Transpose. Anything else ends a region: other pools, Flatten/Reshape,
+ * Transpose. Anything else ends a region: other pools (Indices, LpPool...), Flatten/Reshape,
  * other Concats, Gemm, ops reading a rank-4 value with a lower-rank computed
  * operand (broadcast that would mean something else in NHWC).
  *
@@ -63,9 +64,10 @@ static bool depthwise_batch1(const Graph *g, const Node *n) {
   return x->dims[0] == 1 && groups > 1 && groups == x->dims[1];
 }
 
-/* A 2-D MaxPool without Indices: it has an NHWC form (attribute layout). */
-static bool maxpool2d(const Graph *g, const Node *n) {
-  if (n->op != GPUC_OP_MAXPOOL || n->in[0] < 0 || n->out[0] < 0) return false;
+/* A 2-D MaxPool without Indices or a 2-D AveragePool: they have an NHWC
+ * form (attribute layout). */
+static bool pool2d(const Graph *g, const Node *n) {
+  if ((n->op != GPUC_OP_MAXPOOL && n->op != GPUC_OP_AVERAGEPOOL) || n->in[0] < 0 || n->out[0] < 0) return false;
   if (gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NCHW) return false;
   if (n->nout > 1 && n->out[1] >= 0) return false;
   const Value *x = &g->values[n->in[0]];
@@ -126,7 +128,7 @@ static bool layout_input(const Graph *g, const Node *n, int k) {
   int v = n->in[k];
   if (v < 0) return false;
   if (n->op == GPUC_OP_CONV || n->op == GPUC_OP_FUSEDCONV) return k == 0 || k == 3;
-  if (n->op == GPUC_OP_MAXPOOL || n->op == GPUC_OP_GLOBALAVERAGEPOOL) return k == 0;
+  if (n->op == GPUC_OP_MAXPOOL || n->op == GPUC_OP_AVERAGEPOOL || n->op == GPUC_OP_GLOBALAVERAGEPOOL) return k == 0;
   return !has_data(&g->values[v]);
 }
 
@@ -298,7 +300,7 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
      * reads an NCHW value would make the region Transpose that whole
      * value in, not its [N,C,1,1] result out */
     int xp = g->nodes[i].in[0] >= 0 ? g->values[g->nodes[i].in[0]].producer : -1;
-    pool[i] = maxpool2d(g, &g->nodes[i]) || (gap2d(g, &g->nodes[i]) && xp >= 0 && xp < i && elig[xp]);
+    pool[i] = pool2d(g, &g->nodes[i]) || (gap2d(g, &g->nodes[i]) && xp >= 0 && xp < i && elig[xp]);
     elig[i] = isconv[i] || pool[i] || agnostic(g, &g->nodes[i]) || concat_channels(g, &g->nodes[i]);
   }
   for (int i = 0; i < nn; i++) {

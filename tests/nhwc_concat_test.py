@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Concat inside an NHWC region (passes/layout_nhwc.c, concat_channels)
-through the CLI, on models written here with onnx.helper:
+"""Concat and AveragePool inside an NHWC region (passes/layout_nhwc.c,
+concat_channels, pool2d) through the CLI, on models written here with
+onnx.helper:
   channels: two conv+Relu branches of X [2,8,12,12], Concat(axis=1 or -3),
             a conv -> -O2 --fp16 keeps one region: 2 Transposes (the input
             in, the output out), none around the Concat;
   height:   the same with Concat(axis=2) -> the Concat ends the region:
-            more Transposes.
+            more Transposes;
+  avgpool:  conv, AveragePool (3x3 stride 2, pads, ceil_mode, with and
+            without count_include_pad), conv -> one region, 2 Transposes.
 `gpuc run --cpu -O2 --fp16` (the NHWC graph on the reference) against the
 fp32 reference: rel L2 <= 5e-3; each compiles for sm_90 with --fp16.
 usage: nhwc_concat_test.py GPUC WORKDIR"""
@@ -40,6 +43,21 @@ def model(name, axis):
     return path
 
 
+def avgpool_model(name, include_pad):
+    w1 = (rng.standard_normal((6, 8, 3, 3)) * 0.2).astype(np.float32)
+    w2 = (rng.standard_normal((4, 6, 1, 1)) * 0.3).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["X", "w1"], ["a"], name="c1", pads=[1, 1, 1, 1]),
+             helper.make_node("AveragePool", ["a"], ["p"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=include_pad),
+             helper.make_node("Conv", ["p", "w2"], ["Y"], name="c2")]
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("X", F, [2, 8, 12, 12])],
+                          [helper.make_tensor_value_info("Y", F, None)],
+                          [numpy_helper.from_array(w, n) for n, w in (("w1", w1), ("w2", w2))])
+    path = os.path.join(work, name + ".onnx")
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
 x = rng.standard_normal((2, 8, 12, 12)).astype(np.float32)
 xp = os.path.join(work, "x.npy")
 np.save(xp, x)
@@ -54,8 +72,13 @@ def run(path, flags, tag):
     return np.load(os.path.join(out, "Y.npy")).astype(np.float64) if r.returncode == 0 else None
 
 
-for name, axis, in_region in (("channels", 1, True), ("channels_neg", -3, True), ("height", 2, False)):
-    path = model(name, axis)
+CASES = [("channels", lambda: model("channels", 1), True),
+         ("channels_neg", lambda: model("channels_neg", -3), True),
+         ("height", lambda: model("height", 2), False),
+         ("avgpool_pad", lambda: avgpool_model("avgpool_pad", 1), True),
+         ("avgpool_nopad", lambda: avgpool_model("avgpool_nopad", 0), True)]
+for name, make, in_region in CASES:
+    path = make()
     ref = run(path, [], name + "_fp32")
     got = run(path, ["-O2", "--fp16"], name + "_fp16")
     if ref is not None and got is not None:

@@ -78,16 +78,9 @@ static int check_work(OpCtx *c, const NnWindow *w) {
   return 0;
 }
 
-int ref_AveragePool(OpCtx *c) {
-  NnWindow w;
-  if (nn_pool_window(c, &w) || check_work(c, &w)) return -1;
-  bool include_pad = gpuc_attr_i(c->n, "count_include_pad", 0) == 1;
-  pool_nd(&w, POOL_AVG, include_pad, false, c->in[0], c->out[0], NULL);
-  return 0;
-}
-
-/* NHWC MaxPool: the NCHW pool between two transposes. */
-static int maxpool_nhwc(OpCtx *c, const NnWindow *w) {
+/* NHWC MaxPool / AveragePool (passes/layout_nhwc.c): the NCHW pool
+ * between two transposes. */
+static int pool_nhwc(OpCtx *c, const NnWindow *w, int kind, bool include_pad) {
   static const int to_nchw[4] = GPUC_NHWC_TO_NCHW, to_nhwc[4] = GPUC_NCHW_TO_NHWC;
   Tensor xn = {0}, yn = {0}, back = {0};
   int64_t yd[4] = {w->n, w->c_out, w->out[0], w->out[1]};
@@ -95,7 +88,7 @@ static int maxpool_nhwc(OpCtx *c, const NnWindow *w) {
   if (gpuc_tensor_permute4(c->in[0], to_nchw, &xn, c->err)) goto done;
   gpuc_set_shape(&yn, c->out[0]->dt, 4, yd);
   if (gpuc_tensor_alloc(&yn, c->err)) goto done;
-  pool_nd(w, POOL_MAX, false, false, &xn, &yn, NULL);
+  pool_nd(w, kind, include_pad, false, &xn, &yn, NULL);
   if (gpuc_tensor_permute4(&yn, to_nhwc, &back, c->err)) goto done;
   memcpy(c->out[0]->data, back.data, gpuc_tensor_bytes(c->out[0]));
   rc = 0;
@@ -104,10 +97,19 @@ done:
   return rc;
 }
 
+int ref_AveragePool(OpCtx *c) {
+  NnWindow w;
+  if (nn_pool_window(c, &w) || check_work(c, &w)) return -1;
+  bool include_pad = gpuc_attr_i(c->n, "count_include_pad", 0) == 1;
+  if (nn_pool_nhwc(c)) return pool_nhwc(c, &w, POOL_AVG, include_pad);
+  pool_nd(&w, POOL_AVG, include_pad, false, c->in[0], c->out[0], NULL);
+  return 0;
+}
+
 int ref_MaxPool(OpCtx *c) {
   NnWindow w;
   if (nn_pool_window(c, &w) || check_work(c, &w)) return -1;
-  if (nn_pool_nhwc(c)) return maxpool_nhwc(c, &w);
+  if (nn_pool_nhwc(c)) return pool_nhwc(c, &w, POOL_MAX, false);
   bool col_major = gpuc_attr_i(c->n, "storage_order", 0) == 1;
   Tensor *idx = c->nout > 1 ? c->out[1] : NULL;
   pool_nd(&w, POOL_MAX, false, col_major, c->in[0], c->out[0], idx);
