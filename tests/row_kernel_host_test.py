@@ -355,6 +355,27 @@ int main(int argc, char **argv) {
 """
 
 
+def module_kernels(name, d, graph, flags, op):
+    """Saves graph as d/m.onnx, compiles it for sm_90 (+ flags) with
+    GPUC_SAVE_SOURCE; returns (plan, [(kernel, its parameter list)] of the
+    kernels lowered from op, their text), or None after a failed verdict."""
+    onnx_path, plan, src_path = os.path.join(d, "m.onnx"), os.path.join(d, "m.gpuc"), os.path.join(d, "m.cu")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), onnx_path)
+    r = subprocess.run([gpuc, onnx_path, "--arch", "sm_90", "-o", plan] + flags, capture_output=True, text=True,
+                       env=dict(os.environ, GPUC_SAVE_SOURCE=src_path))
+    if r.returncode:
+        verdict(False, "%s: compile failed: %s" % (name, (r.stdout + r.stderr)[-300:]))
+        return None
+    src = open(src_path).read()
+    head = r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?'
+    ks = re.findall(head + r'(k\d+_' + op + r'\w*)\((.*?)\) \{', src)
+    text = ""
+    for k, _ in ks:
+        m = re.search(head + k + r'\(', src)
+        text += src[m.start():src.index("\n}\n", m.end()) + 3]
+    return plan, ks, text
+
+
 def dql_case(name, shape):
     """DynamicQuantizeLinear (codegen/lower_quant.c): partial ranges over
     several blocks, their range, then the quantize, against numpy's reading
@@ -366,22 +387,14 @@ def dql_case(name, shape):
                           [helper.make_tensor_value_info("y", TensorProto.UINT8, list(shape)),
                            helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
                            helper.make_tensor_value_info("z", TensorProto.UINT8, [])])
-    onnx_path, plan, src_path = os.path.join(d, "m.onnx"), os.path.join(d, "m.gpuc"), os.path.join(d, "m.cu")
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), onnx_path)
-    r = subprocess.run([gpuc, onnx_path, "--arch", "sm_90", "-o", plan], capture_output=True, text=True,
-                       env=dict(os.environ, GPUC_SAVE_SOURCE=src_path))
-    if r.returncode:
-        verdict(False, "%s: compile failed: %s" % (name, (r.stdout + r.stderr)[-300:]))
+    got = module_kernels(name, d, g, [], "DynamicQuantizeLinear")
+    if got is None:
         return
-    src = open(src_path).read()
-    ks = re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(k\d+_DynamicQuantizeLinear\w*)\(', src)
+    plan, kp, text = got
+    ks = [k for k, _ in kp]
     if len(ks) != 3:
         verdict(False, "%s: %d kernels, want 3" % (name, len(ks)))
         return
-    text = ""
-    for k in ks:
-        m = re.search(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?' + k + r'\(', src)
-        text += src[m.start():src.index("\n}\n", m.end()) + 3]
     g1, _ = launch_of(plan, ks[0])
     g3, _ = launch_of(plan, ks[2])
     rng = np.random.default_rng(7)
@@ -529,22 +542,13 @@ def instnorm_case(name, shape, fp16):
     g = helper.make_graph([node], "inorm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))],
                           [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(bias, "b")])
-    onnx_path, plan, src_path = os.path.join(d, "m.onnx"), os.path.join(d, "m.gpuc"), os.path.join(d, "m.cu")
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), onnx_path)
-    r = subprocess.run([gpuc, onnx_path, "--arch", "sm_90", "-o", plan] + (["--fp16"] if fp16 else []),
-                       capture_output=True, text=True, env=dict(os.environ, GPUC_SAVE_SOURCE=src_path))
-    if r.returncode:
-        verdict(False, "%s: compile failed: %s" % (name, (r.stdout + r.stderr)[-300:]))
+    got = module_kernels(name, d, g, ["--fp16"] if fp16 else [], "InstanceNormalization")
+    if got is None:
         return
-    src = open(src_path).read()
-    ks = re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(k\d+_InstanceNormalization\w*)\((.*?)\) \{', src)
+    plan, ks, text = got
     if len(ks) != 3:
         verdict(False, "%s: %d InstanceNormalization kernels, want the split path's 3" % (name, len(ks)))
         return
-    text = ""
-    for k, _ in ks:
-        m = re.search(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?' + k + r'\(', src)
-        text += src[m.start():src.index("\n}\n", m.end()) + 3]
     types = [[ptype(p.strip()).replace("const ", "").rstrip("*").strip() for p in params.split(",")]
              for _, params in ks]
     (g1, b1), (_, b2), (_, b3) = [launch_of(plan, k) for k, _ in ks]
