@@ -22,19 +22,10 @@ import sys
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+from checks import check, finish
 
 gpuc, work = sys.argv[1], sys.argv[2]
 os.makedirs(work, exist_ok=True)
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what)
 
 
 def l1_ref(w, f):
@@ -170,5 +161,4 @@ for bad_value in ("3:4", "l1:1.5", "l1:-0.1", "foo", "l1:", "l1:nan", "2:4x"):
 r = run("run", dense, "--cpu", "--prune")
 check(r.returncode == 2, "--prune without a value must be a usage error")
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()
