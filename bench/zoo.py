@@ -627,9 +627,9 @@ def main():
     ap.add_argument("--inspect-only", action="store_true", help="--cpu-only: `gpuc inspect --dump` "
                     "(passes, static shapes) instead of compiling; cells say passes*")
     ap.add_argument("--table", nargs="+", help="only merge these zoo.jsonl files into OUT/zoo.md")
-    ap.add_argument("--workers", type=int, default=1, help="GPU mode: run the models in N processes at "
-                    "once (exports and compiles overlap); timing sections take a lock, so no timing "
-                    "overlaps other GPU work")
+    ap.add_argument("--workers", type=int, default=1, help="run the models in N processes at once "
+                    "(exports and compiles overlap); on the GPU every GPU use holds one lock, so no "
+                    "timing overlaps other GPU work")
     ap.add_argument("--gpu-lock", help=argparse.SUPPRESS)   # set by --workers for its children
     ap.add_argument("--worker-tag", help=argparse.SUPPRESS)
     ap.add_argument("--shared-jsonl", help=argparse.SUPPRESS)
