@@ -4,11 +4,10 @@
  * Compile time is the bulk of `gpuc MODEL` (densenet121's 785 kernels:
  * NVRTC 33.3 s of 33.7), so one program compiled for sm_XX gives both:
  * its PTX is the same text a compute_XX compile gives (checked byte for
- * byte), and ptxas
- * runs on SPLIT_COMPILE threads. NVRTC's split compile optimizes the
- * kernels in groups; each kernel's PTX is unchanged (only their order in the
- * module moves), and a fixed group count keeps the plan's bytes the same on
- * every machine. An NVRTC without the option compiles in one thread. */
+ * byte), and ptxas runs on SPLIT_COMPILE threads. NVRTC's split compile
+ * optimizes the kernels in groups; each kernel's PTX is unchanged (only
+ * their order in the module moves), and a fixed group count keeps the
+ * plan's bytes the same on every machine. An NVRTC without the option compiles in one thread. */
 #include "codegen.h"
 #include "cuda_api.h"
 #include <stdio.h>
