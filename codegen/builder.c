@@ -2,6 +2,7 @@
  * lower_<Op>, then memory planning, weights, and the NVRTC compile. */
 #include "lower_util.h"
 #include "ew_kernel.h"
+#include "int8_gemm.h"
 #include "device_fault.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,11 @@ struct PlanBuilder {
   const CodegenOptions *opt;
   GpucErr *e;
   bool oom;
+  /* per node: a MatMulInt8 whose sums stay in registers for its reader's
+   * epilogue (codegen/lower_int8_gemm.c); epilogue_of: that reader's GEMM
+   * node, -1 for other nodes */
+  bool *in_epilogue;
+  int *epilogue_of;
 };
 
 /* ---- string buffers ---- */
@@ -482,6 +488,7 @@ static int lower_node(PlanBuilder *pb, int i, struct EwCapture *cap, const RowFu
     bool internal = cap && v >= 0 && g->values[v].producer >= 0 &&
                     g->nodes[g->values[v].producer].fuse_group == n->fuse_group;
     internal |= row && row->dq >= 0 && k == 0; /* X is dequantized as it is loaded: never stored */
+    internal |= cap && v >= 0 && g->values[v].producer >= 0 && pb->in_epilogue && pb->in_epilogue[g->values[v].producer];
     tin[k] = v >= 0 && !internal ? value_tensor(pb, v) : UINT32_MAX;
   }
   for (int k = 0; k < n->nout; k++) {
@@ -492,6 +499,21 @@ static int lower_node(PlanBuilder *pb, int i, struct EwCapture *cap, const RowFu
   if (pb->oom) return gpuc_err_set(pb->e, "%s: out of memory", g->path);
   int rc = lower_fns[n->op](&c);
   return rc || cap ? rc : cg_cost_steps(pb->p, &c);
+}
+
+/* Group m[0..nm) (one ungrouped node when nm is 1), preceded by the int8
+ * GEMM whose epilogue it is when there is one: one kernel, or, when the
+ * group does not inline, the GEMM writing int32 and the group after it. */
+static int lower_with_epilogue(PlanBuilder *pb, const int *m, int nm, const int *reader_group) {
+  int mm = -1;
+  for (int t = 0; t < nm && mm < 0; t++) mm = pb->epilogue_of[m[t]];
+  if (mm >= 0) {
+    int rc = cg_lower_int8_epilogue(pb, pb->g, mm, m, nm);
+    if (rc <= 0) return rc;
+    pb->in_epilogue[mm] = false; /* its sums are a tensor after all */
+    if (cg_lower_node(pb, mm, NULL, NULL)) return -1;
+  }
+  return nm > 1 ? cg_lower_group(pb, pb->g, m, nm, reader_group) : cg_lower_node(pb, m[0], NULL, NULL);
 }
 
 int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileStats *st,
@@ -546,16 +568,31 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
     else next[last[grp]] = i;
     last[grp] = i;
   }
+  /* int8 GEMMs with their DequantizeRows group as the epilogue: lowered
+   * where that group (or the lone DequantizeRows) stands, after every
+   * input of both is made */
+  pb.in_epilogue = calloc(nn1, sizeof *pb.in_epilogue);
+  pb.epilogue_of = malloc(sizeof(int) * nn1);
+  if (!pb.in_epilogue || !pb.epilogue_of) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
+  for (size_t k = 0; k < nn1; k++) pb.epilogue_of[k] = -1;
   for (int i = 0; i < g->nnodes; i++) {
+    if (g->nodes[i].op != GPUC_OP_MATMULINT8) continue;
+    int d = cg_int8_epilogue_reader(g, o, i, reader_group);
+    if (d < 0) continue;
+    pb.in_epilogue[i] = true;
+    pb.epilogue_of[d] = i;
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    if (pb.in_epilogue[i]) continue; /* made with its reader */
     int grp = g->nodes[i].fuse_group;
     if (grp <= 0 || grp > g->nnodes) {
-      if (cg_lower_node(&pb, i, NULL, NULL)) goto done;
+      if (lower_with_epilogue(&pb, &i, 1, reader_group)) goto done;
       continue;
     }
     if (i != last[grp]) continue; /* a group is lowered where its last member stands */
     int nm = 0;
     for (int j = first[grp]; j >= 0; j = next[j]) members[nm++] = j;
-    if (cg_lower_group(&pb, g, members, nm, reader_group)) goto done;
+    if (lower_with_epilogue(&pb, members, nm, reader_group)) goto done;
   }
   /* graph outputs that are constants (folded) get an arena buffer filled
    * from the weights by a copy step */
@@ -632,6 +669,8 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
   rc = 0;
 done:
   free(members);
+  free(pb.in_epilogue);
+  free(pb.epilogue_of);
   gpuc_plan_free(pb.p);
   free(pb.value_tensor);
   free(pb.inplace);

@@ -97,7 +97,7 @@ static uint64_t kernel_flops(const LowerCtx *c) {
   const Tensor *x = c->nin > 0 ? c->in[0] : NULL, *y = c->nout > 0 ? c->out[0] : NULL;
   if (!y) return 0; /* copies made outside a node (constant graph outputs) */
   switch (n->op) { /* the few whose count follows from shapes, not elements */
-  case GPUC_OP_MATMULINTEGER: /* 2*K per output element */
+  case GPUC_OP_MATMULINTEGER: case GPUC_OP_MATMULINT8: /* 2*K per output element */
     return x && x->rank ? 2 * numel(y) * (uint64_t)x->dims[x->rank - 1] : 0;
   case GPUC_OP_CONVTRANSPOSE: { /* every input element meets C_out/groups * R*S weights */
     const Tensor *w = c->nin > 1 ? c->in[1] : NULL;

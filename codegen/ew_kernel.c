@@ -67,9 +67,11 @@ static const char *value_type(GpucDType dt) {
 /* EXT_SVEC: a strided input (a Transpose read in place) whose vectors
  * are contiguous in its own bytes too, loaded as vectors at the offset of
  * the vector's first element. */
-enum { EXT_SCALAR, EXT_SAME, EXT_BCAST, EXT_ROW, EXT_COL, EXT_SVEC };
+/* EXT_REG: the enclosing kernel's value reg_[u] (an epilogue's input). */
+enum { EXT_SCALAR, EXT_SAME, EXT_BCAST, EXT_ROW, EXT_COL, EXT_SVEC, EXT_REG };
 
 static int ext_kind(const EwExt *x, const Tensor *y) {
+  if (x->reg) return EXT_REG;
   if (gpuc_numel(&x->view) == 1) return EXT_SCALAR;
   if (x->strided) return EXT_BCAST; /* explicit strides: per-element index */
   return same_dims(&x->view, y) ? EXT_SAME : EXT_BCAST;
@@ -111,7 +113,7 @@ static void emit_element(StrBuf *b, const EwProgram *p, const int *kind, int vec
     else if (kind[k] == EXT_SAME) snprintf(idx, sizeof idx, "i");
     else if (kind[k] == EXT_ROW) snprintf(idx, sizeof idx, "row_");
     else if (kind[k] == EXT_COL) snprintf(idx, sizeof idx, "(j0_ + u)");
-    else if (kind[k] == EXT_SVEC) snprintf(idx, sizeof idx, "0"); /* read from a<k> (vec > 1) */
+    else if (kind[k] == EXT_SVEC || kind[k] == EXT_REG) snprintf(idx, sizeof idx, "0"); /* a<k> or reg_[u] */
     else {
       snprintf(idx, sizeof idx, "o%d", k);
       sb_printf(b, "    const i64 o%d = 0", k);
@@ -129,6 +131,10 @@ static void emit_element(StrBuf *b, const EwProgram *p, const int *kind, int vec
       sb_printf(b, ";\n");
     }
     sb_printf(b, "    const %s e%d = ", ew_natural_type(x->dt), k);
+    if (kind[k] == EXT_REG) {
+      sb_printf(b, "(%s)reg_[u];\n", ew_natural_type(x->dt));
+      continue;
+    }
     if ((kind[k] == EXT_SAME || kind[k] == EXT_SVEC) && vec > 1) {
       char va[16];
       snprintf(va, sizeof va, "a%d.v", k);
@@ -172,6 +178,34 @@ static int row_kind(const EwExt *x, const Tensor *y, int64_t k) {
   for (int d = 0; d < v->rank - 1; d++)
     if (v->dims[d] != y->dims[d + off]) return kind;
   return EXT_ROW;
+}
+
+int ew_epilogue_params(StrBuf *b, const EwProgram *p, uint32_t *args) {
+  int n = 0;
+  for (int k = 0; k < p->next; k++) {
+    if (p->ext[k].reg) continue;
+    sb_printf(b, "const %s* __restrict__ in%d, ", cg_ctype(p->ext[k].view.dt), k);
+    args[n++] = p->ext[k].tensor;
+  }
+  return n;
+}
+
+void ew_epilogue_pair(StrBuf *b, const EwProgram *p, int64_t n) {
+  const Tensor *y = p->y;
+  int kind[EW_MAX_EXT];
+  bool need_idx = false;
+  for (int k = 0; k < p->next; k++) {
+    kind[k] = row_kind(&p->ext[k], y, n);
+    need_idx |= kind[k] == EXT_BCAST;
+  }
+  const char *t = cg_ctype(y->dt);
+  sb_printf(b, "    Vec<%s, 2> res;\n#pragma unroll\n    for (int u = 0; u < 2; u++) {\n    const i64 i = i0_ + u;\n", t);
+  emit_element(b, p, kind, 1, need_idx, gpuc_numel(y) <= 0x7fffffffLL);
+  char last[16];
+  snprintf(last, sizeof last, "v%d", p->nterms - 1);
+  sb_printf(b, "    ");
+  cg_store(b, y->dt, "res.v", "u", p->term[p->nterms - 1].ct, last);
+  sb_printf(b, "    }\n    *(Vec<%s, 2>*)(out0 + i0_) = res;\n", t);
 }
 
 int cg_ew_program(LowerCtx *c, const EwProgram *p) {

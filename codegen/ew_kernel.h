@@ -36,6 +36,7 @@ typedef struct EwExt {
   uint32_t tensor;
   Tensor view;
   bool strided;
+  bool reg;                      /* not in memory: the enclosing kernel's register (an epilogue's accumulator) */
   int64_t stride[GPUC_MAX_RANK];
 } EwExt;
 
@@ -45,6 +46,10 @@ typedef struct EwProgram {
   EwExt ext[EW_MAX_EXT];
   const Tensor *y;
   uint32_t ty;
+  /* has_reg: graph value reg_value is the enclosing kernel's register, not
+   * a tensor (ew_group_program makes it a reg input) */
+  bool has_reg;
+  int reg_value;
 } EwProgram;
 
 /* The type a loaded input is held in before a term converts it: double
@@ -54,6 +59,15 @@ const char *ew_natural_type(GpucDType dt);
 int ew_ext(EwProgram *p, uint32_t tensor, const Tensor *view);
 /* The same for a strided read (view: dtype and the output's dims). */
 int ew_ext_strided(EwProgram *p, uint32_t tensor, const Tensor *view, const int64_t *stride);
+/* The program as another kernel's epilogue (codegen/lower_int8_gemm.c),
+ * y of rows of n elements (its last dim): ew_epilogue_params prints
+ * "const T* __restrict__ in<k>, " for each input in memory and puts its
+ * tensor in args (returns how many); ew_epilogue_pair prints the code for
+ * elements i0_ and i0_ + 1 of one row (i0_ even, n even), which expects
+ * i64 i0_, i64 row_, int j0_ (i0_'s column) and reg_[2] (the register
+ * input of each) in scope, and stores both to out0 in one 2-element store. */
+int ew_epilogue_params(StrBuf *b, const EwProgram *p, uint32_t *args);
+void ew_epilogue_pair(StrBuf *b, const EwProgram *p, int64_t n);
 /* Emit and launch the program's kernel. */
 int cg_ew_program(LowerCtx *c, const EwProgram *p);
 /* The program per row of k consecutive elements of y, y rounded to its

@@ -57,7 +57,6 @@
 
 /* lower_attention.c's mma.sync / ldmatrix / cp.async helpers and its
  * template substitution */
-void mma_helpers(StrBuf *b);
 void emit_subst(StrBuf *b, const char *body, int n, const char *const *keys, const char *const *vals);
 
 static const char *flash_body =

@@ -103,7 +103,11 @@ int ew_group_program(PlanBuilder *pb, const Graph *g, const int *m, int nm, EwPr
       int v = n->in[cap->slot[k]];
       int q = term_of(g, m, t, v); /* an earlier member's output? */
       term->arg[k].term = q;
-      term->arg[k].ext = q >= 0 ? -1 : ew_ext(p, cg_value_tensor(pb, v), &cap->view[k]);
+      if (q >= 0) term->arg[k].ext = -1;
+      else if (p->has_reg && v == p->reg_value) { /* the enclosing kernel's register: no tensor */
+        term->arg[k].ext = ew_ext(p, UINT32_MAX, &cap->view[k]);
+        if (term->arg[k].ext >= 0) p->ext[term->arg[k].ext].reg = true;
+      } else term->arg[k].ext = ew_ext(p, cg_value_tensor(pb, v), &cap->view[k]);
       if (q < 0 && term->arg[k].ext < 0) return 1; /* too many inputs */
     }
     p->nterms = t + 1;

@@ -30,6 +30,9 @@ void cg_store(StrBuf *b, GpucDType dt, const char *dst, const char *idx, const c
  * NULL). Inputs listed in `which` (indices into c->in) are used, in order. */
 int cg_elementwise(LowerCtx *c, const int *which, int nwhich, const char *ct, const char *pre,
                    const char *expr);
+/* The tensor-core helpers (mma16816<T>, pack2<T>, ldsm_x4*, cp_async16,
+ * cp_async_commit/wait), put into the module once (codegen/lower_attention.c). */
+void mma_helpers(StrBuf *b);
 /* Unsigned integer type of dt's width: what byte-moving kernels copy. */
 const char *cg_bits_type(GpucDType dt);
 /* Bit pattern of the element at p (of dt's width), for baked literals. */

@@ -386,6 +386,14 @@ static GpucSession *open_session(Plan *p, const char *plan_path, int device, Gpu
   else TRYF(cu.cuModuleLoadDataEx(&s->module, p->ptx, 0, NULL, NULL));
   for (uint32_t i = 0; i < p->nkernels; i++)
     TRYF(cu.cuModuleGetFunction(&s->funcs[i], s->module, gpuc_plan_str(p, p->kernels[i].name)));
+  /* dynamic shared memory past the default 48 KB is opted into per
+   * function (the int8 GEMM's pipeline, codegen/lower_int8_gemm.c); a GPU
+   * with less than a step asks fails here, naming the call */
+  for (uint32_t i = 0; i < p->nsteps; i++) {
+    const PlanStep *st = &p->steps[i];
+    if (st->kind == PLAN_STEP_KERNEL && st->shmem > 48 * 1024 && st->index < p->nkernels)
+      TRYF(cu.cuFuncSetAttribute(s->funcs[st->index], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)st->shmem));
+  }
   /* 4. the device error record's pinned copy (its INJECT is inside) */
   if (gpuc_fault_setup(s, plan_path, e)) goto fail;
   /* 5. arena and weights (a bucket's are its parent's) */

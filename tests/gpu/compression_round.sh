@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One device call for the compression and layout checks (issues 11, 12):
-# int8_check, prune_check, bf16_eval_check, layout_check, fp8_check,
+# int8_check (int8own: with gpuc's own int8 GEMM at every size, bundled
+# models only), int8gemm (tests/gpu/int8_gemm_check.py: that GEMM
+# bit-exact against the CPU reference, and timed), prune_check, bf16_eval_check, layout_check, fp8_check,
 # dynops_check and row_fusion_bench.py (rowfuse: the --int8/--fp8 row
 # fusions against the unfused plans and the CPU reference; bert, gpt2:
 # BERT-base b32 s128 / GPT-2 b8 s512 timed --fp16, --int8 --fp16 (with and
@@ -48,6 +50,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader | t
 for w in $what; do
   case $w in
     int8) run int8 "${INT8_S:-170}" tests/gpu/int8_check.sh "$B/gpuc" "$B/models" ;;
+    int8own) GPUC_INT8_GEMM=own SKIP_BERT=1 run int8own "${INT8_S:-170}" tests/gpu/int8_check.sh "$B/gpuc" "$B/models" ;;
+    int8gemm) run int8gemm "${INT8GEMM_S:-240}" "$PY" tests/gpu/int8_gemm_check.py "$B/gpuc" "$R/int8gemm/work" ;;
     prune) run prune "${PRUNE_S:-150}" tests/gpu/prune_check.sh "$B/gpuc" "$B/models" ;;
     bf16) run bf16 "${BF16_S:-120}" tests/gpu/bf16_eval_check.sh ;;
     layout) GPUC=$B/gpuc run layout "${LAYOUT_S:-120}" tests/gpu/layout_check.sh ;;

@@ -15,7 +15,7 @@
 #       tests/data/ort_dynamic_ffn, ort_static_ffn: onnxruntime's
 #                      quantize_dynamic / quantize_static (QDQ) of ffn_block
 #                      (MatMulInteger / Q-DQ on the int8 GEMM at -O2)
-#     NaN fails. The plan must hold int8 GEMM steps (inspect: 'gemm int8').
+#     NaN fails. The plan must hold int8 GEMM steps (inspect: 'gemm int8' for cuBLASLt's, 'kN_int8_gemm' for gpuc's own).
 # (b) BERT-base (HF BertModel, random seeded weights, S 128) exported here
 #     with PyTorch, batch 1: GPU --int8 (fp32 and --fp16) against the CPU
 #     --int8 reference (1e-3 / 2e-2) and against the fp32 model (rel L2
@@ -121,7 +121,7 @@ def check(tag, model, shapes, tol_cpu, tol_fp32, exact32=False):
             if rc:
                 verdict(False, "%-10s CPU fp32 run failed: %s" % (tag, msg[-400:])); return
         _, listing, _ = run([gpuc, "inspect", plan])
-        n8 = len(re.findall(r"cublasLt gemm int8", listing))
+        n8 = len(re.findall(r"cublasLt gemm int8|kernel k\d+_int8_gemm", listing))
         cpu = os.path.join(d, "cpu_int8_%s" % prec)
         t0 = time.time()
         rc, msg, cpu_s = run([gpuc, "run", path, "--cpu", "--out", cpu] + flags + sargs + ins)
@@ -264,7 +264,7 @@ if skip_bert != "1":
                 if rc:
                     verdict(False, "ort-bert   %s compile failed: %s" % (prec, msg[-400:])); continue
                 _, listing, _ = run([gpuc, "inspect", plan])
-                n8 = len(re.findall(r"cublasLt gemm int8", listing))
+                n8 = len(re.findall(r"cublasLt gemm int8|kernel k\d+_int8_gemm", listing))
                 rc, msg, _ = run([gpuc, "run", plan, "--out", os.path.join(d, prec)] + ins)
                 if rc:
                     verdict(False, "ort-bert   %s GPU run failed: %s" % (prec, msg[-400:])); continue

@@ -59,7 +59,7 @@ for d in tests/data/ort_qlinear/*/; do
       else result 1 "$tag random input $s: $(tail -2 "$out/$tag.run$s.txt")"; fi
     done
     $gpuc bench "$out/$tag.gpuc" --iters 200 >"$out/$tag.bench.txt" 2>&1 &&
-      echo "     $tag: $(grep -iE 'median|latency' "$out/$tag.bench.txt" | head -1); int8 GEMM steps: $(grep -c 'gemm int8' "$out/$tag.inspect.txt")"
+      echo "     $tag: $(grep -iE 'median|latency' "$out/$tag.bench.txt" | head -1); int8 GEMM steps: $(grep -cE 'gemm int8|_int8_gemm' "$out/$tag.inspect.txt")"
   done
 done
 echo "qlinear_check: $fails failed"

@@ -262,17 +262,22 @@ def bench(kind, b, s):
 # ---- round: issue 12's BERT-base b32 s128 compression round in one call ----
 ROUND = [  # tag, flags, env; -O2 unless the flags say otherwise
     ("fp16", ["--fp16"], None),
-    ("int8", ["--int8", "--fp16"], None),
+    ("int8", ["--int8", "--fp16"], {"GPUC_INT8_GEMM": "own"}),  # gpuc's int8 GEMM at the check's b2 too
+    ("int8-cublaslt", ["--int8", "--fp16"], {"GPUC_INT8_GEMM": "cublaslt"}),
     ("int8-unfused", ["--int8", "--fp16"], UNFUSED),
     ("prune2:4", ["--prune", "2:4", "--fp16"], None),
 ]
+# ROUND_ONLY=tag,tag...: only those plans (and -O3 2:4 only when it names prune2:4-O3)
+ROUND_ONLY = [t for t in os.environ.get("ROUND_ONLY", "").split(",") if t]
+if ROUND_ONLY:
+    ROUND = [r for r in ROUND if r[0] in ROUND_ONLY]
 # the CPU reference's flags for each plan (int8-unfused: the same graph as int8)
-CPU_OF = {"fp16": "fp16", "int8": "int8", "int8-unfused": "int8", "prune2:4": "prune2:4", "prune2:4-O3": "prune2:4"}
+CPU_OF = {"fp16": "fp16", "int8": "int8", "int8-cublaslt": "int8", "int8-unfused": "int8", "prune2:4": "prune2:4", "prune2:4-O3": "prune2:4"}
 # GPU against `gpuc run --cpu` with the same flags, rel L2: half storage
 # (1e-2); int8 drifts from the reference's int8 as one-ulp differences
 # upstream move values across quantization steps (docs/BENCHMARKS.md: 0.021
 # on BERT-base b1)
-TOL = {"fp16": 1e-2, "int8": 5e-2, "int8-unfused": 5e-2, "prune2:4": 1e-2, "prune2:4-O3": 1e-2}
+TOL = {"fp16": 1e-2, "int8": 5e-2, "int8-cublaslt": 5e-2, "int8-unfused": 5e-2, "prune2:4": 1e-2, "prune2:4-O3": 1e-2}
 
 
 def row_kernel_class(name, covers):
@@ -388,9 +393,13 @@ def bert_round(b, s, bc):
         return
     # 3: -O3 2:4 (cuSPARSELt's search kept in the plan, then sparse vs dense), alone on the GPU
     o3 = os.path.join(d, "prune24-O3_b%d.gpuc" % b)
-    rc, msg, secs = run([gpuc, onnx, "--arch", arch, "-o", o3, "-O3", "--tune-cache", "none", "--prune", "2:4", "--fp16"] +
-                        shp(b), log="round_prune24-O3_compile.log")
-    if rc:
+    skip_o3 = ROUND_ONLY and "prune2:4-O3" not in ROUND_ONLY
+    rc, msg, secs = (1, "", 0) if skip_o3 else run(
+        [gpuc, onnx, "--arch", arch, "-o", o3, "-O3", "--tune-cache", "none", "--prune", "2:4", "--fp16"] + shp(b),
+        log="round_prune24-O3_compile.log")
+    if skip_o3:
+        pass
+    elif rc:
         verdict(False, "round prune2:4-O3: compile failed: %s" % msg[-300:])
     else:
         tuned = [ln.strip() for ln in msg.splitlines() if "2:4 GEMMs timed" in ln or "autotuned" in ln]
@@ -398,7 +407,8 @@ def bert_round(b, s, bc):
     # 4: timings, each plan alone: latency, the profile by kind, row kernels, top steps
     res, prof = {}, {}
     runs = [(tag, os.path.join(d, "%s_b%d.gpuc" % (tag.replace(":", ""), b)), None) for tag, _, _ in ROUND]
-    runs.append(("prune2:4-search", os.path.join(d, "prune24_b%d.gpuc" % b), {"GPUC_SPARSE_SEARCH": "1"}))
+    if not ROUND_ONLY or "prune2:4" in ROUND_ONLY:
+        runs.append(("prune2:4-search", os.path.join(d, "prune24_b%d.gpuc" % b), {"GPUC_SPARSE_SEARCH": "1"}))
     if not rc:
         runs.append(("prune2:4-O3", o3, None))
     for tag, plan, env in runs:

@@ -11,7 +11,9 @@
  *    QuantizeRows per shared input, the note when nothing is quantized;
  *  - codegen: int8 plans build and their kernels compile with NVRTC for
  *    sm_80/89/90/120; the int8 GEMM descriptors (TN, dtypes, leading dims);
- *    an int8 plan round-trips byte-exact, and broken int8 GEMMs are refused.
+ *    an int8 plan round-trips byte-exact, and broken int8 GEMMs are refused;
+ *    at sizes with enough tiles, gpuc's own int8 GEMM kernel with the
+ *    DequantizeRows group as its epilogue (check_own_gemm).
  *  - onnxruntime's quantize_dynamic and quantize_static (QDQ) outputs
  *    rewritten onto the int8 GEMM against onnxruntime's own outputs.
  * usage: test_int8 MODELS_DIR WORK_DIR DATA_DIR (tests/data) */
@@ -265,6 +267,81 @@ static void check_plans(const char *dir, const char *work) {
   gpuc_plan_free(p);
 }
 
+/* Steps of p whose kernel name contains `part`. */
+static int kernels_named(const Plan *p, const char *part, unsigned *shmem) {
+  int n = 0;
+  for (uint32_t i = 0; i < p->nsteps; i++) {
+    const PlanStep *s = &p->steps[i];
+    if (s->kind != PLAN_STEP_KERNEL || !strstr(gpuc_plan_str(p, p->kernels[s->index].name), part)) continue;
+    if (shmem) *shmem = s->shmem;
+    n++;
+  }
+  return n;
+}
+
+static int int8_library_gemms(const Plan *p) {
+  int n = 0;
+  for (uint32_t i = 0; i < p->ngemms; i++) n += p->gemms[i].compute == PLAN_GEMM_COMPUTE_I32;
+  return n;
+}
+
+/* gpuc's own int8 GEMM (codegen/lower_int8_gemm.c) where there are enough
+ * tiles: ffn_block at 16384 rows (fc1 N 256: 128-row tiles, 64 KB of
+ * pipeline; fc2 N 64: 64-row tiles, 48 KB) compiled by NVRTC for every
+ * arch; its fc1 sums go to the GELU + quantize row kernel as int32, its
+ * fc2 sums to the residual + LayerNorm row kernel; linears.onnx's four
+ * Linears each one kernel with its DequantizeRows (+ Relu) as the
+ * epilogue, no DequantizeRows kernel left; GPUC_INT8_GEMM=cublaslt brings
+ * cuBLASLt's GEMMs back; the plan round-trips. (The kernel's numbers are
+ * checked on a GPU: tests/gpu/int8_gemm_check.py, bit-exact against the
+ * CPU reference.) */
+static void check_own_gemm(const char *dir, const char *work) {
+  char path[4096], a[4200], b[4200];
+  snprintf(path, sizeof path, "%s/ffn_block.onnx", dir);
+  GpucShapeBind big = {.name = "x", .rank = 3, .dims = {1024, 16, 64}};
+  const int archs[] = {80, 86, 89, 90, 120};
+  for (int i = 0; i < 5; i++) {
+    Plan *p = compile_int8(path, &big, 1, archs[i], true);
+    if (!p) continue;
+    unsigned sh = 0;
+    int own = kernels_named(p, "_int8_gemm", &sh);
+    CHECK(own == 2 && int8_library_gemms(p) == 0,
+          "ffn_block b1024 --int8 --fp16 sm_%d: %d own int8 GEMM kernels, %d cuBLASLt ones (want 2, 0)", archs[i], own,
+          int8_library_gemms(p));
+    if (archs[i] == 90) {
+      int big_tiles = 0;
+      for (uint32_t s = 0; s < p->nsteps; s++)
+        if (p->steps[s].kind == PLAN_STEP_KERNEL && strstr(gpuc_plan_str(p, p->kernels[p->steps[s].index].name), "_int8_gemm"))
+          big_tiles += p->steps[s].shmem == 4 * (128 + 128) * 64 && p->steps[s].block[0] == 256;
+      CHECK(big_tiles == 1, "ffn_block b1024: fc1's GEMM takes 128-row tiles (64 KB of shared memory)");
+      snprintf(a, sizeof a, "%s/int8_own_a.gpuc", work);
+      snprintf(b, sizeof b, "%s/int8_own_b.gpuc", work);
+      gpuc_plan_free(plan_round_trip(p, a, b, "own int8 GEMM"));
+    }
+    gpuc_plan_free(p);
+  }
+  snprintf(path, sizeof path, "%s/linears.onnx", dir);
+  GpucShapeBind lin[3] = {{.name = "x", .rank = 3, .dims = {1024, 8, 64}},
+                          {.name = "v", .rank = 2, .dims = {8192, 64}},
+                          {.name = "w", .rank = 2, .dims = {8192, 64}}};
+  for (int fp16 = 0; fp16 < 2; fp16++) {
+    Plan *p = compile_int8(path, lin, 3, 90, fp16);
+    if (!p) continue;
+    int fused = kernels_named(p, "_int8_gemm_epilogue", NULL), dq = kernels_named(p, "DequantizeRows", NULL);
+    CHECK(fused == 4 && dq == 0 && int8_library_gemms(p) == 0,
+          "linears big%s: %d GEMMs with their epilogue, %d DequantizeRows kernels, %d cuBLASLt (want 4, 0, 0)",
+          fp16 ? " --fp16" : "", fused, dq, int8_library_gemms(p));
+    gpuc_plan_free(p);
+  }
+  setenv("GPUC_INT8_GEMM", "cublaslt", 1);
+  Plan *p = compile_int8(path, lin, 3, 90, true);
+  unsetenv("GPUC_INT8_GEMM");
+  if (p)
+    CHECK(int8_library_gemms(p) == 4 && kernels_named(p, "_int8_gemm", NULL) == 0,
+          "GPUC_INT8_GEMM=cublaslt: %d cuBLASLt int8 GEMMs (want 4)", int8_library_gemms(p));
+  gpuc_plan_free(p);
+}
+
 /* onnxruntime's quantize_dynamic output (tests/data/ort_dynamic_ffn, made
  * by tests/tools/make_ort_quantized.py): at -O2 every MatMulInteger becomes
  * the int8 GEMM with its zero-point correction; the integers are exact, so
@@ -348,6 +425,7 @@ int main(int argc, char **argv) {
   check_report(dir, "resnet_block.onnx", NULL, "nothing was quantized: the model has no Linear layer");
   check_report(dir, "ffn_block.onnx", "*", "nothing was quantized: no Linear layer the int8 GEMM takes");
   check_plans(dir, argv[2]);
+  check_own_gemm(dir, argv[2]);
   char ort[4200];
   snprintf(ort, sizeof ort, "%s/ort_dynamic_ffn", argv[3]);
   check_ort_model(ort, false, GPUC_OP_MATMULINTEGER, 2);

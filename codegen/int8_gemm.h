@@ -1,0 +1,30 @@
+/* gpuc's own int8 tensor-core GEMM (codegen/lower_int8_gemm.c): the
+ * MatMulInt8 steps of --int8 and of imported quantized models on sm_80+,
+ * with the DequantizeRows that reads the int32 sums (and the elementwise
+ * ops fused after it: bias, GELU, residual, the cast to half) as its
+ * epilogue. */
+#ifndef GPUC_INT8_GEMM_H
+#define GPUC_INT8_GEMM_H
+#include "ew_kernel.h"
+
+/* The own kernel takes Acc [m, n] = Xq [m, k] Wq [n, k]^T on this target:
+ * sm_80 or newer, k a multiple of 16 (16-byte row loads), n even (pairs
+ * of columns a store) and enough tiles to fill a GPU (64 of 64 x 128).
+ * Environment GPUC_INT8_GEMM (A/B and tests): "cublaslt" keeps cuBLASLt's
+ * IMMA GEMM + DequantizeRows everywhere, "own" drops the tile count. */
+bool cg_int8_gemm_own(const CodegenOptions *o, int64_t m, int64_t n, int64_t k);
+/* The node that takes MatMulInt8 node mm's sums as its epilogue: a
+ * DequantizeRows reading them as its input 0, their only reader, in an
+ * elementwise fusion group (or alone) whose output rows are the GEMM's;
+ * -1 when none (the GEMM writes int32). reader_group as for cg_lower_group. */
+int cg_int8_epilogue_reader(const Graph *g, const CodegenOptions *o, int mm, const int *reader_group);
+/* MatMulInt8 node mm and the fusion group m[0..nm) (one member its
+ * epilogue reader) as one kernel: 0; 1 when the group is not one inlinable
+ * program (nothing emitted: the caller lowers them apart); -1 error. */
+int cg_lower_int8_epilogue(PlanBuilder *pb, const Graph *g, int mm, const int *m, int nm);
+/* The GEMM kernel for node c->n: Xq tensor tx, Wq tensor tw; with epi
+ * NULL it writes the int32 sums to tensor tacc, else epi's output (epi's
+ * register input is the sum). */
+int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, int64_t k, const EwProgram *epi,
+                 uint32_t tacc);
+#endif

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""gpuc's own int8 tensor-core GEMM (codegen/lower_int8_gemm.c) on the GPU.
+
+Models made here with onnx.helper: y = act(x W + b) [+ r], x [M, K] and r
+[M, N] inputs, W [K, N] and b [N] random constants (seeded), act none or
+Relu. Each is compiled --int8 (fp32) and --int8 --fp16 with
+GPUC_INT8_GEMM=own (the kernel at every size), run on the GPU, and
+compared with `gpuc run MODEL.onnx --cpu --int8 [--fp16]` on the same
+inputs: the int8 values and int32 sums are exact and the epilogue takes
+the reference's f32 steps (acc * xs * ws + b, then the act and the
+residual), so both must be BIT-EXACT (max |diff| 0). The shapes cover
+M, N and K past the tiles (M 777, N 132, K 48/80/1040: zero-filled loads,
+guarded stores), both tile heights (BM 64 and 128) and BERT-base's four
+GEMMs at b32 s128.
+
+Then time (BERT shapes, `gpuc bench --profile`, median of 200): the
+GEMM step of the own kernel (with its fused epilogue), cuBLASLt's IMMA GEMM
++ its DequantizeRows kernel (GPUC_INT8_GEMM=cublaslt), and the fp16 GEMM
+of the plain --fp16 plan.
+
+usage: int8_gemm_check.py GPUC WORK    prints PASS/FAIL lines; exit 1 on a failure
+"""
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+gpuc, work = sys.argv[1], sys.argv[2]
+arch = ["--arch", os.environ.get("ARCH", "native")]
+os.makedirs(work, exist_ok=True)
+fails = 0
+
+
+def verdict(ok, line):
+    global fails
+    fails += 0 if ok else 1
+    print(("PASS " if ok else "FAIL ") + line, flush=True)
+
+
+def run(cmd, env=None):
+    e = dict(os.environ)
+    e.update(env or {})
+    r = subprocess.run(cmd, capture_output=True, text=True, env=e)
+    return r.returncode, (r.stdout + r.stderr).strip()
+
+
+def make(path, M, K, N, act, res, seed):
+    rng = np.random.default_rng(seed)
+    W = (rng.standard_normal((K, N)) / np.sqrt(K)).astype(np.float32)
+    b = (0.1 * rng.standard_normal(N)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["mm"], name="fc/MatMul"),
+             helper.make_node("Add", ["mm", "b"], ["lin"], name="fc/Add")]
+    last = "lin"
+    if act == "relu":
+        nodes.append(helper.make_node("Relu", [last], ["act"], name="relu"))
+        last = "act"
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [M, K])]
+    if res:
+        nodes.append(helper.make_node("Add", [last, "r"], ["sum"], name="residual"))
+        last = "sum"
+        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [M, N]))
+    nodes.append(helper.make_node("Identity", [last], ["y"], name="out"))
+    g = helper.make_graph(nodes, "int8_gemm", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [M, N])],
+                          [numpy_helper.from_array(W, "W"), numpy_helper.from_array(b, "b")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    ins = []
+    x = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    np.save(path + ".x.npy", x)
+    ins += ["--input", "x=" + path + ".x.npy"]
+    if res:
+        np.save(path + ".r.npy", rng.uniform(-1, 1, (M, N)).astype(np.float32))
+        ins += ["--input", "r=" + path + ".r.npy"]
+    return ins
+
+
+def output(d):
+    return np.load(os.path.join(d, "y.npy")).astype(np.float64)
+
+
+CASES = [  # M, K, N, act, residual, timed
+    (4096, 768, 2304, "none", False, True),   # BERT's fused Q/K/V
+    (4096, 768, 768, "none", True, True),     # attention out + residual
+    (4096, 768, 3072, "relu", False, True),   # FFN in (GELU there)
+    (4096, 3072, 768, "none", True, True),    # FFN out + residual
+    (777, 48, 132, "none", True, False),
+    (1000, 80, 200, "relu", False, False),
+    (300, 1040, 520, "none", False, False),
+    (64, 16, 4, "none", False, False),
+]
+OWN = {"GPUC_INT8_GEMM": "own"}
+timed = []
+jobs = []  # (tag, p, path, plan, ins, prec): compiles and CPU references first, all at once
+for i, (M, K, N, act, res, t) in enumerate(CASES):
+    tag = "M%d K%d N%d %s%s" % (M, K, N, act, " +res" if res else "")
+    path = os.path.join(work, "g%d.onnx" % i)
+    ins = make(path, M, K, N, act, res, 100 + i)
+    for prec in ([], ["--fp16"]):
+        p = "-fp16" if prec else ""
+        jobs.append((tag, p, path, os.path.join(work, "g%d%s.gpuc" % (i, p)), ins, prec, t))
+
+
+def prepare(j):
+    tag, p, path, plan, ins, prec, _ = j
+    return (run([gpuc, path, "-O2", "--int8", "-o", plan] + arch + prec, OWN),
+            run([gpuc, "run", path, "--cpu", "-O2", "--int8", "--out", plan + ".cpu"] + prec + ins))
+
+
+with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as ex:
+    prepared = list(ex.map(prepare, jobs))
+for (tag, p, path, plan, ins, prec, t), ((rc, msg), (rc2, msg2)) in zip(jobs, prepared):
+    if rc:
+        verdict(False, "%s%s: compile failed: %s" % (tag, p, msg[-400:]))
+        continue
+    _, listing = run([gpuc, "inspect", plan])
+    own = len(re.findall(r"kernel k\d+_int8_gemm\S*\s.*tensor cores", listing))
+    lt = len(re.findall(r"gemm int8", listing))
+    verdict(own == 1 and lt == 0, "%s%s: the plan's int8 GEMM is gpuc's kernel (%d own, %d cuBLASLt)" % (tag, p, own, lt))
+    rc, msg = run([gpuc, "run", plan, "--out", plan + ".gpu"] + ins)
+    if rc or rc2:
+        verdict(False, "%s%s: run failed: %s" % (tag, p, (msg if rc else msg2)[-400:]))
+        continue
+    got, want = output(plan + ".gpu"), output(plan + ".cpu")
+    diff = np.abs(got - want)
+    bad = int(np.count_nonzero(diff))
+    verdict(np.isfinite(got).all() and bad == 0,
+            "%s%s: GPU vs CPU reference bit-exact: %d of %d differ, max |diff| %.3g" %
+            (tag, p, bad, got.size, float(diff.max())))
+    if t and prec:
+        timed.append((tag, path, plan))
+
+# timings: the GEMM step and what follows it for the same Linear
+PROF = re.compile(r"^\s*(\d+)\s+(\S+)\s+([0-9.]+)\s")
+
+
+def profile(plan):
+    rc, txt = run([gpuc, "bench", plan, "--iters", "200", "--profile"])
+    if rc:
+        return None, txt
+    rows = []
+    for ln in txt.splitlines():
+        m = PROF.match(ln)
+        if m and len(ln.split()) > 11:
+            rows.append((int(m.group(1)), m.group(2), float(m.group(3)), ln.split("  ")[-1].strip()))
+    return rows, txt
+
+
+for tag, path, own_plan in timed:
+    lt_plan, f16_plan = own_plan.replace(".gpuc", "-lt.gpuc"), own_plan.replace(".gpuc", "-f16.gpuc")
+    rc1, m1 = run([gpuc, path, "-O2", "--int8", "--fp16", "-o", lt_plan] + arch, {"GPUC_INT8_GEMM": "cublaslt"})
+    rc2, m2 = run([gpuc, path, "-O2", "--fp16", "-o", f16_plan] + arch)
+    if rc1 or rc2:
+        verdict(False, "%s: timing compiles failed: %s" % (tag, (m1 if rc1 else m2)[-300:]))
+        continue
+    got = {}
+    for name, plan in (("own", own_plan), ("cublaslt", lt_plan), ("fp16", f16_plan)):
+        rows, txt = profile(plan)
+        if rows is None:
+            verdict(False, "%s %s: bench failed: %s" % (tag, name, txt[-300:]))
+            continue
+        with open(plan + ".bench.txt", "w") as f:
+            f.write(txt)
+        # the GEMM and its epilogue: every step covering fc/ (quantize of x excluded)
+        gemm = sum(ms for _, k, ms, cov in rows if "fc/" in cov and ".quantize" not in cov.split(",")[0])
+        lat = re.search(r"latency: median ([0-9.]+) ms", txt)
+        got[name] = gemm
+        print("time %-28s %-8s GEMM + epilogue steps %.4f ms; plan latency %s ms" %
+              (tag, name, gemm, lat.group(1) if lat else "?"), flush=True)
+    if len(got) == 3 and got["own"] > 0:
+        M, K, N = [int(v) for v in re.findall(r"\d+", tag)[:3]]
+        print("time %-28s own %.1f TOP/s: %.2fx cuBLASLt int8 + DequantizeRows, %.2fx cuBLASLt fp16" %
+              (tag, 2 * M * N * K / got["own"] / 1e9, got["cublaslt"] / got["own"], got["fp16"] / got["own"]), flush=True)
+
+print("%d failed" % fails)
+sys.exit(1 if fails else 0)
