@@ -28,11 +28,28 @@
 
 #define LL(x) ((long long)(x))
 
-enum { I8_BN = 128, I8_STAGES = 4, I8_THREADS = 256, I8_MIN_TILES = 64 };
+enum { I8_THREADS = 256, I8_MIN_TILES = 64 };
 
-static int tile_m(int64_t m, int64_t n) {
-  int64_t t128 = ((m + 127) / 128) * ((n + I8_BN - 1) / I8_BN);
-  return t128 >= 256 ? 128 : 64; /* fewer than ~2 tiles an SM at 128 rows: halve them */
+/* A CTA's tile: BM x BN of Acc, K in steps of BK bytes through ST stages;
+ * its 8 warps 2 along M x 4 along N, each (BM/2) x (BN/4): MT = BM/32
+ * m16 tiles and NT = BN/32 n8 tiles. */
+typedef struct I8Tile { int bm, bn, bk, st; } I8Tile;
+
+static bool tile_ok(const I8Tile *t) {
+  return (t->bm == 64 || t->bm == 128 || t->bm == 256) && (t->bn == 64 || t->bn == 128 || t->bn == 256) &&
+         (t->bk == 64 || t->bk == 128) && t->st >= 2 && t->st <= 6 &&
+         t->st * (t->bm + t->bn) * t->bk <= 200 * 1024 && (t->bm / 32) * (t->bn / 32) <= 32;
+}
+
+/* GPUC_INT8_TILE=BMxBNxBKsST (e.g. 128x256x64s3) fixes the tile (the
+ * sweep of tests/gpu/int8_gemm_check.py); else by the tile count. */
+static I8Tile tile_for(int64_t m, int64_t n) {
+  const char *env = getenv("GPUC_INT8_TILE");
+  I8Tile t;
+  if (env && sscanf(env, "%dx%dx%ds%d", &t.bm, &t.bn, &t.bk, &t.st) == 4 && tile_ok(&t)) return t;
+  int64_t t128 = ((m + 127) / 128) * ((n + 127) / 128);
+  t = (I8Tile){t128 >= 256 ? 128 : 64, 128, 64, 4}; /* fewer than ~2 tiles an SM at 128 rows: halve them */
+  return t;
 }
 
 bool cg_int8_gemm_own(const CodegenOptions *o, int64_t m, int64_t n, int64_t k) {
@@ -41,7 +58,7 @@ bool cg_int8_gemm_own(const CodegenOptions *o, int64_t m, int64_t n, int64_t k) 
   if ((env && !strcmp(env, "cublaslt")) || o->sm < 80) return false;
   if (m <= 0 || n <= 0 || k <= 0 || k % 16 || n % 2 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return false;
   /* few tiles (a batch-1 decode): cuBLASLt's split-K / small-tile kernels stream Wq better */
-  return force || ((m + 63) / 64) * ((n + I8_BN - 1) / I8_BN) >= I8_MIN_TILES;
+  return force || ((m + 63) / 64) * ((n + 127) / 128) >= I8_MIN_TILES;
 }
 
 /* The module's shared pieces, once: the zero-filling cp.async, the int8
@@ -60,55 +77,58 @@ static void int8_gemm_helpers(StrBuf *b) {
     "               \"{%%8,%%9}, {%%0,%%1,%%2,%%3};\\n\"\n"
     "               : \"+r\"(c[0]), \"+r\"(c[1]), \"+r\"(c[2]), \"+r\"(c[3])\n"
     "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b0), \"r\"(b1));\n}\n"
-    "/* byte offset of 16-byte chunk ch (0..3) of row r in a tile of 64-byte rows */\n"
-    "__device__ __forceinline__ int i8_sw(int r, int ch) { return r * 64 + ((ch ^ ((r >> 1) & 3)) << 4); }\n"
-    "template <int BM, int BN>\n"
+    "/* byte offset of 16-byte chunk ch of row r in a tile of BK-byte rows: the\n"
+    " * chunks XOR-swizzled so the 8 rows one ldmatrix matrix reads hit 32 banks */\n"
+    "template <int BK> __device__ __forceinline__ int i8_sw(int r, int ch) {\n"
+    "  return BK == 128 ? r * 128 + ((ch ^ (r & 7)) << 4) : r * 64 + ((ch ^ ((r >> 1) & 3)) << 4);\n}\n"
+    "template <int BM, int BN, int BK>\n"
     "__device__ __forceinline__ void i8_load(const signed char* __restrict__ x, const signed char* __restrict__ w,\n"
     "    int M, int N, int K, int m0, int n0, int kt, unsigned char* st) {\n"
-    "  const int k0 = kt * 64;\n"
+    "  constexpr int CH = BK / 16; /* 16-byte chunks a row */\n"
+    "  const int k0 = kt * BK;\n"
     "#pragma unroll\n"
-    "  for (int q = threadIdx.x; q < BM * 4; q += %d) {\n"
-    "    const int r = q >> 2, ch = q & 3;\n"
+    "  for (int q = threadIdx.x; q < BM * CH; q += %d) {\n"
+    "    const int r = q / CH, ch = q %% CH;\n"
     "    const bool ok = m0 + r < M && k0 + ch * 16 < K;\n"
-    "    cp_async16_z(st + i8_sw(r, ch), x + (ok ? (i64)(m0 + r) * K + k0 + ch * 16 : 0), ok);\n"
+    "    cp_async16_z(st + i8_sw<BK>(r, ch), x + (ok ? (i64)(m0 + r) * K + k0 + ch * 16 : 0), ok);\n"
     "  }\n"
     "#pragma unroll\n"
-    "  for (int q = threadIdx.x; q < BN * 4; q += %d) {\n"
-    "    const int r = q >> 2, ch = q & 3;\n"
+    "  for (int q = threadIdx.x; q < BN * CH; q += %d) {\n"
+    "    const int r = q / CH, ch = q %% CH;\n"
     "    const bool ok = n0 + r < N && k0 + ch * 16 < K;\n"
-    "    cp_async16_z(st + BM * 64 + i8_sw(r, ch), w + (ok ? (i64)(n0 + r) * K + k0 + ch * 16 : 0), ok);\n"
+    "    cp_async16_z(st + BM * BK + i8_sw<BK>(r, ch), w + (ok ? (i64)(n0 + r) * K + k0 + ch * 16 : 0), ok);\n"
     "  }\n"
     "}\n"
     "/* acc[MT][NT] of this warp's (MT*16) x (NT*8) part of the BM x BN tile at (m0, n0) */\n"
-    "template <int BM, int BN, int ST, int MT, int NT>\n"
+    "template <int BM, int BN, int BK, int ST, int MT, int NT>\n"
     "__device__ __forceinline__ void i8_mainloop(const signed char* __restrict__ x, const signed char* __restrict__ w,\n"
     "    int M, int N, int K, int m0, int n0, int (&acc)[MT][NT][4], unsigned char* sm) {\n"
-    "  constexpr int WN = BN / (NT * 8), SB = (BM + BN) * 64;\n"
+    "  constexpr int WN = BN / (NT * 8), SB = (BM + BN) * BK;\n"
     "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wm = warp / WN, wn = warp %% WN;\n"
     "  const int lm = lane >> 3, lr = lane & 7; /* ldmatrix: this lane addresses row lr of matrix lm */\n"
-    "  const int KT = (K + 63) / 64;\n"
+    "  const int KT = (K + BK - 1) / BK;\n"
     "#pragma unroll\n"
     "  for (int s = 0; s < ST - 1; s++) {\n"
-    "    if (s < KT) i8_load<BM, BN>(x, w, M, N, K, m0, n0, s, sm + s * SB);\n"
+    "    if (s < KT) i8_load<BM, BN, BK>(x, w, M, N, K, m0, n0, s, sm + s * SB);\n"
     "    cp_async_commit();\n"
     "  }\n"
     "  for (int kt = 0; kt < KT; kt++) {\n"
     "    cp_async_wait<ST - 2>(); /* stage kt is in */\n"
     "    __syncthreads();         /* and every warp is done with stage kt - 1, refilled next */\n"
-    "    if (kt + ST - 1 < KT) i8_load<BM, BN>(x, w, M, N, K, m0, n0, kt + ST - 1, sm + ((kt + ST - 1) %% ST) * SB);\n"
+    "    if (kt + ST - 1 < KT) i8_load<BM, BN, BK>(x, w, M, N, K, m0, n0, kt + ST - 1, sm + ((kt + ST - 1) %% ST) * SB);\n"
     "    cp_async_commit();\n"
     "    const unsigned char* as = sm + (kt %% ST) * SB;\n"
-    "    const unsigned char* bs = as + BM * 64;\n"
+    "    const unsigned char* bs = as + BM * BK;\n"
     "#pragma unroll\n"
-    "    for (int kk = 0; kk < 2; kk++) {\n"
+    "    for (int kk = 0; kk < BK / 32; kk++) {\n"
     "      unsigned af[MT][4], bf[NT][2];\n"
     "#pragma unroll\n"
     "      for (int mt = 0; mt < MT; mt++)\n"
-    "        ldsm_x4(af[mt], as + i8_sw(wm * MT * 16 + mt * 16 + (lm & 1) * 8 + lr, kk * 2 + (lm >> 1)));\n"
+    "        ldsm_x4(af[mt], as + i8_sw<BK>(wm * MT * 16 + mt * 16 + (lm & 1) * 8 + lr, kk * 2 + (lm >> 1)));\n"
     "#pragma unroll\n"
     "      for (int np = 0; np < NT / 2; np++) {\n"
     "        unsigned t[4];\n"
-    "        ldsm_x4(t, bs + i8_sw(wn * NT * 8 + np * 16 + (lm >> 1) * 8 + lr, kk * 2 + (lm & 1)));\n"
+    "        ldsm_x4(t, bs + i8_sw<BK>(wn * NT * 8 + np * 16 + (lm >> 1) * 8 + lr, kk * 2 + (lm & 1)));\n"
     "        bf[2 * np][0] = t[0]; bf[2 * np][1] = t[1]; bf[2 * np + 1][0] = t[2]; bf[2 * np + 1][1] = t[3];\n"
     "      }\n"
     "#pragma unroll\n"
@@ -124,8 +144,9 @@ static void int8_gemm_helpers(StrBuf *b) {
 
 int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, int64_t k, const EwProgram *epi,
                  uint32_t tacc) {
-  int bm = tile_m(m, n), mt = bm / 32, nt = 4; /* warps: 2 along M, 4 along N */
-  unsigned shmem = (unsigned)(I8_STAGES * (bm + I8_BN) * 64);
+  const I8Tile T = tile_for(m, n);
+  const int mt = T.bm / 32, nt = T.bn / 32; /* warps: 2 along M, 4 along N */
+  unsigned shmem = (unsigned)(T.st * (T.bm + T.bn) * T.bk);
   StrBuf *src = cg_src(c);
   int8_gemm_helpers(src);
   /* the kernel's text after its name, in its own buffer first: twelve
@@ -135,8 +156,6 @@ int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, in
   int na = 0;
   args[na++] = tx;
   args[na++] = tw;
-  /* at most 2 CTAs an SM keeps 128 registers a thread: the accumulators
-   * (64 at BM 128) and the fragments stay out of local memory */
   sb_printf(b, "(const signed char* __restrict__ xq, const signed char* __restrict__ wq, ");
   if (epi) {
     na += ew_epilogue_params(b, epi, args + na);
@@ -152,7 +171,7 @@ int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, in
                "  int acc[%d][%d][4];\n"
                "#pragma unroll\n  for (int a = 0; a < %d; a++)\n#pragma unroll\n    for (int c = 0; c < %d; c++)\n"
                "#pragma unroll\n      for (int e = 0; e < 4; e++) acc[a][c][e] = 0;\n"
-               "  i8_mainloop<%d, %d, %d, %d, %d>(xq, wq, M, N, K, m0, n0, acc, smem_);\n"
+               "  i8_mainloop<%d, %d, %d, %d, %d, %d>(xq, wq, M, N, K, m0, n0, acc, smem_);\n"
                "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
                "  const int rw = m0 + (warp / %d) * %d + (lane >> 2), cw = n0 + (warp %% %d) * %d + (lane & 3) * 2;\n"
                "#pragma unroll\n  for (int a = 0; a < %d; a++)\n#pragma unroll\n    for (int c = 0; c < %d; c++)\n"
@@ -160,8 +179,8 @@ int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, in
                "    const int r = rw + a * 16 + h * 8, col = cw + c * 8;\n"
                "    if (r >= M || col >= N) continue;\n"
                "    const i64 i0_ = (i64)r * N + col;\n",
-            LL(m), LL(n), LL(k), bm, I8_BN, mt, nt, mt, nt, bm, I8_BN, I8_STAGES, mt, nt, I8_BN / (nt * 8), mt * 16,
-            I8_BN / (nt * 8), nt * 8, mt, nt);
+            LL(m), LL(n), LL(k), T.bm, T.bn, mt, nt, mt, nt, T.bm, T.bn, T.bk, T.st, mt, nt, 4, mt * 16, 4, nt * 8, mt,
+            nt);
   if (epi) {
     sb_printf(b, "    const i64 row_ = r; const int j0_ = col; (void)row_; (void)j0_;\n"
                  "    const int reg_[2] = {acc[a][c][2 * h], acc[a][c][2 * h + 1]};\n");
@@ -184,10 +203,13 @@ int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, in
     name[len] = 0;
   } else {
     snprintf(name, sizeof name, "%s", cg_kernel_name(c));
-    sb_printf(src, "extern \"C\" __global__ void __launch_bounds__(%d, 2) %s%s", I8_THREADS, name, body.s);
+    /* 2 CTAs an SM cap a thread at 128 registers: room for up to 64
+     * accumulators; more (a 64 x 64 warp tile) take one CTA */
+    sb_printf(src, "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s%s", I8_THREADS, mt * nt * 4 > 64 ? 1 : 2,
+              name, body.s);
   }
   free(body.s);
-  unsigned grid[3] = {(unsigned)((n + I8_BN - 1) / I8_BN), (unsigned)((m + bm - 1) / bm), 1};
+  unsigned grid[3] = {(unsigned)((n + T.bn - 1) / T.bn), (unsigned)((m + T.bm - 1) / T.bm), 1};
   unsigned block[3] = {I8_THREADS, 1, 1};
   if (cg_launch_grid(c, name, grid, block, shmem, na, args)) return -1;
   cg_mark_tensor_math(c);

@@ -13,10 +13,17 @@ M, N and K past the tiles (M 777, N 132, K 48/80/1040: zero-filled loads,
 guarded stores), both tile heights (BM 64 and 128) and BERT-base's four
 GEMMs at b32 s128.
 
+(--fp16: within one half ulp of the reference, whose fused groups store
+half intermediates the GPU's keep in float, and bit-exact against the
+cuBLASLt plan's GPU output, which runs the same program after its GEMM.)
+
 Then time (BERT shapes, `gpuc bench --profile`, median of 200): the
 GEMM step of the own kernel (with its fused epilogue), cuBLASLt's IMMA GEMM
 + its DequantizeRows kernel (GPUC_INT8_GEMM=cublaslt), and the fp16 GEMM
 of the plain --fp16 plan.
+
+With SWEEP="BMxBNxBKsST ..." each BERT shape's GEMM is also timed under
+each tile (GPUC_INT8_TILE), for choosing the default (lower_int8_gemm.c).
 
 usage: int8_gemm_check.py GPUC WORK    prints PASS/FAIL lines; exit 1 on a failure
 """
@@ -108,13 +115,16 @@ for i, (M, K, N, act, res, t) in enumerate(CASES):
 
 def prepare(j):
     tag, p, path, plan, ins, prec, _ = j
+    lt = []
+    if prec:  # --fp16: cuBLASLt's GEMM + the same elementwise program as a kernel of its own
+        lt = [run([gpuc, path, "-O2", "--int8", "-o", plan + ".lt"] + arch + prec, {"GPUC_INT8_GEMM": "cublaslt"})]
     return (run([gpuc, path, "-O2", "--int8", "-o", plan] + arch + prec, OWN),
-            run([gpuc, "run", path, "--cpu", "-O2", "--int8", "--out", plan + ".cpu"] + prec + ins))
+            run([gpuc, "run", path, "--cpu", "-O2", "--int8", "--out", plan + ".cpu"] + prec + ins)) + tuple(lt)
 
 
 with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as ex:
     prepared = list(ex.map(prepare, jobs))
-for (tag, p, path, plan, ins, prec, t), ((rc, msg), (rc2, msg2)) in zip(jobs, prepared):
+for (tag, p, path, plan, ins, prec, t), ((rc, msg), (rc2, msg2), *lt) in zip(jobs, prepared):
     if rc:
         verdict(False, "%s%s: compile failed: %s" % (tag, p, msg[-400:]))
         continue
@@ -129,9 +139,26 @@ for (tag, p, path, plan, ins, prec, t), ((rc, msg), (rc2, msg2)) in zip(jobs, pr
     got, want = output(plan + ".gpu"), output(plan + ".cpu")
     diff = np.abs(got - want)
     bad = int(np.count_nonzero(diff))
-    verdict(np.isfinite(got).all() and bad == 0,
-            "%s%s: GPU vs CPU reference bit-exact: %d of %d differ, max |diff| %.3g" %
-            (tag, p, bad, got.size, float(diff.max())))
+    if not prec:
+        verdict(np.isfinite(got).all() and bad == 0,
+                "%s%s: GPU vs CPU reference bit-exact: %d of %d differ, max |diff| %.3g" %
+                (tag, p, bad, got.size, float(diff.max())))
+    else:
+        # a fused group keeps half intermediates (r.f16) in float where the
+        # reference stores them: one half ulp apart at most (ew_kernel.c);
+        # cuBLASLt's plan runs the same program after its GEMM: bit-exact
+        ulp = np.spacing(np.abs(want).astype(np.float16)).astype(np.float64)
+        verdict(np.isfinite(got).all() and bool((diff <= ulp).all()),
+                "%s%s: GPU vs CPU reference within one half ulp: %d of %d differ, max |diff| %.3g" %
+                (tag, p, bad, got.size, float(diff.max())))
+        (rc3, msg3), = lt
+        rc4, msg4 = (rc3, msg3) if rc3 else run([gpuc, "run", plan + ".lt", "--out", plan + ".ltgpu"] + ins)
+        if rc3 or rc4:
+            verdict(False, "%s%s: cuBLASLt plan failed: %s" % (tag, p, (msg3 if rc3 else msg4)[-300:]))
+        else:
+            d2 = np.abs(got - output(plan + ".ltgpu"))
+            verdict(int(np.count_nonzero(d2)) == 0, "%s%s: GPU vs cuBLASLt's int8 plan bit-exact: %d differ, max |diff| %.3g" %
+                    (tag, p, int(np.count_nonzero(d2)), float(d2.max())))
     if t and prec:
         timed.append((tag, path, plan))
 
@@ -176,6 +203,22 @@ for tag, path, own_plan in timed:
         M, K, N = [int(v) for v in re.findall(r"\d+", tag)[:3]]
         print("time %-28s own %.1f TOP/s: %.2fx cuBLASLt int8 + DequantizeRows, %.2fx cuBLASLt fp16" %
               (tag, 2 * M * N * K / got["own"] / 1e9, got["cublaslt"] / got["own"], got["fp16"] / got["own"]), flush=True)
+
+# the tile sweep (SWEEP="128x128x64s4 ..."): the GEMM step of each timed shape under each tile
+tiles = os.environ.get("SWEEP", "").split()
+if tiles:
+    sj = [(tag, path, t, own_plan.replace(".gpuc", "-%s.gpuc" % t)) for tag, path, own_plan in timed for t in tiles]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as ex:
+        comp = list(ex.map(lambda j: run([gpuc, j[1], "-O2", "--int8", "--fp16", "-o", j[3]] + arch,
+                                         {"GPUC_INT8_GEMM": "own", "GPUC_INT8_TILE": j[2]}), sj))
+    for (tag, path, t, plan), (rc, msg) in zip(sj, comp):
+        rows, txt = (None, msg) if rc else profile(plan)
+        if rows is None:
+            verdict(False, "sweep %s %s: %s" % (tag, t, txt[-300:]))
+            continue
+        ms = sum(x for _, k, x, cov in rows if "fc/" in cov and ".quantize" not in cov.split(",")[0])
+        M, K, N = [int(v) for v in re.findall(r"\d+", tag)[:3]]
+        print("sweep %-28s tile %-14s %.4f ms  %.1f TOP/s" % (tag, t, ms, 2 * M * N * K / ms / 1e9 if ms else 0), flush=True)
 
 print("%d failed" % fails)
 sys.exit(1 if fails else 0)
