@@ -28,27 +28,31 @@
 
 #define LL(x) ((long long)(x))
 
-enum { I8_THREADS = 256, I8_MIN_TILES = 64 };
+enum { I8_MIN_TILES = 64 };
 
 /* A CTA's tile: BM x BN of Acc, K in steps of BK bytes through ST stages;
- * its 8 warps 2 along M x 4 along N, each (BM/2) x (BN/4): MT = BM/32
- * m16 tiles and NT = BN/32 n8 tiles. */
-typedef struct I8Tile { int bm, bn, bk, st; } I8Tile;
+ * WM x WN warps, each (BM/WM) x (BN/WN): MT = BM/(16 WM) m16 tiles and
+ * NT = BN/(8 WN) n8 tiles (NT even: B fragments come in pairs). */
+typedef struct I8Tile { int bm, bn, bk, st, wm, wn; } I8Tile;
 
 static bool tile_ok(const I8Tile *t) {
-  return (t->bm == 64 || t->bm == 128 || t->bm == 256) && (t->bn == 64 || t->bn == 128 || t->bn == 256) &&
-         (t->bk == 64 || t->bk == 128) && t->st >= 2 && t->st <= 6 &&
-         t->st * (t->bm + t->bn) * t->bk <= 200 * 1024 && (t->bm / 32) * (t->bn / 32) <= 32;
+  if (!(t->bm == 64 || t->bm == 128 || t->bm == 256) || !(t->bn == 64 || t->bn == 128 || t->bn == 256) ||
+      !(t->bk == 64 || t->bk == 128) || t->st < 2 || t->st > 6 || t->st * (t->bm + t->bn) * t->bk > 200 * 1024 ||
+      !(t->wm == 1 || t->wm == 2 || t->wm == 4) || !(t->wn == 1 || t->wn == 2 || t->wn == 4))
+    return false;
+  int mt = t->bm / (16 * t->wm), nt = t->bn / (8 * t->wn);
+  return mt >= 1 && nt >= 2 && nt % 2 == 0 && mt * nt <= 32 && t->wm * t->wn >= 4;
 }
 
-/* GPUC_INT8_TILE=BMxBNxBKsST (e.g. 128x256x64s3) fixes the tile (the
- * sweep of tests/gpu/int8_gemm_check.py); else by the tile count. */
+/* GPUC_INT8_TILE=BMxBNxBKsST[wWMxWN] (e.g. 128x256x64s3, 128x128x64s4w2x2;
+ * warps 2 x 4 unless named) fixes the tile (the sweep of
+ * tests/gpu/int8_gemm_check.py); else by the tile count. */
 static I8Tile tile_for(int64_t m, int64_t n) {
   const char *env = getenv("GPUC_INT8_TILE");
-  I8Tile t;
-  if (env && sscanf(env, "%dx%dx%ds%d", &t.bm, &t.bn, &t.bk, &t.st) == 4 && tile_ok(&t)) return t;
+  I8Tile t = {0, 0, 0, 0, 2, 4};
+  if (env && sscanf(env, "%dx%dx%ds%dw%dx%d", &t.bm, &t.bn, &t.bk, &t.st, &t.wm, &t.wn) >= 4 && tile_ok(&t)) return t;
   int64_t t128 = ((m + 127) / 128) * ((n + 127) / 128);
-  t = (I8Tile){t128 >= 256 ? 128 : 64, 128, 64, 4}; /* fewer than ~2 tiles an SM at 128 rows: halve them */
+  t = (I8Tile){t128 >= 256 ? 128 : 64, 128, 64, 4, 2, 4}; /* fewer than ~2 tiles an SM at 128 rows: halve them */
   return t;
 }
 
@@ -81,19 +85,19 @@ static void int8_gemm_helpers(StrBuf *b) {
     " * chunks XOR-swizzled so the 8 rows one ldmatrix matrix reads hit 32 banks */\n"
     "template <int BK> __device__ __forceinline__ int i8_sw(int r, int ch) {\n"
     "  return BK == 128 ? r * 128 + ((ch ^ (r & 7)) << 4) : r * 64 + ((ch ^ ((r >> 1) & 3)) << 4);\n}\n"
-    "template <int BM, int BN, int BK>\n"
+    "template <int BM, int BN, int BK, int NTH>\n"
     "__device__ __forceinline__ void i8_load(const signed char* __restrict__ x, const signed char* __restrict__ w,\n"
     "    int M, int N, int K, int m0, int n0, int kt, unsigned char* st) {\n"
     "  constexpr int CH = BK / 16; /* 16-byte chunks a row */\n"
     "  const int k0 = kt * BK;\n"
     "#pragma unroll\n"
-    "  for (int q = threadIdx.x; q < BM * CH; q += %d) {\n"
+    "  for (int q = threadIdx.x; q < BM * CH; q += NTH) {\n"
     "    const int r = q / CH, ch = q %% CH;\n"
     "    const bool ok = m0 + r < M && k0 + ch * 16 < K;\n"
     "    cp_async16_z(st + i8_sw<BK>(r, ch), x + (ok ? (i64)(m0 + r) * K + k0 + ch * 16 : 0), ok);\n"
     "  }\n"
     "#pragma unroll\n"
-    "  for (int q = threadIdx.x; q < BN * CH; q += %d) {\n"
+    "  for (int q = threadIdx.x; q < BN * CH; q += NTH) {\n"
     "    const int r = q / CH, ch = q %% CH;\n"
     "    const bool ok = n0 + r < N && k0 + ch * 16 < K;\n"
     "    cp_async16_z(st + BM * BK + i8_sw<BK>(r, ch), w + (ok ? (i64)(n0 + r) * K + k0 + ch * 16 : 0), ok);\n"
@@ -103,19 +107,19 @@ static void int8_gemm_helpers(StrBuf *b) {
     "template <int BM, int BN, int BK, int ST, int MT, int NT>\n"
     "__device__ __forceinline__ void i8_mainloop(const signed char* __restrict__ x, const signed char* __restrict__ w,\n"
     "    int M, int N, int K, int m0, int n0, int (&acc)[MT][NT][4], unsigned char* sm) {\n"
-    "  constexpr int WN = BN / (NT * 8), SB = (BM + BN) * BK;\n"
+    "  constexpr int WN = BN / (NT * 8), NTH = (BM / (MT * 16)) * WN * 32, SB = (BM + BN) * BK;\n"
     "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wm = warp / WN, wn = warp %% WN;\n"
     "  const int lm = lane >> 3, lr = lane & 7; /* ldmatrix: this lane addresses row lr of matrix lm */\n"
     "  const int KT = (K + BK - 1) / BK;\n"
     "#pragma unroll\n"
     "  for (int s = 0; s < ST - 1; s++) {\n"
-    "    if (s < KT) i8_load<BM, BN, BK>(x, w, M, N, K, m0, n0, s, sm + s * SB);\n"
+    "    if (s < KT) i8_load<BM, BN, BK, NTH>(x, w, M, N, K, m0, n0, s, sm + s * SB);\n"
     "    cp_async_commit();\n"
     "  }\n"
     "  for (int kt = 0; kt < KT; kt++) {\n"
     "    cp_async_wait<ST - 2>(); /* stage kt is in */\n"
     "    __syncthreads();         /* and every warp is done with stage kt - 1, refilled next */\n"
-    "    if (kt + ST - 1 < KT) i8_load<BM, BN, BK>(x, w, M, N, K, m0, n0, kt + ST - 1, sm + ((kt + ST - 1) %% ST) * SB);\n"
+    "    if (kt + ST - 1 < KT) i8_load<BM, BN, BK, NTH>(x, w, M, N, K, m0, n0, kt + ST - 1, sm + ((kt + ST - 1) %% ST) * SB);\n"
     "    cp_async_commit();\n"
     "    const unsigned char* as = sm + (kt %% ST) * SB;\n"
     "    const unsigned char* bs = as + BM * BK;\n"
@@ -138,14 +142,13 @@ static void int8_gemm_helpers(StrBuf *b) {
     "    }\n"
     "  }\n"
     "  cp_async_wait<0>();\n"
-    "}\n",
-    I8_THREADS, I8_THREADS);
+    "}\n");
 }
 
 int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, int64_t k, const EwProgram *epi,
                  uint32_t tacc) {
   const I8Tile T = tile_for(m, n);
-  const int mt = T.bm / 32, nt = T.bn / 32; /* warps: 2 along M, 4 along N */
+  const int mt = T.bm / (16 * T.wm), nt = T.bn / (8 * T.wn), threads = 32 * T.wm * T.wn;
   unsigned shmem = (unsigned)(T.st * (T.bm + T.bn) * T.bk);
   StrBuf *src = cg_src(c);
   int8_gemm_helpers(src);
@@ -179,7 +182,7 @@ int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, in
                "    const int r = rw + a * 16 + h * 8, col = cw + c * 8;\n"
                "    if (r >= M || col >= N) continue;\n"
                "    const i64 i0_ = (i64)r * N + col;\n",
-            LL(m), LL(n), LL(k), T.bm, T.bn, mt, nt, mt, nt, T.bm, T.bn, T.bk, T.st, mt, nt, 4, mt * 16, 4, nt * 8, mt,
+            LL(m), LL(n), LL(k), T.bm, T.bn, mt, nt, mt, nt, T.bm, T.bn, T.bk, T.st, mt, nt, T.wn, mt * 16, T.wn, nt * 8, mt,
             nt);
   if (epi) {
     sb_printf(b, "    const i64 row_ = r; const int j0_ = col; (void)row_; (void)j0_;\n"
@@ -203,14 +206,15 @@ int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, in
     name[len] = 0;
   } else {
     snprintf(name, sizeof name, "%s", cg_kernel_name(c));
-    /* 2 CTAs an SM cap a thread at 128 registers: room for up to 64
-     * accumulators; more (a 64 x 64 warp tile) take one CTA */
-    sb_printf(src, "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s%s", I8_THREADS, mt * nt * 4 > 64 ? 1 : 2,
-              name, body.s);
+    /* CTAs an SM: as many as keep each thread its accumulators and ~64
+     * registers more (fragments, addresses) out of local memory */
+    int per_sm = 65536 / (threads * (mt * nt * 4 + 64));
+    sb_printf(src, "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s%s", threads,
+              per_sm < 1 ? 1 : per_sm > 4 ? 4 : per_sm, name, body.s);
   }
   free(body.s);
   unsigned grid[3] = {(unsigned)((n + T.bn - 1) / T.bn), (unsigned)((m + T.bm - 1) / T.bm), 1};
-  unsigned block[3] = {I8_THREADS, 1, 1};
+  unsigned block[3] = {(unsigned)threads, 1, 1};
   if (cg_launch_grid(c, name, grid, block, shmem, na, args)) return -1;
   cg_mark_tensor_math(c);
   return 0;
