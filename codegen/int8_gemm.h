@@ -7,12 +7,15 @@
 #define GPUC_INT8_GEMM_H
 #include "ew_kernel.h"
 
-/* The own kernel takes Acc [m, n] = Xq [m, k] Wq [n, k]^T on this target:
- * sm_80 or newer, k a multiple of 16 (16-byte row loads), n even (pairs
- * of columns a store) and enough tiles to fill a GPU (64 of 64 x 128).
+/* The own kernel takes Acc [m, n] = Xq [m, k] Wq [n, k]^T on this target
+ * (epilogue: with a DequantizeRows group as its epilogue, else writing
+ * int32): sm_80 or newer, k a multiple of 16 (16-byte row loads), n even
+ * (pairs of columns a store), and where it was measured faster than
+ * cuBLASLt: an epilogue GEMM with n >= 2048 and 64 tiles or more.
  * Environment GPUC_INT8_GEMM (A/B and tests): "cublaslt" keeps cuBLASLt's
- * IMMA GEMM + DequantizeRows everywhere, "own" drops the tile count. */
-bool cg_int8_gemm_own(const CodegenOptions *o, int64_t m, int64_t n, int64_t k);
+ * IMMA GEMM + DequantizeRows everywhere, "own" takes this kernel for every
+ * int8 GEMM it can compute. */
+bool cg_int8_gemm_own(const CodegenOptions *o, int64_t m, int64_t n, int64_t k, bool epilogue);
 /* The node that takes MatMulInt8 node mm's sums as its epilogue: a
  * DequantizeRows reading them as its input 0, their only reader, in an
  * elementwise fusion group (or alone) whose output rows are the GEMM's;

@@ -2,10 +2,10 @@
  * reference kernels of runtime/ref/ref_int8.c):
  *   QuantizeRows    one warp per row: absmax by warp shuffles, then the row
  *                   again as int8 (16-byte loads where the row allows)
- *   MatMulInt8      gpuc's own int8 tensor-core GEMM on sm_80+ (lower_int8_gemm.c;
- *                   with its DequantizeRows group as epilogue when it has one),
- *                   else cuBLASLt int8 x int8 -> int32 (IMMA), in the "TN"
- *                   order it needs (plan.h, PlanGemm)
+ *   MatMulInt8      cuBLASLt int8 x int8 -> int32 (IMMA), in the "TN" order
+ *                   it needs (plan.h, PlanGemm); gpuc's own int8 tensor-core
+ *                   GEMM (lower_int8_gemm.c) where it was measured faster:
+ *                   wide GEMMs with their DequantizeRows group as epilogue
  *   DequantizeRows  an elementwise expression: alone one kernel, else a
  *                   member of the fusion group of what follows (bias add,
  *                   GELU, residual) */
@@ -83,7 +83,7 @@ int lower_MatMulInt8(LowerCtx *c) {
   int64_t n = w->dims[0], k = w->dims[1], rows = k ? gpuc_numel(x) / k : 0;
   if (gpuc_numel(c->out[0]) == 0) return 0;
   if (k == 0) return lower_unsupported(c, "an int8 GEMM with K = 0");
-  if (cg_int8_gemm_own(c->opt, rows, n, k)) {
+  if (cg_int8_gemm_own(c->opt, rows, n, k, false)) {
     snprintf(c->kname, sizeof c->kname, "k%d_int8_gemm", c->node_index); /* inspect names it int8 */
     return cg_int8_gemm(c, c->tin[0], c->tin[1], rows, n, k, NULL, c->tout[0]);
   }

@@ -51,18 +51,26 @@ static I8Tile tile_for(int64_t m, int64_t n) {
   const char *env = getenv("GPUC_INT8_TILE");
   I8Tile t = {0, 0, 0, 0, 2, 4};
   if (env && sscanf(env, "%dx%dx%ds%dw%dx%d", &t.bm, &t.bn, &t.bk, &t.st, &t.wm, &t.wn) >= 4 && tile_ok(&t)) return t;
-  int64_t t128 = ((m + 127) / 128) * ((n + 127) / 128);
-  t = (I8Tile){t128 >= 256 ? 128 : 64, 128, 64, 4, 2, 4}; /* fewer than ~2 tiles an SM at 128 rows: halve them */
+  /* the sweep's best at BERT-base's four shapes but N 768 (where 64-wide
+   * warp tiles won by 1%): 128 x 128 tiles, 128-byte K steps, 3 stages */
+  (void)m;
+  (void)n;
+  t = (I8Tile){128, 128, 128, 3, 2, 4};
   return t;
 }
 
-bool cg_int8_gemm_own(const CodegenOptions *o, int64_t m, int64_t n, int64_t k) {
+bool cg_int8_gemm_own(const CodegenOptions *o, int64_t m, int64_t n, int64_t k, bool epilogue) {
   const char *env = getenv("GPUC_INT8_GEMM");
   bool force = env && !strcmp(env, "own");
   if ((env && !strcmp(env, "cublaslt")) || o->sm < 80) return false;
   if (m <= 0 || n <= 0 || k <= 0 || k % 16 || n % 2 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return false;
-  /* few tiles (a batch-1 decode): cuBLASLt's split-K / small-tile kernels stream Wq better */
-  return force || ((m + 63) / 64) * ((n + 127) / 128) >= I8_MIN_TILES;
+  if (force) return true;
+  /* Measured on the H200 (docs/BENCHMARKS.md, BERT-base's shapes at 4096
+   * rows): with its epilogue in place of a DequantizeRows kernel this
+   * kernel is 1.13-1.16x cuBLASLt's IMMA GEMM + DequantizeRows at N 2304
+   * and 3072, but 0.88x at N 768 and 0.6x when both write int32: only
+   * wide epilogue GEMMs with tiles for every SM take it */
+  return epilogue && n >= 2048 && ((m + 127) / 128) * ((n + 127) / 128) >= I8_MIN_TILES;
 }
 
 /* The module's shared pieces, once: the zero-filling cp.async, the int8
@@ -234,7 +242,7 @@ static bool gemm_dims(const Graph *g, const Node *mm, int64_t *m, int64_t *n, in
 int cg_int8_epilogue_reader(const Graph *g, const CodegenOptions *o, int mm, const int *reader_group) {
   const Node *n = &g->nodes[mm];
   int64_t M, N, K;
-  if (!gemm_dims(g, n, &M, &N, &K) || !cg_int8_gemm_own(o, M, N, K)) return -1;
+  if (!gemm_dims(g, n, &M, &N, &K) || !cg_int8_gemm_own(o, M, N, K, true)) return -1;
   int acc = n->out[0];
   if (g->values[acc].is_output || g->values[acc].t.dt != GPUC_DT_I32) return -1;
   int reader = -1;

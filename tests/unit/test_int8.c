@@ -285,11 +285,10 @@ static int int8_library_gemms(const Plan *p) {
   return n;
 }
 
-/* gpuc's own int8 GEMM (codegen/lower_int8_gemm.c) where there are enough
- * tiles: ffn_block at 16384 rows (fc1 N 256: 128-row tiles, 64 KB of
- * pipeline; fc2 N 64: 64-row tiles, 48 KB) compiled by NVRTC for every
- * arch; its fc1 sums go to the GELU + quantize row kernel as int32, its
- * fc2 sums to the residual + LayerNorm row kernel; linears.onnx's four
+/* gpuc's own int8 GEMM (codegen/lower_int8_gemm.c), GPUC_INT8_GEMM=own:
+ * ffn_block at 16384 rows (128 x 128 tiles, 96 KB of pipeline: the
+ * runtime opts in past 48 KB) compiled by NVRTC for every arch; its fc1
+ * sums go to the GELU + quantize row kernel as int32, its fc2 sums to the residual + LayerNorm row kernel; linears.onnx's four
  * Linears each one kernel with its DequantizeRows (+ Relu) as the
  * epilogue, no DequantizeRows kernel left; GPUC_INT8_GEMM=cublaslt brings
  * cuBLASLt's GEMMs back; the plan round-trips. (The kernel's numbers are
@@ -297,6 +296,7 @@ static int int8_library_gemms(const Plan *p) {
  * CPU reference.) */
 static void check_own_gemm(const char *dir, const char *work) {
   char path[4096], a[4200], b[4200];
+  setenv("GPUC_INT8_GEMM", "own", 1); /* the kernel wherever it can go (the default: wide epilogue GEMMs) */
   snprintf(path, sizeof path, "%s/ffn_block.onnx", dir);
   GpucShapeBind big = {.name = "x", .rank = 3, .dims = {1024, 16, 64}};
   const int archs[] = {80, 86, 89, 90, 120};
@@ -312,8 +312,8 @@ static void check_own_gemm(const char *dir, const char *work) {
       int big_tiles = 0;
       for (uint32_t s = 0; s < p->nsteps; s++)
         if (p->steps[s].kind == PLAN_STEP_KERNEL && strstr(gpuc_plan_str(p, p->kernels[p->steps[s].index].name), "_int8_gemm"))
-          big_tiles += p->steps[s].shmem == 4 * (128 + 128) * 64 && p->steps[s].block[0] == 256;
-      CHECK(big_tiles == 1, "ffn_block b1024: fc1's GEMM takes 128-row tiles (64 KB of shared memory)");
+          big_tiles += p->steps[s].shmem == 3 * (128 + 128) * 128 && p->steps[s].block[0] == 256;
+      CHECK(big_tiles == 2, "ffn_block b1024: both GEMMs take 128 x 128 tiles, 3 stages of 128-byte K steps (96 KB)");
       snprintf(a, sizeof a, "%s/int8_own_a.gpuc", work);
       snprintf(b, sizeof b, "%s/int8_own_b.gpuc", work);
       gpuc_plan_free(plan_round_trip(p, a, b, "own int8 GEMM"));
@@ -335,10 +335,16 @@ static void check_own_gemm(const char *dir, const char *work) {
   }
   setenv("GPUC_INT8_GEMM", "cublaslt", 1);
   Plan *p = compile_int8(path, lin, 3, 90, true);
-  unsetenv("GPUC_INT8_GEMM");
   if (p)
     CHECK(int8_library_gemms(p) == 4 && kernels_named(p, "_int8_gemm", NULL) == 0,
           "GPUC_INT8_GEMM=cublaslt: %d cuBLASLt int8 GEMMs (want 4)", int8_library_gemms(p));
+  gpuc_plan_free(p);
+  /* by default only GEMMs of N >= 2048 with an epilogue: linears' (N <= 96) stay cuBLASLt's */
+  unsetenv("GPUC_INT8_GEMM");
+  p = compile_int8(path, lin, 3, 90, true);
+  if (p)
+    CHECK(int8_library_gemms(p) == 4 && kernels_named(p, "_int8_gemm", NULL) == 0,
+          "linears by default: %d cuBLASLt int8 GEMMs (want 4)", int8_library_gemms(p));
   gpuc_plan_free(p);
 }
 
