@@ -34,7 +34,9 @@ static void nan_lit(char *buf, size_t n, const char *ct) {
 
 
 
-static const char *rows_first(const Rows *r) { return r->block ? "threadIdx.x == 0" : "true"; }
+static const char *rows_first(const Rows *r) {
+  return r->warp ? "(threadIdx.x & 31) == 0" : r->block ? "threadIdx.x == 0" : "true";
+}
 
 typedef enum { C_SUM, C_PROD, C_MAX, C_MIN, C_FMAX } Comb;
 
@@ -56,7 +58,7 @@ static void rows_reduce(StrBuf *b, Rows *r, const char *var, const char *t, Comb
   comb_expr(e, sizeof e, op, var, "t_");
   sb_printf(b, "    for (int s_ = 16; s_ > 0; s_ >>= 1) { %s t_ = __shfl_xor_sync(0xffffffffu, %s, s_); %s = %s; }\n",
             t, var, var, e);
-  if (r->threads <= 32) return;
+  if (r->threads <= 32 || r->warp) return;
   int id = r->uid++;
   snprintf(s, sizeof s, "sh%d_[w_]", id);
   comb_expr(e, sizeof e, op, var, s);
@@ -78,7 +80,7 @@ static void rows_argreduce(StrBuf *b, Rows *r, const char *v, const char *i, con
                "      i64 ti_ = __shfl_xor_sync(0xffffffffu, %s, s_);\n"
                "      if (%s(tv_, ti_, %s, %s)) { %s = tv_; %s = ti_; }\n    }\n",
             t, v, i, before, v, i, v, i);
-  if (r->threads <= 32) return;
+  if (r->threads <= 32 || r->warp) return;
   int id = r->uid++;
   sb_printf(b, "    { __shared__ %s shv%d_[32]; __shared__ i64 shi%d_[32];\n"
                "      if ((threadIdx.x & 31) == 0) { shv%d_[threadIdx.x >> 5] = %s; shi%d_[threadIdx.x >> 5] = %s; }\n"
@@ -192,7 +194,7 @@ static int reduce_lower(LowerCtx *c, RedOp op) {
   if (g.nout == 0) return 0;
   bool fl = is_flt(dt), u64 = dt == GPUC_DT_U64;
   bool contiguous = g.nr == 0 || (g.nr == 1 && g.rstr[0] == 1);
-  Rows r = rows_pick(g.nout, g.nred, contiguous);
+  Rows r = rows_pick_warp(g.nout, g.nred, contiguous);
   StrBuf *b = cg_src(c);
   char name[128], e[256], lit[96];
   snprintf(name, sizeof name, "%s", cg_kernel_name(c));

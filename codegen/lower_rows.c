@@ -18,14 +18,23 @@ Rows rows_pick(int64_t nrows, int64_t len, bool contiguous) {
   return r;
 }
 
+Rows rows_pick_warp(int64_t nrows, int64_t len, bool contiguous) {
+  if (!contiguous || len <= 16 || len > 1024 || nrows < 2048) return rows_pick(nrows, len, contiguous);
+  return (Rows){.block = true, .warp = true, .threads = 256};
+}
+
 void rows_open(StrBuf *b, const Rows *r, int64_t nrows) {
-  if (r->block) sb_printf(b, "  for (i64 row = blockIdx.x; row < %lldLL; row += gridDim.x) {\n", LL(nrows));
+  if (r->warp) /* every lane of a warp runs the same rows: shuffles stay whole-warp */
+    sb_printf(b, "  for (i64 row = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < %lldLL;\n"
+                 "       row += ((i64)gridDim.x * blockDim.x) >> 5) {\n", LL(nrows));
+  else if (r->block) sb_printf(b, "  for (i64 row = blockIdx.x; row < %lldLL; row += gridDim.x) {\n", LL(nrows));
   else sb_printf(b, "  GRID_STRIDE(row, %lldLL) {\n", LL(nrows));
 }
 
 /* "for (i64 j = ...)" over the row's n elements, this thread's share */
 void rows_for(StrBuf *b, const Rows *r, const char *j, int64_t n) {
-  if (r->block)
+  if (r->warp) sb_printf(b, "    for (i64 %s = threadIdx.x & 31; %s < %lldLL; %s += 32)", j, j, LL(n), j);
+  else if (r->block)
     sb_printf(b, "    for (i64 %s = threadIdx.x; %s < %lldLL; %s += blockDim.x)", j, j, LL(n), j);
   else sb_printf(b, "    for (i64 %s = 0; %s < %lldLL; %s++)", j, j, LL(n), j);
 }
@@ -33,6 +42,7 @@ void rows_for(StrBuf *b, const Rows *r, const char *j, int64_t n) {
 int rows_launch(LowerCtx *c, const Rows *r, const char *name, int64_t nrows, int nargs,
                        const uint32_t *args) {
   if (!r->block) return cg_launch(c, name, (uint64_t)nrows, r->threads, 0, nargs, args);
+  if (r->warp) return cg_launch(c, name, (uint64_t)nrows * 32, r->threads, 0, nargs, args);
   uint64_t g = nrows < 1 ? 1 : (uint64_t)nrows;
   if (g > MAX_GRID) g = MAX_GRID;
   unsigned grid[3] = {(unsigned)g, 1, 1}, blk[3] = {r->threads, 1, 1};

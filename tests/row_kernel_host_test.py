@@ -26,7 +26,8 @@ indexing its bias and scale by row and column); DynamicQuantizeLinear
 the quantize) against numpy's reading of the ONNX rule, bit for bit;
 InstanceNormalization over few, long planes (codegen/lower_norm.c's split
 path: per-part statistics, merged per plane, the normalize) against numpy
-in float64, fp32 and fp16.
+in float64, fp32 and fp16; ReduceL2 / ReduceMax over many short rows (a
+warp a row, codegen/lower_reduce.c) against numpy.
 usage: row_kernel_host_test.py GPUC [WORKDIR]   (CXX picks the compiler)
 Prints one line per case and 'N passed, N failed'."""
 import os
@@ -72,6 +73,7 @@ template <class T> static T __shfl_xor_sync(unsigned, T v, int o) {
   return r;
 }
 static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 template <class T> static inline float ldf(T x) { return (float)x; }
 template <class T> static inline T stf(float x) { return (T)x; }
@@ -587,6 +589,67 @@ def instnorm_case(name, shape, fp16):
             (name, "x".join(map(str, shape)), xt, g1, err, tol))
 
 
+RED_MAIN = DQL_MAIN.split("int main")[0] + r"""
+int main(int argc, char **argv) {
+  (void)argc;
+  %(xt)s *x = (%(xt)s *)load(argv[1], %(n)d * sizeof(%(xt)s));
+  %(xt)s *y = (%(xt)s *)aligned_alloc(256, %(rows)d * sizeof(%(xt)s) + 256);
+  launch(atoi(argv[3]), %(b)d, [=] { %(k)s(x, y); });
+  FILE *f = fopen(argv[2], "wb");
+  if (!f || fwrite(y, sizeof(%(xt)s), %(rows)d, f) != %(rows)d) return 1;
+  fclose(f);
+  return 0;
+}
+"""
+
+
+def reduce_case(name, op, shape, fp16):
+    """Reduce* over the last axis of many short contiguous rows
+    (codegen/lower_reduce.c with rows_pick_warp: a warp a row, 8 rows a
+    block, shuffles only): the kernel run with the plan's grid and with 3
+    blocks (the warps' grid-stride loop over rows), against numpy in
+    float64 on the same input: relative error <= 1e-6 (fp32) or 2e-3
+    (fp16, the output's rounding)"""
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(5)
+    node = helper.make_node(op, ["x"], ["y"], axes=[-1], keepdims=1)
+    oshape = list(shape[:-1]) + [1]
+    g = helper.make_graph([node], "red", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, oshape)])
+    got = module_kernels(name, d, g, ["--fp16"] if fp16 else [], op)
+    if got is None:
+        return
+    plan, ks, text = got
+    if len(ks) != 1 or "& 31) == 0" not in text:
+        verdict(False, "%s: want one warp-a-row kernel, got %d kernels:\n%s" % (name, len(ks), text[:400]))
+        return
+    xt = ptype(ks[0][1].split(",")[0].strip()).replace("const ", "").rstrip("*").strip()
+    grid, block = launch_of(plan, ks[0][0])
+    npt = {"float": np.float32, "__half": np.float16}[xt]
+    x = (rng.standard_normal(shape) * 3).astype(npt)
+    x.tofile(os.path.join(d, "x.bin"))
+    rows = int(np.prod(shape[:-1]))
+    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
+    open(cpp, "w").write(SHIM + text + RED_MAIN % dict(xt=xt, n=x.size, rows=rows, b=block, k=ks[0][0]))
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-pthread", "-w", cpp, "-o", exe], capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+        return
+    xd = x.astype(np.float64).reshape(rows, -1)
+    want = np.sqrt((xd * xd).sum(1)) if op == "ReduceL2" else xd.max(1)
+    for blocks in (grid, 3):
+        out = os.path.join(d, "y%d.bin" % blocks)
+        r = subprocess.run([exe, os.path.join(d, "x.bin"), out, str(blocks)], capture_output=True, text=True)
+        if r.returncode:
+            verdict(False, "%s: host run failed: %s" % (name, r.stderr[-300:]))
+            return
+        err = np.abs(np.fromfile(out, npt).astype(np.float64) - want).max() / np.abs(want).max()
+        tol = 2e-3 if fp16 else 1e-6
+        verdict(err <= tol, "%s: %s %s, %d rows of %d, %d blocks of %d: max rel error %.3g (tolerance %.0e)" %
+                (name, op, xt, rows, shape[-1], blocks, block, err, tol))
+
+
 # a per-row [4,6,1] and a column [8] by row and column; [6,1] (rows of
 # another shape) and [4,4] against [4,4,4] (numpy aligns it to the last two
 # dims, not the rows) through the coordinates
@@ -602,6 +665,10 @@ run_case("dequant_relu_fp32_r11_c20", "linear", False, 11, 20, "relu", unfused=T
 # InstanceNormalization's split path: 6 planes of 16384 (4 parts each), one
 # plane of 40000 (a ragged last part; PoolFormer's GroupNorm(1) shape), fp16
 instnorm_case("instnorm_2x3x128x128", (2, 3, 128, 128), False)
+# Swin V2's cosine attention: ReduceL2 over 32-element heads, 2304 rows (a
+# warp a row; compiled --fp16, where the norm stays an f32 island)
+reduce_case("reducel2_2304x32", "ReduceL2", (2, 3, 384, 32), True)
+reduce_case("reducemax_2100x100", "ReduceMax", (21, 100, 100), False)
 instnorm_case("instnorm_1x1x40000_fp16", (1, 1, 40000), True)
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
