@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The GPU kernels of issue 11's ops (Mish, Bitwise*, BitShift, ReverseSequence,
-MaxUnpool, Col2Im, CenterCropPad, Det) run on the host.
+MaxUnpool, Col2Im, CenterCropPad, Det) and Concat's vector-chunk kernel
+run on the host.
 
 No GPU here, so each kernel's own text is checked: every case of
 tests/models/smallops_host (one-node models, make_smallops_host_cases.py)
@@ -38,6 +39,8 @@ typedef long long i64;
 #define __restrict__ __restrict
 typedef _Float16 __half;
 struct __nv_bfloat16 { uint16_t b; };
+struct alignas(8) uint2 { unsigned x, y; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
 template <class T> static inline float ldf(T x) { return (float)x; }
 static inline float ldf(__nv_bfloat16 x) { uint32_t u = (uint32_t)x.b << 16; float f; memcpy(&f, &u, 4); return f; }
 template <class T> static inline T stf(float x) { return (T)x; }
@@ -78,14 +81,14 @@ def host_program(src, nbuf):
              "  fseek(f, 0, SEEK_SET); void *b = malloc(*n ? *n : 1); if (fread(b, 1, *n, f) != *n) exit(3);",
              "  fclose(f); return b; }",
              "int main(int argc, char **argv) {",
-             "  (void)argc; size_t n; size_t ny = (size_t)atoll(argv[2]);",
-             "  %s *y = (%s *)malloc(ny * sizeof(%s) + 1); memset(y, 0xAB, ny * sizeof(%s));" % ((out_t,) * 4)]  # 0xAB: unwritten shows
+             "  (void)argc; size_t n; size_t nb = (size_t)atoll(argv[2]);  /* the output's bytes */",
+             "  %s *y = (%s *)malloc(nb + 16); memset(y, 0xAB, nb);" % ((out_t,) * 2)]  # 0xAB: unwritten shows
     for j in range(nbuf):
         lines.append("  void *in%d = load(argv[%d], &n);" % (j, 3 + j))
     for name, types in kernels:
         args = ["(%s *)in%d" % (t, j) for j, t in enumerate(types[:-1])] + ["y"]
         lines.append("  %s(%s);" % (name, ", ".join(args)))
-    lines.append("  FILE *f = fopen(argv[1], \"wb\"); if (!f || fwrite(y, sizeof(%s), ny, f) != ny) return 2; fclose(f);" % out_t)
+    lines.append("  FILE *f = fopen(argv[1], \"wb\"); if (!f || fwrite(y, 1, nb, f) != nb) return 2; fclose(f);")
     if "gpuc_fault_report" in body:
         lines.append("  printf(\"fault %llu %llu %lld %lld %lld\\n\", gpuc_fault[0], gpuc_fault[1], (i64)gpuc_fault[2],"
                      " (i64)gpuc_fault[3], (i64)gpuc_fault[4]);")
@@ -141,18 +144,21 @@ def main():
                 np.ascontiguousarray(np.load(os.path.join(d, f))).tofile(b)
                 bins.append(b)
             o = os.path.join(w, tag + ".out")
-            r = subprocess.run([exe, o, str(ref.size)] + bins, capture_output=True, text=True)
+            # bytes: the kernel's element type (bf16 bits for an f32 reference), or raw
+            # vectors (Concat's uint4 chunks) of the reference's bytes
+            nb = ref.size * np.dtype(CT2NP[out_t]).itemsize if out_t in CT2NP else ref.nbytes
+            r = subprocess.run([exe, o, str(nb)] + bins, capture_output=True, text=True)
             return r, o
 
         r, o = host_run(meta["node_inputs"], "good")
         if r.returncode:
             verdict(False, "%s: host run exit %d %s" % (case, r.returncode, r.stderr[-200:])); continue
-        raw = np.fromfile(o, CT2NP[out_t])
+        raw = np.fromfile(o, CT2NP.get(out_t, ref.dtype))
         if "ref_model" in meta:  # bf16: the kernel's bits as f32, against the f32 node on the same values
             got = bits_to_f32(raw.view(np.uint16)).reshape(ref.shape)
         else:
             got = raw.view(ref.dtype).reshape(ref.shape)
-        moves = case.startswith(("revseq", "maxunpool", "ccp"))
+        moves = case.startswith(("revseq", "maxunpool", "ccp", "concat"))
         if ref.dtype.kind in "iub" or (moves and "ref_model" not in meta):
             ok = got.tobytes() == ref.tobytes()
             detail = "exact" if ok else "differs at %s" % (np.argwhere(got != ref)[:3].tolist(),)

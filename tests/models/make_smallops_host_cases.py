@@ -138,3 +138,12 @@ case("det_f32", "Det", [("x", f(6, 5, 5))], opset=11)
 case("det_singular", "Det", [("x", np.float32([[1, 2, 3], [2, 4, 6], [0, 1, 1]]))], opset=11)
 case("det_f16", "Det", [("x", f(2, 3, 3, 3, dt=np.float16))], opset=11)
 case("det_f64_1x1", "Det", [("x", f(4, 1, 1, dt=np.float64))], opset=11)
+# Concat as one kernel of vector chunks (codegen/lower_shape.c): 16-byte
+# chunks along the axis (f16 runs of 8), 8-byte (i64 pairs), odd runs
+# element by element, three inputs, axis 0
+case("concat_f16_axis1_v8", "Concat", [("a", f(2, 3, 4, 8, dt=np.float16)), ("b", f(2, 5, 4, 8, dt=np.float16))],
+     {"axis": 1}, opset=13)
+case("concat_f32_axis2_odd", "Concat", [("a", f(3, 5, 7)), ("b", f(3, 5, 2))], {"axis": -1}, opset=13)
+case("concat_i64_3in_axis0", "Concat", [("a", rng.integers(-9, 9, (2, 6), dtype=np.int64)),
+     ("b", rng.integers(-9, 9, (1, 6), dtype=np.int64)), ("c", rng.integers(-9, 9, (3, 6), dtype=np.int64))],
+     {"axis": 0}, opset=13)
