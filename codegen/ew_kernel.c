@@ -22,6 +22,12 @@ void ew_capture_clear(EwCapture *cap) {
   memset(cap, 0, sizeof *cap);
 }
 
+void ew_captures_free(EwCapture *caps, int n) {
+  if (!caps) return;
+  for (int t = 0; t < n; t++) ew_capture_clear(&caps[t]);
+  free(caps);
+}
+
 static bool same_dims(const Tensor *a, const Tensor *b) {
   return a->rank == b->rank && !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
 }

@@ -19,6 +19,8 @@ typedef struct EwCapture {
   char *pre, *expr;              /* malloc'ed; pre may be NULL */
 } EwCapture;
 void ew_capture_clear(EwCapture *cap);
+/* caps[0..n) cleared, then the array freed (NULL: nothing). */
+void ew_captures_free(EwCapture *caps, int n);
 
 /* x<k> of a term reads external input `ext`, or the value of term `term`
  * (an earlier one) when ext < 0. */

@@ -156,9 +156,7 @@ oom:
   e = cg_builder_err(pb);
   rc = gpuc_err_set(e, "%s: out of memory", g->path);
 out:
-  if (caps)
-    for (int t = 0; t < nm; t++) ew_capture_clear(&caps[t]);
-  free(caps);
+  ew_captures_free(caps, nm);
   free(p);
   free(label.s);
   return rc;

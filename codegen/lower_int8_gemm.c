@@ -320,9 +320,7 @@ int cg_lower_int8_epilogue(PlanBuilder *pb, const Graph *g, int mm, const int *m
   rc = cg_int8_gemm(&c, tx, tw, M, N, K, p, UINT32_MAX);
   if (!rc) rc = cg_cost_steps(cg_builder_plan(pb), &c);
 out:
-  if (caps)
-    for (int t = 0; t < nm; t++) ew_capture_clear(&caps[t]);
-  free(caps);
+  ew_captures_free(caps, nm);
   free(p);
   free(label.s);
   return rc;

@@ -129,9 +129,7 @@ static int ew_quantize_group(PlanBuilder *pb, const Graph *g, const int *m, int 
     plan->costs[plan->nsteps - 1].flops = (uint64_t)gpuc_numel(p->y) * (uint64_t)nm;
   }
 out:
-  if (caps)
-    for (int t = 0; t < ne; t++) ew_capture_clear(&caps[t]);
-  free(caps);
+  ew_captures_free(caps, ne);
   free(p);
   free(label.s);
   return rc;
