@@ -32,6 +32,7 @@
  * Runs before the fp16 pass (the Transposes and re-laid-out constants are
  * then cast like everything else) and after fuse_conv. */
 #include "passes.h"
+#include "linear_layers.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,17 +247,21 @@ static int concat_axis3(Rw *r, int i) {
   return 0;
 }
 
-/* ReduceMean over axes {2, 3} of a float [N,C,H,W] with keepdims is
- * GlobalAveragePool (the dynamo exporter's squeeze-and-excitation pool:
- * torch's mean((2, 3), keepdim=True)); as one, it joins the region (gap2d)
- * and keeps half storage (a reduction would be an fp32 island with Casts).
- * Both average in the reference's double sum, so the values are the
- * same. Returns the number rewritten. */
-static int reducemean_as_gap(Graph *g) {
-  int n = 0;
-  for (int i = 0; i < g->nnodes; i++) {
+/* ReduceMean over axes {2, 3} of a float [N,C,H,W] is GlobalAveragePool
+ * (the dynamo exporter's squeeze-and-excitation pool: torch's mean((2, 3),
+ * keepdim=True)); as one, it joins the region (gap2d) and keeps half
+ * storage (a reduction would be an fp32 island with Casts). Without
+ * keepdims (ECA's x.mean((2, 3)) before its Conv1d, eca_nfnet) the pool
+ * writes [N,C,1,1] and a Reshape gives the [N,C] the graph had: its NHWC
+ * [N,1,1,C] leaves the region in the same element order, so the edge
+ * Transpose folds away too. Both average in the reference's double sum,
+ * so the values are the same. Returns the number rewritten, -1 on error. */
+static int reducemean_as_gap(Graph *g, GpucErr *e) {
+  int n = 0, nn = g->nnodes;
+  for (int i = 0; i < nn; i++) {
     Node *r = &g->nodes[i];
-    if (r->op != GPUC_OP_REDUCEMEAN || r->in[0] < 0 || r->out[0] < 0 || gpuc_attr_i(r, "keepdims", 1) != 1) continue;
+    if (r->op != GPUC_OP_REDUCEMEAN || r->in[0] < 0 || r->out[0] < 0) continue;
+    bool keep = gpuc_attr_i(r, "keepdims", 1) == 1;
     const Tensor *x = &g->values[r->in[0]].t;
     if (!known4(x) || !gpuc_dtype_is_float(x->dt) || x->dt == GPUC_DT_F64) continue;
     const int64_t *ax = NULL;
@@ -272,6 +277,27 @@ static int reducemean_as_gap(Graph *g) {
     if (na != 2) continue;
     int64_t a0 = ax[0] < 0 ? ax[0] + 4 : ax[0], a1 = ax[1] < 0 ? ax[1] + 4 : ax[1];
     if (!((a0 == 2 && a1 == 3) || (a0 == 3 && a1 == 2))) continue;
+    if (!keep) { /* GAP -> [N,C,1,1], then Reshape -> the original [N,C] */
+      int y = r->out[0];
+      int64_t nc[2] = {x->dims[0], x->dims[1]}, two = 2;
+      char name[512];
+      snprintf(name, sizeof name, "%s.pooled", g->values[y].name);
+      int p = gpuc_graph_add_value(g, name);
+      snprintf(name, sizeof name, "%s.shape", g->values[y].name);
+      int shape = p < 0 ? -1 : gpuc_linear_new_const(g, name, GPUC_DT_I64, 1, &two, e);
+      snprintf(name, sizeof name, "%s.squeeze", g->nodes[i].name);
+      int rn = shape < 0 ? -1 : gpuc_graph_add_node(g, GPUC_OP_RESHAPE, name, 2, 1);
+      if (rn < 0) return gpuc_err_set(e, "%s: layout_nhwc: out of memory", g->path);
+      memcpy(g->values[shape].t.data, nc, sizeof nc);
+      r = &g->nodes[i]; /* adding nodes may move the array */
+      Node *rs = &g->nodes[rn];
+      rs->in[0] = p;
+      rs->in[1] = shape;
+      rs->out[0] = y;
+      g->values[y].producer = rn;
+      g->values[p].producer = i;
+      r->out[0] = p;
+    }
     r->op = GPUC_OP_GLOBALAVERAGEPOOL;
     r->nin = 1;
     r->nattr = 0;
@@ -282,7 +308,9 @@ static int reducemean_as_gap(Graph *g) {
 
 int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
   (void)o;
-  int pools = reducemean_as_gap(g);
+  int pools = reducemean_as_gap(g, e);
+  if (pools < 0) return -1;
+  if (pools && (gpuc_graph_toposort(g, e) || gpuc_graph_infer(g, e))) return -1;
   int nn = g->nnodes, nv = g->nvalues, changed = pools, rc = -1;
   int *parent = malloc(sizeof(int) * ((size_t)nn + 1));
   bool *elig = calloc((size_t)nn + 1, 1), *isconv = calloc((size_t)nn + 1, 1);

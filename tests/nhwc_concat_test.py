@@ -8,7 +8,9 @@ onnx.helper:
   height:   the same with Concat(axis=2) -> the Concat ends the region:
             more Transposes;
   avgpool:  conv, AveragePool (3x3 stride 2, pads, ceil_mode, with and
-            without count_include_pad), conv -> one region, 2 Transposes.
+            without count_include_pad), conv -> one region, 2 Transposes;
+  eca:      ECA's ReduceMean over (2, 3) without keepdims -> a
+            GlobalAveragePool + Reshape, no ReduceMean left.
 `gpuc run --cpu -O2 --fp16` (the NHWC graph on the reference) against the
 fp32 reference: rel L2 <= 5e-3; each compiles for sm_90 with --fp16.
 usage: nhwc_concat_test.py GPUC WORKDIR"""
@@ -58,6 +60,30 @@ def avgpool_model(name, include_pad):
     return path
 
 
+def eca_model(name):
+    """ECA (eca_nfnet): a = conv(X); gate = Sigmoid(Conv1d(mean(a, (2, 3)) without keepdims as [N,1,C]));
+    Y = conv(a * gate[N,C,1,1])"""
+    w1 = (rng.standard_normal((6, 8, 3, 3)) * 0.2).astype(np.float32)
+    wg = (rng.standard_normal((1, 1, 3)) * 0.5).astype(np.float32)
+    w2 = (rng.standard_normal((4, 6, 1, 1)) * 0.3).astype(np.float32)
+    i64 = lambda v: numpy_helper.from_array(np.array(v, np.int64), "s%d" % len(v))
+    nodes = [helper.make_node("Conv", ["X", "w1"], ["a"], name="c1", pads=[1, 1, 1, 1]),
+             helper.make_node("ReduceMean", ["a"], ["m"], name="mean", axes=[2, 3], keepdims=0),
+             helper.make_node("Reshape", ["m", "s3"], ["m3"], name="view"),
+             helper.make_node("Conv", ["m3", "wg"], ["g1"], name="gate_conv", pads=[1, 1]),
+             helper.make_node("Sigmoid", ["g1"], ["g2"], name="gate"),
+             helper.make_node("Reshape", ["g2", "s4"], ["g4"], name="view4"),
+             helper.make_node("Mul", ["a", "g4"], ["b"], name="scale"),
+             helper.make_node("Conv", ["b", "w2"], ["Y"], name="c2")]
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("X", F, [2, 8, 12, 12])],
+                          [helper.make_tensor_value_info("Y", F, None)],
+                          [numpy_helper.from_array(w, n) for n, w in (("w1", w1), ("wg", wg), ("w2", w2))] +
+                          [i64([2, 1, 6]), i64([2, 6, 1, 1])])
+    path = os.path.join(work, name + ".onnx")
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
 x = rng.standard_normal((2, 8, 12, 12)).astype(np.float32)
 xp = os.path.join(work, "x.npy")
 np.save(xp, x)
@@ -94,5 +120,23 @@ for name, make, in_region in CASES:
     r = subprocess.run([gpuc, path, "-O2", "--fp16", "--arch", "sm_90", "-o", os.path.join(work, name + ".gpuc")],
                        capture_output=True, text=True)
     check(r.returncode == 0, "%s: compile --fp16 sm_90 exit %d: %s" % (name, r.returncode, r.stderr.strip()[-300:]))
+
+# ECA's pool without keepdims becomes a GlobalAveragePool (+ Reshape) inside
+# the region: no ReduceMean left, so no fp32 island and no Transpose of the
+# whole [2,6,12,12] value out of the region for it
+path = eca_model("eca")
+ref = run(path, [], "eca_fp32")
+got = run(path, ["-O2", "--fp16"], "eca_fp16")
+if ref is not None and got is not None:
+    e = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+    check(np.isfinite(got).all() and e <= 5e-3, "eca: -O2 --fp16 rel L2 %.3g vs fp32 (<= 5e-3)" % e)
+r = subprocess.run([gpuc, "inspect", path, "-O2", "--fp16"], capture_output=True, text=True)
+counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s*(\w+)\s+(\d+)", r.stdout, re.M)}
+check(r.returncode == 0 and counts.get("ReduceMean", 0) == 0 and counts.get("GlobalAveragePool", 0) == 1,
+      "eca: -O2 --fp16 has %d ReduceMean, %d GlobalAveragePool (want 0, 1)" %
+      (counts.get("ReduceMean", 0), counts.get("GlobalAveragePool", 0)))
+r = subprocess.run([gpuc, path, "-O2", "--fp16", "--arch", "sm_90", "-o", os.path.join(work, "eca.gpuc")],
+                   capture_output=True, text=True)
+check(r.returncode == 0, "eca: compile --fp16 sm_90 exit %d: %s" % (r.returncode, r.stderr.strip()[-300:]))
 
 finish()
