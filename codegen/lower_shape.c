@@ -276,10 +276,9 @@ int lower_Transpose(LowerCtx *c) {
   return emit_view(c, 0, c->tin[0], gpuc_numel(x), x->dt, r, y->dims, st, 0, true);
 }
 
-/* One kernel per input: with the output seen as [outer, Yc] (Yc = the
- * elements of one outer index) input k, seen as [outer, Xc_k], lands at
- * column offset sum_{j<k} Xc_j. */
-/* One kernel for all inputs, a thread a V-element chunk of Y (V: the most
+/* With the output seen as [outer, Yc] (Yc = the elements of one outer
+ * index) input k, seen as [outer, Xc_k], lands at column offset
+ * sum_{j<k} Xc_j. One kernel for all inputs, a thread a V-element chunk of Y (V: the most
  * elements up to 16 bytes that divide every input's run and offset along
  * the axis, so a chunk never straddles two inputs): its input found by its
  * column, read as one vector. Per-input kernels copying one element a
@@ -300,7 +299,7 @@ int lower_Concat(LowerCtx *c) {
   static const char *vt[5] = {"unsigned char", "unsigned short", "unsigned int", "uint2", "uint4"};
   int lg = 0;
   while ((1u << lg) < (unsigned)(V * (int)es)) lg++;
-  const char *t = V == 1 ? cg_bits_type(y->dt) : lg <= 4 ? vt[lg] : cg_bits_type(y->dt);
+  const char *t = V == 1 ? cg_bits_type(y->dt) : vt[lg]; /* V * es is 2..16 bytes */
   int64_t n = outer * (Yc / V), yc = Yc / V, off = 0;
   bool i32 = n <= 0x7fffffffLL;
   const char *it = i32 ? "unsigned" : "i64";
