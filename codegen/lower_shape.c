@@ -379,6 +379,81 @@ int lower_Split(LowerCtx *c) {
   return 0;
 }
 
+/* ChannelShuffle (ir/ops.def): one kernel for all outputs, a thread a
+ * V-element chunk of one output's run along the inner dims (V: the most
+ * elements up to 16 bytes dividing that run, so NCHW's H*W moves as
+ * vectors; NHWC's channel axis is last and moves an element a thread).
+ * Output j's items come after output j-1's; a chunk's shuffled channel t
+ * reads channel (t % g) * (C / g) + t / g of the concatenation, found in
+ * its input by the running channel offsets. */
+int lower_ChannelShuffle(LowerCtx *c) {
+  const Tensor *x = c->in[0];
+  int r = x->rank, axis;
+  if (gpuc_norm_axis(LOWER_OPCTX(c), gpuc_attr_i(c->n, "axis", 1), r, &axis)) return -1;
+  int64_t group = gpuc_attr_i(c->n, "group", 1), C = 0;
+  const int64_t *st;
+  if (gpuc_attr_ints(c->n, "starts", &st) != c->nout) return lower_fail(c, "needs a start per output");
+  for (int k = 0; k < c->nin; k++) C += c->in[k]->dims[axis];
+  int64_t outer = gpuc_shape_numel(axis, x->dims), inner = gpuc_shape_numel(r - axis - 1, x->dims + axis + 1);
+  size_t es = gpuc_dtype_size(x->dt);
+  int V = es >= 1 && es <= 16 ? (int)(16 / es) : 1;
+  while (V > 1 && inner % V) V /= 2;
+  static const char *vt[5] = {"unsigned char", "unsigned short", "unsigned int", "uint2", "uint4"};
+  int lg = 0;
+  while ((1u << lg) < (unsigned)(V * (int)es)) lg++;
+  const char *t = V == 1 ? cg_bits_type(x->dt) : vt[lg];
+  int64_t iv = inner / V, total = 0;
+  for (int j = 0; j < c->nout; j++)
+    if (c->out[j]) total += outer * c->out[j]->dims[axis] * iv;
+  if (total == 0 || C == 0) return 0;
+  bool i32 = outer * C * iv <= 0x7fffffffLL && total <= 0x7fffffffLL;
+  const char *it = i32 ? "unsigned" : "i64", *sf = i32 ? "u" : "LL";
+  StrBuf *b = cg_src(c);
+  const char *name = cg_kernel_name(c);
+  uint32_t args[2 * GPUC_MAX_IO + 2];
+  int na = 0;
+  if (c->nin + c->nout > 2 * GPUC_MAX_IO) return lower_unsupported(c, "%d inputs and %d outputs", c->nin, c->nout);
+  sb_printf(b, "extern \"C\" __global__ void %s(", name);
+  for (int k = 0; k < c->nin; k++) {
+    sb_printf(b, "const %s* __restrict__ x%d, ", t, k);
+    args[na++] = c->tin[k];
+  }
+  bool first = true;
+  for (int j = 0; j < c->nout; j++) {
+    if (!c->out[j]) continue;
+    sb_printf(b, "%s%s* __restrict__ y%d", first ? "" : ", ", t, j);
+    args[na++] = c->tout[j];
+    first = false;
+  }
+  sb_printf(b, ") {\n  GRID_STRIDE(i, %lldLL) {\n", (ll)total);
+  int64_t base = 0;
+  for (int j = 0; j < c->nout; j++) {
+    if (!c->out[j]) continue;
+    int64_t n = c->out[j]->dims[axis], items = outer * n * iv;
+    if (base + items == total) sb_printf(b, "    %s{\n", base ? "else " : "");
+    else sb_printf(b, "    %sif (i < %lld%s) {\n", base ? "else " : "", (ll)(base + items), sf);
+    sb_printf(b, "      const %s q = (%s)i - %lld%s, w = q %% %lld%s, rc = q / %lld%s;\n"
+                 "      const %s o = rc / %lld%s, t = rc %% %lld%s + %lld%s;\n"
+                 "      const %s s = (t %% %lld%s) * %lld%s + t / %lld%s;\n",
+              it, it, (ll)base, sf, (ll)iv, sf, (ll)iv, sf, it, (ll)n, sf, (ll)n, sf, (ll)st[j], sf,
+              it, (ll)group, sf, (ll)(C / group), sf, (ll)group, sf);
+    int64_t off = 0;
+    for (int k = 0; k < c->nin; k++) {
+      int64_t ck = c->in[k]->dims[axis];
+      if (ck == 0) continue;
+      sb_printf(b, "      %s", off ? "else " : "");
+      if (off + ck < C) sb_printf(b, "if (s < %lld%s) ", (ll)(off + ck), sf);
+      sb_printf(b, "y%d[q] = x%d[(o * %lld%s + (s - %lld%s)) * %lld%s + w];\n", j, k, (ll)ck, sf, (ll)off, sf,
+                (ll)iv, sf);
+      off += ck;
+    }
+    sb_printf(b, "    }\n");
+    base += items;
+  }
+  sb_printf(b, "  }\n}\n");
+  return cg_launch_items(c, name, (uint64_t)total, na, args);
+}
+
 /* ---- Slice, Expand, Tile ----------------------------------------------------- */
 
 int lower_Slice(LowerCtx *c) {

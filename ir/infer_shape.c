@@ -431,6 +431,42 @@ int infer_Split(OpCtx *c) {
   return rc < 0 ? -1 : 0;
 }
 
+/* ChannelShuffle(X0, X1, ...) (internal, ir/ops.def): the inputs as
+ * Concat's along `axis`; output j is that, shuffled, from channel
+ * starts[j] on, sizes[j] channels. */
+int infer_ChannelShuffle(OpCtx *c) {
+  for (int k = 0; k < c->nin; k++)
+    if (!c->in[k]) return gpuc_op_fail(c, "input %d is missing", k);
+  const Tensor *x = c->in[0];
+  int r = x->rank, axis;
+  if (r == 0) return gpuc_op_fail(c, "cannot shuffle scalars");
+  if (gpuc_norm_axis(c, gpuc_attr_i(c->n, "axis", 1), r, &axis)) return -1;
+  int64_t dims[GPUC_MAX_RANK], C = 0;
+  memcpy(dims, x->dims, sizeof dims);
+  for (int k = 0; k < c->nin; k++) {
+    const Tensor *t = c->in[k];
+    if (t->dt != x->dt || t->rank != r) return gpuc_op_fail(c, "input %d differs in dtype or rank from input 0", k);
+    for (int d = 0; d < r; d++)
+      if (d != axis && t->dims[d] != x->dims[d]) return gpuc_op_fail(c, "input %d differs off the axis", k);
+    if (t->dims[axis] < 0) C = -1;
+    else if (C >= 0) C += t->dims[axis];
+  }
+  int64_t group = gpuc_attr_i(c->n, "group", 0);
+  const int64_t *st, *sz;
+  int ns = gpuc_attr_ints(c->n, "starts", &st), nz = gpuc_attr_ints(c->n, "sizes", &sz);
+  if (group < 1) return gpuc_op_fail(c, "needs a positive 'group'");
+  if (ns != c->nout || nz != c->nout) return gpuc_op_fail(c, "needs a start and a size per output");
+  if (C >= 0 && C % group) return gpuc_op_fail(c, "%lld channels in %lld groups", (long long)C, (long long)group);
+  for (int j = 0; j < c->nout; j++) {
+    if (st[j] < 0 || sz[j] < 0 || (C >= 0 && st[j] + sz[j] > C))
+      return gpuc_op_fail(c, "output %d: channels [%lld, +%lld) outside the %lld", j, (long long)st[j],
+                          (long long)sz[j], (long long)C);
+    dims[axis] = sz[j];
+    if (set_out(c, j, x->dt, r, dims)) return -1;
+  }
+  return 0;
+}
+
 /* ---- Slice ------------------------------------------------------------ */
 
 /* Per input axis: first index, step and element count. Untouched axes get

@@ -168,6 +168,35 @@ int ref_Split(OpCtx *c) {
   return 0;
 }
 
+/* Output j's channel c is the concatenation's channel s = (t % group) *
+ * (C / group) + t / group, t = starts[j] + c: a run of `inner` elements
+ * from the input holding s. */
+int ref_ChannelShuffle(OpCtx *c) {
+  const Tensor *x = c->in[0];
+  int r = x->rank, axis;
+  if (gpuc_norm_axis(c, gpuc_attr_i(c->n, "axis", 1), r, &axis)) return -1;
+  int64_t group = gpuc_attr_i(c->n, "group", 1), C = 0;
+  const int64_t *st;
+  if (gpuc_attr_ints(c->n, "starts", &st) != c->nout) return gpuc_op_fail(c, "needs a start per output");
+  for (int k = 0; k < c->nin; k++) C += c->in[k]->dims[axis];
+  int64_t outer = gpuc_shape_numel(axis, x->dims), inner = gpuc_shape_numel(r - axis - 1, x->dims + axis + 1);
+  size_t es = esize(x), run = (size_t)inner * es;
+  for (int j = 0; j < c->nout; j++) {
+    Tensor *y = c->out[j];
+    if (!y) continue;
+    int64_t n = y->dims[axis];
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t ch = 0; ch < n; ch++) {
+        int64_t t = st[j] + ch, s = (t % group) * (C / group) + t / group;
+        int k = 0;
+        while (s >= c->in[k]->dims[axis]) s -= c->in[k++]->dims[axis];
+        const char *src = (const char *)c->in[k]->data + (size_t)((o * c->in[k]->dims[axis] + s) * inner) * es;
+        if (run) memcpy((char *)y->data + (size_t)((o * n + ch) * inner) * es, src, run);
+      }
+  }
+  return 0;
+}
+
 /* ---- Slice, Expand, Tile ----------------------------------------------------- */
 
 /* out[i] = x[start + i * step] per axis: a strided view of x. */
