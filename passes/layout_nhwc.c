@@ -16,6 +16,8 @@
  *   - Concats along channels of computed rank-4 values (DenseNet's dense
  *     blocks, Inception's and GoogLeNet's branches, SqueezeNet's Fire
  *     modules), which concatenate along axis 3 instead,
+ *   - ChannelShuffles along channels (ShuffleNet's units), which shuffle
+ *     along axis 3 instead,
  * joined where one reads another's output; a region without a convolution
  * is left alone. Inside it every value is NHWC: convolutions get
  * layout = 1 and weights [K,C/g,R,S] -> [K,R,S,C/g]; constants read by
@@ -98,6 +100,19 @@ static bool concat_channels(const Graph *g, const Node *n) {
     const Value *x = n->in[k] >= 0 ? &g->values[n->in[k]] : NULL;
     if (!x || x->is_const || !known4(&x->t)) return false;
   }
+  return true;
+}
+
+/* A ChannelShuffle along C of [N,C,H,W] values (ShuffleNet's units,
+ * passes/channel_shuffle.c): in NHWC it shuffles along axis 3. */
+static bool shuffle_channels(const Graph *g, const Node *n) {
+  if (n->op != GPUC_OP_CHANNELSHUFFLE) return false;
+  int64_t axis = gpuc_attr_i(n, "axis", 1);
+  if (axis != 1 && axis != -3) return false;
+  for (int k = 0; k < n->nin; k++)
+    if (n->in[k] < 0 || g->values[n->in[k]].is_const || !known4(&g->values[n->in[k]].t)) return false;
+  for (int k = 0; k < n->nout; k++)
+    if (n->out[k] < 0 || !known4(&g->values[n->out[k]].t)) return false;
   return true;
 }
 
@@ -232,7 +247,8 @@ static int mark_layout(Rw *r, int i) {
   return 0;
 }
 
-/* A region's Concat concatenates NHWC values along axis 3. */
+/* A region's Concat concatenates NHWC values along axis 3 (a
+ * ChannelShuffle shuffles along it). */
 static int concat_axis3(Rw *r, int i) {
   Graph *g = r->g;
   Node *n = &g->nodes[i];
@@ -329,7 +345,8 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
      * value in, not its [N,C,1,1] result out */
     int xp = g->nodes[i].in[0] >= 0 ? g->values[g->nodes[i].in[0]].producer : -1;
     pool[i] = pool2d(g, &g->nodes[i]) || (gap2d(g, &g->nodes[i]) && xp >= 0 && xp < i && elig[xp]);
-    elig[i] = isconv[i] || pool[i] || agnostic(g, &g->nodes[i]) || concat_channels(g, &g->nodes[i]);
+    elig[i] = isconv[i] || pool[i] || agnostic(g, &g->nodes[i]) || concat_channels(g, &g->nodes[i]) ||
+              shuffle_channels(g, &g->nodes[i]);
   }
   for (int i = 0; i < nn; i++) {
     if (!elig[i]) continue;
@@ -359,23 +376,31 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
     bool to_cl = pv[0] == 0 && pv[1] == 2 && pv[2] == 3 && pv[3] == 1;
     if (to_cl && p >= 0 && p < nn && elig[p]) wants_nhwc[find(parent, p)] = true;
   }
+  /* GPUC_NHWC_DEPTHWISE_B1=1 lifts the rule (GPU A/B runs) */
+  const char *dw1 = getenv("GPUC_NHWC_DEPTHWISE_B1");
+  bool keep_dw1 = !(dw1 && *dw1 && strcmp(dw1, "0"));
   for (int i = 0; i < nn; i++)
-    if (isconv[i] && depthwise_batch1(g, &g->nodes[i]) && !wants_nhwc[find(parent, i)]) has_conv[find(parent, i)] = false;
+    if (keep_dw1 && isconv[i] && depthwise_batch1(g, &g->nodes[i]) && !wants_nhwc[find(parent, i)])
+      has_conv[find(parent, i)] = false;
   free(wants_nhwc);
   for (int i = 0; i < nn; i++) region[i] = elig[i] && has_conv[find(parent, i)];
-  /* every region output gets an NHWC twin the node writes instead */
+  /* every region output gets an NHWC twin the node writes instead (a
+   * ChannelShuffle has several) */
   for (int i = 0; i < nn; i++) {
     if (!region[i]) continue;
-    int y = g->nodes[i].out[0], w = new_value(&r, y, "nhwc");
-    if (w < 0) goto done;
-    Value *t = &g->values[w], *src = &g->values[y];
-    t->t = src->t;
-    t->t.data = NULL;
-    for (int d = 0; d < 4; d++) t->t.dims[d] = src->t.dims[to_nhwc[d]];
-    t->producer = i;
-    g->values[y].producer = -1;
-    g->nodes[i].out[0] = w;
-    r.twin[y] = w;
+    for (int k = 0; k < g->nodes[i].nout; k++) {
+      int y = g->nodes[i].out[k], w = y < 0 ? -1 : new_value(&r, y, "nhwc");
+      if (y < 0) continue;
+      if (w < 0) goto done;
+      Value *t = &g->values[w], *src = &g->values[y];
+      t->t = src->t;
+      t->t.data = NULL;
+      for (int d = 0; d < 4; d++) t->t.dims[d] = src->t.dims[to_nhwc[d]];
+      t->producer = i;
+      g->values[y].producer = -1;
+      g->nodes[i].out[k] = w;
+      r.twin[y] = w;
+    }
   }
   /* inputs: twins or Transposes in; constants re-laid-out; conv bias kept */
   for (int i = 0; i < nn; i++) {
@@ -390,7 +415,8 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
       g->nodes[i].in[k] = w;
     }
     if ((conv || pool[i]) && mark_layout(&r, i)) goto done;
-    if (g->nodes[i].op == GPUC_OP_CONCAT && concat_axis3(&r, i)) goto done;
+    GpucOp op = g->nodes[i].op;
+    if ((op == GPUC_OP_CONCAT || op == GPUC_OP_CHANNELSHUFFLE) && concat_axis3(&r, i)) goto done;
     changed++;
   }
   /* region values read outside (or graph outputs) leave through a Transpose

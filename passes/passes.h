@@ -73,6 +73,9 @@ int pass_roll_gather(Graph *g, const PassOptions *o, GpucErr *e);
 /* Concat of strided Slices of one value (a space-to-depth: Swin's
  * PatchMerging) -> Reshape, Transpose, Reshape (strided_concat.c) */
 int pass_strided_concat(Graph *g, const PassOptions *o, GpucErr *e);
+/* Concat + channel shuffle (Reshape, Transpose, Reshape) + the Slices or
+ * Split after it as one ChannelShuffle node (passes/channel_shuffle.c). */
+int pass_channel_shuffle(Graph *g, const PassOptions *o, GpucErr *e);
 /* Attention's Q, K, V as strided views of the tensors the copies read; their
  * three projections as one GEMM (passes/attention_views.c) */
 int pass_attention_views(Graph *g, const PassOptions *o, GpucErr *e);

@@ -10,7 +10,7 @@ void gpuc_pass_options_default(PassOptions *o, int level) {
 }
 
 const char gpuc_pass_names[] =
-    "fold, expand_qlinear, prune, identity, cse, fold_bn, dce, roll_gather, strided_concat, batchnorm_affine, fold_conv_bias, patchify_conv, "
+    "fold, expand_qlinear, prune, identity, cse, fold_bn, dce, roll_gather, strided_concat, channel_shuffle, batchnorm_affine, fold_conv_bias, patchify_conv, "
     "fuse_conv, gemm_as_matmul, fuse_gelu, fuse_matmul, matmulinteger_int8, fuse_matmul_act, fuse_attention, "
     "attention_gqa_causal, attention_views, fuse_add_layernorm, layout_nhwc, simplify_transpose, fp16, "
     "fuse_conv_act, qdq_int8, quantize_int8, quantize_fp8, fuse_residual_gemm, fuse_elementwise, "
@@ -62,6 +62,9 @@ static int run_passes(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->level >= 2 && after(g, o, "roll_gather", pass_roll_gather(g, o, e), e) < 0) return -1;
   /* strided Slices + Concat (space-to-depth) as one Transpose */
   if (o->level >= 2 && after(g, o, "strided_concat", pass_strided_concat(g, o, e), e) < 0) return -1;
+  /* ShuffleNet's Concat + channel shuffle + chunk as one copy; before
+   * layout_nhwc, which keeps the node inside an NHWC region */
+  if (o->level >= 2 && after(g, o, "channel_shuffle", pass_channel_shuffle(g, o, e), e) < 0) return -1;
   /* after fold_bn: BNs no Conv absorbed become elementwise ops */
   if (o->level >= 2 && after(g, o, "batchnorm_affine", pass_batchnorm_affine(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fold_conv_bias", pass_fold_conv_bias(g, o, e), e) < 0) return -1;
