@@ -18,6 +18,9 @@
  *     modules), which concatenate along axis 3 instead,
  *   - ChannelShuffles along channels (ShuffleNet's units), which shuffle
  *     along axis 3 instead,
+ *   - float reductions with keepdims (Sum, Mean, L1, L2, SumSquare, Max,
+ *     Min) of a region value (GRN's norms over H, W and mean over C), which
+ *     reduce the same axes at their NHWC positions,
  * joined where one reads another's output; a region without a convolution
  * is left alone. Inside it every value is NHWC: convolutions get
  * layout = 1 and weights [K,C/g,R,S] -> [K,R,S,C/g]; constants read by
@@ -38,6 +41,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+int gpuc_reduce_axes(OpCtx *c, bool mask[GPUC_MAX_RANK], bool *known); /* ir/infer_reduce.c */
 
 static const int to_nhwc[4] = GPUC_NCHW_TO_NHWC, to_nchw[4] = GPUC_NHWC_TO_NCHW;
 
@@ -116,6 +121,30 @@ static bool shuffle_channels(const Graph *g, const Node *n) {
   return true;
 }
 
+/* A float reduction with keepdims of a [N,C,H,W] value over known axes
+ * (GRN's ReduceL2 over H, W and its ReduceMean over C, ConvNeXt V2): in
+ * NHWC it reduces the same axes at their NHWC positions and writes the
+ * NHWC twin of its [N,C,1,1]-like output. */
+static bool reduce_keepdims(const Graph *g, const Node *n, bool mask[GPUC_MAX_RANK]) {
+  switch (n->op) {
+  case GPUC_OP_REDUCEL1: case GPUC_OP_REDUCEL2: case GPUC_OP_REDUCEMAX: case GPUC_OP_REDUCEMEAN:
+  case GPUC_OP_REDUCEMIN: case GPUC_OP_REDUCESUM: case GPUC_OP_REDUCESUMSQUARE:
+    break;
+  default:
+    return false;
+  }
+  if (n->in[0] < 0 || n->out[0] < 0 || gpuc_attr_i(n, "keepdims", 1) != 1) return false;
+  const Value *x = &g->values[n->in[0]];
+  if (x->is_const || !known4(&x->t) || !known4(&g->values[n->out[0]].t) || !gpuc_dtype_is_float(x->t.dt) ||
+      x->t.dt == GPUC_DT_F64)
+    return false;
+  const Tensor *ins[2] = {&x->t, n->nin > 1 && n->in[1] >= 0 ? &g->values[n->in[1]].t : NULL};
+  GpucErr err;
+  OpCtx oc = {.g = g, .n = n, .nin = n->nin, .nout = 1, .in = ins, .err = &err};
+  bool known;
+  return gpuc_reduce_axes(&oc, mask, &known) == 0 && known;
+}
+
 /* An elementwise op that computes the same in NHWC once its inputs are. */
 static bool agnostic(const Graph *g, const Node *n) {
   if (!(gpuc_ops[n->op].flags & GPUC_OPF_ELEMWISE) || n->op == GPUC_OP_DROPOUT) return false;
@@ -145,6 +174,8 @@ static bool layout_input(const Graph *g, const Node *n, int k) {
   if (v < 0) return false;
   if (n->op == GPUC_OP_CONV || n->op == GPUC_OP_FUSEDCONV) return k == 0 || k == 3;
   if (n->op == GPUC_OP_MAXPOOL || n->op == GPUC_OP_AVERAGEPOOL || n->op == GPUC_OP_GLOBALAVERAGEPOOL) return k == 0;
+  bool mask[GPUC_MAX_RANK];
+  if (reduce_keepdims(g, n, mask)) return k == 0;
   return !has_data(&g->values[v]);
 }
 
@@ -247,6 +278,40 @@ static int mark_layout(Rw *r, int i) {
   return 0;
 }
 
+/* The reduction's axes at their NHWC positions: the attribute, or a new
+ * constant for the axes input (opset 18's ReduceMean, 13's ReduceSum). */
+static int reduce_axes_nhwc(Rw *r, int i) {
+  Graph *g = r->g;
+  Node *n = &g->nodes[i];
+  bool mask[GPUC_MAX_RANK];
+  if (!reduce_keepdims(g, n, mask)) return 0; /* cannot change: it was checked before */
+  const int64_t *old;
+  bool attr = gpuc_attr_ints(n, "axes", &old) >= 0, input = n->nin > 1 && n->in[1] >= 0;
+  if (!attr && !input) return 0; /* every axis (or none, noop_with_empty_axes): the same in NHWC */
+  int64_t ax[4], na = 0;
+  for (int d = 0; d < 4; d++) /* NHWC position d holds NCHW axis to_nhwc[d] */
+    if (mask[to_nhwc[d]]) ax[na++] = d;
+  if (attr) {
+    int64_t *v = gpuc_arena_alloc(&g->arena, sizeof(int64_t) * 4);
+    Attr *attrs = gpuc_arena_alloc(&g->arena, sizeof(Attr) * (size_t)n->nattr);
+    if (!v || !attrs) return oom(r);
+    memcpy(v, ax, sizeof(int64_t) * (size_t)na);
+    for (int k = 0; k < n->nattr; k++) {
+      attrs[k] = n->attrs[k];
+      if (!strcmp(attrs[k].name, "axes")) { attrs[k].ints = v; attrs[k].n = (int)na; }
+    }
+    n->attrs = attrs;
+    return 0;
+  }
+  char name[512];
+  snprintf(name, sizeof name, "%s.axes_nhwc", n->name);
+  int w = gpuc_linear_new_const(g, name, GPUC_DT_I64, 1, &na, r->e);
+  if (w < 0) return -1;
+  memcpy(g->values[w].t.data, ax, sizeof(int64_t) * (size_t)na);
+  g->nodes[i].in[1] = w;
+  return 0;
+}
+
 /* A region's Concat concatenates NHWC values along axis 3 (a
  * ChannelShuffle shuffles along it). */
 static int concat_axis3(Rw *r, int i) {
@@ -344,8 +409,11 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
      * reads an NCHW value would make the region Transpose that whole
      * value in, not its [N,C,1,1] result out */
     int xp = g->nodes[i].in[0] >= 0 ? g->values[g->nodes[i].in[0]].producer : -1;
+    bool mask[GPUC_MAX_RANK];
     pool[i] = pool2d(g, &g->nodes[i]) || (gap2d(g, &g->nodes[i]) && xp >= 0 && xp < i && elig[xp]);
-    elig[i] = isconv[i] || pool[i] || agnostic(g, &g->nodes[i]) || concat_channels(g, &g->nodes[i]) ||
+    /* a reduction likewise only of a value a region may make */
+    bool red = reduce_keepdims(g, &g->nodes[i], mask) && xp >= 0 && xp < i && elig[xp];
+    elig[i] = isconv[i] || pool[i] || red || agnostic(g, &g->nodes[i]) || concat_channels(g, &g->nodes[i]) ||
               shuffle_channels(g, &g->nodes[i]);
   }
   for (int i = 0; i < nn; i++) {
@@ -406,15 +474,17 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
   for (int i = 0; i < nn; i++) {
     if (!region[i]) continue;
     bool conv = isconv[i];
+    bool mask[GPUC_MAX_RANK], red = reduce_keepdims(g, &g->nodes[i], mask);
     for (int k = 0; k < g->nodes[i].nin; k++) {
       int v = g->nodes[i].in[k], w;
-      if (v < 0 || (conv && k == 2)) continue;
+      if (v < 0 || (conv && k == 2) || (red && k == 1)) continue;
       if (layout_input(g, &g->nodes[i], k)) w = nhwc_input(&r, v);
       else w = nhwc_const(&r, v);
       if (w < 0) goto done;
       g->nodes[i].in[k] = w;
     }
     if ((conv || pool[i]) && mark_layout(&r, i)) goto done;
+    if (red && reduce_axes_nhwc(&r, i)) goto done;
     GpucOp op = g->nodes[i].op;
     if ((op == GPUC_OP_CONCAT || op == GPUC_OP_CHANNELSHUFFLE) && concat_axis3(&r, i)) goto done;
     changed++;
