@@ -180,13 +180,102 @@ static void reduce_loop(StrBuf *b, const Rows *r, const RedGeom *g, GpucDType dt
   sb_printf(b, ";\n      ");
 }
 
+/* Columns: x as [O, P, Cc] contiguous, reduced over P (an NHWC value's
+ * H, W: GRN's norms, ConvNeXt V2), so row (o, c) reads P elements Cc
+ * apart. One thread a row read them coalesced across threads but with
+ * O * Cc threads only (5120 for [32,56,56,160]: a few blocks on the
+ * GPU). Here a block of 256 threads takes TX vectors of columns (16 bytes
+ * each where Cc allows) by TY rows of P, and S blocks split P: each
+ * thread sums its vectors' columns in f32 over every TY-th row of its
+ * share, the block adds its TY partials in shared memory, and with S > 1
+ * a second kernel adds the S partials (an f32 scratch [S, O, Cc]) and
+ * finishes (mean, sqrt). Additive float reductions only (Sum, Mean, L1,
+ * L2, SumSquare). Returns 1 when x is not such a view. */
+static int reduce_columns(LowerCtx *c, RedOp op, const RedGeom *g, GpucDType dt, GpucDType ydt) {
+  if (!is_flt(dt) || dt == GPUC_DT_F64 || (op != R_SUM && op != R_MEAN && op != R_L1 && op != R_L2 && op != R_SUMSQ))
+    return 1;
+  if (g->nr != 1 || g->nk < 1 || g->nk > 2 || g->kstr[g->nk - 1] != 1) return 1;
+  int64_t Cc = g->kdim[g->nk - 1], P = g->rdim[0], O = g->nk == 2 ? g->kdim[0] : 1;
+  if (g->rstr[0] != Cc || (g->nk == 2 && g->kstr[0] != P * Cc) || Cc < 2 || P < 32) return 1;
+  size_t es = gpuc_dtype_size(dt);
+  int vec = (int)(16 / es);
+  while (vec > 1 && Cc % vec) vec /= 2;
+  int64_t cv = Cc / vec, TX = cv < 64 ? cv : 64, TY = 256 / TX, CT = (cv + TX - 1) / TX;
+  int64_t base_blocks = O * CT, S = (528 + base_blocks - 1) / base_blocks, smax = P / (TY * 8);
+  if (S > smax) S = smax;
+  if (S < 1) S = 1;
+  int64_t PS = (P + S - 1) / S;
+  if (O * Cc * S > 0x7fffffffLL || O * P * Cc > 0x7fffffffLL * 8LL) return 1;
+  const char *map = op == R_L1 ? "fabsf(v)" : op == R_L2 || op == R_SUMSQ ? "v * v" : "v";
+  char fin[96];
+  if (op == R_MEAN) snprintf(fin, sizeof fin, "t / (float)%lld", LL(P));
+  else snprintf(fin, sizeof fin, "%s", op == R_L2 ? "sqrtf(t)" : "t");
+  uint32_t part = S > 1 ? cg_scratch(c, GPUC_DT_F32, 1, (int64_t[]){S * O * Cc}) : UINT32_MAX;
+  StrBuf *b = cg_src(c);
+  char name[128];
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  const char *xt = cg_ctype(dt);
+  sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(256) %s(const %s* __restrict__ x, %s* __restrict__ y) {\n"
+               "  __shared__ float sh[256 * %d];\n"
+               "  const i64 blk = blockIdx.x, s = blk %% %lldLL, ct = (blk / %lldLL) %% %lldLL, o = blk / %lldLL;\n"
+               "  const int tx = threadIdx.x %% %lld, ty = threadIdx.x / %lld;\n"
+               "  const i64 col = ct * %lldLL + tx;\n"
+               "  const bool live = ty < %lld && col < %lldLL;\n"
+               "  float acc[%d];\n"
+               "  for (int u = 0; u < %d; u++) acc[u] = 0.f;\n"
+               "  if (live) {\n"
+               "    const i64 p1 = (s + 1) * %lldLL < %lldLL ? (s + 1) * %lldLL : %lldLL;\n"
+               "    const Vec<%s, %d>* xv = (const Vec<%s, %d>*)x + o * %lldLL + col;\n"
+               "    for (i64 p = s * %lldLL + ty; p < p1; p += %lld) {\n"
+               "      const Vec<%s, %d> w = xv[p * %lldLL];\n"
+               "      for (int u = 0; u < %d; u++) { const float v = ldf(w.v[u]); acc[u] += %s; }\n"
+               "    }\n"
+               "  }\n"
+               "  for (int u = 0; u < %d; u++) sh[threadIdx.x * %d + u] = acc[u];\n"
+               "  __syncthreads();\n"
+               "  if (ty == 0 && col < %lldLL)\n"
+               "    for (int u = 0; u < %d; u++) {\n"
+               "      float t = 0.f;\n"
+               "      for (int k = 0; k < %lld; k++) t += sh[(k * %lld + tx) * %d + u];\n",
+            name, xt, S > 1 ? "float" : cg_ctype(ydt), vec, LL(S), LL(S), LL(CT), LL(S * CT), LL(TX), LL(TX),
+            LL(TX), LL(TY), LL(cv), vec, vec, LL(PS), LL(P), LL(PS), LL(P), xt, vec, xt, vec, LL(P * cv), LL(PS), LL(TY), xt, vec,
+            LL(cv), vec, map, vec, vec, LL(cv), vec, LL(TY), LL(TX), vec);
+  char idx[96];
+  if (S > 1) {
+    sb_printf(b, "      y[(s * %lldLL + o) * %lldLL + col * %d + u] = t;\n    }\n}\n", LL(O), LL(Cc), vec);
+  } else {
+    snprintf(idx, sizeof idx, "o * %lldLL + col * %d + u", LL(Cc), vec);
+    sb_printf(b, "      ");
+    cg_store(b, ydt, "y", idx, "float", fin);
+    sb_printf(b, "    }\n}\n");
+  }
+  unsigned grid[3] = {(unsigned)(O * CT * S), 1, 1}, blk[3] = {256, 1, 1};
+  uint32_t args[2] = {c->tin[0], S > 1 ? part : c->tout[0]};
+  if (cg_launch_grid(c, name, grid, blk, 0, 2, args)) return -1;
+  if (S == 1) return 0;
+  /* the S partials of each output */
+  snprintf(name, sizeof name, "%s", cg_kernel_name(c));
+  sb_printf(b, "extern \"C\" __global__ void %s(const float* __restrict__ part, %s* __restrict__ y) {\n"
+               "  GRID_STRIDE(q, %lldLL) {\n"
+               "    float t = 0.f;\n"
+               "    for (int k = 0; k < %lld; k++) t += part[k * %lldLL + q];\n    ",
+            name, cg_ctype(ydt), LL(O * Cc), LL(S), LL(O * Cc));
+  cg_store(b, ydt, "y", "q", "float", fin);
+  sb_printf(b, "  }\n}\n");
+  uint32_t args2[2] = {part, c->tout[0]};
+  return cg_launch_items(c, name, (uint64_t)(O * Cc), 2, args2);
+}
+
 static int reduce_lower(LowerCtx *c, RedOp op) {
   const Tensor *x = c->in[0], *y = c->out[0];
   GpucDType dt = x->dt;
   bool mask[GPUC_MAX_RANK], known;
   if (gpuc_reduce_axes(LOWER_OPCTX(c), mask, &known)) return -1;
   if (!known) return lower_unsupported(c, "the axes input is not a constant");
-  if (dt == GPUC_DT_UNDEF || (dt == GPUC_DT_BOOL && op != R_MAX && op != R_MIN) || y->dt != dt)
+  /* a half input may sum into an f32 output (gpuc_out_f32, passes/fp16.c) */
+  GpucDType ydt = y->dt;
+  if (dt == GPUC_DT_UNDEF || (dt == GPUC_DT_BOOL && op != R_MAX && op != R_MIN) ||
+      (ydt != dt && !(is_flt(dt) && ydt == GPUC_DT_F32)))
     return lower_unsupported(c, "dtype %s", gpuc_dtype_name(dt));
   RedGeom g;
   geom_init(x, mask, &g);
@@ -194,12 +283,16 @@ static int reduce_lower(LowerCtx *c, RedOp op) {
   if (g.nout == 0) return 0;
   bool fl = is_flt(dt), u64 = dt == GPUC_DT_U64;
   bool contiguous = g.nr == 0 || (g.nr == 1 && g.rstr[0] == 1);
+  if (!contiguous) {
+    int rc = reduce_columns(c, op, &g, dt, ydt);
+    if (rc <= 0) return rc;
+  }
   Rows r = rows_pick_warp(g.nout, g.nred, contiguous);
   StrBuf *b = cg_src(c);
   char name[128], e[256], lit[96];
   snprintf(name, sizeof name, "%s", cg_kernel_name(c));
   sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, %s* __restrict__ y) {\n",
-            name, cg_ctype(dt), cg_ctype(dt));
+            name, cg_ctype(dt), cg_ctype(ydt));
   rows_open(b, &r, g.nout);
   emit_offset(b, "base", "row", g.nk, g.kdim, g.kstr);
   if (fl) {
@@ -236,7 +329,7 @@ static int reduce_lower(LowerCtx *c, RedOp op) {
     default: break;
     }
     sb_printf(b, "    if (%s) ", rows_first(&r));
-    cg_store(b, dt, "y", "row", ct, res);
+    cg_store(b, ydt, "y", "row", ct, res);
   } else {
     const char *lt = ival(dt);
     bool sum_like = op != R_MAX && op != R_MIN && op != R_LOGSUMEXP;

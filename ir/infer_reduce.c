@@ -114,7 +114,9 @@ static int infer_reduce(OpCtx *c) {
     if (!mask[d]) y->dims[r++] = x->dims[d];
     else if (keepdims) y->dims[r++] = 1;
   }
-  y->dt = x->dt;
+  /* gpuc_out_f32 (passes/fp16.c): a half input summed into an f32 output,
+   * the fp32 island without a Cast of the whole input */
+  y->dt = gpuc_attr_i(c->n, "gpuc_out_f32", 0) == 1 && gpuc_dtype_is_float(x->dt) ? GPUC_DT_F32 : x->dt;
   y->rank = r;
   return 0;
 }

@@ -50,6 +50,33 @@ static bool fp32_island(GpucOp op) {
   }
 }
 
+/* Reductions whose island reads the half input itself (attribute
+ * gpuc_out_f32, ir/infer_reduce.c): their kernels and the reference
+ * accumulate in fp32 (double) whatever the input, and half -> f32 is
+ * exact, so the values are those of a Cast then the reduction, without
+ * the Cast's f32 copy of the whole input (GRN's norms over H, W). The
+ * output stays f32. */
+static bool reads_half(GpucOp op) {
+  switch (op) {
+  case GPUC_OP_REDUCESUM: case GPUC_OP_REDUCEMEAN: case GPUC_OP_REDUCESUMSQUARE:
+  case GPUC_OP_REDUCEL1: case GPUC_OP_REDUCEL2:
+    return true;
+  default:
+    return false;
+  }
+}
+
+static int mark_out_f32(Graph *g, Node *n, GpucErr *e) {
+  if (gpuc_attr(n, "gpuc_out_f32")) return 0;
+  Attr *a = gpuc_arena_alloc(&g->arena, sizeof(Attr) * ((size_t)n->nattr + 1));
+  if (!a) return gpuc_err_set(e, "%s: out of memory", g->path);
+  memcpy(a, n->attrs, sizeof(Attr) * (size_t)n->nattr);
+  a[n->nattr] = (Attr){.name = "gpuc_out_f32", .kind = GPUC_ATTR_INT, .i = 1};
+  n->attrs = a;
+  n->nattr++;
+  return 0;
+}
+
 /* Inputs that are parameters read at compile time, not data: keep them. */
 static bool param_input(GpucOp op, int k) {
   return (op == GPUC_OP_RESIZE || op == GPUC_OP_UPSAMPLE) && k >= 1;
@@ -202,6 +229,10 @@ int pass_fp16(Graph *g, const PassOptions *o, GpucErr *e) {
       if (op == GPUC_OP_CAST) continue; /* Cast converts whatever it gets */
       GpucDType want_k = f32_input(op, k) ? GPUC_DT_F32 : want;
       if (g->values[v].t.dt == want_k) continue;
+      if (k == 0 && want == GPUC_DT_F32 && reads_half(op) && g->values[v].t.dt == half) {
+        if (mark_out_f32(g, &g->nodes[i], e)) goto done;
+        continue;
+      }
       if (g->nvalues + 2 >= cap) { gpuc_err_set(e, "%s: %s pass: too many casts", g->path, o->bf16 ? "bf16" : "fp16"); goto done; }
       int w = converted(&s, v, want_k);
       if (w < 0) goto done;
