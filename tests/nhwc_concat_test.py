@@ -10,7 +10,10 @@ onnx.helper:
   avgpool:  conv, AveragePool (3x3 stride 2, pads, ceil_mode, with and
             without count_include_pad), conv -> one region, 2 Transposes;
   eca:      ECA's ReduceMean over (2, 3) without keepdims -> a
-            GlobalAveragePool + Reshape, no ReduceMean left.
+            GlobalAveragePool + Reshape, no ReduceMean left;
+  grn:      ConvNeXt V2's GRN (ReduceL2 over H, W, ReduceMean over C) ->
+            both stay in the region, the ReduceL2 reading half (no f32
+            copy of the activation).
 `gpuc run --cpu -O2 --fp16` (the NHWC graph on the reference) against the
 fp32 reference: rel L2 <= 5e-3; each compiles for sm_90 with --fp16.
 usage: nhwc_concat_test.py GPUC WORKDIR"""
@@ -84,6 +87,34 @@ def eca_model(name):
     return path
 
 
+def grn_model(name):
+    """ConvNeXt V2's GRN on NCHW (timm, conv_mlp): g = ReduceL2(a, (2, 3)), n = g / (ReduceMean(g, 1) + eps),
+    b = a + beta + gamma * (a * n); then a conv"""
+    w1 = (rng.standard_normal((6, 8, 3, 3)) * 0.2).astype(np.float32)
+    w2 = (rng.standard_normal((4, 6, 1, 1)) * 0.3).astype(np.float32)
+    gamma = (rng.standard_normal((1, 6, 1, 1)) * 0.5).astype(np.float32)
+    beta = (rng.standard_normal((1, 6, 1, 1)) * 0.5).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["X", "w1"], ["a0"], name="c1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a0"], ["a"], name="act"),
+             helper.make_node("ReduceL2", ["a"], ["g"], name="l2", axes=[2, 3], keepdims=1),
+             helper.make_node("ReduceMean", ["g"], ["m"], name="mean", axes=[1], keepdims=1),
+             helper.make_node("Add", ["m", "eps"], ["me"], name="add_eps"),
+             helper.make_node("Div", ["g", "me"], ["n"], name="div"),
+             helper.make_node("Mul", ["a", "n"], ["an"], name="mul"),
+             helper.make_node("Mul", ["gamma", "an"], ["ga"], name="mul_gamma"),
+             helper.make_node("Add", ["beta", "ga"], ["gb"], name="add_beta"),
+             helper.make_node("Add", ["a", "gb"], ["b"], name="residual"),
+             helper.make_node("Conv", ["b", "w2"], ["Y"], name="c2")]
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("X", F, [2, 8, 12, 12])],
+                          [helper.make_tensor_value_info("Y", F, None)],
+                          [numpy_helper.from_array(w, n) for n, w in (("w1", w1), ("w2", w2), ("gamma", gamma),
+                                                                     ("beta", beta))] +
+                          [numpy_helper.from_array(np.array(1e-6, np.float32), "eps")])
+    path = os.path.join(work, name + ".onnx")
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
 x = rng.standard_normal((2, 8, 12, 12)).astype(np.float32)
 xp = os.path.join(work, "x.npy")
 np.save(xp, x)
@@ -138,5 +169,26 @@ check(r.returncode == 0 and counts.get("ReduceMean", 0) == 0 and counts.get("Glo
 r = subprocess.run([gpuc, path, "-O2", "--fp16", "--arch", "sm_90", "-o", os.path.join(work, "eca.gpuc")],
                    capture_output=True, text=True)
 check(r.returncode == 0, "eca: compile --fp16 sm_90 exit %d: %s" % (r.returncode, r.stderr.strip()[-300:]))
+
+# GRN's reductions stay inside the region (their axes moved to NHWC), and
+# the fp32 island of ReduceL2 reads the half activation itself: 2
+# Transposes, no f32 copy of the [2,12,12,6] activation
+path = grn_model("grn")
+ref = run(path, [], "grn_fp32")
+got = run(path, ["-O2", "--fp16"], "grn_fp16")
+if ref is not None and got is not None:
+    e = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+    check(np.isfinite(got).all() and e <= 5e-3, "grn: -O2 --fp16 rel L2 %.3g vs fp32 (<= 5e-3)" % e)
+r = subprocess.run([gpuc, "inspect", path, "-O2", "--fp16"], capture_output=True, text=True)
+m = re.search(r"^\s*Transpose\s+(\d+)", r.stdout, re.M)
+nt = int(m.group(1)) if m else 0
+check(r.returncode == 0 and nt == 2, "grn: %d Transposes at -O2 --fp16, want 2 (in and out)" % nt)
+r = subprocess.run([gpuc, "inspect", path, "-O2", "--fp16", "--dump"], capture_output=True, text=True)
+big = re.findall(r"%\d+:f32\[2,(?:12,12,6|6,12,12)\]", r.stdout)
+check(r.returncode == 0 and not big and "gpuc_out_f32=1" in r.stdout,
+      "grn: %d f32 copies of the activation at -O2 --fp16 (want 0, the ReduceL2 reading half)" % len(big))
+r = subprocess.run([gpuc, path, "-O2", "--fp16", "--arch", "sm_90", "-o", os.path.join(work, "grn.gpuc")],
+                   capture_output=True, text=True)
+check(r.returncode == 0, "grn: compile --fp16 sm_90 exit %d: %s" % (r.returncode, r.stderr.strip()[-300:]))
 
 finish()

@@ -650,6 +650,81 @@ def reduce_case(name, op, shape, fp16):
                 (name, op, xt, rows, shape[-1], blocks, block, err, tol))
 
 
+COL_MAIN = DQL_MAIN.split("int main")[0] + r"""
+int main(int argc, char **argv) {
+  (void)argc;
+  %(xt)s *x = (%(xt)s *)load(argv[1], %(n)d * sizeof(%(xt)s));
+  float *part = (float *)aligned_alloc(256, %(rows)d * 64 * 4 + 256);
+  %(yt)s *y = (%(yt)s *)aligned_alloc(256, %(rows)d * sizeof(%(yt)s) + 256);
+  %(launches)s
+  FILE *f = fopen(argv[2], "wb");
+  if (!f || fwrite(y, sizeof(%(yt)s), %(rows)d, f) != %(rows)d) return 1;
+  fclose(f);
+  return 0;
+}
+"""
+
+
+def column_case(name, op, shape, fp16):
+    """Reduce* over H, W of an NHWC-shaped [N,H,W,C] value (codegen/lower_reduce.c
+    reduce_columns: blocks of column vectors by rows, P split over blocks,
+    a second kernel adding the partials; GRN's norms in ConvNeXt V2). With
+    --fp16 a Relu makes the input half and the ReduceL2 island reads it
+    directly (gpuc_out_f32): half in, f32 out. Against numpy in float64:
+    relative error <= 1e-5 (f32 sums)"""
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(7)
+    oshape = [shape[0], 1, 1, shape[3]]
+    inits = []
+    if op == "ReduceSum":  # axes as an input from opset 13
+        red = helper.make_node(op, ["r", "axes"], ["y"], keepdims=1)
+        inits.append(numpy_helper.from_array(np.array([1, 2], np.int64), "axes"))
+    else:
+        red = helper.make_node(op, ["r"], ["y"], axes=[1, 2], keepdims=1)
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), red]
+    g = helper.make_graph(nodes, "col", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, oshape)], inits)
+    got = module_kernels(name, d, g, ["--fp16"] if fp16 else [], op)
+    if got is None:
+        return
+    plan, ks, text = got
+    if not 1 <= len(ks) <= 2 or "__shared__ float sh" not in text:
+        verdict(False, "%s: want the column kernels, got %d kernels:\n%s" % (name, len(ks), text[:400]))
+        return
+    xt = ptype(ks[0][1].split(",")[0].strip()).replace("const ", "").rstrip("*").strip()
+    yt = ptype(ks[-1][1].split(",")[-1].strip()).rstrip("*").strip()
+    if fp16 and (xt, yt) != ("__half", "float"):
+        verdict(False, "%s: --fp16 kernel reads %s, writes %s (want __half, float)" % (name, xt, yt))
+        return
+    npt = {"float": np.float32, "__half": np.float16}
+    x = np.maximum(rng.standard_normal(shape) * 3, 0).astype(npt[xt])  # what the Relu feeds it
+    x.tofile(os.path.join(d, "x.bin"))
+    rows = shape[0] * shape[3]
+    launches = []
+    for i, (k, _) in enumerate(ks):
+        grid, block = launch_of(plan, k)
+        args = ("x, part" if len(ks) == 2 else "x, y") if i == 0 else "part, y"
+        launches.append("launch(%d, %d, [=] { %s(%s); });" % (grid, block, k, args))
+    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
+    open(cpp, "w").write(SHIM + text + COL_MAIN % dict(xt=xt, yt=yt, n=x.size, rows=rows, launches="\n  ".join(launches)))
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-pthread", "-w", cpp, "-o", exe], capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+        return
+    out = os.path.join(d, "y.bin")
+    r = subprocess.run([exe, os.path.join(d, "x.bin"), out], capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host run failed: %s" % (name, r.stderr[-300:]))
+        return
+    xd = x.astype(np.float64)
+    want = {"ReduceL2": lambda: np.sqrt((xd * xd).sum((1, 2))), "ReduceSum": lambda: xd.sum((1, 2)),
+            "ReduceMean": lambda: xd.mean((1, 2))}[op]().reshape(-1)
+    err = np.abs(np.fromfile(out, npt[yt]).astype(np.float64) - want).max() / np.abs(want).max()
+    verdict(err <= 1e-5, "%s: %s %s -> %s, %s, %d kernel(s): max rel error %.3g (tolerance 1e-05)" %
+            (name, op, xt, yt, "x".join(map(str, shape)), len(ks), err))
+
+
 # a per-row [4,6,1] and a column [8] by row and column; [6,1] (rows of
 # another shape) and [4,4] against [4,4,4] (numpy aligns it to the last two
 # dims, not the rows) through the coordinates
@@ -670,5 +745,12 @@ instnorm_case("instnorm_2x3x128x128", (2, 3, 128, 128), False)
 reduce_case("reducel2_2304x32", "ReduceL2", (2, 3, 384, 32), True)
 reduce_case("reducemax_2100x100", "ReduceMax", (21, 100, 100), False)
 instnorm_case("instnorm_1x1x40000_fp16", (1, 1, 40000), True)
+# GRN's norms over H, W of NHWC values: P split over blocks (two kernels),
+# 16-byte half vectors, f32 vectors of 4 (a ragged last tile of columns),
+# and one block per column tile (one kernel)
+column_case("col_l2_fp16_2x40x40x24", "ReduceL2", (2, 40, 40, 24), True)
+column_case("col_mean_fp32_3x33x35x40", "ReduceMean", (3, 33, 35, 40), False)
+column_case("col_sum_fp16_2x8x8x16", "ReduceSum", (2, 8, 8, 16), True)
+column_case("col_l2_fp32_1x20x20x520", "ReduceL2", (1, 20, 20, 520), False)
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
