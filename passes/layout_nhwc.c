@@ -72,6 +72,16 @@ static bool depthwise_batch1(const Graph *g, const Node *n) {
   return x->dims[0] == 1 && groups > 1 && groups == x->dims[1];
 }
 
+/* A 1x1 convolution of one group over more than one pixel (conv2d
+ * already checked): 1 when its input or output channels are not a
+ * multiple of 8, 0 when they are; -1 for other convolutions. */
+static int pointwise_misaligned(const Graph *g, const Node *n) {
+  const Tensor *w = &g->values[n->in[1]].t, *y = &g->values[n->out[0]].t;
+  if (gpuc_attr_i(n, "group", 1) != 1 || w->dims[2] != 1 || w->dims[3] != 1 || y->dims[2] * y->dims[3] <= 1)
+    return -1;
+  return w->dims[0] % 8 != 0 || w->dims[1] % 8 != 0;
+}
+
 /* A 2-D MaxPool without Indices or a 2-D AveragePool: they have an NHWC
  * form (attribute layout). */
 static bool pool2d(const Graph *g, const Node *n) {
@@ -444,6 +454,27 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e) {
     bool to_cl = pv[0] == 0 && pv[1] == 2 && pv[2] == 3 && pv[3] == 1;
     if (to_cl && p >= 0 && p < nn && elig[p]) wants_nhwc[find(parent, p)] = true;
   }
+  /* ...nor when most of the region's pointwise convolutions (1x1, one
+   * group, more than one output pixel) have channels that are not
+   * multiples of 8: in NCHW cuDNN ran those slowly (shufflenet_v2_x1_0's
+   * 58/116/232 channels: about 0.1 ms a pointwise conv in the eager
+   * profile, 4x a depthwise one; likely off the tensor cores), where NHWC
+   * runs them as cuBLASLt GEMMs (codegen/lower_se.c) and the depthwise
+   * convolutions as generated kernels (codegen/lower_dwconv.c, which came
+   * after the MobileNetV2 measurement): shufflenet_v2_x1_0 fp16 b1 0.774
+   * ms NCHW, 0.203 ms NHWC on the H200 (2026-12-03). MobileNets',
+   * EfficientNet's and MnasNet's pointwise channels are multiples of 8:
+   * they keep NCHW (not re-measured in NHWC since lower_dwconv.c). */
+  int *pw = calloc((size_t)nn + 1, sizeof(int)), *pw_off = calloc((size_t)nn + 1, sizeof(int));
+  if (!pw || !pw_off) { free(pw); free(pw_off); free(wants_nhwc); oom(&r); goto done; }
+  for (int i = 0; i < nn; i++) {
+    int m = isconv[i] ? pointwise_misaligned(g, &g->nodes[i]) : -1;
+    if (m >= 0) { pw[find(parent, i)]++; pw_off[find(parent, i)] += m; }
+  }
+  for (int i = 0; i < nn; i++) /* most of them: one head conv to 21 classes (LR-ASPP) does not decide */
+    if (2 * pw_off[i] > pw[i]) wants_nhwc[i] = true;
+  free(pw);
+  free(pw_off);
   /* GPUC_NHWC_DEPTHWISE_B1=1 lifts the rule (GPU A/B runs) */
   const char *dw1 = getenv("GPUC_NHWC_DEPTHWISE_B1");
   bool keep_dw1 = !(dw1 && *dw1 && strcmp(dw1, "0"));

@@ -15,7 +15,8 @@ CLI, on models written here with onnx.helper:
   units: two ShuffleNet V2 units with convs (TorchScript and dynamo forms)
       at batch 2 -O2 --fp16: the ChannelShuffles stay inside the NHWC
       region (2 Transposes: in and out), rel L2 <= 5e-3 against fp32;
-      at batch 1 -O2 fp32 within 1e-6 of -O0.
+      at batch 1 -O2 fp32 within 1e-6 of -O0; at batch 1 --fp16 the region
+      stays NCHW with pointwise channels in multiples of 8, NHWC without.
 usage: channel_shuffle_test.py GPUC WORKDIR   (numpy and onnx; CXX picks the compiler)"""
 import os, re, subprocess, sys
 import numpy as np
@@ -203,12 +204,12 @@ for name, dt, in_ch, shape, axis, g, form, whole in PATTERNS:
     print("ok   %s: one ChannelShuffle, CPU -O2 and the host-run kernel equal -O0" % name)
 
 
-def unit_model(name, n, form):
+def unit_model(name, n, form, h=8):
     """stem conv -> unit 1 (both branches convs, Concat, shuffle) -> unit 2
     (chunk, branch on the second half, Concat with the first, shuffle) -> conv"""
     w = lambda *s: (rng.standard_normal(s) * 0.3).astype(np.float32)
-    W = {"w0": w(16, 4, 3, 3), "wa": w(8, 16, 1, 1), "wb": w(8, 16, 3, 3), "wd": w(8, 1, 3, 3),
-         "wc": w(8, 8, 1, 1), "we": w(4, 16, 1, 1)}
+    W = {"w0": w(2 * h, 4, 3, 3), "wa": w(h, 2 * h, 1, 1), "wb": w(h, 2 * h, 3, 3), "wd": w(h, 1, 3, 3),
+         "wc": w(h, h, 1, 1), "we": w(8, 2 * h, 1, 1)}
     nodes = [helper.make_node("Conv", ["X", "w0"], ["x0"], name="stem", pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["x0"], ["x0r"], name="stem_relu"),
              helper.make_node("Conv", ["x0r", "wa"], ["a"], name="b1"),
@@ -216,18 +217,18 @@ def unit_model(name, n, form):
              helper.make_node("Conv", ["x0r", "wb"], ["b"], name="b2", pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["b"], ["br"], name="b2_relu"),
              helper.make_node("Concat", ["ar", "br"], ["cat1"], name="cat1", axis=1)]
-    shape = [n, 16, 10, 10]
+    shape = [n, 2 * h, 10, 10]
     s1, i1, S1 = shuffle_nodes("cat1", shape, 1, 2, "u1")
     nodes += s1
     inits = i1
     if form == "slices":
-        s, i = slices(S1, 1, [(0, 8), (8, 16)], ["h1", "h2"], "c")
+        s, i = slices(S1, 1, [(0, h), (h, 2 * h)], ["h1", "h2"], "c")
         nodes += s
         inits += i
     else:
         nodes.append(helper.make_node("Split", [S1, "sizes"], ["h1", "h2"], name="split", axis=1))
-        inits.append(i64("sizes", [8, 8]))
-    nodes += [helper.make_node("Conv", ["h2", "wd"], ["d"], name="dw", pads=[1, 1, 1, 1], group=8),
+        inits.append(i64("sizes", [h, h]))
+    nodes += [helper.make_node("Conv", ["h2", "wd"], ["d"], name="dw", pads=[1, 1, 1, 1], group=h),
               helper.make_node("Conv", ["d", "wc"], ["e"], name="pw"),
               helper.make_node("Relu", ["e"], ["er"], name="pw_relu"),
               helper.make_node("Concat", ["h1", "er"], ["cat2"], name="cat2", axis=1)]
@@ -268,4 +269,23 @@ for form in ("slices", "split"):
                            capture_output=True, text=True)
         check(r.returncode == 0, "%s: compile sm_90 %s exit %d: %s" % (name, " ".join(flags), r.returncode,
                                                                          r.stderr.strip()[-300:]))
+# batch 1 --fp16: the depthwise region keeps NCHW where its pointwise
+# convolutions have channels in multiples of 8 (here 16 and 8), and goes
+# NHWC where they do not (12 and 6, as ShuffleNet V2's 58/116/232):
+# passes/layout_nhwc.c, pointwise_misaligned
+for h, want_t in ((8, 0), (6, 2)):
+    name = "units_b1_fp16_c%d" % (2 * h)
+    path = unit_model(name, 1, "slices", h)
+    x = os.path.join(work, name + "_X.npy")
+    np.save(x, rng.standard_normal((1, 4, 10, 10)).astype(np.float32))
+    ref_dir = run_cpu(path, {"X": x}, ["-O0"], name + "_O0")
+    got_dir = run_cpu(path, {"X": x}, ["-O2", "--fp16"], name + "_fp16")
+    if ref_dir and got_dir:
+        ref = np.load(os.path.join(ref_dir, "Y.npy")).astype(np.float64)
+        got = np.load(os.path.join(got_dir, "Y.npy")).astype(np.float64)
+        e = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+        check(np.isfinite(got).all() and e <= 5e-3, "%s: -O2 --fp16 rel L2 %.3g vs -O0 fp32 (<= 5e-3)" % (name, e))
+    counts = op_counts(path, ["-O2", "--fp16"])
+    check(counts.get("ChannelShuffle", 0) == 2 and counts.get("Transpose", 0) == want_t,
+          "%s: -O2 --fp16 has %s (want 2 ChannelShuffle, %d Transposes)" % (name, counts, want_t))
 finish()
