@@ -11,7 +11,8 @@ CLI, on models written here with onnx.helper:
       byte for byte; the kernel compiled for sm_90 (GPUC_SAVE_SOURCE) runs
       on the host under a C++ shim (tests/smallops_host_test.py's) and
       must write every output byte for byte as -O0 does (16-, 8-byte
-      vectors and single elements);
+      vectors and single elements along H*W; channel-last shuffles as
+      shared-memory tiles of rows, a block's threads as host threads);
   units: two ShuffleNet V2 units with convs (TorchScript and dynamo forms)
       at batch 2 -O2 --fp16: the ChannelShuffles stay inside the NHWC
       region (2 Transposes: in and out), rel L2 <= 5e-3 against fp32;
@@ -106,12 +107,47 @@ def op_counts(path, flags):
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s*(\w+)\s+(\d+)\s*$", r.stdout, re.M)}
 
 
-KERNEL_RE = re.compile(r'extern "C" __global__ void (\w+)\(([^)]*)\)')
+KERNEL_RE = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(([^)]*)\)')
+# smallops_host_test's shim, with a block's threads run as host threads
+# (blocks one at a time, __syncthreads a barrier, __shared__ arrays static)
+# for the shared-memory tile kernel of channel-last shuffles
+THREADS = r"""
+#include <barrier>
+#include <thread>
+#include <vector>
+#define __launch_bounds__(n)
+#define __shared__ static
+struct Dim { unsigned x, y, z; };
+static thread_local Dim threadIdx, blockIdx;
+static Dim blockDim, gridDim;
+static std::barrier<> *block_bar;
+static void __syncthreads() { block_bar->arrive_and_wait(); }
+template <class F> static void launch(unsigned grid, unsigned block, F f) {
+  blockDim = Dim{block, 1, 1};
+  gridDim = Dim{grid, 1, 1};
+  for (unsigned bx = 0; bx < grid; bx++) {
+    std::barrier<> bb((std::ptrdiff_t)block);
+    block_bar = &bb;
+    std::vector<std::thread> ts;
+    for (unsigned t = 0; t < block; t++)
+      ts.emplace_back([=] { threadIdx = Dim{t, 0, 0}; blockIdx = Dim{bx, 0, 0}; f(); });
+    for (auto &t : ts) t.join();
+  }
+}
+#undef GRID_STRIDE
+#define GRID_STRIDE(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)gridDim.x * blockDim.x)
+"""
 
 
-def host_run(src, feeds, outs, exe_dir):
+def launch_of(plan, kname):
+    out = subprocess.run([gpuc, "inspect", plan], capture_output=True, text=True).stdout
+    m = re.search(r"kernel %s\s+grid (\d+) block (\d+)" % re.escape(kname), out)
+    return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+
+
+def host_run(src, plan, feeds, outs, exe_dir):
     """compile the module's ChannelShuffle kernel on the host, call it on the
-    inputs, return the outputs' bytes in order"""
+    inputs with the plan's grid and block, return the outputs' bytes in order"""
     m = re.search(r"#define GRID_STRIDE[^\n]*\\\n[^\n]*\n", src)
     body = src[m.end():]
     ks = [k for k in KERNEL_RE.finditer(body) if "ChannelShuffle" in k.group(1)]
@@ -133,16 +169,20 @@ def host_run(src, feeds, outs, exe_dir):
             lines.append("  const char *%s_f = argv[a++]; size_t %s_n = (size_t)atoll(argv[a++]);" % (nm, nm))
             lines.append("  void *%s = malloc(%s_n + 16); memset(%s, 0xAB, %s_n);" % ((nm,) * 4))
         call.append("(%s *)%s" % (t, nm))
-    lines.append("  %s(%s);" % (ks[0].group(1), ", ".join(call)))
+    grid, block = launch_of(plan, ks[0].group(1))
+    if grid is None:
+        return None, "no launch of %s in the plan" % ks[0].group(1)
+    lines.append("  launch(%d, %d, [=] { %s(%s); });" % (grid, block, ks[0].group(1), ", ".join(call)))
     for nm in names:
         if nm.startswith("y"):
             lines.append("  { FILE *f = fopen(%s_f, \"wb\"); if (!f || fwrite(%s, 1, %s_n, f) != %s_n) return 2; fclose(f); }"
                          % ((nm,) * 4))
     lines += ["  return 0;", "}"]
     cpp = os.path.join(exe_dir, "host.cpp")
-    open(cpp, "w").write(SHIM + body + "\n" + "\n".join(lines) + "\n")
+    open(cpp, "w").write(SHIM + THREADS + body + "\n" + "\n".join(lines) + "\n")
     exe = os.path.join(exe_dir, "host")
-    r = subprocess.run([cxx, "-std=c++17", "-O1", "-w", "-o", exe, cpp, "-lm"], capture_output=True, text=True)
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-pthread", "-w", "-o", exe, cpp, "-lm"], capture_output=True,
+                       text=True)
     if r.returncode:
         return None, "host compile: " + (r.stdout + r.stderr)[-400:]
     argv = [exe]
@@ -166,7 +206,10 @@ PATTERNS = [("nchw_f16_v8", TensorProto.FLOAT16, [24, 24], [1, 0, 28, 28], 1, 2,
             ("nchw_f32_g3_split", TensorProto.FLOAT, [20, 16], [2, 0, 14, 14], 1, 3, "split", False),
             ("nchw_f16_v1_whole", TensorProto.FLOAT16, [24], [1, 0, 7, 7], 1, 2, "slices", True),
             ("last_axis_f16", TensorProto.FLOAT16, [16, 16], [2, 5, 6, 0], 3, 2, "split", False),
-            ("f32_three_inputs", TensorProto.FLOAT, [8, 4, 12], [2, 0, 3, 5], 1, 4, "slices", False)]
+            ("f32_three_inputs", TensorProto.FLOAT, [8, 4, 12], [2, 0, 3, 5], 1, 4, "slices", False),
+            # channel-last tiles: runs that end inside a vector, a partial last block
+            ("last_axis_f32_58", TensorProto.FLOAT, [58, 58], [3, 7, 9, 0], 3, 2, "slices", False),
+            ("last_axis_f16_116_rows2117", TensorProto.FLOAT16, [58, 58], [1, 29, 73, 0], 3, 2, "split", True)]
 for name, dt, in_ch, shape, axis, g, form, whole in PATTERNS:
     path, outs = pattern_model(name, dt, in_ch, shape, axis, g, form, whole)
     counts = op_counts(path, ["-O2"])
@@ -195,7 +238,7 @@ for name, dt, in_ch, shape, axis, g, form, whole in PATTERNS:
         continue
     d = os.path.join(work, name + "_host")
     os.makedirs(d, exist_ok=True)
-    got, why = host_run(open(src).read(), feeds, refs, d)
+    got, why = host_run(open(src).read(), os.path.join(work, name + ".gpuc"), feeds, refs, d)
     if got is None:
         check(False, "%s: %s" % (name, why))
         continue
