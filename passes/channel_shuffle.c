@@ -18,8 +18,9 @@
  * Split of S along it (each becomes an output: start, size). S stays an
  * output of the node when anything else reads it or it is a graph output.
  * The intermediates must be read only inside the pattern and not be
- * graph outputs. The second Reshape's node becomes the ChannelShuffle
- * (it stands after X's producers and before S's readers). */
+ * graph outputs. The second Reshape's node becomes the ChannelShuffle,
+ * named after the Transpose (it stands after X's producers and before
+ * S's readers). */
 #include "passes.h"
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,7 @@ static int rewrite(Graph *g, int ti, const int *readers, bool *drop, GpucErr *e)
   at[2] = (Attr){.name = "starts", .kind = GPUC_ATTR_INTS, .n = nout, .ints = sa};
   at[3] = (Attr){.name = "sizes", .kind = GPUC_ATTR_INTS, .n = nout, .ints = za};
   Node *n = &g->nodes[r2];
+  n->name = g->nodes[ti].name; /* the shuffle's Transpose names it (arena-owned, the node goes) */
   n->op = GPUC_OP_CHANNELSHUFFLE;
   n->in = in;
   n->nin = nin;
