@@ -74,10 +74,13 @@ static const char *value_type(GpucDType dt) {
  * are contiguous in its own bytes too, loaded as vectors at the offset of
  * the vector's first element. */
 /* EXT_REG: the enclosing kernel's value reg_[u] (an epilogue's input). */
-enum { EXT_SCALAR, EXT_SAME, EXT_BCAST, EXT_ROW, EXT_COL, EXT_SVEC, EXT_REG };
+/* EXT_CAT: a Concat of pieces (EwProgram.cat), loaded as the vector a<k>
+ * from the piece the vector's column falls in (cg_ew_program only). */
+enum { EXT_SCALAR, EXT_SAME, EXT_BCAST, EXT_ROW, EXT_COL, EXT_SVEC, EXT_REG, EXT_CAT };
 
 static int ext_kind(const EwExt *x, const Tensor *y) {
   if (x->reg) return EXT_REG;
+  if (x->cat) return EXT_CAT;
   if (gpuc_numel(&x->view) == 1) return EXT_SCALAR;
   if (x->strided) return EXT_BCAST; /* explicit strides: per-element index */
   return same_dims(&x->view, y) ? EXT_SAME : EXT_BCAST;
@@ -92,8 +95,12 @@ static bool in_place_candidate(LowerCtx *c, const EwProgram *p, int k, const int
   if (kind[k] != EXT_SAME || gpuc_dtype_size(x->view.dt) != gpuc_dtype_size(p->y->dt)) return false;
   const Plan *plan = cg_builder_plan(c->pb);
   uint32_t base = gpuc_plan_base_tensor(plan, x->tensor);
-  for (int j = 0; j < p->next; j++)
-    if (j != k && gpuc_plan_base_tensor(plan, p->ext[j].tensor) == base) return false;
+  for (int j = 0; j < p->next; j++) {
+    if (p->ext[j].cat) {
+      for (int q = 0; q < p->cat.n; q++)
+        if (gpuc_plan_base_tensor(plan, p->cat.tensor[q]) == base) return false;
+    } else if (j != k && gpuc_plan_base_tensor(plan, p->ext[j].tensor) == base) return false;
+  }
   return gpuc_plan_base_tensor(plan, p->ty) != base;
 }
 
@@ -119,7 +126,8 @@ static void emit_element(StrBuf *b, const EwProgram *p, const int *kind, int vec
     else if (kind[k] == EXT_SAME) snprintf(idx, sizeof idx, "i");
     else if (kind[k] == EXT_ROW) snprintf(idx, sizeof idx, "row_");
     else if (kind[k] == EXT_COL) snprintf(idx, sizeof idx, "(j0_ + u)");
-    else if (kind[k] == EXT_SVEC || kind[k] == EXT_REG) snprintf(idx, sizeof idx, "0"); /* a<k> or reg_[u] */
+    else if (kind[k] == EXT_SVEC || kind[k] == EXT_REG || kind[k] == EXT_CAT)
+      snprintf(idx, sizeof idx, "0"); /* a<k> or reg_[u] */
     else {
       snprintf(idx, sizeof idx, "o%d", k);
       sb_printf(b, "    const i64 o%d = 0", k);
@@ -141,7 +149,7 @@ static void emit_element(StrBuf *b, const EwProgram *p, const int *kind, int vec
       sb_printf(b, "(%s)reg_[u];\n", ew_natural_type(x->dt));
       continue;
     }
-    if ((kind[k] == EXT_SAME || kind[k] == EXT_SVEC) && vec > 1) {
+    if (((kind[k] == EXT_SAME || kind[k] == EXT_SVEC) && vec > 1) || kind[k] == EXT_CAT) {
       char va[16];
       snprintf(va, sizeof va, "a%d.v", k);
       cg_load(b, ew_natural_type(x->dt), x->dt, va, "u");
@@ -214,6 +222,36 @@ void ew_epilogue_pair(StrBuf *b, const EwProgram *p, int64_t n) {
   sb_printf(b, "    }\n    *(Vec<%s, 2>*)(out0 + i0_) = res;\n", t);
 }
 
+/* pieces lo..hi of the Concat (starting at column start): a binary search
+ * on the vector's column c_ down to one piece, whose vector is loaded */
+static void emit_cat_tree(StrBuf *b, const EwProgram *p, int k, int vec, int lo, int hi, int64_t start, int depth) {
+  const char *t = cg_ctype(p->ext[k].view.dt);
+  if (lo == hi) {
+    sb_printf(b, "%*sa%d = *(const Vec<%s, %d>*)(in%d_%d + (i64)o_ * %lldLL + (c_ - %lldLL));\n", 2 * depth, "", k, t,
+              vec, k, lo, (long long)p->cat.len[lo], (long long)start);
+    return;
+  }
+  int mid = (lo + hi) / 2;
+  int64_t split = start;
+  for (int q = lo; q <= mid; q++) split += p->cat.len[q];
+  sb_printf(b, "%*sif (c_ < %lldLL) {\n", 2 * depth, "", (long long)split);
+  emit_cat_tree(b, p, k, vec, lo, mid, start, depth + 1);
+  sb_printf(b, "%*s} else {\n", 2 * depth, "");
+  emit_cat_tree(b, p, k, vec, mid + 1, hi, split, depth + 1);
+  sb_printf(b, "%*s}\n", 2 * depth, "");
+}
+
+/* a<k>: the vector j (elements j * vec ..) of the Concat input k */
+static void emit_cat_load(StrBuf *b, const EwProgram *p, int k, int vec, bool idx32) {
+  const char *it = idx32 ? "unsigned" : "i64", *sfx = idx32 ? "u" : "LL";
+  sb_printf(b, "    Vec<%s, %d> a%d;\n    {\n      const %s f_ = (%s)j * %d%s;\n"
+               "      const %s o_ = f_ / %lld%s, c_ = f_ - o_ * %lld%s;\n",
+            cg_ctype(p->ext[k].view.dt), vec, k, it, it, vec, sfx, it, (long long)p->cat.run, sfx,
+            (long long)p->cat.run, sfx);
+  emit_cat_tree(b, p, k, vec, 0, p->cat.n - 1, 0, 3);
+  sb_printf(b, "    }\n");
+}
+
 int cg_ew_program(LowerCtx *c, const EwProgram *p) {
   const Tensor *y = p->y;
   int64_t n = gpuc_numel(y);
@@ -226,7 +264,8 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
   for (int k = 0; k < p->next; k++) {
     kind[k] = ext_kind(&p->ext[k], y);
     if (kind[k] == EXT_BCAST) need_idx = true;
-    if (kind[k] == EXT_SAME && gpuc_dtype_size(p->ext[k].view.dt) > widest) widest = gpuc_dtype_size(p->ext[k].view.dt);
+    if ((kind[k] == EXT_SAME || kind[k] == EXT_CAT) && gpuc_dtype_size(p->ext[k].view.dt) > widest)
+      widest = gpuc_dtype_size(p->ext[k].view.dt);
   }
   int vec = widest <= 4 && widest > 0 ? (int)(16 / widest) : 1;
   /* a 16-bit output of wider inputs (int32 sums dequantized to half):
@@ -234,6 +273,8 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
   if (gpuc_dtype_size(y->dt) == 2 && widest <= 4) vec = 8;
   if (vec > 8) vec = 8;
   while (vec > 1 && (n <= 0 || n % vec != 0)) vec /= 2;
+  for (int q = 0; q < p->cat.n; q++) /* a vector within one piece */
+    while (vec > 1 && p->cat.len[q] % vec) vec /= 2;
   bool idx32 = n <= 0x7fffffffLL;
   /* a bias or per-channel row [k] and a per-row value [..., 1] over rows
    * of y's last dim k: the row and column once per vector (k a multiple of
@@ -252,21 +293,31 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
   for (int k = 0; k < p->next; k++) any_in_place |= in_place[k] = in_place_candidate(c, p, k, kind);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
-  uint32_t args[EW_MAX_EXT + 1];
+  uint32_t args[EW_MAX_EXT + EW_MAX_CAT + 1];
+  int na = 0;
   sb_printf(b, "extern \"C\" __global__ void %s(", name);
   /* a pointer the output may share is not __restrict__, nor is the output */
   for (int k = 0; k < p->next; k++) {
+    if (kind[k] == EXT_CAT) { /* its pieces */
+      for (int q = 0; q < p->cat.n; q++) {
+        sb_printf(b, "const %s* __restrict__ in%d_%d, ", cg_ctype(p->ext[k].view.dt), k, q);
+        args[na++] = p->cat.tensor[q];
+      }
+      continue;
+    }
     sb_printf(b, "const %s* %sin%d, ", cg_ctype(p->ext[k].view.dt), in_place[k] ? "" : "__restrict__ ", k);
-    args[k] = p->ext[k].tensor;
+    args[na++] = p->ext[k].tensor;
   }
   sb_printf(b, "%s* %sout0) {\n", cg_ctype(y->dt), any_in_place ? "" : "__restrict__ ");
-  args[p->next] = p->ty;
+  args[na++] = p->ty;
   sb_printf(b, "  GRID_STRIDE(j, %lldLL) {\n", (long long)(n / vec));
   if (rowcol)
     sb_printf(b, "    const %s jv_ = (%s)j * %d;\n    const i64 row_ = (i64)(jv_ / %lld%s);\n"
                  "    const int j0_ = (int)(jv_ %% %lld%s);\n    (void)row_; (void)j0_;\n",
               idx32 ? "unsigned" : "i64", idx32 ? "unsigned" : "i64", vec, (long long)klast, idx32 ? "u" : "LL",
               (long long)klast, idx32 ? "u" : "LL");
+  for (int k = 0; k < p->next; k++)
+    if (kind[k] == EXT_CAT) emit_cat_load(b, p, k, vec, idx32);
   if (vec > 1) {
     for (int k = 0; k < p->next; k++)
       if (kind[k] == EXT_SAME)
@@ -288,7 +339,7 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
     cg_store(b, y->dt, "out0", "i", p->term[p->nterms - 1].ct, last);
     sb_printf(b, "    }\n  }\n}\n");
   }
-  if (cg_launch_items(c, name, (uint64_t)(n / vec), p->next + 1, args)) return -1;
+  if (cg_launch_items(c, name, (uint64_t)(n / vec), na, args)) return -1;
   for (int k = 0; k < p->next; k++)
     if (in_place[k]) cg_in_place(c, p->ext[k].tensor, p->ty);
   return 0;
@@ -312,7 +363,8 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
 int cg_ew_rows_quantize(LowerCtx *c, const EwProgram *p, int64_t k, bool f8, uint32_t tq, uint32_t ts) {
   const Tensor *y = p->y;
   int64_t n = gpuc_numel(y), rows = k > 0 ? n / k : 0;
-  if (n <= 0 || k <= 0 || n % k || (y->dt != GPUC_DT_F32 && y->dt != GPUC_DT_F16 && y->dt != GPUC_DT_BF16)) return 1;
+  if (n <= 0 || k <= 0 || n % k || (y->dt != GPUC_DT_F32 && y->dt != GPUC_DT_F16 && y->dt != GPUC_DT_BF16) || p->cat.n)
+    return 1;
   int kind[EW_MAX_EXT];
   bool need_idx = false;
   size_t narrow = gpuc_dtype_size(y->dt);

@@ -6,7 +6,7 @@
 #define GPUC_EW_KERNEL_H
 #include "lower_util.h"
 
-enum { EW_MAX_ARGS = 8, EW_MAX_TERMS = 64, EW_MAX_EXT = 96 };
+enum { EW_MAX_ARGS = 8, EW_MAX_TERMS = 64, EW_MAX_EXT = 96, EW_MAX_CAT = 48 };
 
 /* What cg_elementwise was asked for while LowerCtx.capture was set. */
 typedef struct EwCapture {
@@ -39,8 +39,22 @@ typedef struct EwExt {
   Tensor view;
   bool strided;
   bool reg;                      /* not in memory: the enclosing kernel's register (an epilogue's accumulator) */
+  bool cat;                      /* not one tensor: the Concat of EwProgram.cat's pieces (tensor unused) */
   int64_t stride[GPUC_MAX_RANK];
 } EwExt;
+
+/* A Concat at the head of a group (passes/fuse_elementwise.c), never
+ * written: with the output seen as [outer, run] (run = the elements of one
+ * index of the dims before the axis), piece k is [outer, len[k]] and lands
+ * at column sum_{j<k} len[j]. The kernel finds a vector's piece by its
+ * column (a binary search) and loads it from there; every len is a
+ * multiple of the vector, so a vector never straddles two pieces. */
+typedef struct EwCat {
+  int n;
+  int64_t run;
+  uint32_t tensor[EW_MAX_CAT];
+  int64_t len[EW_MAX_CAT];
+} EwCat;
 
 typedef struct EwProgram {
   int nterms, next;
@@ -52,6 +66,11 @@ typedef struct EwProgram {
    * a tensor (ew_group_program makes it a reg input) */
   bool has_reg;
   int reg_value;
+  /* allow_cat: the caller's kernel (cg_ew_program) reads a Concat member
+   * as an EXT_CAT input; the row and epilogue kernels do not, and
+   * ew_group_program returns 1 (members one by one) for them */
+  bool allow_cat;
+  EwCat cat;                     /* the one Concat member, when an ext has cat set */
 } EwProgram;
 
 /* The type a loaded input is held in before a term converts it: double

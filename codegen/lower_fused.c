@@ -5,7 +5,9 @@
  * the expressions become the terms of one program (ew_kernel.h) whose
  * intermediates live in registers. The group is checked first (the pass
  * made it, but codegen does not trust its input): members are single-output
- * elementwise nodes, only the last member's output is read outside the
+ * elementwise nodes (a Transpose or a Concat may head the group, its inputs
+ * read from memory: permuted strides, or the piece each element's column
+ * falls in), only the last member's output is read outside the
  * group, all outputs share its shape. If a check fails or a member's
  * lowering is not one plain elementwise kernel, the members are lowered one
  * by one instead: slower, never wrong. */
@@ -31,11 +33,14 @@ bool cg_group_valid(const Graph *g, const int *m, int nm, const int *reader_grou
   const Tensor *y = &g->values[g->nodes[m[nm - 1]].out[0]].t;
   for (int t = 0; t < nm; t++) {
     const Node *n = &g->nodes[m[t]];
-    bool transpose = n->op == GPUC_OP_TRANSPOSE;
-    if (!(transpose || (gpuc_ops[n->op].flags & GPUC_OPF_ELEMWISE)) || n->nin > EW_MAX_ARGS || n->out[0] < 0)
+    bool transpose = n->op == GPUC_OP_TRANSPOSE, concat = n->op == GPUC_OP_CONCAT;
+    if (!(transpose || concat || (gpuc_ops[n->op].flags & GPUC_OPF_ELEMWISE)) || n->out[0] < 0 ||
+        n->nin > (concat ? EW_MAX_CAT : EW_MAX_ARGS))
       return false;
-    /* a Transpose reads memory: its input must not be a member's */
+    /* a Transpose or a Concat reads memory: its inputs must not be members' */
     if (transpose && n->in[0] >= 0 && term_of(g, m, nm, n->in[0]) >= 0) return false;
+    for (int k = 0; concat && k < n->nin; k++)
+      if (n->in[k] < 0 || term_of(g, m, nm, n->in[k]) >= 0) return false;
     for (int k = 1; k < n->nout; k++)
       if (n->out[k] >= 0) return false;
     const Value *v = &g->values[n->out[0]];
@@ -76,6 +81,49 @@ static int transpose_term(PlanBuilder *pb, const Graph *g, const Node *n, EwProg
   return 0;
 }
 
+/* Term t = Concat(x0, x1, ..): the group's one EXT_CAT input (EwCat),
+ * read where each element's column falls. Nonzero: not inlinable (a second
+ * Concat, pieces of another dtype, a piece empty or too many). */
+static int concat_term(PlanBuilder *pb, const Graph *g, const Node *n, EwProgram *p, int t) {
+  const Tensor *y = &g->values[n->out[0]].t;
+  int r = y->rank, axis;
+  if (!p->allow_cat || p->cat.n || n->nin < 2 || n->nin > EW_MAX_CAT || r < 1) return 1;
+  int64_t a = gpuc_attr_i(n, "axis", 1);
+  if (a < -r || a >= r) return 1;
+  axis = (int)(a < 0 ? a + r : a);
+  int64_t run = gpuc_shape_numel(r - axis, y->dims + axis), sum = 0;
+  for (int k = 0; k < n->nin; k++) {
+    const Tensor *x = &g->values[n->in[k]].t;
+    if (x->dt != y->dt || x->rank != r) return 1;
+    for (int d = 0; d < r; d++)
+      if (d != axis && x->dims[d] != y->dims[d]) return 1;
+    int64_t len = gpuc_shape_numel(r - axis, x->dims + axis);
+    if (len <= 0) return 1;
+    p->cat.tensor[k] = cg_value_tensor(pb, n->in[k]);
+    p->cat.len[k] = len;
+    sum += len;
+  }
+  if (sum != run) return 1;
+  p->cat.n = n->nin;
+  p->cat.run = run;
+  if (p->next == EW_MAX_EXT) return 1;
+  EwExt *x = &p->ext[p->next];
+  memset(x, 0, sizeof *x);
+  x->tensor = UINT32_MAX;
+  x->view = *y;
+  x->view.data = NULL;
+  x->cat = true;
+  EwTerm *term = &p->term[t];
+  term->nargs = 1;
+  term->arg[0].ext = p->next++;
+  term->arg[0].term = -1;
+  term->ct = ew_natural_type(y->dt);
+  term->pre = NULL;
+  term->expr = "x0";
+  term->dt = y->dt;
+  return 0;
+}
+
 int cg_lower_one_by_one(PlanBuilder *pb, const int *m, int nm) {
   for (int t = 0; t < nm; t++)
     if (cg_lower_node(pb, m[t], NULL, NULL)) return -1;
@@ -87,6 +135,11 @@ int ew_group_program(PlanBuilder *pb, const Graph *g, const int *m, int nm, EwPr
     const Node *n = &g->nodes[m[t]];
     if (n->op == GPUC_OP_TRANSPOSE) { /* the group reads its input through permuted strides */
       if (transpose_term(pb, g, n, p, t)) return 1;
+      p->nterms = t + 1;
+      continue;
+    }
+    if (n->op == GPUC_OP_CONCAT) { /* the group reads the pieces where each column falls */
+      if (concat_term(pb, g, n, p, t)) return 1;
       p->nterms = t + 1;
       continue;
     }
@@ -127,6 +180,7 @@ int cg_lower_group(PlanBuilder *pb, const Graph *g, const int *m, int nm, const 
   int rc = -1;
   GpucErr *e = NULL;
   if (!p || !caps) goto oom;
+  p->allow_cat = true;
   int built = ew_group_program(pb, g, m, nm, p, caps);
   if (built < 0) goto out;
   if (built > 0) {

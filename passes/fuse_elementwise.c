@@ -12,6 +12,8 @@
  *     intermediate never needs to exist in memory),
  *   - p's output has n's output shape (broadcasting happens on the group's
  *     external inputs, read with strides; never on an intermediate).
+ * A Transpose (transpose_leads_well) or a Concat (concat_leads_well) may
+ * head a group as such a producer: its inputs stay outside, read in place.
  * Groups merge through n (union-find), up to MAX_MEMBERS members. Then a
  * producer whose output only members of one group read, several of them
  * (SiLU: x * Sigmoid(x)), joins that group too.
@@ -34,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_MEMBERS = 48, MAX_NODE_INPUTS = 8 };
+enum { MAX_MEMBERS = 48, MAX_NODE_INPUTS = 8, MAX_CONCAT_INPUTS = 48 };
 
 /* The op's lowering is one broadcasting elementwise kernel that codegen can
  * inline into a fused group. */
@@ -74,6 +76,37 @@ static bool transpose_leads_well(const Node *n, const Tensor *y) {
   for (int d = 0; d < rank; d++) perm[d] = np < 0 ? rank - 1 - d : pv[d] < 0 ? pv[d] + rank : pv[d];
   if (rank <= 1 || perm[rank - 1] == rank - 1) return true;
   return y->dims[rank - 1] <= 16 && perm[rank - 2] == rank - 1;
+}
+
+/* A Concat may head a group too (DenseNet's Concat of every earlier
+ * layer's features, read only by the next layer's BatchNorm + Relu): the
+ * kernel reads each element from the piece its column falls in
+ * (codegen/ew_kernel.c, EXT_CAT), and the concatenation is never written.
+ * Its inputs are the group's external inputs, of the output's dtype and
+ * static shapes, each piece's run along the axis (its elements per index
+ * of the dims before it) a multiple of 16 bytes, so the group's 16-byte
+ * vectors never straddle two pieces (the stand-alone Concat kernel's
+ * vectors, codegen/lower_shape.c). At most MAX_CONCAT_INPUTS pieces (a
+ * kernel takes at most 64 pointers) and one Concat a group. */
+static bool concat_leads_well(const Graph *g, const Node *n) {
+  if (n->op != GPUC_OP_CONCAT || n->nin < 2 || n->nin > MAX_CONCAT_INPUTS || n->out[0] < 0) return false;
+  for (int k = 1; k < n->nout; k++)
+    if (n->out[k] >= 0) return false;
+  const Tensor *y = &g->values[n->out[0]].t;
+  if (!gpuc_shape_known(y) || y->rank < 1 || y->dt == GPUC_DT_UNDEF) return false;
+  size_t es = gpuc_dtype_size(y->dt);
+  if (es < 1 || es > 8) return false;
+  int64_t a = gpuc_attr_i(n, "axis", 1);
+  if (a < -y->rank || a >= y->rank) return false;
+  int axis = (int)(a < 0 ? a + y->rank : a);
+  for (int k = 0; k < n->nin; k++) {
+    if (n->in[k] < 0) return false;
+    const Tensor *x = &g->values[n->in[k]].t;
+    if (!gpuc_shape_known(x) || x->dt != y->dt || x->rank != y->rank) return false;
+    int64_t run = gpuc_shape_numel(y->rank - axis, x->dims + axis);
+    if (run <= 0 || (run * (int64_t)es) % 16) return false;
+  }
+  return true;
 }
 
 static int find(int *parent, int i) {
@@ -268,14 +301,16 @@ int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
   int *parent = malloc(sizeof(int) * ((size_t)nn + 1));
   int *size = malloc(sizeof(int) * ((size_t)nn + 1));
   int *id = calloc((size_t)nn + 1, sizeof(int));
-  if (!sole_reader || !parent || !size || !id) {
-    free(sole_reader); free(parent); free(size); free(id);
+  int *cats = calloc((size_t)nn + 1, sizeof(int)); /* Concats in the group of root i */
+  if (!sole_reader || !parent || !size || !id || !cats) {
+    free(sole_reader); free(parent); free(size); free(id); free(cats);
     return gpuc_err_set(e, "%s: out of memory", g->path);
   }
   for (int v = 0; v < g->nvalues; v++) sole_reader[v] = -1;
   for (int i = 0; i < nn; i++) {
     parent[i] = i;
     size[i] = 1;
+    cats[i] = g->nodes[i].op == GPUC_OP_CONCAT;
     for (int k = 0; k < g->nodes[i].nin; k++) {
       int v = g->nodes[i].in[k];
       if (v < 0) continue;
@@ -290,14 +325,16 @@ int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
       int v = n->in[k];
       if (v < 0 || sole_reader[v] != i || g->values[v].is_output) continue;
       int p = g->values[v].producer;
-      if (p < 0 || !candidate(g, &g->nodes[p]) || g->nodes[p].out[0] != v) continue;
+      if (p < 0 || !(candidate(g, &g->nodes[p]) || concat_leads_well(g, &g->nodes[p])) || g->nodes[p].out[0] != v)
+        continue;
       if (g->nodes[p].op == GPUC_OP_TRANSPOSE && !transpose_leads_well(&g->nodes[p], &g->values[v].t))
         continue;
       if (!same_dims(&g->values[v].t, y)) continue;
       int a = find(parent, i), b = find(parent, p);
-      if (a == b || size[a] + size[b] > MAX_MEMBERS) continue;
+      if (a == b || size[a] + size[b] > MAX_MEMBERS || cats[a] + cats[b] > 1) continue;
       parent[b] = a;
       size[a] += size[b];
+      cats[a] += cats[b];
     }
   }
   /* then producers whose output several members of one group read (SiLU's
@@ -306,7 +343,8 @@ int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
     more = false;
     for (int p = nn - 1; p >= 0; p--) {
       const Node *pn = &g->nodes[p];
-      if (!candidate(g, pn) || find(parent, p) != p || size[p] > 1) continue; /* ungrouped producers */
+      if (!(candidate(g, pn) || concat_leads_well(g, pn)) || find(parent, p) != p || size[p] > 1)
+        continue; /* ungrouped producers */
       int v = pn->out[0], root = -1;
       if (g->values[v].is_output || sole_reader[v] != -2) continue;
       if (pn->op == GPUC_OP_TRANSPOSE && !transpose_leads_well(pn, &g->values[v].t)) continue;
@@ -321,9 +359,10 @@ int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
              same_dims(&g->values[v].t, &g->values[n->out[0]].t);
         root = r;
       }
-      if (!ok || root < 0 || size[root] + 1 > MAX_MEMBERS) continue;
+      if (!ok || root < 0 || size[root] + 1 > MAX_MEMBERS || cats[root] + cats[p] > 1) continue;
       parent[p] = root;
       size[root]++;
+      cats[root] += cats[p];
       more = true;
     }
   }
@@ -337,6 +376,6 @@ int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
     g->nodes[i].fuse_group = id[r];
     fused++;
   }
-  free(sole_reader); free(parent); free(size); free(id);
+  free(sole_reader); free(parent); free(size); free(id); free(cats);
   return fused ? fused - groups : 0; /* kernels saved */
 }
