@@ -29,7 +29,18 @@
  *             - Softmax / LogSoftmax (opset >= 13) over axis a -> axis p[a];
  *             - LayerNormalization over axes a.. that p leaves in place
  *               (p[i] == i for i >= a), Y its only output read.
- * Every rule is exact (data movement only). Dead Transposes go at the end.
+ *   flat norm Reshape(InstanceNormalization(Reshape(Transpose(x, p),
+ *             [N, 1, M]), s, b), Transpose's shape) with p[0] == 0 and
+ *             one-element s, b -> Transpose(Reshape(InstanceNormalization(
+ *             Reshape(x, [N, 1, M]), s, b), x's shape), p), each value read
+ *             once, where the output reaches a Transpose as sink's does:
+ *             GroupNorm with one group as the TorchScript exporter writes
+ *             it (PoolFormer's norms, between the NHWC region's
+ *             Transposes out and back in). Its statistics are over all of
+ *             a sample's elements, so any order of them gives the same
+ *             mean and variance (up to the summation's rounding: the one
+ *             rule that is not pure data movement).
+ * Every other rule is exact (data movement only). Dead Transposes go at the end.
  * Runs at -O2 after layout_nhwc (and fuse_attention, which matches
  * Transposes of its own). */
 #include "passes.h"
@@ -321,6 +332,83 @@ static int as_reshape(Ctx *c, int t, int x) {
   return 1;
 }
 
+/* A new i64 constant [rank] holding dims (a Reshape's shape). */
+static int shape_const(Graph *g, const char *base, const char *what, int rank, const int64_t *dims, GpucErr *e) {
+  char name[512];
+  snprintf(name, sizeof name, "%s.%s", base, what);
+  int s = gpuc_graph_add_value(g, name);
+  if (s < 0) return oom(g, e);
+  int64_t r = rank;
+  gpuc_set_shape(&g->values[s].t, GPUC_DT_I64, 1, &r);
+  if (gpuc_tensor_alloc(&g->values[s].t, e)) return -1;
+  for (int a = 0; a < rank; a++) gpuc_set_i64(&g->values[s].t, a, dims[a]);
+  g->values[s].is_const = true;
+  return s;
+}
+
+/* The flat-norm chain read from Transpose t (see the rules above): the
+ * last Reshape's node, the first's in *r1; -1 when there is none. */
+static int flat_norm_chain(const Ctx *c, int t, const Perm *p, int *r1) {
+  const Graph *g = c->g;
+  int y = g->nodes[t].out[0];
+  const Tensor *yt = &g->values[y].t;
+  if (p->p[0] != 0 || !gpuc_shape_known(yt) || yt->rank < 2) return -1;
+  int a = sole_reader(c, y);
+  if (a < 0 || g->nodes[a].op != GPUC_OP_RESHAPE || g->nodes[a].in[0] != y || g->nodes[a].out[0] < 0) return -1;
+  int av = g->nodes[a].out[0];
+  const Tensor *at = &g->values[av].t;
+  if (at->rank != 3 || !gpuc_shape_known(at) || at->dims[0] != yt->dims[0] || at->dims[1] != 1) return -1;
+  int b = sole_reader(c, av);
+  if (b < 0) return -1;
+  const Node *nb = &g->nodes[b];
+  if (nb->op != GPUC_OP_INSTANCENORMALIZATION || nb->nin < 3 || nb->in[0] != av || nb->out[0] < 0) return -1;
+  for (int k = 1; k < nb->nout; k++)
+    if (nb->out[k] >= 0) return -1;
+  for (int k = 1; k < 3; k++)
+    if (nb->in[k] < 0 || gpuc_numel(&g->values[nb->in[k]].t) != 1) return -1;
+  int d = sole_reader(c, nb->out[0]);
+  if (d < 0) return -1;
+  const Node *nd = &g->nodes[d];
+  if (nd->op != GPUC_OP_RESHAPE || nd->in[0] != nb->out[0] || nd->out[0] < 0 ||
+      !same_dims(&g->values[nd->out[0]].t, yt))
+    return -1;
+  *r1 = a;
+  return d;
+}
+
+/* The chain r1 .. r2 runs on Transpose t's input x; Transpose(., p) after
+ * it writes r2's output z. */
+static int sink_flat_norm(Ctx *c, int t, int r1, int r2, const Perm *p) {
+  Graph *g = c->g;
+  int x = g->nodes[t].in[0], z = g->nodes[r2].out[0];
+  Tensor at = g->values[g->nodes[r1].out[0]].t, xt = g->values[x].t;
+  int s1 = shape_const(g, g->nodes[r1].name, "flat", at.rank, at.dims, c->e);
+  int s2 = s1 < 0 ? -1 : shape_const(g, g->nodes[r2].name, "unperm", xt.rank, xt.dims, c->e);
+  if (s2 < 0) return -1;
+  char name[512];
+  snprintf(name, sizeof name, "%s.unperm", g->values[z].name);
+  int z0 = gpuc_graph_add_value(g, name);
+  if (z0 < 0) return oom(g, c->e);
+  g->values[z0].t = g->values[z].t;
+  g->values[z0].t.data = NULL;
+  for (int i = 0; i < xt.rank; i++) g->values[z0].t.dims[i] = xt.dims[i];
+  snprintf(name, sizeof name, "%s.perm", g->nodes[r2].name);
+  int nt = gpuc_graph_add_node(g, GPUC_OP_TRANSPOSE, name, 1, 1);
+  if (nt < 0) return oom(g, c->e);
+  Node *a = &g->nodes[r1], *d = &g->nodes[r2], *tn = &g->nodes[nt];
+  a->in[0] = x;
+  a->in[1] = s1;
+  d->in[1] = s2;
+  d->out[0] = z0;
+  g->values[z0].producer = r2;
+  tn->in[0] = z0;
+  tn->out[0] = z;
+  g->values[z].producer = nt;
+  if (set_perm(g, tn, p, c->e)) return -1;
+  husk(g, t);
+  return 1;
+}
+
 /* One rule at Transpose t, if any applies: 1 changed, 0 none, -1 error. */
 static int rewrite_at(Ctx *c, int t) {
   Graph *g = c->g;
@@ -353,6 +441,8 @@ static int rewrite_at(Ctx *c, int t) {
   }
   int src = plain_source(g, t);
   if (src >= 0) return as_reshape(c, t, src);
+  int r1, r2 = flat_norm_chain(c, t, &p, &r1);
+  if (r2 >= 0 && reaches_transpose(c, g->nodes[r2].out[0], &p)) return sink_flat_norm(c, t, r1, r2, &p);
   int ni = sole_reader(c, y);
   if (ni < 0) return 0;
   const Node *n = &g->nodes[ni];

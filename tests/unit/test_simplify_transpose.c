@@ -165,7 +165,37 @@ static void b_plain_not(Graph *g) {
   output(g, NODE(g, GPUC_OP_RELU, transpose(g, reshape_to(g, transpose(g, x, 4, NHWC_TO_NCHW), 3, r), 3, p)));
 }
 
+/* flat norm: x NHWC [2,3,5,6] -> to NCHW -> Reshape [2,g,90/g] ->
+ * InstanceNormalization (g-element scale and bias) -> Reshape [2,6,3,5] ->
+ * to NHWC (`back`) -> Relu: PoolFormer's GroupNorm(1) between the NHWC
+ * region's edges. One group: the chain runs on x, both Transposes go. */
+static int flat_norm_groups = 1;
+static bool flat_norm_back = true;
+static void b_flat_norm(Graph *g) {
+  int64_t d[4] = {2, 3, 5, 6}, gs = flat_norm_groups, r[3] = {2, gs, 90 / gs}, back[4] = {2, 6, 3, 5};
+  int x = input(g, "x", 4, d);
+  int f = reshape_to(g, transpose(g, x, 4, NHWC_TO_NCHW), 3, r);
+  int in = NODE(g, GPUC_OP_INSTANCENORMALIZATION, f, constant(g, 1, &gs, 31, 0.5, 1.5), constant(g, 1, &gs, 32, -1, 1));
+  attr_f(g, "epsilon", 1e-5f);
+  int y = reshape_to(g, in, 4, back);
+  if (flat_norm_back) y = transpose(g, y, 4, NCHW_TO_NHWC);
+  output(g, NODE(g, GPUC_OP_RELU, y));
+}
+static void b_flat_norm_two_groups(Graph *g) {
+  flat_norm_groups = 2;
+  b_flat_norm(g);
+  flat_norm_groups = 1;
+}
+static void b_flat_norm_no_pay(Graph *g) {
+  flat_norm_back = false;
+  b_flat_norm(g);
+  flat_norm_back = true;
+}
+
 static const Case cases[] = {
+    {"flat norm", 17, b_flat_norm, 0, true},
+    {"flat norm over two groups", 17, b_flat_norm_two_groups, 1 + 1, false},
+    {"flat norm that does not pay", 17, b_flat_norm_no_pay, 1, false},
     {"plain: transpose, reshape, transpose", 17, b_plain_merge, 0, true},
     {"plain: the reshape splitting", 17, b_plain_split, 0, true},
     {"not plain", 17, b_plain_not, 2, false},
