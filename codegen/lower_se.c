@@ -13,7 +13,7 @@
  *
  * A 1x1 convolution (stride 1, no pads, one group) over NHWC data is the
  * GEMM Y [N*H*W, K] = X [N*H*W, C] W^T, W [K,1,1,C] read as [K, C]: one
- * cuBLASLt call with the bias row (and Relu) in its epilogue instead of a
+ * cuBLASLt call with the bias row (and Relu or GELU) in its epilogue instead of a
  * cuDNN convolution. cuDNN took 0.26 ms on the H200 for MobileNetV3's SE
  * fully connected layers on [32,1,1,C] and for 1x1 convolutions of 40 ->
  * 120 channels at 28x28 (8 MB moved); the GEMM is at the memory bound.
@@ -99,9 +99,13 @@ int cg_conv1x1_nhwc_gemm(LowerCtx *c, const int64_t *pb, const int64_t *pe, cons
   int64_t M = x->dims[0] * x->dims[1] * x->dims[2], K = x->dims[3], Nn = w->dims[0];
   if (M == 0 || Nn == 0) return 1;
   int64_t act = gpuc_attr_i(c->n, "activation", 0);
-  /* cuBLASLt's Relu epilogue needs the bias row; without a bias Relu
-   * goes to the kernel below */
-  uint32_t epi = act == GPUC_FCONV_ACT_RELU && bias ? GPUC_GEMM_EPI_RELU : GPUC_GEMM_EPI_NONE;
+  /* cuBLASLt's Relu and GELU epilogues need the bias row; without a bias
+   * they go to the kernel below. GELU_BIAS is the tanh form, within
+   * half's rounding of the erf GELU (the rule of lower_MatMulBias) */
+  uint32_t epi = !bias ? GPUC_GEMM_EPI_NONE
+                 : act == GPUC_FCONV_ACT_RELU ? GPUC_GEMM_EPI_RELU
+                 : act == GPUC_FCONV_ACT_GELU ? GPUC_GEMM_EPI_GELU
+                                              : GPUC_GEMM_EPI_NONE;
   PlanGemm g = {.a = c->tin[0], .b = c->tin[1], .c = UINT32_MAX, .y = c->tout[0], .trans_b = 1, .m = M, .n = Nn,
                 .k = K, .batch = 1, .lda = K, .ldb = K, .ldy = Nn, .alpha = 1, .dt = x->dt};
   if (bias) { g.c = c->tin[2]; g.ldc = 0; g.trans_a = GPUC_GEMM_TRANS_A_PACK(0, epi); }

@@ -181,6 +181,34 @@ static bool dw_nhwc(const Graph *g, const Node *n) {
          w->dims[0] == groups && w->dims[3] == 1 && gpuc_dtype_is_float(y->dt);
 }
 
+/* NHWC FusedConv n is a pointwise convolution with a bias and no residual
+ * (1x1, stride 1, no pads, one group) of half values: codegen/lower_se.c
+ * runs it as one cuBLASLt GEMM whose epilogue adds the bias and applies
+ * Relu or GELU (RELU_BIAS / GELU_BIAS; cuBLASLt's GELU is the tanh form,
+ * within half's rounding of the erf one, the rule MatMulBias follows in
+ * passes/fuse_gemm_act.c). PoolFormer's and ConvNeXt-style MLPs written as
+ * 1x1 convs: the bias and the GELU were a kernel reading and writing the
+ * 4x-wide hidden activation. */
+static bool pw_nhwc(const Graph *g, const Node *n) {
+  if (n->op != GPUC_OP_FUSEDCONV || gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NHWC ||
+      (n->nin > 3 && n->in[3] >= 0) || n->nin < 3 || n->in[0] < 0 || n->in[1] < 0 || n->in[2] < 0 || n->out[0] < 0 ||
+      gpuc_attr_i(n, "group", 1) != 1)
+    return false;
+  const Tensor *x = &g->values[n->in[0]].t, *w = &g->values[n->in[1]].t, *y = &g->values[n->out[0]].t;
+  if (x->rank != 4 || w->rank != 4 || y->rank != 4 || !gpuc_shape_known(y) || w->dims[1] != 1 || w->dims[2] != 1 ||
+      (y->dt != GPUC_DT_F16 && y->dt != GPUC_DT_BF16))
+    return false;
+  const int64_t *v;
+  int nv = gpuc_attr_ints(n, "strides", &v);
+  for (int i = 0; i < nv; i++)
+    if (v[i] != 1) return false;
+  nv = gpuc_attr_ints(n, "pads", &v);
+  for (int i = 0; i < nv; i++)
+    if (v[i] != 0) return false;
+  const char *ap = gpuc_attr_s(n, "auto_pad", "NOTSET");
+  return !strcmp(ap, "NOTSET") || !strcmp(ap, "VALID");
+}
+
 /* A scalar constant's value (Clip's min / max inputs), or `dflt` when the
  * input is absent; false when present but not a constant scalar. */
 static bool scalar_or(const Graph *g, const Node *n, int k, double dflt, double *v) {
@@ -279,7 +307,7 @@ static bool set_act_attrs(Graph *g, Node *n, const char *key, const char *lo_key
 }
 
 /* NHWC depthwise FusedConvs take the activations around them (ir/
- * conv_act.h):
+ * conv_act.h), NHWC pointwise ones (pw_nhwc) a Relu or erf GELU after:
  *   - after: Relu, Clip (constant bounds), HardSwish, erf Gelu or SiLU
  *     reading the conv's output alone -> attribute activation (act_min,
  *     act_max); the conv writes the activation's output;
@@ -301,11 +329,13 @@ int pass_fuse_conv_act(Graph *g, const PassOptions *o, GpucErr *e) {
   if (!drop || !readers) { free(drop); free(readers); return gpuc_err_set(e, "%s: out of memory", g->path); }
   gpuc_graph_count_readers(g, readers, NULL);
   for (int i = 0; i < g->nnodes; i++) {
-    if (!dw_nhwc(g, &g->nodes[i])) continue;
+    bool dw = dw_nhwc(g, &g->nodes[i]);
+    if (!dw && !pw_nhwc(g, &g->nodes[i])) continue;
     ActMatch m;
-    /* after */
+    /* after (pointwise: Relu or GELU, cuBLASLt's epilogues) */
     int y = g->nodes[i].out[0];
-    if (gpuc_attr_i(&g->nodes[i], "activation", 0) == 0 && match_act(g, readers, drop, y, &m)) {
+    if (gpuc_attr_i(&g->nodes[i], "activation", 0) == 0 && match_act(g, readers, drop, y, &m) &&
+        (dw || m.act == GPUC_FCONV_ACT_RELU || m.act == GPUC_FCONV_ACT_GELU)) {
       if (!set_act_attrs(g, &g->nodes[i], "activation", "act_min", "act_max", &m)) goto oom;
       int out = g->nodes[m.node].out[0];
       g->values[y].producer = -1;
@@ -317,7 +347,7 @@ int pass_fuse_conv_act(Graph *g, const PassOptions *o, GpucErr *e) {
     }
     /* before: x = act(y), read by this conv alone */
     int x = g->nodes[i].in[0], p = g->values[x].producer;
-    if (gpuc_attr_i(&g->nodes[i], "in_activation", 0) != 0 || p < 0 || drop[p] || readers[x] != 1 ||
+    if (!dw || gpuc_attr_i(&g->nodes[i], "in_activation", 0) != 0 || p < 0 || drop[p] || readers[x] != 1 ||
         g->values[x].is_output)
       continue;
     const Node *a = &g->nodes[p];

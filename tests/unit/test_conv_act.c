@@ -12,7 +12,11 @@
  * only the conv reads fuse, one read elsewhere too does not.
  * Then the -O2 --fp16 pipeline on an NCHW depthwise Conv + HardSwish
  * (batch 2): the activation ends in an NHWC FusedConv and the outputs
- * match -O0 within fp16's rounding (|a-b| <= 1e-2 + 1e-2|b|). */
+ * match -O0 within fp16's rounding (|a-b| <= 1e-2 + 1e-2|b|).
+ * And a pointwise MLP (1x1 Conv 8 -> 32 with bias, erf Gelu, 1x1 Conv 32
+ * -> 8: PoolFormer's) at -O2 --fp16: the Gelu ends in the NHWC pointwise
+ * FusedConv (cuBLASLt's GELU_BIAS epilogue, codegen/lower_se.c); with
+ * stride 2 on the first conv (not one GEMM) it stays a node. */
 #include "passes.h"
 #include "ref.h"
 #include "check.h"
@@ -241,7 +245,47 @@ static void test_se(bool reducemean) {
   gpuc_graph_free(g1);
 }
 
+/* -O2 --fp16 on x [2,8,9,9] -> 1x1 Conv 8->32 (bias; stride s) -> erf Gelu -> 1x1 Conv 32->8 */
+static Graph *build_pointwise(int64_t stride) {
+  Graph *g = graph_new(20);
+  int64_t xd[4] = {2, 8, 9, 9}, w1[4] = {32, 8, 1, 1}, w2[4] = {8, 32, 1, 1}, b32[1] = {32}, b8[1] = {8};
+  int64_t st[2] = {stride, stride};
+  int x = input(g, "x", 4, xd);
+  int h = NODE(g, GPUC_OP_CONV, x, constant(g, 4, w1, 101, -0.5, 0.5), constant(g, 1, b32, 102, -1, 1));
+  attr_ints(g, "strides", 2, st);
+  int a = NODE(g, GPUC_OP_GELU, h);
+  attr_s(g, "approximate", "none");
+  output(g, NODE(g, GPUC_OP_CONV, a, constant(g, 4, w2, 103, -0.3, 0.3), constant(g, 1, b8, 104, -1, 1)));
+  return g;
+}
+
+static void test_pointwise(int64_t stride) {
+  GpucErr e = {0};
+  Graph *g0 = build_pointwise(stride), *g1 = build_pointwise(stride);
+  CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "pointwise: bad test graph: %s", e.msg);
+  PassOptions o;
+  gpuc_pass_options_default(&o, 2);
+  o.fp16 = true;
+  CHECK(gpuc_passes_run(g1, &o, &e) == 0, "pointwise: passes: %s", e.msg);
+  int fused = 0, gelus = count_op(g1, GPUC_OP_GELU);
+  for (int k = 0; k < g1->nnodes; k++)
+    if (g1->nodes[k].op == GPUC_OP_FUSEDCONV && gpuc_attr_i(&g1->nodes[k], "layout", 0) == GPUC_LAYOUT_NHWC &&
+        gpuc_attr_i(&g1->nodes[k], "activation", 0) == GPUC_FCONV_ACT_GELU)
+      fused++;
+  if (stride == 1)
+    CHECK(fused == 1 && gelus == 0, "pointwise: %d NHWC FusedConvs with GELU, %d Gelu nodes left (want 1, 0)", fused,
+          gelus);
+  else
+    CHECK(fused == 0 && gelus == 1, "pointwise stride 2: %d NHWC FusedConvs with GELU, %d Gelu nodes (want 0, 1)",
+          fused, gelus);
+  compare("pointwise -O2 --fp16", g0, g1, 1e-2);
+  gpuc_graph_free(g0);
+  gpuc_graph_free(g1);
+}
+
 int main(void) {
+  test_pointwise(1);
+  test_pointwise(2);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const Case *c = &cases[i];
     GpucErr e = {0};
