@@ -88,7 +88,14 @@ static bool transpose_leads_well(const Node *n, const Tensor *y) {
  * vectors never straddle two pieces (the stand-alone Concat kernel's
  * vectors, codegen/lower_shape.c). At most MAX_CONCAT_INPUTS pieces (a
  * kernel takes at most 64 pointers) and one Concat a group. */
+static bool env_off(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && strcmp(v, "0");
+}
+
 static bool concat_leads_well(const Graph *g, const Node *n) {
+  /* GPUC_NO_CONCAT_GROUP=1: Concats stay steps of their own (GPU A/B runs) */
+  if (n->op != GPUC_OP_CONCAT || env_off("GPUC_NO_CONCAT_GROUP")) return false;
   if (n->op != GPUC_OP_CONCAT || n->nin < 2 || n->nin > MAX_CONCAT_INPUTS || n->out[0] < 0) return false;
   for (int k = 1; k < n->nout; k++)
     if (n->out[k] >= 0) return false;
