@@ -28,6 +28,7 @@ struct PlanBuilder {
   uint32_t ninplace, cap_inplace;
   uint32_t inplace_shared;       /* tensors the planner placed over their input */
   bool fault_emitted;            /* the device error record is in the module (cg_fault_step) */
+  bool arch_specific;            /* a kernel needs sm_XXa (cg_mark_arch_specific) */
   const Graph *g;
   const CodegenOptions *opt;
   GpucErr *e;
@@ -291,6 +292,10 @@ void cg_mark_tensor_math(LowerCtx *c) {
   Plan *p = c->pb->p;
   if (c->capture || p->ntune == 0 || p->steps[p->ntune - 1].kind != PLAN_STEP_KERNEL) return;
   p->tune[p->ntune - 1].flags |= PLAN_TUNE_F_TENSOR_MATH;
+}
+
+void cg_mark_arch_specific(LowerCtx *c) {
+  if (!c->capture) c->pb->arch_specific = true;
 }
 
 void cg_in_place(LowerCtx *c, uint32_t in, uint32_t out) {
@@ -620,7 +625,8 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
   p->meta.nnodes_lowered = (uint32_t)g->nnodes;
   p->meta.batch = g->ninputs && g->values[g->inputs[0]].t.rank > 0 ? g->values[g->inputs[0]].t.dims[0] : 1;
   p->hdr.sm = (uint32_t)o->sm;
-  p->hdr.flags = (o->fp16 ? GPUC_PLAN_F_FP16 : 0) | (o->bf16 ? GPUC_PLAN_F_BF16 : 0);
+  p->hdr.flags = (o->fp16 ? GPUC_PLAN_F_FP16 : 0) | (o->bf16 ? GPUC_PLAN_F_BF16 : 0) |
+                 (pb.arch_specific ? GPUC_PLAN_F_ARCH_SPECIFIC : 0);
   if (o->mem_limit > 0 && p->meta.arena_bytes + p->meta.workspace_bytes + p->weights_size > (uint64_t)o->mem_limit) {
     gpuc_err_set(e, "%s: the plan needs %llu bytes of device memory (arena %llu + workspace %llu + "
                  "weights %llu), over --mem-limit %lld", g->path,
@@ -642,7 +648,7 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
     if (f && fclose(f)) ok = false;
     if (!ok) { gpuc_err_set(e, "GPUC_SAVE_SOURCE: cannot write %s", save); goto done; }
   }
-  if (!o->skip_nvrtc && gpuc_nvrtc_compile(pb.src.s, o->sm, &p->ptx, &ptx_size, &p->cubin, &cubin_size, e)) goto done;
+  if (!o->skip_nvrtc && gpuc_nvrtc_compile(pb.src.s, o->sm, pb.arch_specific, &p->ptx, &ptx_size, &p->cubin, &cubin_size, e)) goto done;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   p->ptx_size = ptx_size;
   p->cubin_size = cubin_size;

@@ -32,10 +32,11 @@ typedef struct CompileStats {
 /* g must have static shapes (bind with --shape). Builds the plan in *out. */
 int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileStats *st,
                  GpucErr *e);
-/* Compile CUDA C for sm_<sm>: PTX always, CUBIN when cubin != NULL.
- * On failure the message includes the NVRTC log; the source is written to
- * a file named in the message. */
-int gpuc_nvrtc_compile(const char *src, int sm, char **ptx, size_t *ptx_size, uint8_t **cubin,
+/* Compile CUDA C for sm_<sm> (sm_<sm>a with arch_specific: Hopper's
+ * wgmma, whose code runs on that exact arch only): PTX always, CUBIN when
+ * cubin != NULL. On failure the message includes the NVRTC log; the
+ * source is written to a file named in the message. */
+int gpuc_nvrtc_compile(const char *src, int sm, bool arch_specific, char **ptx, size_t *ptx_size, uint8_t **cubin,
                        size_t *cubin_size, GpucErr *e);
 
 /* ---- for lowerings ---- */
@@ -128,6 +129,10 @@ void cg_in_place(LowerCtx *c, uint32_t in, uint32_t out);
 /* The kernel step just made computes on tensor cores (mma.sync): the
  * profile measures it against the tensor peak. */
 void cg_mark_tensor_math(LowerCtx *c);
+/* The kernel just emitted uses an arch-specific feature (Hopper's wgmma):
+ * the module compiles for sm_XXa and the plan is marked
+ * GPUC_PLAN_F_ARCH_SPECIFIC (it runs on that exact arch only). */
+void cg_mark_arch_specific(LowerCtx *c);
 /* Bytes and FLOPs of the steps made since the last call, counted for
  * node c->n (codegen/cost.c); the builder calls it after each lowering. */
 int cg_cost_steps(Plan *p, const LowerCtx *c);

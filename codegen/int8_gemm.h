@@ -11,7 +11,8 @@
  * (epilogue: with a DequantizeRows group as its epilogue, else writing
  * int32): sm_80 or newer, k a multiple of 16 (16-byte row loads), n even
  * (pairs of columns a store), and where it was measured faster than
- * cuBLASLt: an epilogue GEMM with n >= 2048 and 64 tiles or more.
+ * cuBLASLt: an epilogue GEMM with 64 tiles or more and n >= 2048 (on
+ * sm_90, Hopper's wgmma kernel: n >= 2048, or n >= 768 with k < 2048).
  * Environment GPUC_INT8_GEMM (A/B and tests): "cublaslt" keeps cuBLASLt's
  * IMMA GEMM + DequantizeRows everywhere, "own" takes this kernel for every
  * int8 GEMM it can compute. */

@@ -1,5 +1,8 @@
 /* gpuc's int8 tensor-core GEMM (int8_gemm.h): Acc [M, N] = Xq [M, K] Wq [N, K]^T,
- * int8 x int8 -> int32 by mma.sync m16n8k32 (sm_80+), exact.
+ * int8 x int8 -> int32, exact: by mma.sync m16n8k32 (sm_80+), and on sm_90
+ * by Hopper's warpgroup wgmma m64nNk32 reading both operands from shared
+ * memory (the plan's module then compiles for sm_90a, arch-specific: the
+ * plan is flagged GPUC_PLAN_F_ARCH_SPECIFIC and loads on sm_90 only).
  *
  * Why not cuBLASLt: its int8 GEMMs write int32 only (no half output, no
  * per-channel alpha with int32 compute: docs/BENCHMARKS.md), so each
@@ -19,7 +22,10 @@
  *   directly); shared memory ST * (BM + 128) * 64 bytes (64 KB at BM 128:
  *   the runtime opts in past 48 KB, runtime/gpu/session.c).
  *   Accumulator (m16n8 s32): lane l holds rows l/4 and l/4 + 8, columns
- *   2 (l % 4) and + 1 of each 16 x 8 tile: stored (or evaluated) as pairs. */
+ *   2 (l % 4) and + 1 of each 16 x 8 tile: stored (or evaluated) as pairs.
+ *   (The tile sizes above are the first version's; tile_for has today's.)
+ * wgmma (sm_90): BM/64 warpgroups, K steps of 128 bytes, tiles picked by
+ * K and N (tile_for); notes at int8_wgmma_helpers. */
 #include "int8_gemm.h"
 #include <ctype.h>
 #include <stdio.h>
@@ -30,12 +36,19 @@
 
 enum { I8_MIN_TILES = 64 };
 
-/* A CTA's tile: BM x BN of Acc, K in steps of BK bytes through ST stages;
- * WM x WN warps, each (BM/WM) x (BN/WN): MT = BM/(16 WM) m16 tiles and
- * NT = BN/(8 WN) n8 tiles (NT even: B fragments come in pairs). */
-typedef struct I8Tile { int bm, bn, bk, st, wm, wn; } I8Tile;
+/* A CTA's tile: BM x BN of Acc, K in steps of BK bytes through ST stages.
+ * mma.sync: WM x WN warps, each (BM/WM) x (BN/WN): MT = BM/(16 WM) m16
+ * tiles and NT = BN/(8 WN) n8 tiles (NT even: B fragments come in pairs).
+ * wgmma (Hopper): BM/64 warpgroups of 128 threads, each 64 x BN by one
+ * m64nBNk32 instruction a 32-byte K step; BK 128 (one 128-byte swizzle
+ * row). */
+typedef struct I8Tile { int bm, bn, bk, st, wm, wn; bool wg; } I8Tile;
 
 static bool tile_ok(const I8Tile *t) {
+  if (t->wg)
+    return (t->bm == 64 || t->bm == 128 || t->bm == 256) && (t->bn == 64 || t->bn == 128 || t->bn == 256) &&
+           t->bk == 128 && t->st >= 3 && t->st <= 8 && t->st * (t->bm + t->bn) * t->bk + 1024 <= 227 * 1024 &&
+           t->bm * t->bn <= 128 * 256;
   if (!(t->bm == 64 || t->bm == 128 || t->bm == 256) || !(t->bn == 64 || t->bn == 128 || t->bn == 256) ||
       !(t->bk == 64 || t->bk == 128) || t->st < 2 || t->st > 6 || t->st * (t->bm + t->bn) * t->bk > 200 * 1024 ||
       !(t->wm == 1 || t->wm == 2 || t->wm == 4) || !(t->wn == 1 || t->wn == 2 || t->wn == 4))
@@ -44,16 +57,39 @@ static bool tile_ok(const I8Tile *t) {
   return mt >= 1 && nt >= 2 && nt % 2 == 0 && mt * nt <= 32 && t->wm * t->wn >= 4;
 }
 
-/* GPUC_INT8_TILE=BMxBNxBKsST[wWMxWN] (e.g. 128x256x64s3, 128x128x64s4w2x2;
- * warps 2 x 4 unless named) fixes the tile (the sweep of
- * tests/gpu/int8_gemm_check.py); else the default below. */
-static I8Tile tile_for(void) {
+/* Hopper's wgmma kernel on sm_90 (arch-specific code: sm_90a), unless
+ * GPUC_INT8_WGMMA=0 (the mma.sync kernel there, for A/B) */
+static bool use_wgmma(const CodegenOptions *o) {
+  const char *env = getenv("GPUC_INT8_WGMMA");
+  return o->sm == 90 && !(env && !strcmp(env, "0"));
+}
+
+/* GPUC_INT8_TILE fixes the tile (the sweeps of tests/gpu/int8_gemm_check.py):
+ * mma.sync BMxBNxBKsST[wWMxWN] (e.g. 128x256x64s3, 128x128x64s4w2x2; warps
+ * 2 x 4 unless named), wgmma wgBMxBNsST (e.g. wg128x256s4); else the
+ * default below. */
+static I8Tile tile_for(const CodegenOptions *o, int64_t n, int64_t k) {
   const char *env = getenv("GPUC_INT8_TILE");
-  I8Tile t = {0, 0, 0, 0, 2, 4};
-  if (env && sscanf(env, "%dx%dx%ds%dw%dx%d", &t.bm, &t.bn, &t.bk, &t.st, &t.wm, &t.wn) >= 4 && tile_ok(&t)) return t;
+  bool wg = use_wgmma(o);
+  I8Tile t = {0, 0, 128, 0, 2, 4, wg};
+  if (env && wg && sscanf(env, "wg%dx%ds%d", &t.bm, &t.bn, &t.st) == 3 && tile_ok(&t)) return t;
+  if (env && !wg && sscanf(env, "%dx%dx%ds%dw%dx%d", &t.bm, &t.bn, &t.bk, &t.st, &t.wm, &t.wn) >= 4 && tile_ok(&t))
+    return t;
+  if (wg) {
+    /* The H200 sweep (docs/BENCHMARKS.md, BERT-base's four shapes at 4096
+     * rows): with a long K the main loop dominates and the 256 x 128 tile,
+     * fewest L2 bytes an operation, won (K 3072: 0.0442 ms, 128 x 128
+     * 0.0498); with K 768 a tile's prologue and epilogue weigh as much, and
+     * CTAs sharing an SM hide each other's: 3-stage tiles small enough for
+     * 2 (128 x 128, N >= 2048) or 3 (128 x 64) CTAs an SM beat deeper
+     * pipelines at one CTA an SM by 1.3-1.8x */
+    if (k >= 2048) return (I8Tile){256, 128, 128, 4, 1, 1, true};
+    if (n >= 2048) return (I8Tile){128, 128, 128, 3, 1, 1, true};
+    return (I8Tile){128, 64, 128, 3, 1, 1, true};
+  }
   /* the sweep's best at BERT-base's four shapes but N 768 (where 64-wide
    * warp tiles won by 1%): 128 x 128 tiles, 128-byte K steps, 3 stages */
-  return (I8Tile){128, 128, 128, 3, 2, 4};
+  return (I8Tile){128, 128, 128, 3, 2, 4, false};
 }
 
 bool cg_int8_gemm_own(const CodegenOptions *o, int64_t m, int64_t n, int64_t k, bool epilogue) {
@@ -62,12 +98,17 @@ bool cg_int8_gemm_own(const CodegenOptions *o, int64_t m, int64_t n, int64_t k, 
   if ((env && !strcmp(env, "cublaslt")) || o->sm < 80) return false;
   if (m <= 0 || n <= 0 || k <= 0 || k % 16 || n % 2 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return false;
   if (force) return true;
+  const I8Tile t = tile_for(o, n, k);
+  const int64_t tiles = ((m + t.bm - 1) / t.bm) * ((n + t.bn - 1) / t.bn);
   /* Measured on the H200 (docs/BENCHMARKS.md, BERT-base's shapes at 4096
-   * rows): with its epilogue in place of a DequantizeRows kernel this
-   * kernel is 1.17-1.21x cuBLASLt's IMMA GEMM + DequantizeRows at N 2304
-   * and 3072, but 0.88x at N 768 and 0.6x when both write int32: only
-   * wide epilogue GEMMs with tiles for every SM take it */
-  return epilogue && n >= 2048 && ((m + 127) / 128) * ((n + 127) / 128) >= I8_MIN_TILES;
+   * rows), with its epilogue in place of a DequantizeRows kernel, against
+   * cuBLASLt's IMMA GEMM + DequantizeRows: the mma.sync kernel 1.17-1.21x
+   * at N 2304 and 3072, 0.88x at N 768, 0.6x when both write int32; the
+   * wgmma kernel (sm_90) 1.31-1.45x at K 768 (N 768 included), 0.95x at
+   * K 3072 N 768. Epilogue GEMMs only, with tiles for every SM, and no
+   * narrower N than measured */
+  if (!epilogue || tiles < I8_MIN_TILES) return false;
+  return t.wg ? n >= 2048 || (n >= 768 && k < 2048) : n >= 2048;
 }
 
 /* The module's shared pieces, once: the zero-filling cp.async, the int8
@@ -150,13 +191,100 @@ static void int8_gemm_helpers(StrBuf *b) {
     "}\n");
 }
 
+/* Hopper's pieces, once a width: the shared-memory matrix descriptor, the
+ * m64nBNk32 s8 wgmma, its fence / commit / wait, and the main loop.
+ *
+ * Descriptor (PTX ISA, "matrix descriptor" of wgmma): start address >> 4
+ * in bits 0-13, leading byte offset >> 4 in 16-29 (unused by a swizzled
+ * K-major operand: 1), stride byte offset >> 4 in 32-45 (1024: from one
+ * 8-row group of 128-byte rows to the next), swizzle 128B (1) in 62-63.
+ * i8_sw<128> stores chunk ch of row r at r * 128 + ((ch ^ (r & 7)) << 4),
+ * which is that swizzle on a 1024-byte-aligned tile; a 32-byte K step
+ * inside the row is the start address plus 32 (the hardware swizzles the
+ * address it forms, so the row's XOR pattern still applies).
+ *
+ * Pipeline: ST stages, loads issued ST - 2 ahead, so the stage refilled is
+ * the one two steps back, whose wgmma each warpgroup waited for (wait 1
+ * keeps only the newest group in flight) before the barrier. cp.async
+ * writes reach wgmma (the async proxy) through fence.proxy.async. */
+static void int8_wgmma_helpers(StrBuf *b, int bn) {
+  char marker[64];
+  snprintf(marker, sizeof marker, "/* gpuc int8 wgmma n%d */", bn);
+  if (b->s && strstr(b->s, marker)) return;
+  static const char *common = "/* gpuc int8 wgmma common */";
+  if (!b->s || !strstr(b->s, common))
+    sb_printf(b, "%s\n"
+      "template <int BN> __device__ void wgmma_s8(int* d, unsigned long long da, unsigned long long db, int acc);\n"
+      "__device__ __forceinline__ unsigned long long wg_desc(const unsigned char* p) {\n"
+      "  const unsigned a = (unsigned)__cvta_generic_to_shared(p);\n"
+      "  return (unsigned long long)((a & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) |\n"
+      "         (1ull << 62);\n}\n"
+      "__device__ __forceinline__ void wg_fence() { asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\"); }\n"
+      "__device__ __forceinline__ void wg_commit() { asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\"); }\n"
+      "template <int N> __device__ __forceinline__ void wg_wait() {\n"
+      "  asm volatile(\"wgmma.wait_group.sync.aligned %%0;\\n\" :: \"n\"(N) : \"memory\");\n}\n"
+      "/* keeps the compiler from moving the accumulators across wgmma's async window */\n"
+      "template <int R> __device__ __forceinline__ void wg_fence_acc(int* d) {\n"
+      "#pragma unroll\n  for (int i = 0; i < R; i++) asm volatile(\"\" : \"+r\"(d[i]) :: \"memory\");\n}\n"
+      "template <int BM, int BN, int ST>\n"
+      "__device__ __forceinline__ void i8_wg_mainloop(const signed char* __restrict__ x, const signed char* __restrict__ w,\n"
+      "    int M, int N, int K, int m0, int n0, int* acc, unsigned char* sm) {\n"
+      "  constexpr int BK = 128, NTH = BM * 2, SB = (BM + BN) * BK;\n"
+      "  const int wg = threadIdx.x >> 7;\n"
+      "  const int KT = (K + BK - 1) / BK;\n"
+      "#pragma unroll\n"
+      "  for (int s = 0; s < ST - 2; s++) {\n"
+      "    if (s < KT) i8_load<BM, BN, BK, NTH>(x, w, M, N, K, m0, n0, s, sm + s * SB);\n"
+      "    cp_async_commit();\n"
+      "  }\n"
+      "  for (int kt = 0; kt < KT; kt++) {\n"
+      "    cp_async_wait<ST - 3>(); /* this thread's part of stage kt is in */\n"
+      "    asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n"
+      "    __syncthreads(); /* everyone's, and every warpgroup is done with stage kt - 2 */\n"
+      "    if (kt + ST - 2 < KT)\n"
+      "      i8_load<BM, BN, BK, NTH>(x, w, M, N, K, m0, n0, kt + ST - 2, sm + ((kt + ST - 2) %% ST) * SB);\n"
+      "    cp_async_commit();\n"
+      "    const unsigned char* as = sm + (kt %% ST) * SB + wg * 64 * BK;\n"
+      "    const unsigned char* bs = sm + (kt %% ST) * SB + BM * BK;\n"
+      "    wg_fence_acc<BN / 2>(acc);\n"
+      "    wg_fence();\n"
+      "#pragma unroll\n"
+      "    for (int kk = 0; kk < BK / 32; kk++)\n"
+      "      wgmma_s8<BN>(acc, wg_desc(as + kk * 32), wg_desc(bs + kk * 32), kt | kk);\n"
+      "    wg_commit();\n"
+      "    wg_fence_acc<BN / 2>(acc);\n"
+      "    wg_wait<1>();\n"
+      "  }\n"
+      "  wg_wait<0>();\n"
+      "  wg_fence_acc<BN / 2>(acc);\n"
+      "  cp_async_wait<0>();\n"
+      "}\n", common);
+  /* d[4j + e]: the m16n8 layout a warp, n8 tile j (accumulator layout of
+   * wgmma .m64nNk32: warp w of the group rows 16w + lane/4 (+ 8)); the
+   * last operand 0 on a CTA's first K step: D = A B, no zeroed D read */
+  const int nr = bn / 2;
+  sb_printf(b, "%s\ntemplate <> __device__ __forceinline__ void wgmma_s8<%d>(int* d, unsigned long long da, "
+               "unsigned long long db, int acc) {\n"
+               "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n"
+               "    \"wgmma.mma_async.sync.aligned.m64n%dk32.s32.s8.s8 {", marker, bn, nr + 2, bn);
+  for (int i = 0; i < nr; i++) sb_printf(b, "%s%%%d", i ? "," : "", i);
+  sb_printf(b, "}, %%%d, %%%d, p;\\n}\\n\"\n    : ", nr, nr + 1);
+  for (int i = 0; i < nr; i++) sb_printf(b, "%s\"+r\"(d[%d])", i ? (i % 8 ? ", " : ",\n      ") : "", i);
+  sb_printf(b, "\n    : \"l\"(da), \"l\"(db), \"r\"(acc));\n}\n");
+}
+
 int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, int64_t k, const EwProgram *epi,
                  uint32_t tacc) {
-  const I8Tile T = tile_for();
-  const int mt = T.bm / (16 * T.wm), nt = T.bn / (8 * T.wn), threads = 32 * T.wm * T.wn;
-  unsigned shmem = (unsigned)(T.st * (T.bm + T.bn) * T.bk);
+  const I8Tile T = tile_for(c->opt, n, k);
+  /* a warp's m16 and n8 tiles; a wgmma warp has one m16 row band of the
+   * whole BN (its accumulators indexed [0][n8 tile][e] like mma.sync's) */
+  const int mt = T.wg ? 1 : T.bm / (16 * T.wm), nt = T.wg ? T.bn / 8 : T.bn / (8 * T.wn);
+  const int wn = T.wg ? 1 : T.wn, threads = T.wg ? 2 * T.bm : 32 * T.wm * T.wn;
+  /* wgmma: 1 KB more to align the tiles to the 128-byte swizzle's 1024-byte atom */
+  unsigned shmem = (unsigned)(T.st * (T.bm + T.bn) * T.bk) + (T.wg ? 1024u : 0u);
   StrBuf *src = cg_src(c);
   int8_gemm_helpers(src);
+  if (T.wg) int8_wgmma_helpers(src, T.bn);
   /* the kernel's text after its name, in its own buffer first: twelve
    * layers of one shape make one kernel, not twelve for NVRTC to compile */
   StrBuf body = {0}, *b = &body;
@@ -173,22 +301,30 @@ int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, in
     sb_printf(b, "int* __restrict__ out0) {\n");
     args[na++] = tacc;
   }
-  sb_printf(b, "  extern __shared__ __align__(128) unsigned char smem_[];\n"
-               "  const int M = %lld, N = %lld, K = %lld;\n"
+  if (T.wg)
+    sb_printf(b, "  extern __shared__ __align__(1024) unsigned char smem_raw_[];\n"
+                 "  unsigned char* smem_ = smem_raw_ + ((1024 - ((unsigned)__cvta_generic_to_shared(smem_raw_) & 1023)) & 1023);\n");
+  else
+    sb_printf(b, "  extern __shared__ __align__(128) unsigned char smem_[];\n");
+  sb_printf(b, "  const int M = %lld, N = %lld, K = %lld;\n"
                "  const int m0 = blockIdx.y * %d, n0 = blockIdx.x * %d;\n"
                "  int acc[%d][%d][4];\n"
                "#pragma unroll\n  for (int a = 0; a < %d; a++)\n#pragma unroll\n    for (int c = 0; c < %d; c++)\n"
-               "#pragma unroll\n      for (int e = 0; e < 4; e++) acc[a][c][e] = 0;\n"
-               "  i8_mainloop<%d, %d, %d, %d, %d, %d>(xq, wq, M, N, K, m0, n0, acc, smem_);\n"
-               "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+               "#pragma unroll\n      for (int e = 0; e < 4; e++) acc[a][c][e] = 0;\n",
+            LL(m), LL(n), LL(k), T.bm, T.bn, mt, nt, mt, nt);
+  if (T.wg)
+    sb_printf(b, "  i8_wg_mainloop<%d, %d, %d>(xq, wq, M, N, K, m0, n0, &acc[0][0][0], smem_);\n", T.bm, T.bn, T.st);
+  else
+    sb_printf(b, "  i8_mainloop<%d, %d, %d, %d, %d, %d>(xq, wq, M, N, K, m0, n0, acc, smem_);\n", T.bm, T.bn, T.bk,
+              T.st, mt, nt);
+  sb_printf(b, "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
                "  const int rw = m0 + (warp / %d) * %d + (lane >> 2), cw = n0 + (warp %% %d) * %d + (lane & 3) * 2;\n"
                "#pragma unroll\n  for (int a = 0; a < %d; a++)\n#pragma unroll\n    for (int c = 0; c < %d; c++)\n"
                "#pragma unroll\n      for (int h = 0; h < 2; h++) {\n"
                "    const int r = rw + a * 16 + h * 8, col = cw + c * 8;\n"
                "    if (r >= M || col >= N) continue;\n"
                "    const i64 i0_ = (i64)r * N + col;\n",
-            LL(m), LL(n), LL(k), T.bm, T.bn, mt, nt, mt, nt, T.bm, T.bn, T.bk, T.st, mt, nt, T.wn, mt * 16, T.wn, nt * 8, mt,
-            nt);
+            wn, mt * 16, wn, nt * 8, mt, nt);
   if (epi) {
     sb_printf(b, "    const i64 row_ = r; const int j0_ = col; (void)row_; (void)j0_;\n"
                  "    const int reg_[2] = {acc[a][c][2 * h], acc[a][c][2 * h + 1]};\n");
@@ -222,6 +358,7 @@ int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, in
   unsigned block[3] = {(unsigned)threads, 1, 1};
   if (cg_launch_grid(c, name, grid, block, shmem, na, args)) return -1;
   cg_mark_tensor_math(c);
+  if (T.wg) cg_mark_arch_specific(c);
   return 0;
 }
 

@@ -95,10 +95,10 @@ static int compile_one(const char *src, const char *arch, char **ptx, size_t *pt
   return 0;
 }
 
-int gpuc_nvrtc_compile(const char *src, int sm, char **ptx, size_t *ptx_size, uint8_t **cubin,
+int gpuc_nvrtc_compile(const char *src, int sm, bool arch_specific, char **ptx, size_t *ptx_size, uint8_t **cubin,
                        size_t *cubin_size, GpucErr *e) {
   if (gpuc_load_nvrtc(e)) return -1;
   char arch[32];
-  snprintf(arch, sizeof arch, cubin ? "sm_%d" : "compute_%d", sm);
+  snprintf(arch, sizeof arch, cubin ? "sm_%d%s" : "compute_%d%s", sm, arch_specific ? "a" : "");
   return compile_one(src, arch, ptx, ptx_size, cubin, cubin_size, e);
 }

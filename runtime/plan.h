@@ -57,6 +57,10 @@ enum { GPUC_PLAN_F_FP16 = 1u << 0, GPUC_PLAN_F_BF16 = 1u << 1 };
  * weight tensors index the container's weights (its own WEIGHTS section is
  * empty); a plan file on its own never has it */
 enum { GPUC_PLAN_F_BUCKET = 1u << 2 };
+/* not informational: the module was compiled for sm_XXa (Hopper's wgmma in
+ * the int8 GEMM, codegen/lower_int8_gemm.c): its CUBIN and PTX run on
+ * exactly sm_XX, never JIT-compiled for a newer GPU */
+enum { GPUC_PLAN_F_ARCH_SPECIFIC = 1u << 3 };
 
 typedef enum PlanSectionId {
   PLAN_SEC_META = 1,     /* PlanMeta */

@@ -643,8 +643,9 @@ static void print_buckets(const Plan *p, FILE *f) {
 }
 
 void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
-  fprintf(f, "plan: %s\nformat %u, built by gpuc %.16s, target sm_%u%s\n", path,
+  fprintf(f, "plan: %s\nformat %u, built by gpuc %.16s, target sm_%u%s%s\n", path,
           p->hdr.format_version, p->hdr.gpuc_version, p->hdr.sm,
+          (p->hdr.flags & GPUC_PLAN_F_ARCH_SPECIFIC) ? "a (arch-specific: runs on this GPU generation only)" : "",
           (p->hdr.flags & GPUC_PLAN_F_FP16) ? ", fp16" : (p->hdr.flags & GPUC_PLAN_F_BF16) ? ", bf16" : "");
   fprintf(f, "arena: %llu bytes (naive sum %llu), workspace %llu bytes, weights %llu bytes\n",
           (unsigned long long)p->meta.arena_bytes, (unsigned long long)p->meta.naive_bytes,

@@ -158,7 +158,7 @@ static uint64_t trainer_bytes(const Trainer *t, const Plan *p, const TrainGpuOpt
 static int load_kernels(TrainGpu *G, int sm, GpucErr *e) {
   char *ptx = NULL;
   size_t ptx_size = 0;
-  if (gpuc_nvrtc_compile(gpuc_optim_kernels_src(G->half == GPUC_DT_BF16), sm, &ptx, &ptx_size, NULL, NULL, e)) {
+  if (gpuc_nvrtc_compile(gpuc_optim_kernels_src(G->half == GPUC_DT_BF16), sm, false, &ptx, &ptx_size, NULL, NULL, e)) {
     gpuc_err_prefix(e, "the GPU trainer's optimizer kernels");
     return -1;
   }

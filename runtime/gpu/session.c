@@ -355,6 +355,11 @@ static GpucSession *open_session(Plan *p, const char *plan_path, int device, Gpu
     }
     s->workspace_budget = (size_t)v;
   }
+  if ((p->hdr.flags & GPUC_PLAN_F_ARCH_SPECIFIC) && sm != (int)p->hdr.sm) {
+    gpuc_err_set(e, "%s: plan built for sm_%ua (Hopper-only int8 GEMMs), this GPU is sm_%d; rebuild with: "
+                 "gpuc MODEL.onnx --arch sm_%d -o %s", plan_path, p->hdr.sm, sm, sm, plan_path);
+    goto fail;
+  }
   if (sm < (int)p->hdr.sm) {
     gpuc_err_set(e, "%s: plan built for sm_%u, this GPU is sm_%d; rebuild with: gpuc MODEL.onnx --arch sm_%d -o %s",
                  plan_path, p->hdr.sm, sm, sm, plan_path);

@@ -265,6 +265,7 @@ ROUND = [  # tag, flags, env; -O2 unless the flags say otherwise
     ("int8", ["--int8", "--fp16"], None),
     ("int8-own", ["--int8", "--fp16"], {"GPUC_INT8_GEMM": "own"}),  # gpuc's int8 GEMM for every int8 GEMM, b2 too
     ("int8-cublaslt", ["--int8", "--fp16"], {"GPUC_INT8_GEMM": "cublaslt"}),
+    ("int8-mma", ["--int8", "--fp16"], {"GPUC_INT8_WGMMA": "0"}),  # sm_90: the mma.sync kernel, not wgmma
     ("int8-unfused", ["--int8", "--fp16"], UNFUSED),
     ("prune2:4", ["--prune", "2:4", "--fp16"], None),
 ]
@@ -273,12 +274,12 @@ ROUND_ONLY = [t for t in os.environ.get("ROUND_ONLY", "").split(",") if t]
 if ROUND_ONLY:
     ROUND = [r for r in ROUND if r[0] in ROUND_ONLY]
 # the CPU reference's flags for each plan (int8-unfused: the same graph as int8)
-CPU_OF = {"fp16": "fp16", "int8": "int8", "int8-cublaslt": "int8", "int8-own": "int8", "int8-unfused": "int8", "prune2:4": "prune2:4", "prune2:4-O3": "prune2:4"}
+CPU_OF = {"fp16": "fp16", "int8": "int8", "int8-cublaslt": "int8", "int8-own": "int8", "int8-mma": "int8", "int8-unfused": "int8", "prune2:4": "prune2:4", "prune2:4-O3": "prune2:4"}
 # GPU against `gpuc run --cpu` with the same flags, rel L2: half storage
 # (1e-2); int8 drifts from the reference's int8 as one-ulp differences
 # upstream move values across quantization steps (docs/BENCHMARKS.md: 0.021
 # on BERT-base b1)
-TOL = {"fp16": 1e-2, "int8": 5e-2, "int8-cublaslt": 5e-2, "int8-own": 5e-2, "int8-unfused": 5e-2, "prune2:4": 1e-2, "prune2:4-O3": 1e-2}
+TOL = {"fp16": 1e-2, "int8": 5e-2, "int8-cublaslt": 5e-2, "int8-own": 5e-2, "int8-mma": 5e-2, "int8-unfused": 5e-2, "prune2:4": 1e-2, "prune2:4-O3": 1e-2}
 
 
 def row_kernel_class(name, covers):

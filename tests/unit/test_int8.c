@@ -308,12 +308,22 @@ static void check_own_gemm(const char *dir, const char *work) {
     CHECK(own == 2 && int8_library_gemms(p) == 0,
           "ffn_block b1024 --int8 --fp16 sm_%d: %d own int8 GEMM kernels, %d cuBLASLt ones (want 2, 0)", archs[i], own,
           int8_library_gemms(p));
-    if (archs[i] == 90) {
-      int big_tiles = 0;
+    /* sm_90: Hopper's wgmma kernel, the module compiled for sm_90a and the
+     * plan flagged arch-specific; mma.sync (portable PTX) everywhere else */
+    bool hopper = archs[i] == 90, wgmma = p->ptx && strstr(p->ptx, "wgmma.mma_async") != NULL;
+    bool sm90a = p->ptx && strstr(p->ptx, ".target sm_90a") != NULL;
+    bool flagged = (p->hdr.flags & GPUC_PLAN_F_ARCH_SPECIFIC) != 0;
+    CHECK(wgmma == hopper && sm90a == hopper && flagged == hopper,
+          "ffn_block sm_%d: wgmma in the PTX %d, .target sm_90a %d, plan flag arch-specific %d (want all %d)", archs[i],
+          wgmma, sm90a, flagged, hopper);
+    if (hopper) {
+      int tiles = 0;
       for (uint32_t s = 0; s < p->nsteps; s++)
         if (p->steps[s].kind == PLAN_STEP_KERNEL && strstr(gpuc_plan_str(p, p->kernels[p->steps[s].index].name), "_int8_gemm"))
-          big_tiles += p->steps[s].shmem == 3 * (128 + 128) * 128 && p->steps[s].block[0] == 256;
-      CHECK(big_tiles == 2, "ffn_block b1024: both GEMMs take 128 x 128 tiles, 3 stages of 128-byte K steps (96 KB)");
+          tiles += p->steps[s].shmem == 3 * (128 + 64) * 128 + 1024 && p->steps[s].block[0] == 256;
+      /* K 64 and 256, N 256 and 64: short K, narrow N -> 128 x 64 tiles, two
+       * warpgroups, 3 stages of 128-byte K steps + 1 KB for the alignment */
+      CHECK(tiles == 2, "ffn_block b1024: both GEMMs take wgmma 128 x 64 tiles, 3 stages (73 KB): %d do", tiles);
       snprintf(a, sizeof a, "%s/int8_own_a.gpuc", work);
       snprintf(b, sizeof b, "%s/int8_own_b.gpuc", work);
       gpuc_plan_free(plan_round_trip(p, a, b, "own int8 GEMM"));
@@ -333,13 +343,25 @@ static void check_own_gemm(const char *dir, const char *work) {
           fp16 ? " --fp16" : "", fused, dq, int8_library_gemms(p));
     gpuc_plan_free(p);
   }
+  /* GPUC_INT8_WGMMA=0: the mma.sync kernel on sm_90, a portable module */
+  setenv("GPUC_INT8_WGMMA", "0", 1);
+  snprintf(path, sizeof path, "%s/ffn_block.onnx", dir);
+  Plan *p = compile_int8(path, &big, 1, 90, true);
+  if (p)
+    CHECK(kernels_named(p, "_int8_gemm", NULL) == 2 && p->ptx && !strstr(p->ptx, "wgmma") &&
+              !strstr(p->ptx, "sm_90a") && !(p->hdr.flags & GPUC_PLAN_F_ARCH_SPECIFIC),
+          "GPUC_INT8_WGMMA=0 sm_90: the mma.sync kernel, no sm_90a module");
+  gpuc_plan_free(p);
+  unsetenv("GPUC_INT8_WGMMA");
+  snprintf(path, sizeof path, "%s/linears.onnx", dir);
   setenv("GPUC_INT8_GEMM", "cublaslt", 1);
-  Plan *p = compile_int8(path, lin, 3, 90, true);
+  p = compile_int8(path, lin, 3, 90, true);
   if (p)
     CHECK(int8_library_gemms(p) == 4 && kernels_named(p, "_int8_gemm", NULL) == 0,
           "GPUC_INT8_GEMM=cublaslt: %d cuBLASLt int8 GEMMs (want 4)", int8_library_gemms(p));
   gpuc_plan_free(p);
-  /* by default only GEMMs of N >= 2048 with an epilogue: linears' (N <= 96) stay cuBLASLt's */
+  /* by default only epilogue GEMMs of N >= 2048 (sm_90: or N >= 768 with K < 2048):
+   * linears' (N <= 96) stay cuBLASLt's */
   unsetenv("GPUC_INT8_GEMM");
   p = compile_int8(path, lin, 3, 90, true);
   if (p)

@@ -79,7 +79,7 @@ static void test_gpu_kernels_compile(void) {
     char *ptx = NULL;
     size_t n = 0;
     bool bf16 = k % 2;
-    int rc = gpuc_nvrtc_compile(gpuc_optim_kernels_src(bf16), sms[k / 2], &ptx, &n, NULL, NULL, &e);
+    int rc = gpuc_nvrtc_compile(gpuc_optim_kernels_src(bf16), sms[k / 2], false, &ptx, &n, NULL, NULL, &e);
     if (rc && strstr(e.msg, "not found")) { printf("skip: NVRTC not installed (%s)\n", e.msg); return; }
     char what[64];
     snprintf(what, sizeof what, "optimizer kernels (%s) compile for sm_%d", bf16 ? "bf16" : "fp16", sms[k / 2]);
