@@ -71,6 +71,12 @@ typedef struct EwProgram {
    * ew_group_program returns 1 (members one by one) for them */
   bool allow_cat;
   EwCat cat;                     /* the one Concat member, when an ext has cat set */
+  /* pre_value: graph value computed by the terms already in the program
+   * before ew_group_program adds the members' (a norm heading the group,
+   * codegen/lower_fused.c): members reading it read term pre_term; -1
+   * (with pre_term) when there is none. ew_group_program numbers the
+   * members' terms from nterms on. */
+  int pre_value, pre_term;
 } EwProgram;
 
 /* The type a loaded input is held in before a term converts it: double

@@ -131,22 +131,24 @@ int cg_lower_one_by_one(PlanBuilder *pb, const int *m, int nm) {
 }
 
 int ew_group_program(PlanBuilder *pb, const Graph *g, const int *m, int nm, EwProgram *p, EwCapture *caps) {
+  const int base = p->nterms; /* terms before the members' (a norm's), or 0 */
+  if (base + nm > EW_MAX_TERMS) return 1;
   for (int t = 0; t < nm; t++) {
     const Node *n = &g->nodes[m[t]];
     if (n->op == GPUC_OP_TRANSPOSE) { /* the group reads its input through permuted strides */
-      if (transpose_term(pb, g, n, p, t)) return 1;
-      p->nterms = t + 1;
+      if (transpose_term(pb, g, n, p, base + t)) return 1;
+      p->nterms = base + t + 1;
       continue;
     }
     if (n->op == GPUC_OP_CONCAT) { /* the group reads the pieces where each column falls */
-      if (concat_term(pb, g, n, p, t)) return 1;
-      p->nterms = t + 1;
+      if (concat_term(pb, g, n, p, base + t)) return 1;
+      p->nterms = base + t + 1;
       continue;
     }
     if (cg_lower_node(pb, m[t], &caps[t], NULL)) return -1; /* the op's own error */
     EwCapture *cap = &caps[t];
     if (cap->calls != 1 || cap->other) return 1;
-    EwTerm *term = &p->term[t];
+    EwTerm *term = &p->term[base + t];
     term->nargs = cap->nargs;
     term->ct = cap->ct;
     term->pre = cap->pre;
@@ -155,6 +157,8 @@ int ew_group_program(PlanBuilder *pb, const Graph *g, const int *m, int nm, EwPr
     for (int k = 0; k < cap->nargs; k++) {
       int v = n->in[cap->slot[k]];
       int q = term_of(g, m, t, v); /* an earlier member's output? */
+      if (q >= 0) q += base;
+      else if (base && v == p->pre_value) q = p->pre_term; /* the norm's */
       term->arg[k].term = q;
       if (q >= 0) term->arg[k].ext = -1;
       else if (p->has_reg && v == p->reg_value) { /* the enclosing kernel's register: no tensor */
@@ -163,12 +167,127 @@ int ew_group_program(PlanBuilder *pb, const Graph *g, const int *m, int nm, EwPr
       } else term->arg[k].ext = ew_ext(p, cg_value_tensor(pb, v), &cap->view[k]);
       if (q < 0 && term->arg[k].ext < 0) return 1; /* too many inputs */
     }
-    p->nterms = t + 1;
+    p->nterms = base + t + 1;
   }
   return 0;
 }
 
+/* Term 0 of p: InstanceNormalization node ni's y = x * a[r] + b[r] over
+ * the group's output y (the norm's output, through Reshapes, has y's
+ * elements in y's order), r = the element's plane: the flat index / S, so
+ * a and b are viewed as y's leading dims up to the planes ([rows], then
+ * 1s). 1: y's dims do not split at the planes. */
+static int norm_term(PlanBuilder *pb, const Graph *g, const Node *ni, const Tensor *y, int64_t rows, uint32_t ta,
+                     uint32_t tb, EwProgram *p) {
+  const Tensor *x = &g->values[ni->in[0]].t;
+  int64_t lead = 1;
+  int k = 0;
+  while (k < y->rank && lead < rows) lead *= y->dims[k++];
+  if (lead != rows || gpuc_numel(y) != gpuc_numel(x)) return 1;
+  Tensor vx = *y, vab = *y;
+  vx.dt = x->dt;
+  vx.data = vab.data = NULL;
+  vab.dt = GPUC_DT_F32;
+  for (int d = k; d < y->rank; d++) vab.dims[d] = 1;
+  int ex = ew_ext(p, cg_value_tensor(pb, ni->in[0]), &vx), ea = ew_ext(p, ta, &vab), eb = ew_ext(p, tb, &vab);
+  if (ex < 0 || ea < 0 || eb < 0) return 1;
+  EwTerm *term = &p->term[0];
+  term->nargs = 3;
+  term->arg[0] = (EwArg){.ext = ex, .term = -1};
+  term->arg[1] = (EwArg){.ext = ea, .term = -1};
+  term->arg[2] = (EwArg){.ext = eb, .term = -1};
+  term->ct = "float";
+  term->pre = NULL;
+  term->expr = "x0 * x1 + x2";
+  term->dt = g->values[ni->out[0]].t.dt;
+  p->nterms = 1;
+  p->pre_term = 0;
+  return 0;
+}
+
+/* A group headed by an InstanceNormalization and the Reshapes of its
+ * output (passes/fuse_elementwise.c, attach_norm_heads): the norm's
+ * statistics kernels, then one kernel for x * a + b and the members.
+ * Where the norm is not on the split path (or y does not split at its
+ * planes) the norm and the Reshapes are lowered alone and the members as
+ * a group. */
+static int lower_norm_group(PlanBuilder *pb, const Graph *g, const int *m, int nm, const int *reader_group) {
+  int h = 1;
+  while (h < nm && g->nodes[m[h]].op == GPUC_OP_RESHAPE) h++;
+  const Node *ni = &g->nodes[m[0]], *sink = &g->nodes[m[nm - 1]];
+  int pre = g->nodes[m[h - 1]].out[0];
+  const Tensor *y = &g->values[sink->out[0]].t;
+  bool fits = nm - h >= 2 && ni->nin >= 3 && ni->in[0] >= 0 && ni->in[1] >= 0 && ni->in[2] >= 0 && pre >= 0 &&
+              cg_group_valid(g, m + h, nm - h, reader_group);
+  if (fits) { /* the members' y splits at the planes? (checked again by norm_term) */
+    const Tensor *x = &g->values[ni->in[0]].t;
+    int64_t rows = x->rank >= 2 ? x->dims[0] * x->dims[1] : 0, lead = 1;
+    for (int k = 0; k < y->rank && lead < rows; k++) lead *= y->dims[k];
+    fits = rows > 0 && lead == rows && gpuc_numel(y) == gpuc_numel(x);
+  }
+  int rc = -1;
+  int64_t rows = 0;
+  uint32_t ta = UINT32_MAX, tb = UINT32_MAX;
+  const Tensor *ins[3];
+  uint32_t tin[3];
+  for (int k = 0; k < 3 && fits; k++) {
+    ins[k] = &g->values[ni->in[k]].t;
+    tin[k] = cg_value_tensor(pb, ni->in[k]);
+  }
+  LowerCtx c = {.g = g, .n = ni, .node_index = m[0], .nin = 3, .nout = 0, .in = ins, .out = NULL, .tin = tin,
+                .tout = NULL, .pb = pb, .opt = cg_builder_opt(pb), .err = cg_builder_err(pb), .label = ni->name};
+  snprintf(c.kname, sizeof c.kname, "k%d_InstanceNormalization", m[0]);
+  int st = fits ? cg_instance_norm_stats(&c, &rows, &ta, &tb) : 1;
+  if (st < 0) return -1;
+  if (st == 0) st = cg_cost_steps(cg_builder_plan(pb), &c);
+  if (st < 0) return -1;
+  if (st > 0) { /* the norm (and its views) alone, then the members as a group */
+    if (cg_lower_one_by_one(pb, m, h)) return -1;
+    return nm - h >= 2 ? cg_lower_group(pb, g, m + h, nm - h, reader_group) : cg_lower_one_by_one(pb, m + h, nm - h);
+  }
+  EwProgram *p = calloc(1, sizeof *p);
+  EwCapture *caps = calloc((size_t)nm, sizeof *caps);
+  StrBuf label = {0};
+  if (!p || !caps) goto oom;
+  p->allow_cat = true;
+  p->pre_value = pre;
+  if (norm_term(pb, g, ni, y, rows, ta, tb, p)) { /* checked above: cannot happen */
+    rc = gpuc_err_set(cg_builder_err(pb), "internal: %s: the norm's planes do not split the group's output", ni->name);
+    goto out;
+  }
+  int built = ew_group_program(pb, g, m + h, nm - h, p, caps);
+  if (built) { /* statistics emitted: no way back; a member not inlinable is an error here */
+    rc = built < 0 ? -1 : gpuc_err_set(cg_builder_err(pb), "internal: %s: a member of its group is not one elementwise term", ni->name);
+    goto out;
+  }
+  p->y = y;
+  p->ty = cg_value_tensor(pb, sink->out[0]);
+  for (int t = 0; t < nm; t++) sb_printf(&label, "%s%s", t ? ", " : "", g->nodes[m[t]].name);
+  if (label.oom || p->ty == UINT32_MAX) goto oom;
+  const Tensor *fins[1] = {NULL}, *outs[1] = {p->y};
+  uint32_t ftin[1] = {UINT32_MAX}, ftout[1] = {p->ty};
+  LowerCtx f = {.g = g, .n = sink, .node_index = m[nm - 1], .nin = 0, .nout = 1, .in = fins, .out = outs,
+                .tin = ftin, .tout = ftout, .pb = pb, .opt = cg_builder_opt(pb), .err = cg_builder_err(pb),
+                .label = label.s};
+  snprintf(f.kname, sizeof f.kname, "k%d_Fused%d", m[nm - 1], nm - h + 1);
+  rc = cg_ew_program(&f, p);
+  if (!rc) rc = cg_cost_steps(cg_builder_plan(pb), &f);
+  if (!rc) {
+    Plan *plan = cg_builder_plan(pb);
+    plan->costs[plan->nsteps - 1].flops = (uint64_t)gpuc_numel(p->y) * (uint64_t)(nm - h + 2);
+  }
+  goto out;
+oom:
+  rc = gpuc_err_set(cg_builder_err(pb), "%s: out of memory", g->path);
+out:
+  ew_captures_free(caps, nm);
+  free(p);
+  free(label.s);
+  return rc;
+}
+
 int cg_lower_group(PlanBuilder *pb, const Graph *g, const int *m, int nm, const int *reader_group) {
+  if (g->nodes[m[0]].op == GPUC_OP_INSTANCENORMALIZATION) return lower_norm_group(pb, g, m, nm, reader_group);
   GpucOp last = g->nodes[m[nm - 1]].op;
   if (last == GPUC_OP_QUANTIZEROWS || last == GPUC_OP_QUANTIZEROWSF8 || last == GPUC_OP_LAYERNORMALIZATION ||
       last == GPUC_OP_ADDLAYERNORMALIZATION)

@@ -169,15 +169,22 @@ int lower_BatchNormalization(LowerCtx *c) {
  * tests/row_kernel_host_test.py runs the three kernels' text on the host. */
 enum { SPLIT_MAX_ROWS = 128, SPLIT_MIN_LEN = 16384, SPLIT_BLOCKS = 512, SPLIT_MIN_PART = 1024 };
 
-static int instance_norm_split(LowerCtx *c, int64_t rows, int64_t C, int64_t S, double eps) {
-  const Tensor *x = c->in[0], *y = c->out[0];
+/* Kernels 1 and 2: a and b into one f32 scratch ab [2 * rows] (a at r, b
+ * at rows + r; *tab), or, with split_ab, into two scratches a [rows] and b
+ * [rows] (*tab, *tb: what an elementwise program reads as two broadcast
+ * inputs, cg_instance_norm_stats). */
+static int instance_norm_stats(LowerCtx *c, int64_t rows, int64_t C, int64_t S, double eps, bool split_ab,
+                               uint32_t *tab, uint32_t *tb) {
+  const Tensor *x = c->in[0];
   GpucDType dt = x->dt;
-  const char *ct = facc(dt);
   int64_t P = (SPLIT_BLOCKS + rows - 1) / rows;
   if (P > S / SPLIT_MIN_PART) P = S / SPLIT_MIN_PART;
   if (P < 2) P = 2;
-  int64_t L = (S + P - 1) / P, np = 3 * rows * P, nab = 2 * rows;
+  int64_t L = (S + P - 1) / P, np = 3 * rows * P, nab = split_ab ? rows : 2 * rows;
   uint32_t part = cg_scratch(c, GPUC_DT_F64, 1, &np), ab = cg_scratch(c, GPUC_DT_F32, 1, &nab);
+  uint32_t bb = split_ab ? cg_scratch(c, GPUC_DT_F32, 1, &nab) : UINT32_MAX;
+  *tab = ab;
+  if (tb) *tb = bb;
   StrBuf *b = cg_src(c);
   char name[128], e[64];
   /* 1: each part's count, mean and squared deviations */
@@ -218,7 +225,7 @@ static int instance_norm_split(LowerCtx *c, int64_t rows, int64_t C, int64_t S, 
    * double divisions, took 0.051 ms of PoolFormer's 0.95 at batch 1) */
   snprintf(name, sizeof name, "%s", cg_kernel_name(c));
   sb_printf(b, "extern \"C\" __global__ void %s(const double* __restrict__ part, const %s* __restrict__ scale, "
-               "const %s* __restrict__ bias, float* __restrict__ ab) {\n"
+               "const %s* __restrict__ bias, float* __restrict__ ab%s) {\n"
                "  const int lane = threadIdx.x & 31;\n"
                "  /* Chan et al.'s merge of (n, mean, m2) with (nb, mb, qb); empty parts change nothing */\n"
                "  auto chan_merge = [](double& n, double& mean, double& m2, double nb, double mb, double qb) {\n"
@@ -239,14 +246,41 @@ static int instance_norm_split(LowerCtx *c, int64_t rows, int64_t C, int64_t S, 
                "    if (lane) continue;\n"
                "    const i64 ch = r %% %lldLL;\n"
                "    const double a = (double)",
-            name, cg_ctype(c->in[1]->dt), cg_ctype(c->in[2]->dt), LL(rows), LL(P), LL(P), LL(C));
+            name, cg_ctype(c->in[1]->dt), cg_ctype(c->in[2]->dt), split_ab ? ", float* __restrict__ bb" : "",
+            LL(rows), LL(P), LL(P), LL(C));
   cg_load(b, "float", c->in[1]->dt, "scale", "ch");
   cg_float_lit(e, sizeof e, eps, "double");
-  sb_printf(b, " / sqrt(m2 / n + %s);\n    ab[r] = (float)a;\n    ab[%lldLL + r] = (float)((double)", e, LL(rows));
+  if (split_ab) sb_printf(b, " / sqrt(m2 / n + %s);\n    ab[r] = (float)a;\n    bb[r] = (float)((double)", e);
+  else sb_printf(b, " / sqrt(m2 / n + %s);\n    ab[r] = (float)a;\n    ab[%lldLL + r] = (float)((double)", e, LL(rows));
   cg_load(b, "float", c->in[2]->dt, "bias", "ch");
   sb_printf(b, " - mean * a);\n  }\n}\n");
-  uint32_t args2[4] = {part, c->tin[1], c->tin[2], ab};
-  if (cg_launch(c, name, (uint64_t)rows * 32, 128, 0, 4, args2)) return -1;
+  uint32_t args2[5] = {part, c->tin[1], c->tin[2], ab, bb};
+  return cg_launch(c, name, (uint64_t)rows * 32, 128, 0, split_ab ? 5 : 4, args2);
+}
+
+/* Whether X [N, C, S..] takes the split path (fewer than SPLIT_MAX_ROWS
+ * planes of at least SPLIT_MIN_LEN elements; GPUC_NO_SPLIT_NORM unset) */
+static bool split_path(GpucDType dt, int64_t rows, int64_t S) {
+  return rows > 0 && rows < SPLIT_MAX_ROWS && S >= SPLIT_MIN_LEN && dt != GPUC_DT_F64 && !getenv("GPUC_NO_SPLIT_NORM");
+}
+
+int cg_instance_norm_stats(LowerCtx *c, int64_t *rows_out, uint32_t *ta, uint32_t *tb) {
+  const Tensor *x = c->in[0];
+  if (x->rank < 3 || !is_flt(x->dt) || !is_flt(c->in[1]->dt) || !is_flt(c->in[2]->dt)) return 1;
+  int64_t rows = x->dims[0] * x->dims[1], S = prod(x->dims + 2, x->rank - 2);
+  if (!split_path(x->dt, rows, S)) return 1;
+  *rows_out = rows;
+  return instance_norm_stats(c, rows, x->dims[1], S, gpuc_attr_f(c->n, "epsilon", 1e-5f), true, ta, tb) ? -1 : 0;
+}
+
+static int instance_norm_split(LowerCtx *c, int64_t rows, int64_t C, int64_t S, double eps) {
+  const Tensor *x = c->in[0], *y = c->out[0];
+  GpucDType dt = x->dt;
+  const char *ct = facc(dt);
+  uint32_t ab;
+  if (instance_norm_stats(c, rows, C, S, eps, false, &ab, NULL)) return -1;
+  StrBuf *b = cg_src(c);
+  char name[128], e[64];
   /* 3: normalize */
   snprintf(name, sizeof name, "%s", cg_kernel_name(c));
   sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const float* __restrict__ ab, %s* __restrict__ y) {\n"
@@ -274,8 +308,7 @@ int lower_InstanceNormalization(LowerCtx *c) {
   double eps = gpuc_attr_f(c->n, "epsilon", 1e-5f);
   int64_t N = x->dims[0], C = x->dims[1], S = prod(x->dims + 2, x->rank - 2), rows = N * C;
   if (rows == 0 || S == 0) return 0;
-  if (rows < SPLIT_MAX_ROWS && S >= SPLIT_MIN_LEN && dt != GPUC_DT_F64 && !getenv("GPUC_NO_SPLIT_NORM"))
-    return instance_norm_split(c, rows, C, S, eps);
+  if (split_path(dt, rows, S)) return instance_norm_split(c, rows, C, S, eps);
   const char *ct = facc(dt);
   Rows r = rows_pick(rows, S, true);
   StrBuf *b = cg_src(c);

@@ -62,6 +62,13 @@ int cg_conv_act_expr(char *buf, size_t cap, const Node *n, bool input, const cha
 int cg_dwconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int64_t *dil);
 /* An NHWC GlobalAveragePool [N,H,W,C] -> [N,1,1,C] (codegen/lower_se.c). */
 int cg_gap_nhwc(LowerCtx *c);
+/* InstanceNormalization c->n (inputs X [N,C,S..], scale, B; no output)
+ * on the split path (codegen/lower_norm.c): only its statistics kernels,
+ * which leave y = x * a[r] + b[r] (r = the plane, n * C + c) to the
+ * caller, a and b in f32 scratch tensors *ta, *tb of *rows elements (an
+ * elementwise group's first term, codegen/lower_fused.c). 1: not the split
+ * path (nothing emitted), -1 error. */
+int cg_instance_norm_stats(LowerCtx *c, int64_t *rows, uint32_t *ta, uint32_t *tb);
 /* An NHWC 1x1 FusedConv (stride 1, no pads, one group, no residual, half)
  * as one cuBLASLt GEMM with the bias (and Relu) in its epilogue
  * (codegen/lower_se.c): 0 done, 1 not its case, -1 error. */

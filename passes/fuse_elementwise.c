@@ -297,6 +297,57 @@ static int swap_cast_transpose(Graph *g, GpucErr *e) {
   return swaps;
 }
 
+/* An InstanceNormalization whose output, through a chain of Reshapes
+ * (views: the same elements in the same order), only members of one group
+ * read (PoolFormer's GroupNorm(1) -> the per-channel affine Mul and Add)
+ * heads that group: codegen/lower_fused.c runs its statistics kernels,
+ * then the group's kernel computes x * a + b as its first term, so the
+ * normalized value is never written (where the norm takes codegen's split
+ * path; elsewhere the norm is lowered alone, the group as before). The
+ * norm and the Reshapes get the group's id. Returns the number attached,
+ * or -1. */
+static int attach_norm_heads(Graph *g, GpucErr *e) {
+  const char *off = getenv("GPUC_NO_NORM_GROUP"); /* GPU A/B runs */
+  if (off && *off && strcmp(off, "0")) return 0;
+  int n = 0, *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *reader = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  if (!readers || !reader) { free(readers); free(reader); return gpuc_err_set(e, "%s: out of memory", g->path); }
+  gpuc_graph_count_readers(g, readers, reader);
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *in = &g->nodes[i];
+    if (in->op != GPUC_OP_INSTANCENORMALIZATION || in->fuse_group || in->nin < 3 || in->in[0] < 0 || in->out[0] < 0)
+      continue;
+    bool stats = false;
+    for (int k = 1; k < in->nout; k++) stats |= in->out[k] >= 0;
+    const Tensor *xt = &g->values[in->in[0]].t;
+    if (stats || !gpuc_shape_known(xt) || xt->rank < 3) continue;
+    int chain[8], nchain = 0, v = in->out[0];
+    while (!g->values[v].is_output && readers[v] == 1 && nchain < 8) {
+      const Node *r = &g->nodes[reader[v]];
+      if (r->op != GPUC_OP_RESHAPE || r->in[0] != v || r->out[0] < 0 || r->fuse_group) break;
+      chain[nchain++] = reader[v];
+      v = r->out[0];
+    }
+    /* every reader of v a member of one group, of v's shape */
+    int grp = 0;
+    bool ok = !g->values[v].is_output && readers[v] > 0 && gpuc_numel(&g->values[v].t) == gpuc_numel(xt);
+    for (int j = 0; j < g->nnodes && ok; j++) {
+      const Node *r = &g->nodes[j];
+      bool reads = false;
+      for (int k = 0; k < r->nin; k++) reads |= r->in[k] == v;
+      if (!reads) continue;
+      ok = r->fuse_group > 0 && (grp == 0 || r->fuse_group == grp) && r->op != GPUC_OP_TRANSPOSE &&
+           r->op != GPUC_OP_CONCAT && same_dims(&g->values[r->out[0]].t, &g->values[v].t);
+      grp = r->fuse_group;
+    }
+    if (!ok || !grp) continue;
+    g->nodes[i].fuse_group = grp;
+    for (int c = 0; c < nchain; c++) g->nodes[chain[c]].fuse_group = grp;
+    n++;
+  }
+  free(readers); free(reader);
+  return n;
+}
+
 int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
   (void)o;
   if (conv_bias_into_layernorm(g, o->training, e) < 0) return -1;
@@ -384,5 +435,6 @@ int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
     fused++;
   }
   free(sole_reader); free(parent); free(size); free(id); free(cats);
+  if (groups && attach_norm_heads(g, e) < 0) return -1;
   return fused ? fused - groups : 0; /* kernels saved */
 }

@@ -589,6 +589,90 @@ def instnorm_case(name, shape, fp16):
             (name, "x".join(map(str, shape)), xt, g1, err, tol))
 
 
+GN_MAIN = DQL_MAIN.split("int main")[0] + r"""
+int main(int argc, char **argv) {
+  (void)argc;
+  float *x = (float *)load(argv[1], %(n)d * 4), *s = (float *)load(argv[2], 4), *b = (float *)load(argv[3], 4);
+  float *w = (float *)load(argv[4], %(c)d * 4), *bb = (float *)load(argv[5], %(c)d * 4);
+  double *part = (double *)aligned_alloc(256, 3 * %(g1)d * 8 + 256);
+  float *ta = (float *)aligned_alloc(256, %(rows)d * 4 + 256), *tb = (float *)aligned_alloc(256, %(rows)d * 4 + 256);
+  float *y = (float *)aligned_alloc(256, %(n)d * 4 + 256);
+  launch(%(g1)d, %(b1)d, [=] { %(k1)s(x, part); });
+  launch(2, %(b2)d, [=] { %(k2)s(part, s, b, ta, tb); });
+  launch(3, %(bf)d, [=] { %(kf)s(x, ta, tb, w, bb, y); });
+  FILE *f = fopen(argv[6], "wb");
+  if (!f || fwrite(y, 4, %(n)d, f) != %(n)d) return 1;
+  fclose(f);
+  return 0;
+}
+"""
+
+
+def gnorm_case(name, shape):
+    """GroupNorm(1 group) as the TorchScript exporter writes it (Reshape
+    [N,1,-1], InstanceNormalization, Reshape back) with a per-channel affine
+    Mul and Add and a Relu (PoolFormer's norms): the norm heads the
+    elementwise group (passes/fuse_elementwise.c attach_norm_heads,
+    codegen/lower_fused.c), its two statistics kernels writing a and b, one
+    kernel computing x * a + b and the members (its grid-stride loop over 3
+    blocks); against numpy in float64: max |error| <= 2e-5"""
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(12)
+    N, C = shape[0], shape[1]
+    s1 = np.array([1.3], np.float32)
+    b1 = np.array([-0.2], np.float32)
+    w = rng.uniform(0.5, 1.5, (C, 1, 1)).astype(np.float32)
+    bb = rng.standard_normal((C, 1, 1)).astype(np.float32)
+    nodes = [helper.make_node("Reshape", ["x", "flat"], ["xf"]),
+             helper.make_node("InstanceNormalization", ["xf", "s", "b"], ["yn"], epsilon=1e-5),
+             helper.make_node("Reshape", ["yn", "back"], ["y4"]),
+             helper.make_node("Mul", ["y4", "w"], ["ym"]),
+             helper.make_node("Add", ["ym", "bb"], ["ya"]),
+             helper.make_node("Relu", ["ya"], ["y"])]
+    inits = [numpy_helper.from_array(np.array([N, 1, -1], np.int64), "flat"),
+             numpy_helper.from_array(np.array(shape, np.int64), "back"), numpy_helper.from_array(s1, "s"),
+             numpy_helper.from_array(b1, "b"), numpy_helper.from_array(w, "w"), numpy_helper.from_array(bb, "bb")]
+    g = helper.make_graph(nodes, "gnorm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))], inits)
+    got = module_kernels(name, d, g, ["-O2"], r"(?:InstanceNormalization|Fused\d+)")
+    if got is None:
+        return
+    plan, ks, text = got
+    names = [k for k, _ in ks]
+    if len(ks) != 3 or "Fused" not in names[2]:
+        verdict(False, "%s: kernels %s, want the norm's 2 statistics kernels and one fused kernel" % (name, names))
+        return
+    (g1, b1_), (_, b2), (_, bf) = [launch_of(plan, k) for k in names]
+    x = (rng.standard_normal(shape) * 2 + 0.7).astype(np.float32)
+    files = []
+    for k, a in (("x", x), ("s", s1), ("b", b1), ("w", w), ("bb", bb)):
+        files.append(os.path.join(d, k + ".bin"))
+        a.tofile(files[-1])
+    harness = SHIM + text + GN_MAIN % dict(n=x.size, c=C, rows=N, g1=g1, b1=b1_, b2=b2, bf=bf, k1=names[0],
+                                           k2=names[1], kf=names[2])
+    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
+    open(cpp, "w").write(harness)
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-pthread", "-w", cpp, "-o", exe], capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+        return
+    out = os.path.join(d, "out.bin")
+    r = subprocess.run([exe] + files + [out], capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host run failed: %s" % (name, r.stderr[-300:]))
+        return
+    got = np.fromfile(out, np.float32).astype(np.float64).reshape(shape)
+    xd = x.astype(np.float64).reshape(N, -1)
+    mean = xd.mean(-1, keepdims=True)
+    var = ((xd - mean) ** 2).mean(-1, keepdims=True)
+    yn = ((xd - mean) / np.sqrt(var + 1e-5) * 1.3 - 0.2).reshape(shape)
+    want = np.maximum(yn * w.astype(np.float64) + bb.astype(np.float64), 0)
+    err = np.abs(got - want).max()
+    verdict(err <= 2e-5, "%s: %s, norm + affine + Relu in one kernel: max |error| %.3g (tolerance 2e-05)" %
+            (name, "x".join(map(str, shape)), err))
+
+
 RED_MAIN = DQL_MAIN.split("int main")[0] + r"""
 int main(int argc, char **argv) {
   (void)argc;
@@ -745,6 +829,10 @@ instnorm_case("instnorm_2x3x128x128", (2, 3, 128, 128), False)
 reduce_case("reducel2_2304x32", "ReduceL2", (2, 3, 384, 32), True)
 reduce_case("reducemax_2100x100", "ReduceMax", (21, 100, 100), False)
 instnorm_case("instnorm_1x1x40000_fp16", (1, 1, 40000), True)
+# the norm heading the affine group (PoolFormer's GroupNorm(1)): 2 samples
+# of 8 x 64 x 64, 1 sample of 3 x 100 x 100
+gnorm_case("gnorm_2x8x64x64", (2, 8, 64, 64))
+gnorm_case("gnorm_1x3x100x100", (1, 3, 100, 100))
 # GRN's norms over H, W of NHWC values: P split over blocks (two kernels),
 # 16-byte half vectors, f32 vectors of 4 (a ragged last tile of columns),
 # and one block per column tile (one kernel)
