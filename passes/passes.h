@@ -63,6 +63,9 @@ int pass_fuse_matmul_bias(Graph *g, const PassOptions *o, GpucErr *e);
 /* A GELU written out as elementwise ops (tanh or erf form, recognized by
  * evaluating it) -> one Gelu node (passes/fuse_gelu.c). */
 int pass_fuse_gelu(Graph *g, const PassOptions *o, GpucErr *e);
+/* an RMSNorm written out (Pow, ReduceMean, Add, Sqrt, Div/Reciprocal, Mul, scale Mul) -> one
+ * RMSNormalization node (passes/fuse_rmsnorm.c); -O2, not in training */
+int pass_fuse_rmsnorm(Graph *g, const PassOptions *o, GpucErr *e);
 /* MatMulBias + Relu / Gelu (erf GELU only with fp16) -> MatMulBias with
  * attribute activation, cuBLASLt's epilogue. */
 int pass_fuse_matmul_act(Graph *g, const PassOptions *o, GpucErr *e);

@@ -84,6 +84,18 @@ expect_grep "inspect: Add + LayerNorm is one kernel" "$WORK/out" \
   "kernel k[0-9]*_AddLayerNormalization .* bytes $((3 * 2*16*64*2 + 2 * 64*2)) flops $((9 * 2*16*64))  <- residual, ln"
 expect_grep "inspect: fp32 steps listed" "$WORK/out" "fp32 steps in this fp16 plan: 4"
 
+# LLaMA's RMSNorm as exported (Pow, ReduceMean, Add, Sqrt, Div/Reciprocal,
+# Mul, scale Mul): one RMSNormalization node each (passes/fuse_rmsnorm.c),
+# both exporters; 2 layers' two norms + the final one, no ReduceMean left
+ZOO=$(dirname "$0")/models/zoo
+for ex in ts dynamo; do
+  check "inspect tiny_llama $ex -O2" 0 "$GPUC" inspect "$ZOO/tiny_llama_$ex.onnx" -O2 --dump \
+    --shape input_ids=2x8 --shape attention_mask=2x8
+  n=$(grep -c "= RMSNormalization(" "$WORK/out"); m=$(grep -c "= ReduceMean(" "$WORK/out")
+  if [ "$n" = 5 ] && [ "$m" = 0 ]; then pass=$((pass+1)); echo "ok   tiny_llama $ex: 5 RMSNormalization nodes"
+  else fail=$((fail+1)); echo "FAIL tiny_llama $ex: $n RMSNormalization, $m ReduceMean (want 5, 0)"; fi
+done
+
 # --int8: the layers listed, flags checked, the note when nothing is quantized
 check "--int8 compile" 0 "$GPUC" "$MODELS/ffn_block.onnx" --int8 --fp16 --arch sm_90 --shape x=2x16x64 -o "$WORK/i8.gpuc"
 expect_grep "--int8 lists the int8 layers" "$WORK/out" "int8 layers (2, int8 x int8 -> int32 GEMMs)"

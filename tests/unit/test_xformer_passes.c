@@ -3,6 +3,8 @@
  * inputs (f32: |a-b| <= 1e-5 + 1e-5|b|):
  *   fuse_gelu       GELU written out (tanh and erf forms, several
  *                   spellings) -> Gelu; look-alikes and shared values not
+ *   fuse_rmsnorm    RMSNorm written out (both exporters' forms) ->
+ *                   RMSNormalization; other axes, exponents, shared values not
  *   fuse_attention  the dynamo exporter's K transpose (Reshape, 3-D
  *                   Transpose, Reshape); Swin's per-window mask between
  *                   two Reshapes (mask_period), Swin V2's per-head
@@ -143,6 +145,75 @@ static void test_gelu(void) {
             gpuc_attr_s(n, "approximate", "?"), form);
     }
     compare("gelu", g0, g1, 1e-5);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
+/* ---- fuse_rmsnorm ------------------------------------------------------ */
+
+/* x [4,6,33] -> RMSNorm over the last axis, scale w [33] -> output:
+ * 0 TorchScript's: Pow(x, 2), ReduceMean {axes [-1]}, Add(m, eps), Sqrt,
+ *   Div(1, s), Mul(x, r), Mul(w, y): fused
+ * 1 dynamo's (opset 20): ReduceMean axes as an input, Add(eps, m),
+ *   Reciprocal, Mul(r, x), Mul(y, w): fused
+ * 2 Mul(x, x) for the square, Div(x, s): fused
+ * 3 the mean over axis 1: not fused
+ * 4 no scale Mul (the output is y): not fused
+ * 5 the Sqrt's output a second graph output: not fused
+ * 6 Pow(x, 4): not fused */
+static int rms_variant;
+static void build_rms(Graph *g) {
+  int64_t dims[3] = {4, 6, 33}, wd[1] = {33}, axes = rms_variant == 3 ? 1 : -1;
+  int x = input(g, "x", 3, dims), w = constant(g, 1, wd, 9, 0.5, 1.5);
+  int sq = rms_variant == 2 ? NODE(g, GPUC_OP_MUL, x, x) : NODE(g, GPUC_OP_POW, x, scalar(g, rms_variant == 6 ? 4 : 2));
+  int m;
+  if (rms_variant == 1) {
+    m = NODE(g, GPUC_OP_REDUCEMEAN, sq, shape_const(g, 1, &axes));
+  } else {
+    m = NODE(g, GPUC_OP_REDUCEMEAN, sq);
+    attr_ints(g, "axes", 1, &axes);
+  }
+  attr_i(g, "keepdims", 1);
+  int a = rms_variant == 1 ? NODE(g, GPUC_OP_ADD, scalar(g, 1e-6f), m) : NODE(g, GPUC_OP_ADD, m, scalar(g, 1e-6f));
+  int r = NODE(g, GPUC_OP_SQRT, a), sqrt_out = r, y;
+  if (rms_variant == 1) y = NODE(g, GPUC_OP_MUL, NODE(g, GPUC_OP_RECIPROCAL, r), x);
+  else if (rms_variant == 2) y = NODE(g, GPUC_OP_DIV, x, r);
+  else y = NODE(g, GPUC_OP_MUL, x, NODE(g, GPUC_OP_DIV, scalar(g, 1.0), r));
+  output(g, rms_variant == 4 ? y : rms_variant == 1 ? NODE(g, GPUC_OP_MUL, y, w) : NODE(g, GPUC_OP_MUL, w, y));
+  if (rms_variant == 5) output(g, sqrt_out);
+}
+
+static void test_rmsnorm(void) {
+  for (rms_variant = 0; rms_variant <= 6; rms_variant++) {
+    GpucErr e = {0};
+    int64_t opset = rms_variant == 1 ? 20 : 17;
+    Graph *g0 = graph_new(opset), *g1 = graph_new(opset);
+    build_rms(g0);
+    build_rms(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "rmsnorm %d: bad test graph: %s",
+          rms_variant, e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    int want = rms_variant <= 2;
+    int got = pass_fuse_rmsnorm(g1, &o, &e);
+    CHECK(got == want && count_op(g1, GPUC_OP_RMSNORMALIZATION) == want && (!want || g1->nnodes == 1),
+          "rmsnorm %d: %d fused, %d nodes left (want %d fused%s)", rms_variant, got, g1->nnodes, want,
+          want ? ", 1 node" : "");
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "rmsnorm %d: verify: %s", rms_variant,
+          e.msg);
+    if (want) {
+      const Node *n = &g1->nodes[0];
+      CHECK(gpuc_attr_i(n, "axis", 0) == -1 && gpuc_attr_f(n, "epsilon", 0) == 1e-6f,
+            "rmsnorm %d: axis %lld epsilon %g (want -1, 1e-6)", rms_variant, (long long)gpuc_attr_i(n, "axis", 0),
+            gpuc_attr_f(n, "epsilon", 0));
+    }
+    /* training keeps the written-out form (its backward reads the values) */
+    o.training = true;
+    CHECK(pass_fuse_rmsnorm(g0, &o, &e) == 0, "rmsnorm %d: fused in training", rms_variant);
+    char what[32];
+    snprintf(what, sizeof what, "rmsnorm %d", rms_variant);
+    compare(what, g0, g1, 1e-5);
     gpuc_graph_free(g0);
     gpuc_graph_free(g1);
   }
@@ -791,6 +862,7 @@ static void test_residual_plan(const char *dir) {
 int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: test_xformer_passes WORK_DIR\n"); return 2; }
   test_gelu();
+  test_rmsnorm();
   test_attention_kt();
   test_attention_window();
   test_roll();
