@@ -111,3 +111,49 @@ int infer_RotaryEmbedding(OpCtx *c) {
   if (gpuc_rotary_geom(c, &r)) return -1;
   return gpuc_infer_same(c, 0, 0);
 }
+
+/* RotaryHalf(X, Cos, Sin) {perm?} (internal, ir/ops.def): Y has X's dtype
+ * and shape, X's read through Transpose `perm` when given (a permutation
+ * that keeps the last axis last); X float with an even, known last dim;
+ * Cos and Sin of X's dtype, broadcasting (numpy) to Y's shape. */
+int gpuc_rotary_half_shape(OpCtx *c, int64_t dims[GPUC_MAX_RANK]) {
+  for (int k = 0; k < 3; k++)
+    if (!c->in[k]) return gpuc_op_fail(c, "input %d is missing", k);
+  const Tensor *x = c->in[0];
+  int r = x->rank;
+  if (!gpuc_dtype_is_float(x->dt) || r < 1) return gpuc_op_fail(c, "X must be a float tensor of rank >= 1");
+  const int64_t *perm;
+  int np = gpuc_attr_ints(c->n, "perm", &perm);
+  if (np < 0) np = 0; /* absent: X as it is */
+  bool seen[GPUC_MAX_RANK] = {0};
+  if (np && np != r) return gpuc_op_fail(c, "perm has %d entries, X has rank %d", np, r);
+  for (int d = 0; d < r; d++) {
+    int64_t p = np ? perm[d] : d;
+    if (p < 0 || p >= r || seen[p]) return gpuc_op_fail(c, "perm is not a permutation of X's axes");
+    seen[p] = true;
+    dims[d] = x->dims[p];
+  }
+  if (np && perm[r - 1] != r - 1) return gpuc_op_fail(c, "perm moves the last axis");
+  if (dims[r - 1] >= 0 && dims[r - 1] % 2)
+    return gpuc_op_fail(c, "X's last dim %lld is odd: no halves to rotate", (long long)dims[r - 1]);
+  for (int k = 1; k < 3; k++) {
+    const Tensor *t = c->in[k];
+    if (t->dt != x->dt)
+      return gpuc_op_fail(c, "input %d is %s, X is %s", k, gpuc_dtype_name(t->dt), gpuc_dtype_name(x->dt));
+    if (t->rank > r) return gpuc_op_fail(c, "input %d has a higher rank than X", k);
+    for (int d = 0; d < t->rank; d++) {
+      int64_t td = t->dims[d], yd = dims[r - t->rank + d];
+      if (td >= 0 && yd >= 0 && td != 1 && td != yd)
+        return gpuc_op_fail(c, "input %d's dim %d (%lld) does not broadcast to %lld", k, d, (long long)td,
+                            (long long)yd);
+    }
+  }
+  return 0;
+}
+
+int infer_RotaryHalf(OpCtx *c) {
+  int64_t dims[GPUC_MAX_RANK];
+  if (gpuc_rotary_half_shape(c, dims)) return -1;
+  if (c->out[0]) gpuc_set_shape(c->out[0], c->in[0]->dt, c->in[0]->rank, dims);
+  return 0;
+}

@@ -19,4 +19,8 @@ typedef struct RotaryGeom {
  * and position_ids (where known) against each other and fills *r; fails
  * through gpuc_op_fail naming the node and the reason. */
 int gpuc_rotary_geom(OpCtx *c, RotaryGeom *r);
+/* RotaryHalf (internal, ir/ops.def): checks X, Cos, Sin and the attribute
+ * perm, and gives Y's dims (X's, permuted by perm when given); fails
+ * through gpuc_op_fail naming the node and the reason. */
+int gpuc_rotary_half_shape(OpCtx *c, int64_t dims[GPUC_MAX_RANK]);
 #endif

@@ -45,9 +45,8 @@ static bool same_dims_but(const Tensor *a, const Tensor *b, int axis) {
   return true;
 }
 
-/* Slice n of S (input 0) taking channels [*start, +count) of `axis` and
- * all of every other axis, step 1 */
-static bool channel_slice(const Graph *g, const Node *n, int axis, int64_t *start) {
+/* passes.h */
+bool pass_axis_slice(const Graph *g, const Node *n, int axis, int64_t *start) {
   if (n->nin > 5 || n->out[0] < 0) return false;
   const Tensor *ins[5] = {NULL, NULL, NULL, NULL, NULL};
   for (int i = 0; i < n->nin; i++) ins[i] = n->in[i] >= 0 ? &g->values[n->in[i]].t : NULL;
@@ -115,7 +114,7 @@ static int rewrite(Graph *g, int ti, const int *readers, bool *drop, GpucErr *e)
     for (int k = 0; k < n->nin; k++) uses += n->in[k] == sv;
     if (!uses) continue;
     int64_t s0;
-    if (n->op == GPUC_OP_SLICE && uses == 1 && n->in[0] == sv && nout < CS_MAX_OUT && channel_slice(g, n, a, &s0)) {
+    if (n->op == GPUC_OP_SLICE && uses == 1 && n->in[0] == sv && nout < CS_MAX_OUT && pass_axis_slice(g, n, a, &s0)) {
       starts[nout] = s0;
       sizes[nout] = g->values[n->out[0]].t.dims[a];
       outs[nout++] = n->out[0];

@@ -66,6 +66,14 @@ int pass_fuse_gelu(Graph *g, const PassOptions *o, GpucErr *e);
 /* an RMSNorm written out (Pow, ReduceMean, Add, Sqrt, Div/Reciprocal, Mul, scale Mul) -> one
  * RMSNormalization node (passes/fuse_rmsnorm.c); -O2, not in training */
 int pass_fuse_rmsnorm(Graph *g, const PassOptions *o, GpucErr *e);
+/* Slice node n (any opset's form) takes [*start, +count) of `axis` of its
+ * input, count its output's dim there, step 1, and all of every other
+ * axis (passes/channel_shuffle.c) */
+bool pass_axis_slice(const Graph *g, const Node *n, int axis, int64_t *start);
+/* HF's rotate-half rotary embedding written out (Slices, Neg, Concat, two
+ * Muls, Add) -> one RotaryHalf node (passes/fuse_rotary.c); -O2, not in
+ * training */
+int pass_fuse_rotary(Graph *g, const PassOptions *o, GpucErr *e);
 /* MatMulBias + Relu / Gelu (erf GELU only with fp16) -> MatMulBias with
  * attribute activation, cuBLASLt's epilogue. */
 int pass_fuse_matmul_act(Graph *g, const PassOptions *o, GpucErr *e);

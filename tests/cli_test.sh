@@ -86,7 +86,7 @@ expect_grep "inspect: fp32 steps listed" "$WORK/out" "fp32 steps in this fp16 pl
 
 # LLaMA's RMSNorm as exported (Pow, ReduceMean, Add, Sqrt, Div/Reciprocal,
 # Mul, scale Mul): one RMSNormalization node each (passes/fuse_rmsnorm.c),
-# both exporters; 2 layers' two norms + the final one, no ReduceMean left
+# both exporters; 2 layers' two norms + the final one, no ReduceMean left;
 ZOO=$(dirname "$0")/models/zoo
 for ex in ts dynamo; do
   check "inspect tiny_llama $ex -O2" 0 "$GPUC" inspect "$ZOO/tiny_llama_$ex.onnx" -O2 --dump \
@@ -94,6 +94,11 @@ for ex in ts dynamo; do
   n=$(grep -c "= RMSNormalization(" "$WORK/out"); m=$(grep -c "= ReduceMean(" "$WORK/out")
   if [ "$n" = 5 ] && [ "$m" = 0 ]; then pass=$((pass+1)); echo "ok   tiny_llama $ex: 5 RMSNormalization nodes"
   else fail=$((fail+1)); echo "FAIL tiny_llama $ex: $n RMSNormalization, $m ReduceMean (want 5, 0)"; fi
+  # the rotate-half rotary embedding of q and k: one RotaryHalf each reading
+  # the [B, S, H, D] projection through perm (passes/fuse_rotary.c), no Neg left
+  n=$(grep -c "= RotaryHalf(.*perm=\[0,2,1,3\]" "$WORK/out"); m=$(grep -c "= Neg(" "$WORK/out")
+  if [ "$n" = 4 ] && [ "$m" = 0 ]; then pass=$((pass+1)); echo "ok   tiny_llama $ex: 4 RotaryHalf nodes"
+  else fail=$((fail+1)); echo "FAIL tiny_llama $ex: $n RotaryHalf with perm, $m Neg (want 4, 0)"; fi
 done
 
 # --int8: the layers listed, flags checked, the note when nothing is quantized

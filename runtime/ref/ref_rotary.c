@@ -8,7 +8,9 @@
  * cos/sin = cache[position_ids[b, s], i] or cache[b, s, i]; features past
  * rot are copied. f32 math per product, rounded once on store. */
 #include "ref.h"
+#include "ref_util.h"
 #include "rotary.h"
+#include <stdlib.h>
 
 int ref_RotaryEmbedding(OpCtx *c) {
   RotaryGeom r;
@@ -39,5 +41,43 @@ int ref_RotaryEmbedding(OpCtx *c) {
         for (int64_t j = r.rot; j < D; j++) gpuc_set_f64(y, base + j, gpuc_get_f64(x, base + j));
       }
     }
+  return 0;
+}
+
+/* RotaryHalf (internal, ir/ops.def): per element j of a row of D,
+ * y = x[j] cos + r sin with r = -x[j + D/2] (j < D/2) or x[j - D/2],
+ * X read through perm when given, Cos/Sin broadcast; each product and the
+ * sum rounded to f32 as the Muls and the Add it replaces do (the same bits
+ * as they give in f32), then once to Y's dtype. */
+int ref_RotaryHalf(OpCtx *c) {
+  const Tensor *x = c->in[0], *cs = c->in[1], *sn = c->in[2];
+  Tensor *y = c->out[0];
+  int r = x->rank;
+  int64_t n = gpuc_numel(y), d = y->dims[r - 1], h = d / 2;
+  if (n == 0) return 0;
+  /* xs[k]: X's element stride along Y's axis k */
+  int64_t xs[GPUC_MAX_RANK], st = 1, pk[GPUC_MAX_RANK];
+  const int64_t *perm;
+  int np = gpuc_attr_ints(c->n, "perm", &perm);
+  if (np < 0) np = 0; /* absent: X as it is */
+  for (int k = 0; k < r; k++) pk[k] = np ? perm[k] : k;
+  for (int a = r - 1; a >= 0; a--) {
+    for (int k = 0; k < r; k++)
+      if (pk[k] == a) xs[k] = st;
+    st *= x->dims[a];
+  }
+  int64_t *mc = ref_bcast_map(cs, y), *ms = ref_bcast_map(sn, y);
+  if (!mc || !ms) { free(mc); free(ms); return gpuc_op_fail(c, "out of memory"); }
+  for (int64_t i = 0; i < n; i++) {
+    int64_t rest = i, xo = 0;
+    for (int k = r - 1; k >= 0; k--) { xo += (rest % y->dims[k]) * xs[k]; rest /= y->dims[k]; }
+    int64_t j = i % d;
+    float xv = (float)gpuc_get_f64(x, xo);
+    float rv = j < h ? -(float)gpuc_get_f64(x, xo + h) : (float)gpuc_get_f64(x, xo - h);
+    float a = xv * (float)gpuc_get_f64(cs, mc[i]), b = rv * (float)gpuc_get_f64(sn, ms[i]);
+    gpuc_set_f64(y, i, (double)(float)(a + b));
+  }
+  free(mc);
+  free(ms);
   return 0;
 }

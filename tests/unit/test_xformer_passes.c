@@ -5,6 +5,8 @@
  *                   spellings) -> Gelu; look-alikes and shared values not
  *   fuse_rmsnorm    RMSNorm written out (both exporters' forms) ->
  *                   RMSNormalization; other axes, exponents, shared values not
+ *   fuse_rotary     HF's rotate-half rotary embedding -> RotaryHalf, bit
+ *                   for bit; other concatenations and shared halves not
  *   fuse_attention  the dynamo exporter's K transpose (Reshape, 3-D
  *                   Transpose, Reshape); Swin's per-window mask between
  *                   two Reshapes (mask_period), Swin V2's per-head
@@ -501,6 +503,70 @@ static void test_whole_copies(void) {
   }
 }
 
+/* ---- fuse_rotary: HF's rotate-half rotary embedding ---------------------- */
+
+/* x [2,3,5,8] (B, H, S, D), cos and sin [2,1,5,8] (variant 5: [2,3,5,8]);
+ * y = x * cos + Concat(Neg(x[..., 4:]), x[..., :4]) * sin
+ * 0: as TorchScript writes it: fused, exact (the same f32 roundings)
+ * 1: operands the other way round, the upper Slice to INT64_MAX on axis 3:
+ *    fused, exact
+ * 2: Concat(x[..., :4], Neg(x[..., 4:])) (not rotate_half): not fused
+ * 3: Concat(Neg(x[..., :4]), x[..., 4:]) (the halves swapped): not fused
+ * 4: x[..., :4] also a graph output: not fused
+ * 5: cos and sin of x's full shape: fused, exact
+ * 6: x = Transpose(x0 [2,5,3,8], [0,2,1,3]) (q as LLaMA's attention
+ *    transposes it): fused, the Transpose read through perm, 1 node, exact
+ * 7: x = Transpose(x0 [2,5,8,3], [0,3,1,2]) moving the last axis: fused,
+ *    the Transpose stays (2 nodes), exact */
+static int rot_variant;
+static void build_rotary(Graph *g) {
+  int64_t xd[4] = {2, 3, 5, 8}, cd[4] = {2, rot_variant == 5 ? 3 : 1, 5, 8};
+  int64_t x6[4] = {2, 5, 3, 8}, p6[4] = {0, 2, 1, 3}, x7[4] = {2, 5, 8, 3}, p7[4] = {0, 3, 1, 2};
+  int x = rot_variant == 6 ? transpose(g, input(g, "x", 4, x6), 4, p6)
+        : rot_variant == 7 ? transpose(g, input(g, "x", 4, x7), 4, p7) : input(g, "x", 4, xd);
+  int cs = constant(g, 4, cd, 3, -1, 1), sn = constant(g, 4, cd, 4, -1, 1);
+  int lo = slice1(g, x, 0, 4, -1, 1), hi = rot_variant == 1 ? slice1(g, x, 4, INT64_MAX, 3, 1) : slice1(g, x, 4, 8, -1, 1);
+  int cat;
+  if (rot_variant == 2) cat = NODE(g, GPUC_OP_CONCAT, lo, NODE(g, GPUC_OP_NEG, hi));
+  else if (rot_variant == 3) cat = NODE(g, GPUC_OP_CONCAT, NODE(g, GPUC_OP_NEG, lo), hi);
+  else cat = NODE(g, GPUC_OP_CONCAT, NODE(g, GPUC_OP_NEG, hi), lo);
+  attr_i(g, "axis", -1);
+  int y = rot_variant == 1 ? NODE(g, GPUC_OP_ADD, NODE(g, GPUC_OP_MUL, sn, cat), NODE(g, GPUC_OP_MUL, cs, x))
+                           : NODE(g, GPUC_OP_ADD, NODE(g, GPUC_OP_MUL, x, cs), NODE(g, GPUC_OP_MUL, cat, sn));
+  output(g, y);
+  if (rot_variant == 4) output(g, lo);
+}
+
+static void test_rotary(void) {
+  for (rot_variant = 0; rot_variant <= 7; rot_variant++) {
+    GpucErr e = {0};
+    Graph *g0 = graph_new(17), *g1 = graph_new(17);
+    build_rotary(g0);
+    build_rotary(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "rotary %d: bad test graph: %s",
+          rot_variant, e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    int want = rot_variant <= 1 || rot_variant >= 5, nodes = rot_variant == 7 ? 2 : 1;
+    int got = pass_fuse_rotary(g1, &o, &e);
+    CHECK(got == want && count_op(g1, GPUC_OP_ROTARYHALF) == want && (!want || g1->nnodes == nodes),
+          "rotary %d: %d fused, %d nodes left (want %d fused, %d nodes)", rot_variant, got, g1->nnodes, want,
+          want ? nodes : g0->nnodes);
+    const int64_t *perm;
+    CHECK(!want || (gpuc_attr_ints(&g1->nodes[g1->nnodes - 1], "perm", &perm) == 4) == (rot_variant == 6),
+          "rotary %d: the Transpose %s", rot_variant, rot_variant == 6 ? "read through perm" : "left alone");
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "rotary %d: verify: %s", rot_variant,
+          e.msg);
+    o.training = true;
+    CHECK(pass_fuse_rotary(g0, &o, &e) == 0, "rotary %d: fused in training", rot_variant);
+    char what[32];
+    snprintf(what, sizeof what, "rotary %d", rot_variant);
+    compare(what, g0, g1, 0); /* exact: each product and the sum rounded as the ops do */
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
 /* ---- attention_views: Q, K, V as views, one QKV GEMM --------------------- */
 
 static int index_const(Graph *g, int64_t i) {
@@ -866,6 +932,7 @@ int main(int argc, char **argv) {
   test_attention_kt();
   test_attention_window();
   test_roll();
+  test_rotary();
   test_strided_concat();
   test_whole_copies();
   test_attention_views();

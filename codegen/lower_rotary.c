@@ -1,0 +1,87 @@
+/* RotaryHalf (internal, ir/ops.def; passes/fuse_rotary.c makes it): one
+ * thread a pair of features (j, j + D/2) of a row of X, both outputs:
+ *   y[j]       = x[j] cos[j] - x[j + D/2] sin[j]
+ *   y[j + D/2] = x[j + D/2] cos[j + D/2] + x[j] sin[j + D/2]
+ * X read through its Transpose `perm` when given, Cos and Sin through
+ * broadcast strides (0 on their size-1 or missing dims), all baked in. f32 math with __fmul_rn / __fadd_rn: each product and
+ * the sum rounded as the Muls and the Add it replaces (no FMA
+ * contraction), so f32 plans give the reference's bits
+ * (runtime/ref/ref_rotary.c); half plans round once, on the store. */
+#include "codegen.h"
+#include "lower_util.h"
+#include <stdio.h>
+
+typedef long long ll;
+
+/* element strides of t read as broadcast to shape y (right-aligned; 0 where
+ * t has 1 or no dim) */
+static void bcast_strides(const Tensor *t, const Tensor *y, int64_t st[GPUC_MAX_RANK]) {
+  int64_t s = 1;
+  for (int d = y->rank - 1; d >= 0; d--) {
+    int td = d - (y->rank - t->rank);
+    st[d] = td >= 0 && t->dims[td] != 1 ? s : 0;
+    if (td >= 0) s *= t->dims[td];
+  }
+}
+
+int lower_RotaryHalf(LowerCtx *c) {
+  const Tensor *x = c->in[0], *y = c->out[0];
+  if (x->dt != GPUC_DT_F32 && x->dt != GPUC_DT_F16 && x->dt != GPUC_DT_BF16)
+    return lower_unsupported(c, "dtype %s", gpuc_dtype_name(x->dt));
+  int r = y->rank;
+  int64_t d = y->dims[r - 1], h = d / 2, pairs = gpuc_numel(y) / 2;
+  if (pairs == 0) return 0;
+  int64_t sc[GPUC_MAX_RANK], ss[GPUC_MAX_RANK];
+  bcast_strides(c->in[1], y, sc);
+  bcast_strides(c->in[2], y, ss);
+  const char *t = cg_ctype(x->dt);
+  StrBuf *b = cg_src(c);
+  const char *name = cg_kernel_name(c);
+  /* xs[k]: X's element stride along Y's axis k (X read through perm) */
+  int64_t xs[GPUC_MAX_RANK], pk[GPUC_MAX_RANK], st = 1;
+  const int64_t *perm;
+  int np = gpuc_attr_ints(c->n, "perm", &perm);
+  if (np < 0) np = 0; /* absent: X as it is */
+  for (int k = 0; k < r; k++) pk[k] = np ? perm[k] : k;
+  for (int a = r - 1; a >= 0; a--) {
+    for (int k = 0; k < r; k++)
+      if (pk[k] == a) xs[k] = st;
+    st *= x->dims[a];
+  }
+  sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const %s* __restrict__ cs, "
+               "const %s* __restrict__ sn, %s* __restrict__ y) {\n"
+               "  GRID_STRIDE(p, %lldLL) {\n"
+               "    const i64 i1 = (p / %lldLL) * %lldLL + p %% %lldLL, i2 = i1 + %lldLL;\n"
+               "    i64 rest = i1, ox = 0, oc = 0, os = 0;\n",
+            name, t, t, t, t, (ll)pairs, (ll)h, (ll)d, (ll)h, (ll)h);
+  /* i1's coordinates, last dim first; i2 differs by h in the last one,
+   * where X, Y (and Cos/Sin unless broadcast) have stride 1 */
+  for (int k = r - 1; k >= 0; k--)
+    sb_printf(b, "    { const i64 q = rest %% %lldLL; rest /= %lldLL; ox += q * %lldLL; oc += q * %lldLL; "
+                 "os += q * %lldLL; }\n",
+              (ll)y->dims[k], (ll)y->dims[k], (ll)xs[k], (ll)sc[k], (ll)ss[k]);
+  sb_printf(b, "    const float x1 = ");
+  cg_load(b, "float", x->dt, "x", "ox");
+  char i2x[48];
+  snprintf(i2x, sizeof i2x, "ox + %lldLL", (ll)h);
+  sb_printf(b, ", x2 = ");
+  cg_load(b, "float", x->dt, "x", i2x);
+  sb_printf(b, ";\n    const float c1 = ");
+  cg_load(b, "float", x->dt, "cs", "oc");
+  sb_printf(b, ", s1 = ");
+  cg_load(b, "float", x->dt, "sn", "os");
+  char i2c[48], i2s[48];
+  snprintf(i2c, sizeof i2c, "oc + %lldLL", (ll)(h * sc[r - 1]));
+  snprintf(i2s, sizeof i2s, "os + %lldLL", (ll)(h * ss[r - 1]));
+  sb_printf(b, ", c2 = ");
+  cg_load(b, "float", x->dt, "cs", i2c);
+  sb_printf(b, ", s2 = ");
+  cg_load(b, "float", x->dt, "sn", i2s);
+  sb_printf(b, ";\n    ");
+  cg_store(b, x->dt, "y", "i1", "float", "__fadd_rn(__fmul_rn(x1, c1), __fmul_rn(-x2, s1))");
+  sb_printf(b, "    ");
+  cg_store(b, x->dt, "y", "i2", "float", "__fadd_rn(__fmul_rn(x2, c2), __fmul_rn(x1, s2))");
+  sb_printf(b, "  }\n}\n");
+  uint32_t args[4] = {c->tin[0], c->tin[1], c->tin[2], c->tout[0]};
+  return cg_launch(c, name, (uint64_t)pairs, 256, 0, 4, args);
+}
