@@ -9,6 +9,7 @@
  * (runtime/ref/ref_rotary.c); half plans round once, on the store. */
 #include "codegen.h"
 #include "lower_util.h"
+#include "rotary.h"
 #include <stdio.h>
 
 typedef long long ll;
@@ -37,17 +38,8 @@ int lower_RotaryHalf(LowerCtx *c) {
   const char *t = cg_ctype(x->dt);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
-  /* xs[k]: X's element stride along Y's axis k (X read through perm) */
-  int64_t xs[GPUC_MAX_RANK], pk[GPUC_MAX_RANK], st = 1;
-  const int64_t *perm;
-  int np = gpuc_attr_ints(c->n, "perm", &perm);
-  if (np < 0) np = 0; /* absent: X as it is */
-  for (int k = 0; k < r; k++) pk[k] = np ? perm[k] : k;
-  for (int a = r - 1; a >= 0; a--) {
-    for (int k = 0; k < r; k++)
-      if (pk[k] == a) xs[k] = st;
-    st *= x->dims[a];
-  }
+  int64_t xs[GPUC_MAX_RANK]; /* X's element stride along Y's axis k (X read through perm) */
+  gpuc_rotary_half_strides(c->n, x, xs);
   sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const %s* __restrict__ cs, "
                "const %s* __restrict__ sn, %s* __restrict__ y) {\n"
                "  GRID_STRIDE(p, %lldLL) {\n"

@@ -151,6 +151,17 @@ int gpuc_rotary_half_shape(OpCtx *c, int64_t dims[GPUC_MAX_RANK]) {
   return 0;
 }
 
+void gpuc_rotary_half_strides(const Node *n, const Tensor *x, int64_t xs[GPUC_MAX_RANK]) {
+  const int64_t *perm;
+  int r = x->rank, np = gpuc_attr_ints(n, "perm", &perm);
+  int64_t st = 1;
+  for (int a = r - 1; a >= 0; a--) { /* X's axis a is Y's axis k where perm[k] == a */
+    for (int k = 0; k < r; k++)
+      if ((np == r ? perm[k] : k) == a) xs[k] = st;
+    st *= x->dims[a];
+  }
+}
+
 int infer_RotaryHalf(OpCtx *c) {
   int64_t dims[GPUC_MAX_RANK];
   if (gpuc_rotary_half_shape(c, dims)) return -1;

@@ -23,4 +23,7 @@ int gpuc_rotary_geom(OpCtx *c, RotaryGeom *r);
  * perm, and gives Y's dims (X's, permuted by perm when given); fails
  * through gpuc_op_fail naming the node and the reason. */
 int gpuc_rotary_half_shape(OpCtx *c, int64_t dims[GPUC_MAX_RANK]);
+/* RotaryHalf node n on X (checked): xs[k] is X's element stride along Y's
+ * axis k, X read through n's perm when it has one */
+void gpuc_rotary_half_strides(const Node *n, const Tensor *x, int64_t xs[GPUC_MAX_RANK]);
 #endif

@@ -130,21 +130,16 @@ int pass_fuse_rmsnorm(Graph *g, const PassOptions *o, GpucErr *e) {
   const char *off = getenv("GPUC_NO_FUSE_RMSNORM");
   if (o->training || (off && !strcmp(off, "1"))) return 0;
   int nn = g->nnodes, changes = 0;
-  int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *last = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
-  bool *drop = calloc((size_t)nn + 1, 1);
-  if (!readers || !last || !drop) {
-    free(readers); free(last); free(drop);
-    return gpuc_err_set(e, "%s: out of memory", g->path);
-  }
-  gpuc_graph_count_readers(g, readers, last);
+  PassScratch ps;
+  if (pass_scratch_new(g, &ps, e)) return -1;
   for (int i = 0; i < nn; i++) {
     Node *w = &g->nodes[i];
     int x, scale;
     double eps;
-    if (drop[i] || !match(g, w, readers, drop, &x, &scale, &eps)) continue;
+    if (ps.drop[i] || !match(g, w, ps.readers, ps.drop, &x, &scale, &eps)) continue;
     int *in = gpuc_arena_alloc(&g->arena, 2 * sizeof(int));
     Attr *at = gpuc_arena_alloc(&g->arena, 2 * sizeof(Attr));
-    if (!in || !at) { free(readers); free(last); free(drop); return gpuc_err_set(e, "%s: out of memory", g->path); }
+    if (!in || !at) { pass_scratch_free(&ps); return gpuc_err_set(e, "%s: out of memory", g->path); }
     in[0] = x;
     in[1] = scale;
     at[0] = (Attr){.name = "axis", .kind = GPUC_ATTR_INT, .i = -1};
@@ -157,7 +152,7 @@ int pass_fuse_rmsnorm(Graph *g, const PassOptions *o, GpucErr *e) {
     w->nattr = 2;
     changes++;
   }
-  gpuc_graph_remove_nodes(g, drop);
-  free(readers); free(last); free(drop);
+  gpuc_graph_remove_nodes(g, ps.drop);
+  pass_scratch_free(&ps);
   return changes;
 }

@@ -128,19 +128,14 @@ int pass_fuse_rotary(Graph *g, const PassOptions *o, GpucErr *e) {
   const char *off = getenv("GPUC_NO_FUSE_ROTARY");
   if (o->training || (off && !strcmp(off, "1"))) return 0;
   int nn = g->nnodes, changes = 0;
-  int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *last = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
-  bool *drop = calloc((size_t)nn + 1, 1);
-  if (!readers || !last || !drop) {
-    free(readers); free(last); free(drop);
-    return gpuc_err_set(e, "%s: out of memory", g->path);
-  }
-  gpuc_graph_count_readers(g, readers, last);
+  PassScratch ps;
+  if (pass_scratch_new(g, &ps, e)) return -1;
   for (int i = 0; i < nn; i++) {
     Node *a = &g->nodes[i];
     int io[3];
-    if (drop[i] || !match(g, a, readers, drop, io)) continue;
+    if (ps.drop[i] || !match(g, a, ps.readers, ps.drop, io)) continue;
     int *in = gpuc_arena_alloc(&g->arena, 3 * sizeof(int));
-    if (!in) { free(readers); free(last); free(drop); return gpuc_err_set(e, "%s: out of memory", g->path); }
+    if (!in) { pass_scratch_free(&ps); return gpuc_err_set(e, "%s: out of memory", g->path); }
     memcpy(in, io, sizeof io);
     /* the Add becomes the node, in its place: x, cos and sin come before it */
     a->op = GPUC_OP_ROTARYHALF;
@@ -148,13 +143,13 @@ int pass_fuse_rotary(Graph *g, const PassOptions *o, GpucErr *e) {
     a->nin = 3;
     a->attrs = NULL;
     a->nattr = 0;
-    if (absorb_transpose(g, a, readers, drop) < 0) {
-      free(readers); free(last); free(drop);
+    if (absorb_transpose(g, a, ps.readers, ps.drop) < 0) {
+      pass_scratch_free(&ps);
       return gpuc_err_set(e, "%s: out of memory", g->path);
     }
     changes++;
   }
-  gpuc_graph_remove_nodes(g, drop);
-  free(readers); free(last); free(drop);
+  gpuc_graph_remove_nodes(g, ps.drop);
+  pass_scratch_free(&ps);
   return changes;
 }

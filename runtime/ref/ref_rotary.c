@@ -55,17 +55,8 @@ int ref_RotaryHalf(OpCtx *c) {
   int r = x->rank;
   int64_t n = gpuc_numel(y), d = y->dims[r - 1], h = d / 2;
   if (n == 0) return 0;
-  /* xs[k]: X's element stride along Y's axis k */
-  int64_t xs[GPUC_MAX_RANK], st = 1, pk[GPUC_MAX_RANK];
-  const int64_t *perm;
-  int np = gpuc_attr_ints(c->n, "perm", &perm);
-  if (np < 0) np = 0; /* absent: X as it is */
-  for (int k = 0; k < r; k++) pk[k] = np ? perm[k] : k;
-  for (int a = r - 1; a >= 0; a--) {
-    for (int k = 0; k < r; k++)
-      if (pk[k] == a) xs[k] = st;
-    st *= x->dims[a];
-  }
+  int64_t xs[GPUC_MAX_RANK]; /* X's element stride along Y's axis k (X read through perm) */
+  gpuc_rotary_half_strides(c->n, x, xs);
   int64_t *mc = ref_bcast_map(cs, y), *ms = ref_bcast_map(sn, y);
   if (!mc || !ms) { free(mc); free(ms); return gpuc_op_fail(c, "out of memory"); }
   for (int64_t i = 0; i < n; i++) {
