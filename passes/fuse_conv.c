@@ -10,6 +10,7 @@
  * fold_shortcut_bias). */
 #include "passes.h"
 #include "conv_act.h"
+#include "linear_layers.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,19 +182,20 @@ static bool dw_nhwc(const Graph *g, const Node *n) {
          w->dims[0] == groups && w->dims[3] == 1 && gpuc_dtype_is_float(y->dt);
 }
 
-/* NHWC FusedConv n is a pointwise convolution with a bias and no residual
- * (1x1, stride 1, no pads, one group) of half values: codegen/lower_se.c
+/* NHWC FusedConv n is a pointwise convolution without a residual (1x1,
+ * stride 1, no pads, one group) of half values: codegen/lower_se.c
  * runs it as one cuBLASLt GEMM whose epilogue adds the bias and applies
  * Relu or GELU (RELU_BIAS / GELU_BIAS; cuBLASLt's GELU is the tanh form,
  * within half's rounding of the erf one, the rule MatMulBias follows in
  * passes/fuse_gemm_act.c). PoolFormer's and ConvNeXt-style MLPs written as
  * 1x1 convs: the bias and the GELU were a kernel reading and writing the
- * 4x-wide hidden activation. */
+ * 4x-wide hidden activation. One without a bias (the dynamo exporter drops
+ * a bias of zeros) gets a zero bias row when it takes the activation. */
 static bool pw_nhwc(const Graph *g, const Node *n) {
   const char *off = getenv("GPUC_NO_PW_ACT"); /* GPU A/B runs: the bias and activation a kernel after */
   if (off && *off && strcmp(off, "0")) return false;
   if (n->op != GPUC_OP_FUSEDCONV || gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NHWC ||
-      (n->nin > 3 && n->in[3] >= 0) || n->nin < 3 || n->in[0] < 0 || n->in[1] < 0 || n->in[2] < 0 || n->out[0] < 0 ||
+      (n->nin > 3 && n->in[3] >= 0) || n->nin < 3 || n->in[0] < 0 || n->in[1] < 0 || n->out[0] < 0 ||
       gpuc_attr_i(n, "group", 1) != 1)
     return false;
   const Tensor *x = &g->values[n->in[0]].t, *w = &g->values[n->in[1]].t, *y = &g->values[n->out[0]].t;
@@ -339,6 +341,15 @@ int pass_fuse_conv_act(Graph *g, const PassOptions *o, GpucErr *e) {
     if (gpuc_attr_i(&g->nodes[i], "activation", 0) == 0 && match_act(g, readers, drop, y, &m) &&
         (dw || m.act == GPUC_FCONV_ACT_RELU || m.act == GPUC_FCONV_ACT_GELU)) {
       if (!set_act_attrs(g, &g->nodes[i], "activation", "act_min", "act_max", &m)) goto oom;
+      if (!dw && g->nodes[i].in[2] < 0) { /* cuBLASLt's epilogue adds a bias row: zeros */
+        char name[512];
+        snprintf(name, sizeof name, "%s.zero_bias", g->nodes[i].name);
+        int64_t k = g->values[y].t.dims[3];
+        int zb = gpuc_linear_new_const(g, name, g->values[y].t.dt, 1, &k, e);
+        if (zb < 0) { free(drop); free(readers); return -1; }
+        memset(g->values[zb].t.data, 0, gpuc_tensor_bytes(&g->values[zb].t));
+        g->nodes[i].in[2] = zb;
+      }
       int out = g->nodes[m.node].out[0];
       g->values[y].producer = -1;
       g->nodes[i].out[0] = out;

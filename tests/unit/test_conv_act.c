@@ -15,8 +15,9 @@
  * match -O0 within fp16's rounding (|a-b| <= 1e-2 + 1e-2|b|).
  * And a pointwise MLP (1x1 Conv 8 -> 32 with bias, erf Gelu, 1x1 Conv 32
  * -> 8: PoolFormer's) at -O2 --fp16: the Gelu ends in the NHWC pointwise
- * FusedConv (cuBLASLt's GELU_BIAS epilogue, codegen/lower_se.c); with
- * stride 2 on the first conv (not one GEMM) it stays a node. */
+ * FusedConv (cuBLASLt's GELU_BIAS epilogue, codegen/lower_se.c), also
+ * when the conv has no bias (a zero row added); with stride 2 on the first
+ * conv (not one GEMM) it stays a node. */
 #include "passes.h"
 #include "ref.h"
 #include "check.h"
@@ -245,13 +246,15 @@ static void test_se(bool reducemean) {
   gpuc_graph_free(g1);
 }
 
-/* -O2 --fp16 on x [2,8,9,9] -> 1x1 Conv 8->32 (bias; stride s) -> erf Gelu -> 1x1 Conv 32->8 */
+/* -O2 --fp16 on x [2,8,9,9] -> 1x1 Conv 8->32 (bias or none; stride s) -> erf Gelu -> 1x1 Conv 32->8 */
+static bool pointwise_bias = true;
 static Graph *build_pointwise(int64_t stride) {
   Graph *g = graph_new(20);
   int64_t xd[4] = {2, 8, 9, 9}, w1[4] = {32, 8, 1, 1}, w2[4] = {8, 32, 1, 1}, b32[1] = {32}, b8[1] = {8};
   int64_t st[2] = {stride, stride};
   int x = input(g, "x", 4, xd);
-  int h = NODE(g, GPUC_OP_CONV, x, constant(g, 4, w1, 101, -0.5, 0.5), constant(g, 1, b32, 102, -1, 1));
+  int h = pointwise_bias ? NODE(g, GPUC_OP_CONV, x, constant(g, 4, w1, 101, -0.5, 0.5), constant(g, 1, b32, 102, -1, 1))
+                         : NODE(g, GPUC_OP_CONV, x, constant(g, 4, w1, 101, -0.5, 0.5));
   attr_ints(g, "strides", 2, st);
   int a = NODE(g, GPUC_OP_GELU, h);
   attr_s(g, "approximate", "none");
@@ -286,6 +289,9 @@ static void test_pointwise(int64_t stride) {
 int main(void) {
   test_pointwise(1);
   test_pointwise(2);
+  pointwise_bias = false; /* the dynamo exporter drops a bias of zeros: a zero row is added */
+  test_pointwise(1);
+  pointwise_bias = true;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const Case *c = &cases[i];
     GpucErr e = {0};
