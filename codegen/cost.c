@@ -65,6 +65,7 @@ static const struct { GpucOp op; uint8_t per; uint8_t flops; } kernel_cost[] = {
   {GPUC_OP_ADDLAYERNORMALIZATION, PER_IN, 9},      /* a + b, then LayerNormalization's 8 */
   {GPUC_OP_RMSNORMALIZATION, PER_IN, 4},           /* x * x summed (2), * rstd, * scale */
   {GPUC_OP_ROTARYHALF, PER_OUT, 3},                /* x * cos, r * sin, + */
+  {GPUC_OP_GATEDUNIT, PER_OUT, 5},                 /* sigmoid (exp, +, /), * g, * u */
   {GPUC_OP_INSTANCENORMALIZATION, PER_IN, 8},
   {GPUC_OP_MEANVARIANCENORMALIZATION, PER_IN, 6},
   {GPUC_OP_LRN, PER_IN, 12},                       /* squares summed over size (5) channels, pow, divide */

@@ -910,3 +910,19 @@ int infer_FusedConv(OpCtx *c) {
     return gpuc_op_fail(c, "in_activation %lld is not 0..%d (ir/conv_act.h)", (long long)in_act, GPUC_FCONV_ACT_COUNT - 1);
   return 0;
 }
+
+/* GatedUnit(X) {activation} (internal, ir/ops.def): Y is X with its last
+ * dim halved; X float, that dim even; activation "silu" */
+int infer_GatedUnit(OpCtx *c) {
+  const Tensor *x = c->in[0];
+  if (!x || !gpuc_dtype_is_float(x->dt) || x->rank < 1) return gpuc_op_fail(c, "X must be a float tensor of rank >= 1");
+  if (strcmp(gpuc_attr_s(c->n, "activation", ""), "silu"))
+    return gpuc_op_fail(c, "activation '%s' (only silu)", gpuc_attr_s(c->n, "activation", ""));
+  int64_t dims[GPUC_MAX_RANK];
+  memcpy(dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+  int64_t d = dims[x->rank - 1];
+  if (d >= 0 && d % 2) return gpuc_op_fail(c, "X's last dim %lld is odd: no gate and up halves", (long long)d);
+  if (d >= 0) dims[x->rank - 1] = d / 2;
+  if (c->out[0]) gpuc_set_shape(c->out[0], x->dt, x->rank, dims);
+  return 0;
+}

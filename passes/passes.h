@@ -74,6 +74,9 @@ bool pass_axis_slice(const Graph *g, const Node *n, int axis, int64_t *start);
  * Muls, Add) -> one RotaryHalf node (passes/fuse_rotary.c); -O2, not in
  * training */
 int pass_fuse_rotary(Graph *g, const PassOptions *o, GpucErr *e);
+/* LLaMA's SwiGLU: silu(x Wg) * (x Wu) -> GatedUnit(x [Wg | Wu]), one GEMM
+ * (passes/fuse_gated_mlp.c); -O2, not in training */
+int pass_fuse_gated_mlp(Graph *g, const PassOptions *o, GpucErr *e);
 /* MatMulBias + Relu / Gelu (erf GELU only with fp16) -> MatMulBias with
  * attribute activation, cuBLASLt's epilogue. */
 int pass_fuse_matmul_act(Graph *g, const PassOptions *o, GpucErr *e);

@@ -99,6 +99,10 @@ for ex in ts dynamo; do
   n=$(grep -c "= RotaryHalf(.*perm=\[0,2,1,3\]" "$WORK/out"); m=$(grep -c "= Neg(" "$WORK/out")
   if [ "$n" = 4 ] && [ "$m" = 0 ]; then pass=$((pass+1)); echo "ok   tiny_llama $ex: 4 RotaryHalf nodes"
   else fail=$((fail+1)); echo "FAIL tiny_llama $ex: $n RotaryHalf with perm, $m Neg (want 4, 0)"; fi
+  # SwiGLU's gate and up projections: one GEMM and a GatedUnit a layer (passes/fuse_gated_mlp.c)
+  n=$(grep -c "= GatedUnit(.*activation=\"silu\"" "$WORK/out"); m=$(grep -c "= Sigmoid(" "$WORK/out")
+  if [ "$n" = 2 ] && [ "$m" = 0 ]; then pass=$((pass+1)); echo "ok   tiny_llama $ex: 2 GatedUnit nodes"
+  else fail=$((fail+1)); echo "FAIL tiny_llama $ex: $n GatedUnit, $m Sigmoid (want 2, 0)"; fi
 done
 
 # --int8: the layers listed, flags checked, the note when nothing is quantized

@@ -281,3 +281,19 @@ int ref_Relu(OpCtx *c) {
   for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0 ? 0.0f : x[i];
   return 0;
 }
+
+/* GatedUnit {silu} (internal, ir/ops.def): y = (g * sigmoid(g)) * u with g
+ * = X[..., j], u = X[..., j + N]; the sigmoid as Sigmoid's, each result
+ * rounded to f32 as the Sigmoid and Muls it replaces, then to Y's dtype */
+int ref_GatedUnit(OpCtx *c) {
+  const Tensor *x = c->in[0];
+  Tensor *y = c->out[0];
+  int64_t n = y->dims[y->rank - 1], rows = n ? gpuc_numel(y) / n : 0;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < n; j++) {
+      float g = (float)gpuc_get_f64(x, r * 2 * n + j), u = (float)gpuc_get_f64(x, r * 2 * n + n + j);
+      float sg = (float)sigmoid(g), a = g * sg;
+      gpuc_set_f64(y, r * n + j, (double)(a * u));
+    }
+  return 0;
+}

@@ -7,6 +7,8 @@
  *                   RMSNormalization; other axes, exponents, shared values not
  *   fuse_rotary     HF's rotate-half rotary embedding -> RotaryHalf, bit
  *                   for bit; other concatenations and shared halves not
+ *   fuse_gated_mlp  SwiGLU's gate/up GEMMs -> one GEMM + GatedUnit, bit for
+ *                   bit; other inputs, activations, shared values not
  *   fuse_attention  the dynamo exporter's K transpose (Reshape, 3-D
  *                   Transpose, Reshape); Swin's per-window mask between
  *                   two Reshapes (mask_period), Swin V2's per-head
@@ -567,6 +569,65 @@ static void test_rotary(void) {
   }
 }
 
+/* ---- fuse_gated_mlp: LLaMA's SwiGLU ------------------------------------- */
+
+/* x [2,5,16]; g = x Wg, u = x Wu (Wg, Wu constant [16,24]);
+ * y = Mul(Mul(g, Sigmoid(g)), u)
+ * 0: fused: one MatMul [16,48] and a GatedUnit, exact
+ * 1: Mul(u, Mul(Sigmoid(g), g)), the up GEMM first: fused, exact
+ * 2: the up GEMM reads another input: not fused
+ * 3: g also a graph output: not fused
+ * 4: Tanh for Sigmoid: not fused
+ * 5: Wu a graph input, not a constant: not fused */
+static int gated_variant;
+static void build_gated(Graph *g) {
+  int64_t xd[3] = {2, 5, 16}, wd[2] = {16, 24};
+  int x = input(g, "x", 3, xd), x2 = gated_variant == 2 ? input(g, "x2", 3, xd) : x;
+  int wg = constant(g, 2, wd, 5, -0.5, 0.5), wu = gated_variant == 5 ? input(g, "wu", 2, wd) : constant(g, 2, wd, 6, -0.5, 0.5);
+  int u = -1;
+  if (gated_variant == 1) u = NODE(g, GPUC_OP_MATMUL, x2, wu);
+  int gv = NODE(g, GPUC_OP_MATMUL, x, wg);
+  if (gated_variant != 1) u = NODE(g, GPUC_OP_MATMUL, x2, wu);
+  int sg = NODE(g, gated_variant == 4 ? GPUC_OP_TANH : GPUC_OP_SIGMOID, gv);
+  int y = gated_variant == 1 ? NODE(g, GPUC_OP_MUL, u, NODE(g, GPUC_OP_MUL, sg, gv))
+                             : NODE(g, GPUC_OP_MUL, NODE(g, GPUC_OP_MUL, gv, sg), u);
+  output(g, y);
+  if (gated_variant == 3) output(g, gv);
+}
+
+static void test_gated_mlp(void) {
+  for (gated_variant = 0; gated_variant <= 5; gated_variant++) {
+    GpucErr e = {0};
+    Graph *g0 = graph_new(17), *g1 = graph_new(17);
+    build_gated(g0);
+    build_gated(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "gated %d: bad test graph: %s",
+          gated_variant, e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    int want = gated_variant <= 1;
+    int got = pass_fuse_gated_mlp(g1, &o, &e);
+    CHECK(got == want && count_op(g1, GPUC_OP_GATEDUNIT) == want && (!want || g1->nnodes == 2),
+          "gated %d: %d fused, %d nodes left (want %d fused%s)", gated_variant, got, g1->nnodes, want,
+          want ? ", 2 nodes" : "");
+    if (want) {
+      const Node *mm = &g1->nodes[0];
+      const Tensor *w = &g1->values[mm->in[1]].t;
+      CHECK(mm->op == GPUC_OP_MATMUL && w->rank == 2 && w->dims[0] == 16 && w->dims[1] == 48,
+            "gated %d: the merged GEMM's weight is [16,48]", gated_variant);
+    }
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "gated %d: verify: %s", gated_variant,
+          e.msg);
+    o.training = true;
+    CHECK(pass_fuse_gated_mlp(g0, &o, &e) == 0, "gated %d: fused in training", gated_variant);
+    char what[32];
+    snprintf(what, sizeof what, "gated %d", gated_variant);
+    compare(what, g0, g1, 0); /* exact: the same dot products, GatedUnit rounds as the ops do */
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
 /* ---- attention_views: Q, K, V as views, one QKV GEMM --------------------- */
 
 static int index_const(Graph *g, int64_t i) {
@@ -933,6 +994,7 @@ int main(int argc, char **argv) {
   test_attention_window();
   test_roll();
   test_rotary();
+  test_gated_mlp();
   test_strided_concat();
   test_whole_copies();
   test_attention_views();
