@@ -35,7 +35,8 @@ static bool same_dims(const Tensor *a, const Tensor *b) {
 static int add_ext(EwProgram *p, uint32_t tensor, const Tensor *view, const int64_t *stride) {
   for (int k = 0; k < p->next; k++) {
     const EwExt *x = &p->ext[k];
-    if (x->tensor != tensor || x->view.dt != view->dt || !same_dims(&x->view, view) || x->strided != !!stride)
+    if (x->cat || x->pool || x->tensor != tensor || x->view.dt != view->dt || !same_dims(&x->view, view) ||
+        x->strided != !!stride)
       continue;
     if (!stride || !memcmp(x->stride, stride, sizeof(int64_t) * (size_t)view->rank)) return k;
   }
@@ -76,11 +77,14 @@ static const char *value_type(GpucDType dt) {
 /* EXT_REG: the enclosing kernel's value reg_[u] (an epilogue's input). */
 /* EXT_CAT: a Concat of pieces (EwProgram.cat), loaded as the vector a<k>
  * from the piece the vector's column falls in (cg_ew_program only). */
-enum { EXT_SCALAR, EXT_SAME, EXT_BCAST, EXT_ROW, EXT_COL, EXT_SVEC, EXT_REG, EXT_CAT };
+/* EXT_POOL: an NHWC AveragePool of the tensor (EwProgram.pool), loaded as
+ * the vector a<k> (cg_ew_program only). */
+enum { EXT_SCALAR, EXT_SAME, EXT_BCAST, EXT_ROW, EXT_COL, EXT_SVEC, EXT_REG, EXT_CAT, EXT_POOL };
 
 static int ext_kind(const EwExt *x, const Tensor *y) {
   if (x->reg) return EXT_REG;
   if (x->cat) return EXT_CAT;
+  if (x->pool) return EXT_POOL;
   if (gpuc_numel(&x->view) == 1) return EXT_SCALAR;
   if (x->strided) return EXT_BCAST; /* explicit strides: per-element index */
   return same_dims(&x->view, y) ? EXT_SAME : EXT_BCAST;
@@ -126,7 +130,7 @@ static void emit_element(StrBuf *b, const EwProgram *p, const int *kind, int vec
     else if (kind[k] == EXT_SAME) snprintf(idx, sizeof idx, "i");
     else if (kind[k] == EXT_ROW) snprintf(idx, sizeof idx, "row_");
     else if (kind[k] == EXT_COL) snprintf(idx, sizeof idx, "(j0_ + u)");
-    else if (kind[k] == EXT_SVEC || kind[k] == EXT_REG || kind[k] == EXT_CAT)
+    else if (kind[k] == EXT_SVEC || kind[k] == EXT_REG || kind[k] == EXT_CAT || kind[k] == EXT_POOL)
       snprintf(idx, sizeof idx, "0"); /* a<k> or reg_[u] */
     else {
       snprintf(idx, sizeof idx, "o%d", k);
@@ -149,7 +153,7 @@ static void emit_element(StrBuf *b, const EwProgram *p, const int *kind, int vec
       sb_printf(b, "(%s)reg_[u];\n", ew_natural_type(x->dt));
       continue;
     }
-    if (((kind[k] == EXT_SAME || kind[k] == EXT_SVEC) && vec > 1) || kind[k] == EXT_CAT) {
+    if (((kind[k] == EXT_SAME || kind[k] == EXT_SVEC) && vec > 1) || kind[k] == EXT_CAT || kind[k] == EXT_POOL) {
       char va[16];
       snprintf(va, sizeof va, "a%d.v", k);
       cg_load(b, ew_natural_type(x->dt), x->dt, va, "u");
@@ -252,6 +256,38 @@ static void emit_cat_load(StrBuf *b, const EwProgram *p, int k, int vec, bool id
   sb_printf(b, "    }\n");
 }
 
+/* a<k>: the vector j (channels c0.. of one output pixel) of the NHWC
+ * AveragePool of input k: the taps in row-major order, float sums, the
+ * divisor as codegen/lower_pool.c counts it, rounded to the input's dtype */
+static void emit_pool_load(StrBuf *b, const EwProgram *p, int k, int vec) {
+  const EwPool *w = &p->pool[p->ext[k].pool - 1];
+  const char *t = cg_ctype(p->ext[k].view.dt);
+  long long C = (long long)w->C, OW = (long long)w->OW, OH = (long long)w->OH;
+  sb_printf(b, "    Vec<%s, %d> a%d;\n    {\n      const i64 f_ = (i64)j * %d, c0_ = f_ %% %lldLL, px_ = f_ / %lldLL;\n"
+               "      const i64 o1 = px_ %% %lldLL, o0 = (px_ / %lldLL) %% %lldLL, n_ = px_ / %lldLL;\n"
+               "      float acc_[%d];\n      for (int u = 0; u < %d; u++) acc_[u] = 0.f;\n      i64 cnt = 1;\n",
+            t, vec, k, vec, C, C, OW, OW, OH, OW * OH, vec, vec);
+  for (int d = 0; d < 2; d++) {
+    int64_t in = d ? w->W : w->H;
+    int64_t lo = w->include_pad ? -w->pad_b[d] : 0, hi = w->include_pad ? in + w->pad_e[d] : in;
+    sb_printf(b, "      { i64 m_ = 0; for (i64 t = 0; t < %lldLL; t++) { i64 q = o%d * %lldLL - %lldLL + t * %lldLL; "
+                 "m_ += q >= %lldLL && q < %lldLL; } cnt *= m_; }\n",
+              (long long)w->k[d], d, (long long)w->stride[d], (long long)w->pad_b[d], (long long)w->dil[d],
+              (long long)lo, (long long)hi);
+  }
+  for (int d = 0; d < 2; d++) {
+    int64_t in = d ? w->W : w->H;
+    sb_printf(b, "%*s      for (i64 t%d = 0; t%d < %lldLL; t%d++) {\n", 2 * d, "", d, d, (long long)w->k[d], d);
+    sb_printf(b, "%*s        const i64 p%d = o%d * %lldLL - %lldLL + t%d * %lldLL;\n", 2 * d, "", d, d,
+              (long long)w->stride[d], (long long)w->pad_b[d], d, (long long)w->dil[d]);
+    sb_printf(b, "%*s        if (p%d < 0 || p%d >= %lldLL) continue;\n", 2 * d, "", d, d, (long long)in);
+  }
+  sb_printf(b, "          const Vec<%s, %d> q_ = *(const Vec<%s, %d>*)(in%d + ((n_ * %lldLL + p0) * %lldLL + p1) * %lldLL + c0_);\n"
+               "          for (int u = 0; u < %d; u++) acc_[u] += ldf(q_.v[u]);\n        }\n      }\n"
+               "      for (int u = 0; u < %d; u++) a%d.v[u] = stf<%s>(cnt ? acc_[u] / (float)cnt : 0.f);\n    }\n",
+            t, vec, t, vec, k, (long long)w->H, (long long)w->W, C, vec, vec, k, t);
+}
+
 int cg_ew_program(LowerCtx *c, const EwProgram *p) {
   const Tensor *y = p->y;
   int64_t n = gpuc_numel(y);
@@ -264,7 +300,7 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
   for (int k = 0; k < p->next; k++) {
     kind[k] = ext_kind(&p->ext[k], y);
     if (kind[k] == EXT_BCAST) need_idx = true;
-    if ((kind[k] == EXT_SAME || kind[k] == EXT_CAT) && gpuc_dtype_size(p->ext[k].view.dt) > widest)
+    if ((kind[k] == EXT_SAME || kind[k] == EXT_CAT || kind[k] == EXT_POOL) && gpuc_dtype_size(p->ext[k].view.dt) > widest)
       widest = gpuc_dtype_size(p->ext[k].view.dt);
   }
   int vec = widest <= 4 && widest > 0 ? (int)(16 / widest) : 1;
@@ -275,6 +311,8 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
   while (vec > 1 && (n <= 0 || n % vec != 0)) vec /= 2;
   for (int q = 0; q < p->cat.n; q++) /* a vector within one piece */
     while (vec > 1 && p->cat.len[q] % vec) vec /= 2;
+  for (int q = 0; q < p->npools; q++) /* a vector within one pixel's channels */
+    while (vec > 1 && p->pool[q].C % vec) vec /= 2;
   bool idx32 = n <= 0x7fffffffLL;
   /* a bias or per-channel row [k] and a per-row value [..., 1] over rows
    * of y's last dim k: the row and column once per vector (k a multiple of
@@ -316,8 +354,10 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
                  "    const int j0_ = (int)(jv_ %% %lld%s);\n    (void)row_; (void)j0_;\n",
               idx32 ? "unsigned" : "i64", idx32 ? "unsigned" : "i64", vec, (long long)klast, idx32 ? "u" : "LL",
               (long long)klast, idx32 ? "u" : "LL");
-  for (int k = 0; k < p->next; k++)
+  for (int k = 0; k < p->next; k++) {
     if (kind[k] == EXT_CAT) emit_cat_load(b, p, k, vec, idx32);
+    if (kind[k] == EXT_POOL) emit_pool_load(b, p, k, vec);
+  }
   if (vec > 1) {
     for (int k = 0; k < p->next; k++)
       if (kind[k] == EXT_SAME)
@@ -363,7 +403,8 @@ int cg_ew_program(LowerCtx *c, const EwProgram *p) {
 int cg_ew_rows_quantize(LowerCtx *c, const EwProgram *p, int64_t k, bool f8, uint32_t tq, uint32_t ts) {
   const Tensor *y = p->y;
   int64_t n = gpuc_numel(y), rows = k > 0 ? n / k : 0;
-  if (n <= 0 || k <= 0 || n % k || (y->dt != GPUC_DT_F32 && y->dt != GPUC_DT_F16 && y->dt != GPUC_DT_BF16) || p->cat.n)
+  if (n <= 0 || k <= 0 || n % k || (y->dt != GPUC_DT_F32 && y->dt != GPUC_DT_F16 && y->dt != GPUC_DT_BF16) || p->cat.n ||
+      p->npools)
     return 1;
   int kind[EW_MAX_EXT];
   bool need_idx = false;

@@ -6,7 +6,7 @@
 #define GPUC_EW_KERNEL_H
 #include "lower_util.h"
 
-enum { EW_MAX_ARGS = 8, EW_MAX_TERMS = 64, EW_MAX_EXT = 96, EW_MAX_CAT = 48 };
+enum { EW_MAX_ARGS = 8, EW_MAX_TERMS = 64, EW_MAX_EXT = 96, EW_MAX_CAT = 48, EW_MAX_POOL = 4 };
 
 /* What cg_elementwise was asked for while LowerCtx.capture was set. */
 typedef struct EwCapture {
@@ -40,6 +40,7 @@ typedef struct EwExt {
   bool strided;
   bool reg;                      /* not in memory: the enclosing kernel's register (an epilogue's accumulator) */
   bool cat;                      /* not one tensor: the Concat of EwProgram.cat's pieces (tensor unused) */
+  int pool;                      /* > 0: an NHWC AveragePool of tensor, EwProgram.pool[pool - 1] */
   int64_t stride[GPUC_MAX_RANK];
 } EwExt;
 
@@ -49,6 +50,17 @@ typedef struct EwExt {
  * at column sum_{j<k} len[j]. The kernel finds a vector's piece by its
  * column (a binary search) and loads it from there; every len is a
  * multiple of the vector, so a vector never straddles two pieces. */
+/* An NHWC 2-D AveragePool at the head of a group (PoolFormer's token
+ * mixer pool(x) - x): X [N,H,W,C] -> y [N,OH,OW,C], read per output
+ * vector of channels by walking the taps in the reference's order
+ * (codegen/lower_pool.c's rule: float sums, the divisor the taps inside X,
+ * or inside X and its padding with count_include_pad), rounded to X's
+ * dtype as the pool's own store would. */
+typedef struct EwPool {
+  int64_t H, W, C, OH, OW, k[2], stride[2], dil[2], pad_b[2], pad_e[2];
+  bool include_pad;
+} EwPool;
+
 typedef struct EwCat {
   int n;
   int64_t run;
@@ -77,6 +89,8 @@ typedef struct EwProgram {
    * (with pre_term) when there is none. ew_group_program numbers the
    * members' terms from nterms on. */
   int pre_value, pre_term;
+  int npools;
+  EwPool pool[EW_MAX_POOL];
 } EwProgram;
 
 /* The type a loaded input is held in before a term converts it: double

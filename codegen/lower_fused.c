@@ -12,6 +12,7 @@
  * lowering is not one plain elementwise kernel, the members are lowered one
  * by one instead: slower, never wrong. */
 #include "ew_kernel.h"
+#include "infer_nn.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,11 +34,11 @@ bool cg_group_valid(const Graph *g, const int *m, int nm, const int *reader_grou
   const Tensor *y = &g->values[g->nodes[m[nm - 1]].out[0]].t;
   for (int t = 0; t < nm; t++) {
     const Node *n = &g->nodes[m[t]];
-    bool transpose = n->op == GPUC_OP_TRANSPOSE, concat = n->op == GPUC_OP_CONCAT;
+    bool transpose = n->op == GPUC_OP_TRANSPOSE || n->op == GPUC_OP_AVERAGEPOOL, concat = n->op == GPUC_OP_CONCAT;
     if (!(transpose || concat || (gpuc_ops[n->op].flags & GPUC_OPF_ELEMWISE)) || n->out[0] < 0 ||
         n->nin > (concat ? EW_MAX_CAT : EW_MAX_ARGS))
       return false;
-    /* a Transpose or a Concat reads memory: its inputs must not be members' */
+    /* a Transpose, an AveragePool or a Concat reads memory: its inputs must not be members' */
     if (transpose && n->in[0] >= 0 && term_of(g, m, nm, n->in[0]) >= 0) return false;
     for (int k = 0; concat && k < n->nin; k++)
       if (n->in[k] < 0 || term_of(g, m, nm, n->in[k]) >= 0) return false;
@@ -124,6 +125,51 @@ static int concat_term(PlanBuilder *pb, const Graph *g, const Node *n, EwProgram
   return 0;
 }
 
+/* Term t = an NHWC 2-D AveragePool (layout 1) of x: EXT_POOL input (EwPool).
+ * Nonzero: not inlinable (not allowed here, another layout or shape, too
+ * many pools). */
+static int pool_term(PlanBuilder *pb, const Graph *g, const Node *n, EwProgram *p, int t) {
+  if (!p->allow_cat || p->npools == EW_MAX_POOL || p->next == EW_MAX_EXT || n->nin < 1 || n->in[0] < 0 ||
+      gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NHWC)
+    return 1;
+  for (int k = 1; k < n->nout; k++)
+    if (n->out[k] >= 0) return 1;
+  const Tensor *x = &g->values[n->in[0]].t, *y = &g->values[n->out[0]].t;
+  if (x->rank != 4 || y->rank != 4 || x->dt != y->dt || !is_flt(x->dt) || x->dt == GPUC_DT_F64) return 1;
+  const Tensor *ins[1] = {x};
+  Tensor *outs[1] = {(Tensor *)y};
+  GpucErr quiet = {0};
+  OpCtx oc = {.g = g, .n = n, .nin = 1, .nout = 1, .in = ins, .out = outs, .err = &quiet};
+  NnWindow w;
+  if (nn_pool_window(&oc, &w) || w.nsp != 2 || !nn_pool_nhwc(&oc)) return 1;
+  if (w.n != y->dims[0] || w.out[0] != y->dims[1] || w.out[1] != y->dims[2] || w.c_in != y->dims[3]) return 1;
+  EwPool *pw = &p->pool[p->npools++];
+  *pw = (EwPool){.H = w.in[0], .W = w.in[1], .C = w.c_in, .OH = w.out[0], .OW = w.out[1],
+                 .include_pad = gpuc_attr_i(n, "count_include_pad", 0) == 1};
+  for (int d = 0; d < 2; d++) {
+    pw->k[d] = w.k[d];
+    pw->stride[d] = w.stride[d];
+    pw->dil[d] = w.dil[d];
+    pw->pad_b[d] = w.pad_b[d];
+    pw->pad_e[d] = w.pad_e[d];
+  }
+  EwExt *e = &p->ext[p->next];
+  memset(e, 0, sizeof *e);
+  e->tensor = cg_value_tensor(pb, n->in[0]);
+  e->view = *y;
+  e->view.data = NULL;
+  e->pool = p->npools;
+  EwTerm *term = &p->term[t];
+  term->nargs = 1;
+  term->arg[0].ext = p->next++;
+  term->arg[0].term = -1;
+  term->ct = ew_natural_type(y->dt);
+  term->pre = NULL;
+  term->expr = "x0";
+  term->dt = y->dt;
+  return 0;
+}
+
 int cg_lower_one_by_one(PlanBuilder *pb, const int *m, int nm) {
   for (int t = 0; t < nm; t++)
     if (cg_lower_node(pb, m[t], NULL, NULL)) return -1;
@@ -137,6 +183,11 @@ int ew_group_program(PlanBuilder *pb, const Graph *g, const int *m, int nm, EwPr
     const Node *n = &g->nodes[m[t]];
     if (n->op == GPUC_OP_TRANSPOSE) { /* the group reads its input through permuted strides */
       if (transpose_term(pb, g, n, p, base + t)) return 1;
+      p->nterms = base + t + 1;
+      continue;
+    }
+    if (n->op == GPUC_OP_AVERAGEPOOL) { /* the group pools its input's taps itself */
+      if (pool_term(pb, g, n, p, base + t)) return 1;
       p->nterms = base + t + 1;
       continue;
     }

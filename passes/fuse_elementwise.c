@@ -116,6 +116,24 @@ static bool concat_leads_well(const Graph *g, const Node *n) {
   return true;
 }
 
+/* An NHWC 2-D AveragePool (layout 1, passes/layout_nhwc.c) may head a
+ * group too (PoolFormer's token mixer, pool(x) - x): the kernel walks the
+ * taps of each output vector of channels itself (codegen/ew_kernel.c,
+ * EXT_POOL), so the pooled value is never written. Channels in 16-byte
+ * multiples (whole vectors per pixel). GPUC_NO_POOL_GROUP=1: not (A/B). */
+static bool pool_leads_well(const Graph *g, const Node *n) {
+  if (n->op != GPUC_OP_AVERAGEPOOL || n->nin < 1 || n->in[0] < 0 || n->out[0] < 0 ||
+      gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NHWC || env_off("GPUC_NO_POOL_GROUP"))
+    return false;
+  for (int k = 1; k < n->nout; k++)
+    if (n->out[k] >= 0) return false;
+  const Tensor *x = &g->values[n->in[0]].t, *y = &g->values[n->out[0]].t;
+  if (!gpuc_shape_known(x) || !gpuc_shape_known(y) || x->rank != 4 || y->rank != 4 || x->dt != y->dt ||
+      (x->dt != GPUC_DT_F16 && x->dt != GPUC_DT_BF16 && x->dt != GPUC_DT_F32))
+    return false;
+  return (x->dims[3] * (int64_t)gpuc_dtype_size(x->dt)) % 16 == 0;
+}
+
 static int find(int *parent, int i) {
   while (parent[i] != i) i = parent[i] = parent[parent[i]];
   return i;
@@ -383,7 +401,8 @@ int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
       int v = n->in[k];
       if (v < 0 || sole_reader[v] != i || g->values[v].is_output) continue;
       int p = g->values[v].producer;
-      if (p < 0 || !(candidate(g, &g->nodes[p]) || concat_leads_well(g, &g->nodes[p])) || g->nodes[p].out[0] != v)
+      if (p < 0 || g->nodes[p].out[0] != v ||
+          !(candidate(g, &g->nodes[p]) || concat_leads_well(g, &g->nodes[p]) || pool_leads_well(g, &g->nodes[p])))
         continue;
       if (g->nodes[p].op == GPUC_OP_TRANSPOSE && !transpose_leads_well(&g->nodes[p], &g->values[v].t))
         continue;
@@ -401,7 +420,8 @@ int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
     more = false;
     for (int p = nn - 1; p >= 0; p--) {
       const Node *pn = &g->nodes[p];
-      if (!(candidate(g, pn) || concat_leads_well(g, pn)) || find(parent, p) != p || size[p] > 1)
+      if (!(candidate(g, pn) || concat_leads_well(g, pn) || pool_leads_well(g, pn)) || find(parent, p) != p ||
+          size[p] > 1)
         continue; /* ungrouped producers */
       int v = pn->out[0], root = -1;
       if (g->values[v].is_output || sole_reader[v] != -2) continue;

@@ -17,7 +17,11 @@ written. Through the CLI, on models written here with onnx.helper:
       stays a step of its own;
   dense: two DenseNet layers (conv, Concat, BatchNorm, Relu, conv) at batch
       2, -O2 --fp16: no Concat step in the plan, `gpuc run --cpu -O2
-      --fp16` within 5e-3 of fp32.
+      --fp16` within 5e-3 of fp32;
+  pool: an NHWC AveragePool heading the group (EXT_POOL; PoolFormer's
+      pool(y) - y, layer scale, residual; 3x3 without and 5x5 with
+      count_include_pad): no AveragePool step, the fused kernel run on the
+      host against numpy.
 usage: concat_group_test.py GPUC WORKDIR   (numpy and onnx; CXX picks the compiler)"""
 import os, re, subprocess, sys
 import numpy as np
@@ -79,15 +83,14 @@ def plan_steps(plan):
     return subprocess.run([gpuc, "inspect", plan], capture_output=True, text=True).stdout
 
 
-def host_run(src, kname, feeds, scale, shift, out_bytes, d):
+def host_run(src, kname, arrays, out_bytes, d):
     """compile kernel kname of the module on the host (a grid-stride loop
-    run by one thread), call it on the pieces (in0_<q>) and the Mul's and
-    Add's constants (in1, in2), return the output's bytes"""
-    m = re.search(r"#define GRID_STRIDE[^\n]*\\\n[^\n]*\n", src)
-    body = src[m.end():]
-    ks = [k for k in KERNEL_RE.finditer(body) if k.group(1) == kname]
+    run by one thread), call it on arrays (parameter name -> numpy array),
+    return the output's bytes"""
+    ks = [k for k in KERNEL_RE.finditer(src) if k.group(1) == kname]
     if len(ks) != 1:
         return None, "kernel %s not in the module" % kname
+    body = src[ks[0].start():src.index("\n}\n", ks[0].end()) + 3]  # that kernel's text alone
     params = [p.strip() for p in ks[0].group(2).split(",")]
     types = [re.match(r"(?:const )?([\w ]+?)\s*\*", p).group(1) for p in params]
     names = [p.split()[-1] for p in params]
@@ -103,10 +106,9 @@ def host_run(src, kname, feeds, scale, shift, out_bytes, d):
             lines.append("  void *out0 = malloc(out_n + 16); memset(out0, 0xAB, out_n);")
             argv += [os.path.join(d, "out.bin"), str(out_bytes)]
         else:
-            mm = re.fullmatch(r"in0_(\d+)|in([12])", nm)
-            if not mm:
+            if nm not in arrays:
                 return None, "unexpected kernel parameter %s" % nm
-            v = feeds["X" + mm.group(1)] if mm.group(1) else (scale if mm.group(2) == "1" else shift)
+            v = arrays[nm]
             b = os.path.join(d, nm + ".bin")
             np.ascontiguousarray(v.astype(CT2NP[t])).tofile(b)
             lines.append("  void *%s = load(argv[a++], &n);" % nm)
@@ -155,7 +157,9 @@ for name, dt, shape, axis, chans, fused in PATTERNS:
         continue
     d = os.path.join(work, name + "_host")
     os.makedirs(d, exist_ok=True)
-    got, why = host_run(open(src).read(), fk[0], feeds, scale, shift, ref[0].nbytes, d)
+    arrays = {"in0_%d" % q: feeds["X%d" % q] for q in range(len(chans))}
+    arrays.update(in1=scale, in2=shift)
+    got, why = host_run(open(src).read(), fk[0], arrays, ref[0].nbytes, d)
     if got is None:
         check(False, "%s: %s" % (name, why))
         continue
@@ -219,5 +223,80 @@ if r.returncode == 0:
     steps = plan_steps(plan)
     cats = re.findall(r"kernel (k\d+_Concat)", steps)
     check(not cats, "dense: -O2 --fp16 plan still has Concat steps %s" % cats)
+
+
+# An NHWC AveragePool heading the group (PoolFormer's token mixer: pool(y)
+# - y, layer scale, residual): y = conv(X), r = conv2(X) (1x1 convs, so
+# the region is NHWC at --fp16); the plan has no AveragePool step, and the
+# fused kernel, run on the host on random y and r, matches numpy's pool
+# (float sums of the half taps, the divisor counting taps inside y, rounded
+# to half) minus y, times the layer scale, plus r (rel L2 <= 1e-3)
+def pool_model(name, k, pads, include_pad):
+    w = lambda *s: (rng.standard_normal(s) * 0.3).astype(np.float32)
+    inits = {"w1": w(16, 16, 1, 1), "w2": w(16, 16, 1, 1), "ls": (rng.standard_normal((16, 1, 1)) * 0.5).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["X", "w1"], ["y"], name="c1"),
+             helper.make_node("Conv", ["X", "w2"], ["r"], name="c2"),
+             helper.make_node("AveragePool", ["y"], ["p"], name="pool", kernel_shape=[k, k], strides=[1, 1],
+                              pads=[pads] * 4, count_include_pad=include_pad),
+             helper.make_node("Sub", ["p", "y"], ["s"], name="sub"),
+             helper.make_node("Mul", ["s", "ls"], ["m"], name="scale"),
+             helper.make_node("Add", ["m", "r"], ["Y"], name="residual")]
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 16, 10, 12])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(v, n) for n, v in inits.items()])
+    path = os.path.join(work, name + ".onnx")
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path, inits["ls"]
+
+
+for name, k, pads, include_pad in (("pool3_nopad", 3, 1, 0), ("pool5_include_pad", 5, 2, 1)):
+    path, ls = pool_model(name, k, pads, include_pad)
+    feeds = {"X": rng.standard_normal((2, 16, 10, 12)).astype(np.float32)}
+    ref = run_cpu(path, feeds, [], name + "_fp32")
+    got = run_cpu(path, feeds, ["-O2", "--fp16"], name + "_fp16")
+    if ref is not None and got is not None:
+        e = np.linalg.norm(got[0].astype(np.float64) - ref[0]) / np.linalg.norm(ref[0])
+        check(np.isfinite(got[0]).all() and e <= 5e-3, "%s: -O2 --fp16 rel L2 %.3g vs fp32 (<= 5e-3)" % (name, e))
+    plan, src = os.path.join(work, name + ".gpuc"), os.path.join(work, name + ".cu")
+    r = subprocess.run([gpuc, path, "-O2", "--fp16", "--arch", "sm_90", "-o", plan], capture_output=True, text=True,
+                       env=dict(os.environ, GPUC_SAVE_SOURCE=src))
+    check(r.returncode == 0, "%s: compile --fp16 sm_90 exit %d: %s" % (name, r.returncode, r.stderr.strip()[-300:]))
+    if r.returncode:
+        continue
+    steps = plan_steps(plan)
+    kernels = re.findall(r"kernel (k\d+_\w+)", steps)
+    fk = [kn for kn in kernels if kn.endswith("_Fused4")]
+    check(not any("AveragePool" in kn for kn in kernels) and len(fk) == 1,
+          "%s: want the pool inside one Fused4 kernel, plan has %s" % (name, kernels))
+    if len(fk) != 1:
+        continue
+    y = rng.standard_normal((2, 10, 12, 16)).astype(np.float16)
+    rr = rng.standard_normal((2, 10, 12, 16)).astype(np.float16)
+    lsv = ls.reshape(16).astype(np.float16)
+    d = os.path.join(work, name + "_host")
+    os.makedirs(d, exist_ok=True)
+    out, why = host_run(open(src).read(), fk[0], {"in0": y, "in1": y, "in2": lsv, "in3": rr}, y.nbytes, d)
+    if out is None:
+        check(False, "%s: %s" % (name, why))
+        continue
+    yf = y.astype(np.float32)
+    pool = np.zeros_like(yf)
+    for i in range(10):
+        for j in range(12):
+            acc = np.zeros((2, 16), np.float32)
+            cnt = 0
+            for a in range(k):
+                for b in range(k):
+                    p0, p1 = i - pads + a, j - pads + b
+                    inside = 0 <= p0 < 10 and 0 <= p1 < 12
+                    if inside:
+                        acc += yf[:, p0, p1, :]
+                    cnt += 1 if (inside or include_pad) else 0
+            pool[:, i, j, :] = (acc / np.float32(cnt)).astype(np.float16)
+    want = ((pool - yf) * lsv.astype(np.float32) + rr.astype(np.float32)).astype(np.float16).astype(np.float64)
+    gotv = np.frombuffer(out, dtype=np.float16).reshape(y.shape).astype(np.float64)
+    e = np.linalg.norm(gotv - want) / np.linalg.norm(want)
+    check(np.isfinite(gotv).all() and e <= 1e-3, "%s: the host-run pool group is %.3g from numpy (<= 1e-3)" % (name, e))
+    print("ok   %s: the AveragePool inside %s, host run %.2g from numpy" % (name, fk[0], e))
 
 finish()
