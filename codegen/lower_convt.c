@@ -112,13 +112,7 @@ static void zp_strides(const Tensor *z, const Tensor *x, bool row, int64_t *st) 
   int64_t zd[GPUC_MAX_RANK];
   for (int d = 0; d < zr; d++) zd[d] = z->dims[d];
   if (row && zr == 1) { zd[1] = 1; zr = 2; }
-  int xr = x->rank;
-  int64_t s = 1, zs[GPUC_MAX_RANK];
-  for (int d = zr - 1; d >= 0; d--) { zs[d] = zd[d] == 1 ? 0 : s; s *= zd[d]; }
-  for (int d = 0; d < xr; d++) {
-    int k = d - (xr - zr);
-    st[d] = k < 0 ? 0 : zs[k];
-  }
+  cg_bcast_strides(zr, zd, x->rank, st);
 }
 
 /* int32 Y = (A - a_zero_point) @ (B - b_zero_point), A and B u8/i8, numpy

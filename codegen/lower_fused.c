@@ -52,6 +52,18 @@ bool cg_group_valid(const Graph *g, const int *m, int nm, const int *reader_grou
   return true;
 }
 
+/* Term t is ext k read as it is (x0), in the compute type of dtype in,
+ * stored as dtype out: the head terms that only move or gather data */
+static void pass_through_term(EwTerm *term, int k, GpucDType in, GpucDType out) {
+  term->nargs = 1;
+  term->arg[0].ext = k;
+  term->arg[0].term = -1;
+  term->ct = ew_natural_type(in);
+  term->pre = NULL;
+  term->expr = "x0";
+  term->dt = out;
+}
+
 /* Term t = Transpose(x): x's element at the output's coordinates, read with
  * stride[d] = x's row-major stride of dim perm[d]. Nonzero: not inlinable. */
 static int transpose_term(PlanBuilder *pb, const Graph *g, const Node *n, EwProgram *p, int t) {
@@ -71,14 +83,7 @@ static int transpose_term(PlanBuilder *pb, const Graph *g, const Node *n, EwProg
   view.dt = x->dt;
   int ext = ew_ext_strided(p, cg_value_tensor(pb, n->in[0]), &view, stride);
   if (ext < 0) return 1;
-  EwTerm *term = &p->term[t];
-  term->nargs = 1;
-  term->arg[0].ext = ext;
-  term->arg[0].term = -1;
-  term->ct = ew_natural_type(x->dt);
-  term->pre = NULL;
-  term->expr = "x0";
-  term->dt = y->dt;
+  pass_through_term(&p->term[t], ext, x->dt, y->dt);
   return 0;
 }
 
@@ -114,14 +119,7 @@ static int concat_term(PlanBuilder *pb, const Graph *g, const Node *n, EwProgram
   x->view = *y;
   x->view.data = NULL;
   x->cat = true;
-  EwTerm *term = &p->term[t];
-  term->nargs = 1;
-  term->arg[0].ext = p->next++;
-  term->arg[0].term = -1;
-  term->ct = ew_natural_type(y->dt);
-  term->pre = NULL;
-  term->expr = "x0";
-  term->dt = y->dt;
+  pass_through_term(&p->term[t], p->next++, y->dt, y->dt);
   return 0;
 }
 
@@ -159,14 +157,7 @@ static int pool_term(PlanBuilder *pb, const Graph *g, const Node *n, EwProgram *
   e->view = *y;
   e->view.data = NULL;
   e->pool = p->npools;
-  EwTerm *term = &p->term[t];
-  term->nargs = 1;
-  term->arg[0].ext = p->next++;
-  term->arg[0].term = -1;
-  term->ct = ew_natural_type(y->dt);
-  term->pre = NULL;
-  term->expr = "x0";
-  term->dt = y->dt;
+  pass_through_term(&p->term[t], p->next++, y->dt, y->dt);
   return 0;
 }
 

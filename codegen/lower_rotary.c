@@ -14,17 +14,6 @@
 
 typedef long long ll;
 
-/* element strides of t read as broadcast to shape y (right-aligned; 0 where
- * t has 1 or no dim) */
-static void bcast_strides(const Tensor *t, const Tensor *y, int64_t st[GPUC_MAX_RANK]) {
-  int64_t s = 1;
-  for (int d = y->rank - 1; d >= 0; d--) {
-    int td = d - (y->rank - t->rank);
-    st[d] = td >= 0 && t->dims[td] != 1 ? s : 0;
-    if (td >= 0) s *= t->dims[td];
-  }
-}
-
 int lower_RotaryHalf(LowerCtx *c) {
   const Tensor *x = c->in[0], *y = c->out[0];
   if (x->dt != GPUC_DT_F32 && x->dt != GPUC_DT_F16 && x->dt != GPUC_DT_BF16)
@@ -33,8 +22,8 @@ int lower_RotaryHalf(LowerCtx *c) {
   int64_t d = y->dims[r - 1], h = d / 2, pairs = gpuc_numel(y) / 2;
   if (pairs == 0) return 0;
   int64_t sc[GPUC_MAX_RANK], ss[GPUC_MAX_RANK];
-  bcast_strides(c->in[1], y, sc);
-  bcast_strides(c->in[2], y, ss);
+  cg_bcast_strides(c->in[1]->rank, c->in[1]->dims, r, sc);
+  cg_bcast_strides(c->in[2]->rank, c->in[2]->dims, r, ss);
   const char *t = cg_ctype(x->dt);
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);

@@ -110,3 +110,12 @@ unsigned long long cg_elem_bits(GpucDType dt, const void *p) {
   default: { uint64_t v; memcpy(&v, p, 8); return v; }
   }
 }
+
+void cg_bcast_strides(int trank, const int64_t *tdims, int yrank, int64_t *st) {
+  int64_t s = 1, ts[GPUC_MAX_RANK];
+  for (int d = trank - 1; d >= 0; d--) { ts[d] = tdims[d] == 1 ? 0 : s; s *= tdims[d]; }
+  for (int d = 0; d < yrank; d++) {
+    int k = d - (yrank - trank);
+    st[d] = k < 0 ? 0 : ts[k];
+  }
+}

@@ -33,6 +33,10 @@ int cg_elementwise(LowerCtx *c, const int *which, int nwhich, const char *ct, co
 /* The tensor-core helpers (mma16816<T>, pack2<T>, ldsm_x4*, cp_async16,
  * cp_async_commit/wait), put into the module once (codegen/lower_attention.c). */
 void mma_helpers(StrBuf *b);
+/* Element strides, per dim of a rank-yrank shape, of a row-major tensor of
+ * dims tdims[0..trank) broadcast to it (numpy, right-aligned): 0 where it
+ * has no such dim or a dim of 1. */
+void cg_bcast_strides(int trank, const int64_t *tdims, int yrank, int64_t *st);
 /* Unsigned integer type of dt's width: what byte-moving kernels copy. */
 const char *cg_bits_type(GpucDType dt);
 /* Bit pattern of the element at p (of dt's width), for baked literals. */
