@@ -24,49 +24,18 @@
  * Runs at -O2, before fuse_matmul (not in training: a backward reads the
  * forward's values by name); GPUC_NO_FUSE_RMSNORM=1 turns it off (GPU A/B). */
 #include "passes.h"
-#include "infer_reduce.h"
 #include <stdlib.h>
 #include <string.h>
 
-/* a one-element float constant: its value in *x */
-static bool scalar(const Graph *g, int v, double *x) {
-  if (v < 0) return false;
-  const Value *c = &g->values[v];
-  if (!c->is_const || !c->t.data || !gpuc_dtype_is_float(c->t.dt) || gpuc_numel(&c->t) != 1) return false;
-  *x = gpuc_get_f64(&c->t, 0);
-  return true;
-}
-
 static bool is_scalar(const Graph *g, int v, double want) {
   double x;
-  return scalar(g, v, &x) && x == want;
-}
-
-/* the producer of v when it is op with one output read once (by the
- * pattern) and no graph output, else NULL */
-static Node *inner(Graph *g, int v, GpucOp op, const int *readers) {
-  if (v < 0 || g->values[v].is_output || readers[v] != 1) return NULL;
-  int p = g->values[v].producer;
-  return p >= 0 && g->nodes[p].op == op && g->nodes[p].nout == 1 ? &g->nodes[p] : NULL;
+  return pass_const_scalar(g, v, &x) && x == want;
 }
 
 static bool same_shape(const Tensor *a, const Tensor *b) {
   if (a->rank != b->rank || !gpuc_shape_known(a) || !gpuc_shape_known(b)) return false;
   for (int d = 0; d < a->rank; d++)
     if (a->dims[d] != b->dims[d]) return false;
-  return true;
-}
-
-/* ReduceMean m over x's last axis only, keepdims 1 */
-static bool mean_over_last(Graph *g, const Node *m, const Tensor *x) {
-  if (gpuc_attr_i(m, "keepdims", 1) != 1) return false;
-  const Tensor *ins[2] = {x, m->nin > 1 && m->in[1] >= 0 ? &g->values[m->in[1]].t : NULL};
-  GpucErr err;
-  OpCtx oc = {.g = g, .n = m, .nin = m->nin, .nout = 1, .in = ins, .err = &err};
-  bool mask[GPUC_MAX_RANK] = {0}, known = false;
-  if (gpuc_reduce_axes(&oc, mask, &known) || !known) return false;
-  for (int d = 0; d < x->rank; d++)
-    if (mask[d] != (d == x->rank - 1)) return false;
   return true;
 }
 
@@ -78,8 +47,8 @@ static bool match(Graph *g, Node *w, const int *readers, bool *drop, int *xo, in
     int sc = w->in[side], yv = w->in[1 - side];
     const Value *s = sc >= 0 ? &g->values[sc] : NULL;
     if (!s || !s->is_const || !s->t.data || !gpuc_dtype_is_float(s->t.dt) || s->t.rank < 1) continue;
-    Node *y = inner(g, yv, GPUC_OP_MUL, readers);
-    if (!y) y = inner(g, yv, GPUC_OP_DIV, readers);
+    Node *y = pass_sole_producer(g, yv, GPUC_OP_MUL, readers);
+    if (!y) y = pass_sole_producer(g, yv, GPUC_OP_DIV, readers);
     if (!y || y->nin != 2) continue;
     /* y = x * r (r = 1/s or Reciprocal(s)) or y = x / s: s's Sqrt gives x */
     int cand[2][2] = {{y->in[0], y->in[1]}, {y->in[1], y->in[0]}}; /* {x, r or s} */
@@ -87,29 +56,29 @@ static bool match(Graph *g, Node *w, const int *readers, bool *drop, int *xo, in
       int x = cand[c][0], rv = cand[c][1];
       Node *sq = NULL, *rcp = NULL;
       if (y->op == GPUC_OP_DIV) {
-        sq = inner(g, rv, GPUC_OP_SQRT, readers);
-      } else if ((rcp = inner(g, rv, GPUC_OP_RECIPROCAL, readers))) {
-        sq = inner(g, rcp->in[0], GPUC_OP_SQRT, readers);
-      } else if ((rcp = inner(g, rv, GPUC_OP_DIV, readers)) && rcp->nin == 2 && is_scalar(g, rcp->in[0], 1.0)) {
-        sq = inner(g, rcp->in[1], GPUC_OP_SQRT, readers);
+        sq = pass_sole_producer(g, rv, GPUC_OP_SQRT, readers);
+      } else if ((rcp = pass_sole_producer(g, rv, GPUC_OP_RECIPROCAL, readers))) {
+        sq = pass_sole_producer(g, rcp->in[0], GPUC_OP_SQRT, readers);
+      } else if ((rcp = pass_sole_producer(g, rv, GPUC_OP_DIV, readers)) && rcp->nin == 2 && is_scalar(g, rcp->in[0], 1.0)) {
+        sq = pass_sole_producer(g, rcp->in[1], GPUC_OP_SQRT, readers);
       }
       if (!sq || x < 0) continue;
-      Node *add = inner(g, sq->in[0], GPUC_OP_ADD, readers);
+      Node *add = pass_sole_producer(g, sq->in[0], GPUC_OP_ADD, readers);
       if (!add || add->nin != 2) continue;
       int mv = -1;
       double e = 0;
-      if (scalar(g, add->in[1], &e)) mv = add->in[0];
-      else if (scalar(g, add->in[0], &e)) mv = add->in[1];
-      Node *mean = inner(g, mv, GPUC_OP_REDUCEMEAN, readers);
+      if (pass_const_scalar(g, add->in[1], &e)) mv = add->in[0];
+      else if (pass_const_scalar(g, add->in[0], &e)) mv = add->in[1];
+      Node *mean = pass_sole_producer(g, mv, GPUC_OP_REDUCEMEAN, readers);
       if (!mean || !(e >= 0)) continue;
-      Node *sqr = inner(g, mean->in[0], GPUC_OP_POW, readers);
+      Node *sqr = pass_sole_producer(g, mean->in[0], GPUC_OP_POW, readers);
       if (sqr && !(sqr->nin == 2 && sqr->in[0] == x && is_scalar(g, sqr->in[1], 2.0))) sqr = NULL;
-      if (!sqr && (sqr = inner(g, mean->in[0], GPUC_OP_MUL, readers)) && !(sqr->in[0] == x && sqr->in[1] == x))
+      if (!sqr && (sqr = pass_sole_producer(g, mean->in[0], GPUC_OP_MUL, readers)) && !(sqr->in[0] == x && sqr->in[1] == x))
         sqr = NULL;
       if (!sqr) continue;
       const Tensor *xt = &g->values[x].t, *ot = &g->values[w->out[0]].t;
       if (!gpuc_dtype_is_float(xt->dt) || xt->rank < 1 || !same_shape(xt, ot) || ot->dt != xt->dt ||
-          !mean_over_last(g, mean, xt))
+          !pass_reduces_last_axis(g, mean, xt))
         continue;
       /* the scale: N elements along the last axis (leading dims 1) */
       int64_t n = xt->dims[xt->rank - 1];

@@ -1,6 +1,7 @@
 /* The per-value reader counts and per-node drop flags that rewrite passes
- * share (passes.h: PassScratch). */
+ * share (passes.h: PassScratch), and their pattern helpers. */
 #include "passes.h"
+#include "infer_reduce.h"
 #include <stdlib.h>
 
 int pass_scratch_new(Graph *g, PassScratch *s, GpucErr *e) {
@@ -21,4 +22,30 @@ void pass_scratch_free(PassScratch *s) {
   free(s->last);
   free(s->drop);
   *s = (PassScratch){0};
+}
+
+Node *pass_sole_producer(Graph *g, int v, GpucOp op, const int *readers) {
+  if (v < 0 || g->values[v].is_output || readers[v] != 1) return NULL;
+  int p = g->values[v].producer;
+  return p >= 0 && g->nodes[p].op == op && g->nodes[p].nout == 1 ? &g->nodes[p] : NULL;
+}
+
+bool pass_const_scalar(const Graph *g, int v, double *x) {
+  if (v < 0) return false;
+  const Value *c = &g->values[v];
+  if (!c->is_const || !c->t.data || !gpuc_dtype_is_float(c->t.dt) || gpuc_numel(&c->t) != 1) return false;
+  *x = gpuc_get_f64(&c->t, 0);
+  return true;
+}
+
+bool pass_reduces_last_axis(Graph *g, const Node *m, const Tensor *x) {
+  if (gpuc_attr_i(m, "keepdims", 1) != 1 || x->rank < 1) return false;
+  const Tensor *ins[2] = {x, m->nin > 1 && m->in[1] >= 0 ? &g->values[m->in[1]].t : NULL};
+  GpucErr err;
+  OpCtx oc = {.g = g, .n = m, .nin = m->nin, .nout = 1, .in = ins, .err = &err};
+  bool mask[GPUC_MAX_RANK] = {0}, known = false;
+  if (gpuc_reduce_axes(&oc, mask, &known) || !known) return false;
+  for (int d = 0; d < x->rank; d++)
+    if (mask[d] != (d == x->rank - 1)) return false;
+  return true;
 }

@@ -66,6 +66,11 @@ int pass_fuse_gelu(Graph *g, const PassOptions *o, GpucErr *e);
 /* an RMSNorm written out (Pow, ReduceMean, Add, Sqrt, Div/Reciprocal, Mul, scale Mul) -> one
  * RMSNormalization node (passes/fuse_rmsnorm.c); -O2, not in training */
 int pass_fuse_rmsnorm(Graph *g, const PassOptions *o, GpucErr *e);
+/* F.normalize over the last axis written out (ReduceL2, Clip/Max eps, Div,
+ * optional per-row scale Mul) -> one L2NormRows node reading x through
+ * the Transposes/Gathers in front of it (passes/fuse_l2norm.c); -O2, not
+ * in training */
+int pass_fuse_l2norm(Graph *g, const PassOptions *o, GpucErr *e);
 /* Slice node n (any opset's form) takes [*start, +count) of `axis` of its
  * input, count its output's dim there, step 1, and all of every other
  * axis (passes/channel_shuffle.c) */
@@ -152,5 +157,14 @@ typedef struct PassScratch {
 } PassScratch;
 int pass_scratch_new(Graph *g, PassScratch *s, GpucErr *e);
 void pass_scratch_free(PassScratch *s);
+/* Pattern helpers of the rewrite passes (passes/pass_scratch.c):
+ * the producer of value v when it is op with one output that only the
+ * pattern reads (readers[v] == 1) and no graph output, else NULL; */
+Node *pass_sole_producer(Graph *g, int v, GpucOp op, const int *readers);
+/* v a one-element float constant: true, its value in *x; */
+bool pass_const_scalar(const Graph *g, int v, double *x);
+/* reduction node m (axes as attribute or input) over x's last axis only,
+ * keepdims 1. */
+bool pass_reduces_last_axis(Graph *g, const Node *m, const Tensor *x);
 
 #endif

@@ -12,7 +12,7 @@ void gpuc_pass_options_default(PassOptions *o, int level) {
 const char gpuc_pass_names[] =
     "fold, expand_qlinear, prune, identity, cse, fold_bn, dce, roll_gather, strided_concat, channel_shuffle, batchnorm_affine, fold_conv_bias, patchify_conv, "
     "fuse_conv, gemm_as_matmul, fuse_gelu, fuse_rmsnorm, fuse_rotary, fuse_gated_mlp, fuse_matmul, matmulinteger_int8, fuse_matmul_act, fuse_attention, "
-    "attention_gqa_causal, attention_views, fuse_add_layernorm, layout_nhwc, simplify_transpose, fp16, "
+    "attention_gqa_causal, attention_views, fuse_l2norm, fuse_add_layernorm, layout_nhwc, simplify_transpose, fp16, "
     "fuse_conv_act, qdq_int8, quantize_int8, quantize_fp8, fuse_residual_gemm, fuse_elementwise, "
     "fuse_quantize_rows";
 
@@ -93,6 +93,11 @@ static int run_passes(Graph *g, const PassOptions *o, GpucErr *e) {
    * then Q, K, V read in place (no Split/Transpose copies), one QKV GEMM */
   if (o->level >= 2 && after(g, o, "attention_gqa_causal", pass_attention_gqa_causal(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "attention_views", pass_attention_views(g, o, e), e) < 0) return -1;
+  /* F.normalize(x, -1) [* a per-row scale] as one L2NormRows node reading
+   * x in place (Swin V2's cosine attention: no q/k Transpose or Gather
+   * copies); after fuse_attention, which moves the logit scale from the
+   * scores onto q, where this takes it */
+  if (o->level >= 2 && after(g, o, "fuse_l2norm", pass_fuse_l2norm(g, o, e), e) < 0) return -1;
   /* before fp16 too: it then gets LayerNormalization's treatment (half
    * storage, fp32 statistics in the kernel) */
   if (o->level >= 2 && after(g, o, "fuse_add_layernorm", pass_fuse_add_layernorm(g, o, e), e) < 0) return -1;

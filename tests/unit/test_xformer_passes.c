@@ -5,6 +5,10 @@
  *                   spellings) -> Gelu; look-alikes and shared values not
  *   fuse_rmsnorm    RMSNorm written out (both exporters' forms) ->
  *                   RMSNormalization; other axes, exponents, shared values not
+ *   fuse_l2norm     F.normalize(x, -1) [* per-row scale] -> L2NormRows,
+ *                   x read through Swin V2's Reshape/Transpose/Gather as a
+ *                   view; other axes, bounds, shared values not; fp16
+ *                   pipeline, sm_90 kernels compiled
  *   fuse_rotary     HF's rotate-half rotary embedding -> RotaryHalf, bit
  *                   for bit; other concatenations and shared halves not
  *   fuse_gated_mlp  SwiGLU's gate/up GEMMs -> one GEMM + GatedUnit, bit for
@@ -505,6 +509,124 @@ static void test_whole_copies(void) {
   }
 }
 
+/* ---- fuse_l2norm ------------------------------------------------------- */
+
+/* F.normalize(x, dim=-1) [* s] -> output:
+ * 0 Swin V2's q: qkv [2,5,48] -> Reshape [2,5,3,2,8] -> Transpose
+ *   [2,0,3,1,4] -> Gather(1) = x [2,2,5,8]; ReduceL2 {axes [-1]}, Clip(n,
+ *   1e-12), Div, Mul(y, s [2,1,1]): fused, x read as a view of qkv
+ * 1 dynamo's: axes as an input, Max(eps, n), no scale: fused
+ * 2 x [4,6,33] plain, Mul(s [6,1], y): fused (scalar loads: 33 is odd)
+ * 3 the norm over axis 1: not fused
+ * 4 Clip with an upper bound: not fused
+ * 5 the norm a second graph output: not fused
+ * 6 s [33] (not one value a row): the Div fused, the Mul left */
+static int l2_variant;
+static void build_l2(Graph *g) {
+  int64_t axes = l2_variant == 3 ? 1 : -1;
+  int x, s = -1;
+  if (l2_variant <= 1) {
+    int64_t qd[3] = {2, 5, 48}, r5[5] = {2, 5, 3, 2, 8}, perm[5] = {2, 0, 3, 1, 4}, sd[3] = {2, 1, 1};
+    int64_t one = 1;
+    int qkv = input(g, "qkv", 3, qd);
+    int t = NODE(g, GPUC_OP_TRANSPOSE, reshape(g, qkv, 5, r5));
+    attr_ints(g, "perm", 5, perm);
+    int idx = gpuc_graph_add_value(g, "idx");
+    GpucErr e;
+    Tensor *it = gpuc_tensor_new(GPUC_DT_I64, 0, NULL, &e);
+    GPUC_ASSERT(it);
+    gpuc_set_i64(it, 0, one);
+    g->values[idx].t = *it;
+    free(it);
+    g->values[idx].is_const = true;
+    x = NODE(g, GPUC_OP_GATHER, t, idx);
+    attr_i(g, "axis", 0);
+    if (l2_variant == 0) s = constant(g, 3, sd, 5, 2.0, 9.0);
+  } else {
+    int64_t xd[3] = {4, 6, 33}, sd[2] = {6, 1}, s33[1] = {33};
+    x = input(g, "x", 3, xd);
+    s = l2_variant == 6 ? constant(g, 1, s33, 5, 0.5, 2.0) : constant(g, 2, sd, 5, 0.5, 2.0);
+  }
+  int n;
+  if (l2_variant == 1) {
+    n = NODE(g, GPUC_OP_REDUCEL2, x, shape_const(g, 1, &axes));
+  } else {
+    n = NODE(g, GPUC_OP_REDUCEL2, x);
+    attr_ints(g, "axes", 1, &axes);
+  }
+  attr_i(g, "keepdims", 1);
+  int c = l2_variant == 1 ? NODE(g, GPUC_OP_MAX, scalar(g, 1e-12), n)
+          : l2_variant == 4 ? NODE(g, GPUC_OP_CLIP, n, scalar(g, 1e-12), scalar(g, 3.0))
+                            : NODE(g, GPUC_OP_CLIP, n, scalar(g, 1e-12));
+  int y = NODE(g, GPUC_OP_DIV, x, c);
+  if (s >= 0) y = l2_variant == 0 ? NODE(g, GPUC_OP_MUL, y, s) : NODE(g, GPUC_OP_MUL, s, y);
+  output(g, y);
+  if (l2_variant == 5) output(g, n);
+}
+
+static void test_l2norm(void) {
+  for (l2_variant = 0; l2_variant <= 6; l2_variant++) {
+    GpucErr e = {0};
+    int64_t opset = l2_variant == 1 ? 20 : 17;
+    Graph *g0 = graph_new(opset), *g1 = graph_new(opset);
+    build_l2(g0);
+    build_l2(g1);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "l2norm %d: bad test graph: %s",
+          l2_variant, e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    int want = l2_variant <= 2 || l2_variant == 6;
+    int got = pass_fuse_l2norm(g1, &o, &e);
+    CHECK(got == want && count_op(g1, GPUC_OP_L2NORMROWS) == want && count_op(g1, GPUC_OP_REDUCEL2) == !want &&
+              count_op(g1, GPUC_OP_GATHER) == 0 && count_op(g1, GPUC_OP_TRANSPOSE) == 0 &&
+              count_op(g1, GPUC_OP_MUL) == (l2_variant == 6 || !want ? (l2_variant == 6 || l2_variant >= 2) : 0),
+          "l2norm %d: %d fused, %d nodes left", l2_variant, got, g1->nnodes);
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "l2norm %d: verify: %s", l2_variant,
+          e.msg);
+    for (int i = 0; i < g1->nnodes; i++) {
+      const Node *nd = &g1->nodes[i];
+      if (nd->op != GPUC_OP_L2NORMROWS) continue;
+      const int64_t *view;
+      int nv = gpuc_attr_ints(nd, "view", &view);
+      /* variant 0/1: qkv itself, element (b, h=1 of part 1, n, d) at
+       * 16 + 8h + 48n + 240b: view [16, 240, 8, 48, 1] */
+      bool viewed = l2_variant <= 1 ? nd->in[0] == g1->inputs[0] && nv == 5 && view[0] == 16 && view[1] == 240 &&
+                                          view[2] == 8 && view[3] == 48 && view[4] == 1
+                                    : nd->in[0] == g1->inputs[0];
+      CHECK(viewed && gpuc_attr_f(nd, "epsilon", 0) == 1e-12f && (nd->nin == 2) == (l2_variant == 0 || l2_variant == 2),
+            "l2norm %d: read from value %d (view %d entries), epsilon %g, %d inputs", l2_variant, nd->in[0], nv,
+            gpuc_attr_f(nd, "epsilon", 0), nd->nin);
+    }
+    o.training = true;
+    CHECK(pass_fuse_l2norm(g0, &o, &e) == 0, "l2norm %d: fused in training", l2_variant);
+    char what[32];
+    snprintf(what, sizeof what, "l2norm %d", l2_variant);
+    compare(what, g0, g1, 1e-5);
+    if (want) { /* the -O2 pipeline in fp16 and fp32 against the fp32 graph; sm_90 kernels (NVRTC) */
+      for (int half = 1; half >= 0; half--) {
+        Graph *g2 = graph_new(opset);
+        build_l2(g2);
+        o.training = false;
+        o.fp16 = half;
+        CHECK(gpuc_graph_infer(g2, &e) == 0 && gpuc_passes_run(g2, &o, &e) == 0 &&
+                  count_op(g2, GPUC_OP_L2NORMROWS) == 1 && count_op(g2, GPUC_OP_GATHER) == 0,
+              "l2norm %d %s: passes: %s (%d L2NormRows, %d Gathers)", l2_variant, half ? "fp16" : "fp32", e.msg,
+              count_op(g2, GPUC_OP_L2NORMROWS), count_op(g2, GPUC_OP_GATHER));
+        snprintf(what, sizeof what, "l2norm %d %s", l2_variant, half ? "fp16" : "fp32");
+        compare(what, g0, g2, half ? 2e-3 : 1e-5);
+        CodegenOptions co = {.sm = 90, .level = 2, .fp16 = half};
+        CompileStats st;
+        Plan *p = NULL;
+        CHECK(gpuc_codegen(g2, &co, &p, &st, &e) == 0 && p, "%s: codegen: %s", what, e.msg);
+        gpuc_plan_free(p);
+        gpuc_graph_free(g2);
+      }
+    }
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
 /* ---- fuse_rotary: HF's rotate-half rotary embedding ---------------------- */
 
 /* x [2,3,5,8] (B, H, S, D), cos and sin [2,1,5,8] (variant 5: [2,3,5,8]);
@@ -990,6 +1112,7 @@ int main(int argc, char **argv) {
   if (argc != 2) { fprintf(stderr, "usage: test_xformer_passes WORK_DIR\n"); return 2; }
   test_gelu();
   test_rmsnorm();
+  test_l2norm();
   test_attention_kt();
   test_attention_window();
   test_roll();
