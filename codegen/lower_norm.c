@@ -560,12 +560,14 @@ static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, 
   return warp_rows_launch(c, name, rows, na, args);
 }
 
-/* The norm node's lowering takes LowerCtx.row: a LayerNormalization or
- * AddLayerNormalization over the last axis that the warp-per-row kernel
+/* The norm node's lowering takes LowerCtx.row: a LayerNormalization,
+ * AddLayerNormalization or RMSNormalization (LLaMA's) over the last axis that the warp-per-row kernel
  * runs (float statistics, rows of 17..WARP_ROW_MAX, Scale and B per
  * element or one; B of an Add one row or X's shape), with Y only. */
 bool cg_norm_row_fusable(const Graph *g, const Node *n) {
-  if ((n->op != GPUC_OP_LAYERNORMALIZATION && n->op != GPUC_OP_ADDLAYERNORMALIZATION) || n->out[0] < 0) return false;
+  if ((n->op != GPUC_OP_LAYERNORMALIZATION && n->op != GPUC_OP_ADDLAYERNORMALIZATION &&
+       n->op != GPUC_OP_RMSNORMALIZATION) || n->out[0] < 0)
+    return false;
   for (int k = 1; k < n->nout; k++)
     if (n->out[k] >= 0) return false;
   bool add = n->op == GPUC_OP_ADDLAYERNORMALIZATION;

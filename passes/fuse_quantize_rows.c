@@ -35,7 +35,9 @@
 #include <string.h>
 
 static bool is_quantize(GpucOp op) { return op == GPUC_OP_QUANTIZEROWS || op == GPUC_OP_QUANTIZEROWSF8; }
-static bool is_norm(GpucOp op) { return op == GPUC_OP_LAYERNORMALIZATION || op == GPUC_OP_ADDLAYERNORMALIZATION; }
+static bool is_norm(GpucOp op) {
+  return op == GPUC_OP_LAYERNORMALIZATION || op == GPUC_OP_ADDLAYERNORMALIZATION || op == GPUC_OP_RMSNORMALIZATION;
+}
 
 static bool same_dims(const Tensor *a, const Tensor *b) {
   return a->rank == b->rank && !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);

@@ -14,6 +14,9 @@ codegen/lower_row_group.c), and the compression flags timed side by side.
           fused plans must hold fused row kernels (gpuc inspect). NaN fails.
   bert    BERT-base (HF BertConfig() defaults, random seeded weights,
           TorchScript exporter) at b32 s128, and
+  llama   a LLaMA-style decoder of GPT-2 small's size (hidden 768, 12
+          layers, 12 heads, 4 KV heads, SwiGLU 2048; RMSNorm, rotary) at
+          b8 s512, timed as gpt2 is;
   gpt2    GPT-2 small (GPT2Config() defaults) at b8 s512: each compiled
           --fp16, --int8 --fp16, --fp8 --fp16, --prune 2:4 --fp16 and
           --int8 --fp16 without the row groups, then --prune 2:4 --fp16
@@ -32,7 +35,10 @@ codegen/lower_row_group.c), and the compression flags timed side by side.
           references run in parallel (about 3-4 minutes on the H200 machine).
           BERT_ONNX=PATH uses an exported model instead of exporting one.
 
-usage: row_fusion_bench.py GPUC MODELS_DIR ZOO_DIR WORK [check] [bert] [gpt2] [round]
+ROWFUSE_CONFIGS=fp16,int8,... times only those configurations (tags of
+CONFIGS below).
+
+usage: row_fusion_bench.py GPUC MODELS_DIR ZOO_DIR WORK [check] [bert] [gpt2] [llama] [round]
 Prints one line per case and PASS/FAIL; exit 1 on a failure. ARCH=sm_XX
 compiles for another target than the GPU's; CPU_ONLY=1 compiles and runs
 only the CPU side (no GPU needed: to try the script)."""
@@ -178,6 +184,11 @@ def export(kind, path):
     if kind == "bert":
         from transformers import BertConfig, BertModel
         m = BertModel(BertConfig(), add_pooling_layer=False).eval()
+    elif kind == "llama":
+        from transformers import LlamaConfig, LlamaModel
+        m = LlamaModel(LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
+                                   num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=1024,
+                                   use_cache=False)).eval()
     else:
         from transformers import GPT2Config, GPT2Model
         c = GPT2Config()
@@ -218,7 +229,10 @@ def bench(kind, b, s):
         return
     sargs = ["--shape", "input_ids=%dx%d" % (b, s), "--shape", "attention_mask=%dx%d" % (b, s)]
     res = {}
+    only = os.environ.get("ROWFUSE_CONFIGS")
     for tag, flags, env in CONFIGS:
+        if only and tag not in only.split(","):
+            continue
         plan = os.path.join(work, "%s_%s.gpuc" % (kind, tag.replace(":", "")))
         rc, msg, secs = run([gpuc, onnx, "--arch", arch, "-o", plan] + flags + sargs, env=env,
                             log="%s_%s_compile.log" % (kind, tag.replace(":", "")))
@@ -481,10 +495,14 @@ if "check" in what:
                         ["input_ids=4x16", "attention_mask=4x16"], prec, fp16, tz)
             check_model("tiny_gpt2_ts", os.path.join(zoo, "tiny_gpt2_ts.onnx"),
                         ["input_ids=4x16", "attention_mask=4x16"], prec, fp16, tz)
+            check_model("tiny_llama_ts", os.path.join(zoo, "tiny_llama_ts.onnx"),
+                        ["input_ids=4x16", "attention_mask=4x16"], prec, fp16, tz)
 if "bert" in what:
     bench("bert", 32, 128)
 if "gpt2" in what:
     bench("gpt2", 8, 512)
+if "llama" in what:
+    bench("llama", 8, 512)
 print("row_fusion_bench: %d passed, %d failed" % (passed, failed))
 print("PASS" if failed == 0 else "FAIL")
 sys.exit(1 if failed else 0)

@@ -28,7 +28,9 @@
 enum { PREC_INT8, PREC_FP8 };
 
 static bool is_quantize(GpucOp op) { return op == GPUC_OP_QUANTIZEROWS || op == GPUC_OP_QUANTIZEROWSF8; }
-static bool is_norm(GpucOp op) { return op == GPUC_OP_LAYERNORMALIZATION || op == GPUC_OP_ADDLAYERNORMALIZATION; }
+static bool is_norm(GpucOp op) {
+  return op == GPUC_OP_LAYERNORMALIZATION || op == GPUC_OP_ADDLAYERNORMALIZATION || op == GPUC_OP_RMSNORMALIZATION;
+}
 
 /* The groups the row pass made, undone: a group holding a norm loses every
  * member; otherwise its quantize member leaves (the elementwise group that
@@ -203,16 +205,18 @@ done:
   gpuc_graph_free(g2);
 }
 
-/* x [R, K] -> LayerNorm -> y; y -> Linear (K -> K) -> z; Add(z, y) -> out:
+/* x [R, K] -> LayerNorm (RMSNorm when arg[2] != 0) -> y; y -> Linear (K -> K) -> z; Add(z, y) -> out:
  * y has two readers (the quantize and the residual Add); with
  * row_out, y is also a graph output (no quantize may take it then... it
  * still may: the norm writes y either way). */
 static Graph *ln_linear(const void *arg) {
-  const int64_t *d = arg; /* R, K */
+  const int64_t *d = arg; /* R, K, rms */
   Graph *g = graph_new(17);
   int64_t xd[2] = {d[0], d[1]}, k1[1] = {d[1]}, w[2] = {d[1], d[1]};
   int x = input(g, "x", 2, xd);
-  int y = NODE(g, GPUC_OP_LAYERNORMALIZATION, x, constant(g, 1, k1, 11, 0.5, 1.5), constant(g, 1, k1, 12, -0.2, 0.2));
+  int y = d[2] ? NODE(g, GPUC_OP_RMSNORMALIZATION, x, constant(g, 1, k1, 11, 0.5, 1.5)) /* LLaMA's */
+               : NODE(g, GPUC_OP_LAYERNORMALIZATION, x, constant(g, 1, k1, 11, 0.5, 1.5),
+                      constant(g, 1, k1, 12, -0.2, 0.2));
   attr_i(g, "axis", -1);
   attr_f(g, "epsilon", 1e-5f);
   int z = NODE(g, GPUC_OP_MATMUL, y, constant(g, 2, w, 13, -0.2, 0.2));
@@ -385,13 +389,14 @@ static Graph *ffn_block(const void *arg) {
 int main(int argc, char **argv) {
   if (argc < 2) { fprintf(stderr, "usage: test_row_fusion MODELS_DIR\n"); return 2; }
   models_dir = argv[1];
-  const int64_t small[2] = {24, 96}, bert[2] = {8, 768}, odd[2] = {5, 40};
+  const int64_t small[3] = {24, 96, 0}, bert[3] = {8, 768, 0}, odd[3] = {5, 40, 0}, rms[3] = {24, 512, 1};
   check_wide_rows();
   for (int fp16 = 0; fp16 <= 1; fp16++) {
     /* the LayerNorm's Y: quantized there, kept for the residual */
     check_graph("ln_linear 24x96", ln_linear, small, PREC_INT8, fp16, 1, 0, 0, 2e-2);
     check_graph("ln_linear 8x768", ln_linear, bert, PREC_INT8, fp16, 1, 0, 0, 2e-2);
     check_graph("ln_linear 5x40", ln_linear, odd, PREC_INT8, fp16, 1, 0, 0, 2e-2);
+    check_graph("rmsnorm_linear 24x512", ln_linear, rms, PREC_INT8, fp16, 1, 0, 0, 2e-2);
     /* Relu group + quantize; dequantize into AddLayerNorm (fuse_add_layernorm made it) */
     check_graph("mlp_ln 24x96", mlp_ln, small, PREC_INT8, fp16, 0, 1, fp16 ? 1 : 1, 2e-2);
     check_graph("mlp_ln 8x768", mlp_ln, bert, PREC_INT8, fp16, 0, 1, 1, 2e-2);
@@ -406,6 +411,7 @@ int main(int argc, char **argv) {
     check_graph("heads_linear two Reshapes", heads_linear, heads2, PREC_INT8, fp16, 0, 1, 0, 2e-2);
     check_graph("heads_linear 2x4x8x32", heads_linear, heads, PREC_FP8, fp16, 0, 1, 0, 8e-2);
     check_graph("ln_linear 24x96", ln_linear, small, PREC_FP8, fp16, 1, 0, 0, 8e-2);
+    check_graph("rmsnorm_linear 24x512", ln_linear, rms, PREC_FP8, fp16, 1, 0, 0, 8e-2);
     check_graph("mlp_ln 8x768", mlp_ln, bert, PREC_FP8, fp16, 0, 1, 0, 8e-2);
     check_graph("ffn_block", ffn_block, NULL, PREC_FP8, fp16, 0, 1, 0, 8e-2);
   }
