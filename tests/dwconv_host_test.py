@@ -52,7 +52,41 @@ template <> __nv_bfloat16 stf<__nv_bfloat16>(float x) {
   uint32_t u; memcpy(&u, &x, 4); u += 0x7fffu + ((u >> 16) & 1u); return __nv_bfloat16{(uint16_t)(u >> 16)};
 }
 template <class T, int V> struct alignas(sizeof(T) * V) Vec { T v[V]; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+static inline unsigned short __half_as_ushort(__half h) { unsigned short u; memcpy(&u, &h, 2); return u; }
+static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.b; }
+static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 #define GRID_STRIDE(i, n) for (i64 i = 0; i < (n); i++)
+/* the tiled kernel's CTAs: one host thread per CUDA thread, the CTAs in
+ * turn, __syncthreads a barrier, __shared__ arrays static (one CTA at a
+ * time uses them: a barrier ends each CTA) */
+#include <barrier>
+#include <thread>
+#include <vector>
+#define __shared__ static
+#define __launch_bounds__(...)
+struct Dim3 { unsigned x, y, z; };
+static thread_local Dim3 threadIdx, blockIdx;
+static std::barrier<> *cta_barrier;
+#define __syncthreads() cta_barrier->arrive_and_wait()
+template <class F> static void launch(unsigned gx, unsigned gy, unsigned gz, unsigned block, F kernel) {
+  std::barrier<> bar(block);
+  cta_barrier = &bar;
+  std::vector<std::thread> th;
+  for (unsigned t = 0; t < block; t++)
+    th.emplace_back([=, &bar] {
+      threadIdx = Dim3{t, 0, 0};
+      for (unsigned z = 0; z < gz; z++)
+        for (unsigned y = 0; y < gy; y++)
+          for (unsigned x = 0; x < gx; x++) {
+            blockIdx = Dim3{x, y, z};
+            kernel();
+            bar.arrive_and_wait();
+          }
+    });
+  for (auto &t : th) t.join();
+}
 """
 
 MAIN = r"""
@@ -69,7 +103,8 @@ int main(int argc, char **argv) {
   T *x = (T *)load(argv[1], nx * sizeof(T));
   float *w = (float *)load(argv[2], nw * sizeof(float)), *b = (float *)load(argv[3], nc * sizeof(float));
   T *y = (T *)aligned_alloc(64, (ny * sizeof(T) + 63) / 64 * 64);
-  %(kernel)s(x, w, b, y);
+  memset(y, 0xff, ny * sizeof(T)); /* NaN in every type: unwritten outputs fail */
+  %(call)s;
   FILE *f = fopen(argv[4], "wb");
   if (!f || fwrite(y, sizeof(T), ny, f) != ny) return 1;
   fclose(f);
@@ -104,6 +139,19 @@ CASES = [
     ("k5s2_silu", 32, 11, 11, (5, 5), (2, 2), (2, 2, 2, 2), "silu", "fp16"),
     ("k3s2_relu6", 8, 9, 9, (3, 3), (2, 2), (1, 1, 1, 1), "relu6", "fp16"),
     ("k3s1_mish", 24, 8, 8, (3, 3), (1, 1), (1, 1, 1, 1), "mish", "fp16"),
+    # the tiled kernel (C a multiple of 8): several tiles, batches at which
+    # threads take 8, 7, 4 and 2 pixels, the last channel chunk partly idle
+    # (C/8 = 23 over lanes of 8), stride 2 on odd sizes, a residual, bf16
+    ("t_k3s1_n32_p8", 128, 56, 56, (3, 3), (1, 1), (1, 1, 1, 1), "relu", "fp16", None, {"n": 32, "kind": "tiled"}),
+    ("t_k3s2_n16_c96", 96, 57, 57, (3, 3), (2, 2), (1, 1, 1, 1), "silu", "fp16", "silu", {"n": 16, "kind": "tiled"}),
+    ("t_k7s1_n32_c40", 40, 28, 28, (7, 7), (1, 1), (3, 3, 3, 3), "relu", "fp16", None, {"n": 32, "kind": "tiled"}),
+    ("t_k5s2_c184", 184, 15, 13, (5, 5), (2, 2), (2, 2, 2, 2), "hardswish", "fp16", None, {"n": 8, "kind": "tiled"}),
+    ("t_k3s1_res", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "relu", "fp16", None, {"n": 8, "res": True, "kind": "tiled"}),
+    ("t_k5s1_bf16", 48, 20, 20, (5, 5), (1, 1), (2, 2, 2, 2), "relu6", "bf16", "hardswish", {"n": 16, "kind": "tiled"}),
+    ("t_k3s2_asym", 32, 12, 12, (3, 3), (2, 2), (0, 0, 1, 1), "relu", "fp16", None, {"kind": "tiled"}),
+    # the row kernel for the same shapes (GPUC_DWCONV_V1=1, the A/B switch)
+    ("v1_k3s1_n8_c64", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "relu", "fp16", "silu", {"n": 8, "v1": True}),
+    ("v1_k3s1_res", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "relu", "fp16", None, {"n": 2, "res": True, "v1": True}),
 ]
 
 
@@ -115,7 +163,7 @@ def half_round(a, prec):
     return u.astype(np.uint32).view(np.float32).astype(np.float64)
 
 
-def model(path, C, H, W, k, st, pads, act, rng, pre=None):
+def model(path, C, H, W, k, st, pads, act, rng, pre=None, n=2, res=False):
     w = (rng.standard_normal((C, 1, k[0], k[1])) * 0.3).astype(np.float32)
     b = (rng.standard_normal(C) * 0.5).astype(np.float32)
     nodes = []
@@ -123,22 +171,26 @@ def model(path, C, H, W, k, st, pads, act, rng, pre=None):
         ACTS[pre][0](nodes, "x", "xa")
     nodes.append(helper.make_node("Conv", ["xa" if pre else "x", "w", "b"], ["c"], group=C, kernel_shape=list(k),
                                   strides=list(st), pads=[pads[0], pads[1], pads[2], pads[3]]))
-    ACTS[act][0](nodes, "c", "y")
+    if res:  # act(conv(x) + x): the residual Z of the FusedConv
+        nodes.append(helper.make_node("Add", ["c", "x"], ["cz"]))
+    ACTS[act][0](nodes, "cz" if res else "c", "y")
     inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"),
              numpy_helper.from_array(np.array(0, np.float32), "lo"),
              numpy_helper.from_array(np.array(6, np.float32), "hi")]
     oh = (H + pads[0] + pads[2] - k[0]) // st[0] + 1
     ow = (W + pads[1] + pads[3] - k[1]) // st[1] + 1
-    g = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, C, H, W])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, C, oh, ow])], inits)
+    g = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, C, H, W])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, C, oh, ow])], inits)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), path)  # 18: Mish
     return w, b, oh, ow
 
 
-def reference(x, w, b, k, st, pads, oh, ow, act, pre=None):
-    """x [N,H,W,C] float64, w [C,1,kh,kw] -> act(conv(pre(x)) + b) [N,OH,OW,C]"""
+def reference(x, w, b, k, st, pads, oh, ow, act, pre=None, res=False, prec="fp16"):
+    """x [N,H,W,C] float64, w [C,1,kh,kw] -> act(conv(pre(x)) + b [+ x]) [N,OH,OW,C];
+    pre(x) rounded to the half type, as the reference and the kernels round it"""
+    x0 = x
     if pre:
-        x = ACTS[pre][1](x)
+        x = half_round(ACTS[pre][1](x), prec)
     n, h, wd, c = x.shape
     xp = np.zeros((n, h + pads[0] + pads[2] + k[0], wd + pads[1] + pads[3] + k[1], c))
     xp[:, pads[0]:pads[0] + h, pads[1]:pads[1] + wd] = x
@@ -146,6 +198,8 @@ def reference(x, w, b, k, st, pads, oh, ow, act, pre=None):
     for r in range(k[0]):
         for s in range(k[1]):
             y += xp[:, r:r + st[0] * oh:st[0], s:s + st[1] * ow:st[1]][:, :oh, :ow] * w[:, 0, r, s]
+    if res:
+        y = y + x0
     return ACTS[act][1](y)
 
 
@@ -212,7 +266,8 @@ def gap_case(gpuc, work, cxx, name, C, H, W):
         f.write(SHIM + "typedef __half T;\n" + text + "\n" + MAIN.split("int main")[0] +
                 GAP_MAIN % dict(nx=2 * H * W * C, np=npart, ny=2 * C, k1=names[0], k2=names[1]))
     exe = os.path.join(work, name + "_host")
-    r = subprocess.run([cxx, "-O1", "-std=c++17", "-Wno-unknown-pragmas", host, "-o", exe], capture_output=True, text=True)
+    r = subprocess.run([cxx, "-O1", "-std=c++20", "-pthread", "-Wno-unknown-pragmas", host, "-o", exe],
+                       capture_output=True, text=True)
     if r.returncode:
         return "host compile failed: " + r.stderr[-400:]
     x = rng.standard_normal((2, H, W, C)).astype(np.float16)
@@ -240,11 +295,15 @@ def main():
     for case in CASES:
         name, C, H, W, k, st, pads, act, prec = case[:9]
         pre = case[9] if len(case) > 9 else None
+        opt = case[10] if len(case) > 10 else {}
+        n, res = opt.get("n", 2), opt.get("res", False)
         rng = np.random.default_rng(zlib.crc32(name.encode()))
         onnx_path = os.path.join(work, name + ".onnx")
-        w, b, oh, ow = model(onnx_path, C, H, W, k, st, pads, act, rng, pre)
+        w, b, oh, ow = model(onnx_path, C, H, W, k, st, pads, act, rng, pre, n, res)
         src_path = os.path.join(work, name + ".cu")
         env = dict(os.environ, GPUC_SAVE_SOURCE=src_path)
+        if opt.get("v1"):
+            env["GPUC_DWCONV_V1"] = "1"
         r = subprocess.run([gpuc, onnx_path, "-O2", "--" + prec, "--arch", "sm_90", "-o",
                             os.path.join(work, name + ".gpuc")], capture_output=True, text=True, env=env)
         why = None
@@ -257,19 +316,31 @@ def main():
                 why = "expected one depthwise kernel in the module, found %d" % len(texts)
         if why is None:
             text = texts[0]
-            kname = re.search(r"void (\w+)\(", text).group(1)
-            t = re.search(r"void \w+\(const (\w+)\*", text).group(1)
+            kname = re.search(r"void (?:__launch_bounds__\(\d+\) )?(\w+)\(", text).group(1)
+            t = re.search(r"\(const (\w+)\* __restrict__ x", text).group(1)
+            has_z = "* z," in text
+            args = "x, w, b, x, y" if has_z else "x, w, b, y"
+            grid = re.search(r"grid \[(\d+),(\d+),(\d+)\] block (\d+)", text)
+            kind = "tiled" if grid else "rows"
+            if opt.get("v1") == (kind == "tiled") or (opt.get("kind") and opt["kind"] != kind):
+                why = "the %s kernel was made" % kind
+            elif res and not has_z:
+                why = "no residual operand in the kernel"
+            call = ("launch(%s, %s, %s, %s, [=] { %s(%s); })" % (grid.group(1), grid.group(2), grid.group(3),
+                                                                grid.group(4), kname, args)
+                    if grid else "%s(%s)" % (kname, args))
             host = os.path.join(work, name + "_host.cpp")
             with open(host, "w") as f:
                 f.write(SHIM + "typedef %s T;\n" % t + text + "\n" +
-                        MAIN % dict(nx=2 * H * W * C, nw=k[0] * k[1] * C, nc=C, ny=2 * oh * ow * C, kernel=kname))
+                        MAIN % dict(nx=n * H * W * C, nw=k[0] * k[1] * C, nc=C, ny=n * oh * ow * C, call=call))
             exe = os.path.join(work, name + "_host")
-            r = subprocess.run([cxx, "-O1", "-std=c++17", "-Wno-unknown-pragmas", host, "-o", exe],
-                               capture_output=True, text=True)
-            if r.returncode:
-                why = "host compile failed: " + r.stderr[-400:]
+            if why is None:
+                r = subprocess.run([cxx, "-O1", "-std=c++20", "-pthread", "-Wno-unknown-pragmas", host, "-o", exe],
+                                   capture_output=True, text=True)
+                if r.returncode:
+                    why = "host compile failed: " + r.stderr[-400:]
         if why is None:
-            x = rng.standard_normal((2, H, W, C))
+            x = rng.standard_normal((n, H, W, C))
             xh = half_round(x, prec)
             wh, bh = half_round(w.astype(np.float64), prec), half_round(b.astype(np.float64), prec)
             xdt = np.float16 if prec == "fp16" else np.uint16
@@ -286,14 +357,15 @@ def main():
                 raw = np.fromfile(os.path.join(work, "y.bin"), dtype=xdt)
                 y = raw.astype(np.float64) if prec == "fp16" else \
                     (raw.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-                ref = reference(xh, wh, bh, k, st, pads, oh, ow, act, pre)
+                ref = reference(xh, wh, bh, k, st, pads, oh, ow, act, pre, res, prec)
                 tol = (2e-3 if prec == "fp16" else 1.6e-2) * max(1.0, np.abs(ref).max())
                 err = np.abs(y.reshape(ref.shape) - ref).max() if y.size == ref.size else np.inf
                 if not np.isfinite(err) or err > tol:
                     why = "max |error| %.3g over %.3g" % (err, tol)
                 else:
-                    print("PASS %-16s %s C=%d %dx%d k%dx%d s%d pads %s %s%s: max |error| %.3g (tolerance %.3g)" %
-                          (name, prec, C, H, W, k[0], k[1], st[0], pads, act, ", input " + pre if pre else "", err, tol))
+                    print("PASS %-16s %s %s N=%d C=%d %dx%d k%dx%d s%d pads %s %s%s%s: max |error| %.3g (tolerance %.3g)"
+                          % (name, kind, prec, n, C, H, W, k[0], k[1], st[0], pads, act, ", input " + pre if pre else "",
+                             ", residual" if res else "", err, tol))
         if why is None:
             passed += 1
         else:
