@@ -88,16 +88,31 @@ int lower_Gather(LowerCtx *c) {
   if (total == 0) return 0;
   IndexCheck ck;
   if (index_check(c, ind, 1, &D, axis, &ck)) return -1;
-  const char *t = cg_bits_type(x->dt);
+  /* each gathered slice of `inner` elements moves in the widest of 16, 8
+   * and 4-byte words that divides it (the arena's tensors are 16-byte
+   * aligned): torch.roll's Gathers over [N,H,W,C] halves move rows of C */
+  const char *t = cg_bits_type(x->dt), *w = t; /* element, word */
+  int64_t bytes = inner * (int64_t)gpuc_dtype_size(x->dt);
+  static const struct { int w; const char *type; } words[3] = {{16, "uint4"}, {8, "uint2"}, {4, "unsigned int"}};
+  for (int k = 0; k < 3; k++)
+    if (bytes % words[k].w == 0 && words[k].w > (int)gpuc_dtype_size(x->dt)) {
+      int64_t slices = total / inner;
+      w = words[k].type;
+      inner = bytes / words[k].w;
+      total = slices * inner;
+      break;
+    }
   StrBuf *b = cg_src(c);
   const char *name = cg_kernel_name(c);
   sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const %s* __restrict__ ind, %s* __restrict__ y) {\n"
                "  GRID_STRIDE(i, %lldLL) {\n"
                "    i64 j = i %% %lldLL, t = i / %lldLL, n = t %% %lldLL, o = t / %lldLL, v;\n"
-               "    bool ok = true;\n",
-            name, t, cg_ctype(ind->dt), t, (ll)total, (ll)inner, (ll)inner, (ll)N, (ll)N);
+               "    bool ok = true;\n"
+               "    const %s zero_ = {};\n",
+            name, t, cg_ctype(ind->dt), t, (ll)total, (ll)inner, (ll)inner, (ll)N, (ll)N, w);
   emit_index(b, "    ", "v", "ind", "n", 0, &ck, "ok");
-  sb_printf(b, "    y[i] = ok ? x[(o * %lldLL + v) * %lldLL + j] : (%s)0;\n  }\n}\n", (ll)D, (ll)inner, t);
+  sb_printf(b, "    ((%s*)y)[i] = ok ? ((const %s*)x)[(o * %lldLL + v) * %lldLL + j] : zero_;\n  }\n}\n", w, w, (ll)D,
+            (ll)inner);
   uint32_t args[3] = {c->tin[0], c->tin[1], c->tout[0]};
   return cg_launch_items(c, name, (uint64_t)total, 3, args);
 }

@@ -147,3 +147,15 @@ case("concat_f32_axis2_odd", "Concat", [("a", f(3, 5, 7)), ("b", f(3, 5, 2))], {
 case("concat_i64_3in_axis0", "Concat", [("a", rng.integers(-9, 9, (2, 6), dtype=np.int64)),
      ("b", rng.integers(-9, 9, (1, 6), dtype=np.int64)), ("c", rng.integers(-9, 9, (3, 6), dtype=np.int64))],
      {"axis": 0}, opset=13)
+# Gather moving each slice in 16/8/4-byte words (codegen/lower_gather.c):
+# torch.roll's constant indices over [N,H,W,C] halves (96-byte slices:
+# 16-byte words), runtime indices with a negative one (8-byte slices),
+# 12-byte slices (4-byte words), 2-byte int8 slices (element by element)
+case("gather_f16_roll_v16", "Gather", [("x", f(2, 7, 6, 8, dt=np.float16)),
+                                       ("i", np.int64([(k + 3) % 7 for k in range(7)]))], {"axis": 1}, const=("i",))
+case("gather_f16_axis2_v8", "Gather", [("x", f(2, 3, 5, 4, dt=np.float16)), ("i", np.int64([[2, 0], [4, -1]]))],
+     {"axis": 2})
+case("gather_f16_axis0_v4", "Gather", [("x", f(5, 6, dt=np.float16)), ("i", np.int64([4, 0, 0, 3]))], {"axis": 0},
+     const=("i",))
+case("gather_i8_axis1", "Gather", [("x", rng.integers(-9, 9, (3, 4, 2), dtype=np.int8)), ("i", np.int64([3, 1, 1]))],
+     {"axis": 1})
