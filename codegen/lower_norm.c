@@ -403,19 +403,16 @@ static int ln_args(const LnIn *in, uint32_t *args) {
  * AddLayerNormalization loads it. acc is int32, vec of them a load. */
 static void warp_rows_open_dequant(StrBuf *b, int64_t nrows, int64_t n, int vec, GpucDType xdt, GpucDType dt2,
                                    bool x2_row, bool xs1, bool ws1, bool db) {
-  int groups = (int)((n + 32 * vec - 1) / (32 * vec));
-  sb_printf(b, "  const int lane = threadIdx.x & 31;\n"
-               "  const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;\n"
-               "  for (i64 row = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < %lldLL; row += nwarps) {\n"
-               "    const i64 base = row * %lldLL;\n"
-               "    const float rs = dq_xs[%s];\n"
+  int lanes = warp_rows_lanes(n, vec), groups = (int)((n + lanes * vec - 1) / (lanes * vec));
+  warp_rows_begin(b, nrows, n, vec);
+  sb_printf(b, "    const float rs = live_ ? dq_xs[%s] : 0.0f;\n"
                "    float v[%d];\n"
                "#pragma unroll\n"
                "    for (int g = 0; g < %d; g++) {\n"
-               "      const int j0 = (lane + 32 * g) * %d;\n"
-               "      if (j0 < %lld) {\n"
+               "      const int j0 = (lane + %d * g) * %d;\n"
+               "      if (live_ && j0 < %lld) {\n"
                "        const Vec<int, %d> a = *(const Vec<int, %d>*)(x + base + j0);\n",
-            LL(nrows), LL(n), xs1 ? "0" : "row", groups * vec, groups, vec, LL(n), vec, vec);
+            xs1 ? "0" : "row", groups * vec, groups, lanes, vec, LL(n), vec, vec);
   if (dt2 != GPUC_DT_UNDEF)
     sb_printf(b, "        const Vec<%s, %d> a2 = *(const Vec<%s, %d>*)(x2 + %sj0);\n", cg_ctype(dt2), vec,
               cg_ctype(dt2), vec, x2_row ? "" : "base + ");
@@ -434,19 +431,19 @@ static void warp_rows_open_dequant(StrBuf *b, int64_t nrows, int64_t n, int vec,
  * cvt.rn.satfinite) over v, into q (16-byte-aligned runs of vec bytes) and
  * s[row]. */
 static void warp_rows_quantize(StrBuf *b, int64_t n, int vec, bool f8) {
-  int groups = (int)((n + 32 * vec - 1) / (32 * vec));
+  int lanes = warp_rows_lanes(n, vec), groups = (int)((n + lanes * vec - 1) / (lanes * vec));
   sb_printf(b, "    float m = 0.0f;\n");
   warp_rows_for(b, n, vec);
   sb_printf(b, "      m = fmaxf(m, fabsf(v[k]));\n    }\n");
-  warp_allreduce(b, "m", "float", "fmaxf(a, b)");
+  warp_rows_allreduce(b, n, vec, "m", "float", "fmaxf(a, b)");
   sb_printf(b, "    const float qinv = m > 0.0f ? %s / m : 0.0f;\n"
-               "    if (lane == 0) qs[row] = m > 0.0f ? m / %s : 1.0f;\n",
+               "    if (lane == 0 && live_) qs[row] = m > 0.0f ? m / %s : 1.0f;\n",
             f8 ? "448.0f" : "127.0f", f8 ? "448.0f" : "127.0f");
   const char *wt = vec == 8 ? "uint2" : vec == 4 ? "unsigned int" : vec == 2 ? "unsigned short" : "unsigned char";
   sb_printf(b, "#pragma unroll\n    for (int g = 0; g < %d; g++) {\n"
-               "      const int j0 = (lane + 32 * g) * %d;\n      if (j0 >= %lld) continue;\n"
+               "      const int j0 = (lane + %d * g) * %d;\n      if (!live_ || j0 >= %lld) continue;\n"
                "      union { %s w; unsigned char c[%d]; } o;\n",
-            groups, vec, LL(n), wt, vec);
+            groups, lanes, vec, LL(n), wt, vec);
   if (!f8) {
     sb_printf(b, "#pragma unroll\n      for (int u = 0; u < %d; u++)\n"
                  "        o.c[u] = (unsigned char)(signed char)fminf(fmaxf(rintf(__fmul_rn(v[g * %d + u], qinv)), "
@@ -518,13 +515,13 @@ static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, 
     sb_printf(b, "    float sum = 0;\n");
     warp_rows_for(b, n, vec);
     sb_printf(b, "      sum += v[k];\n    }\n");
-    warp_allreduce(b, "sum", "float", "a + b");
+    warp_rows_allreduce(b, n, vec, "sum", "float", "a + b");
     sb_printf(b, "    const float mean = sum / (float)%lld;\n", LL(n));
   }
   sb_printf(b, "    float sq = 0;\n");
   warp_rows_for(b, n, vec);
   sb_printf(b, "      const float d = v[k] - mean;\n      sq += d * d;\n    }\n");
-  warp_allreduce(b, "sq", "float", "a + b");
+  warp_rows_allreduce(b, n, vec, "sq", "float", "a + b");
   cg_float_lit(e, sizeof e, eps, "float");
   sb_printf(b, "    const float inv = 1.0f / sqrt(sq / (float)%lld + %s);\n", LL(n), e);
   warp_rows_store_begin(b, n, vec, y->dt);
@@ -557,7 +554,7 @@ static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, 
     args[na++] = rf->tq;
   }
   if (ky) args[na++] = c->tout[0];
-  return warp_rows_launch(c, name, rows, na, args);
+  return warp_rows_launch(c, name, rows, n, vec, na, args);
 }
 
 /* The norm node's lowering takes LowerCtx.row: a LayerNormalization,

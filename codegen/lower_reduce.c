@@ -468,11 +468,11 @@ static int softmax_warp(LowerCtx *c, SmOp op, int64_t rows, int64_t n) {
   warp_rows_for(b, n, vec);
   sb_printf(b, "      mx = %s;\n    }\n", mx);
   comb_expr(mx, sizeof mx, C_MAX, "a", "b");
-  warp_allreduce(b, "mx", ct, mx);
+  warp_rows_allreduce(b, n, vec, "mx", ct, mx);
   sb_printf(b, "    %s s = 0;\n", ct);
   warp_rows_for(b, n, vec);
   sb_printf(b, "      s = s + exp(v[k] - mx);\n    }\n");
-  warp_allreduce(b, "s", ct, "a + b");
+  warp_rows_allreduce(b, n, vec, "s", ct, "a + b");
   if (op == SM_LOGSOFTMAX) sb_printf(b, "    const %s ls = log(s);\n", ct);
   warp_rows_store_begin(b, n, vec, dt);
   sb_printf(b, "      ");
@@ -480,7 +480,7 @@ static int softmax_warp(LowerCtx *c, SmOp op, int64_t rows, int64_t n) {
   warp_rows_store_end(b, vec, dt);
   sb_printf(b, "  }\n}\n");
   uint32_t args[2] = {c->tin[0], c->tout[0]};
-  return warp_rows_launch(c, name, rows, 2, args);
+  return warp_rows_launch(c, name, rows, n, vec, 2, args);
 }
 
 static int softmax_lower(LowerCtx *c, SmOp op) {

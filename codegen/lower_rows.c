@@ -68,27 +68,49 @@ int warp_rows_vec(int64_t n, GpucDType dt, GpucDType dt2, GpucDType ydt) {
   return v;
 }
 
+int warp_rows_lanes(int64_t n, int vec) {
+  int64_t vectors = (n + vec - 1) / vec;
+  int lanes = 32;
+  while (lanes > 4 && lanes / 2 >= vectors) lanes /= 2;
+  return lanes;
+}
+
+/* vectors a lane holds */
+static int warp_rows_groups(int64_t n, int vec) {
+  int lanes = warp_rows_lanes(n, vec);
+  return (int)((n + (int64_t)lanes * vec - 1) / ((int64_t)lanes * vec));
+}
+
+void warp_rows_begin(StrBuf *b, int64_t nrows, int64_t n, int vec) {
+  int lanes = warp_rows_lanes(n, vec), rpw = 32 / lanes;
+  sb_printf(b, "  const int lane = threadIdx.x & %d;\n"
+               "  const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;\n"
+               "  for (i64 row0 = (((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * %d; row0 < %lldLL;\n"
+               "       row0 += nwarps * %d) {\n"
+               "    const i64 row = row0 + (threadIdx.x & 31) / %d;\n"
+               "    const bool live_ = row < %lldLL;\n"
+               "    const i64 base = row * %lldLL;\n",
+            lanes - 1, rpw, LL(nrows), rpw, lanes, LL(nrows), LL(n));
+}
+
 void warp_rows_open(StrBuf *b, int64_t nrows, int64_t n, int vec, const char *ct, GpucDType dt, GpucDType dt2,
                     bool x2_row, const char *pad) {
-  int groups = (int)((n + 32 * vec - 1) / (32 * vec));
-  sb_printf(b, "  const int lane = threadIdx.x & 31;\n"
-               "  const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;\n"
-               "  for (i64 row = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < %lldLL; row += nwarps) {\n"
-               "    const i64 base = row * %lldLL;\n"
-               "    %s v[%d];\n"
+  int groups = warp_rows_groups(n, vec), lanes = warp_rows_lanes(n, vec);
+  warp_rows_begin(b, nrows, n, vec);
+  sb_printf(b, "    %s v[%d];\n"
                "#pragma unroll\n"
                "    for (int g = 0; g < %d; g++) {\n"
-               "      const int j0 = (lane + 32 * g) * %d;\n",
-            LL(nrows), LL(n), ct, groups * vec, groups, vec);
+               "      const int j0 = (lane + %d * g) * %d;\n",
+            ct, groups * vec, groups, lanes, vec);
   if (vec == 1) {
-    sb_printf(b, "      v[g] = j0 < %lld ? ", LL(n));
+    sb_printf(b, "      v[g] = live_ && j0 < %lld ? ", LL(n));
     rows_load_x(b, ct, dt, dt2, "base + j0", x2_row ? "j0" : "base + j0");
     sb_printf(b, " : %s;\n    }\n", pad);
     return;
   }
   /* one 16-byte vector per input per lane and group; the row's base is a
    * multiple of vec elements (n % vec == 0), so the vectors are aligned */
-  sb_printf(b, "      if (j0 < %lld) {\n        const Vec<%s, %d> a = *(const Vec<%s, %d>*)(x + base + j0);\n",
+  sb_printf(b, "      if (live_ && j0 < %lld) {\n        const Vec<%s, %d> a = *(const Vec<%s, %d>*)(x + base + j0);\n",
             LL(n), cg_ctype(dt), vec, cg_ctype(dt), vec);
   if (dt2 != GPUC_DT_UNDEF)
     sb_printf(b, "        const Vec<%s, %d> a2 = *(const Vec<%s, %d>*)(x2 + %sj0);\n", cg_ctype(dt2), vec,
@@ -106,20 +128,20 @@ void warp_rows_open(StrBuf *b, int64_t nrows, int64_t n, int vec, const char *ct
 }
 
 void warp_rows_for(StrBuf *b, int64_t n, int vec) {
-  int groups = (int)((n + 32 * vec - 1) / (32 * vec));
+  int groups = warp_rows_groups(n, vec), lanes = warp_rows_lanes(n, vec);
   sb_printf(b, "#pragma unroll\n    for (int g = 0; g < %d; g++)\n#pragma unroll\n"
-               "    for (int u = 0; u < %d; u++) if ((lane + 32 * g) * %d + u < %lld) {\n"
-               "      const int k = g * %d + u, j = (lane + 32 * g) * %d + u; (void)j;\n",
-            groups, vec, vec, LL(n), vec, vec);
+               "    for (int u = 0; u < %d; u++) if ((lane + %d * g) * %d + u < %lld) {\n"
+               "      const int k = g * %d + u, j = (lane + %d * g) * %d + u; (void)j;\n",
+            groups, vec, lanes, vec, LL(n), vec, lanes, vec);
 }
 
 void warp_rows_store_begin(StrBuf *b, int64_t n, int vec, GpucDType ydt) {
-  int groups = (int)((n + 32 * vec - 1) / (32 * vec));
+  int groups = warp_rows_groups(n, vec), lanes = warp_rows_lanes(n, vec);
   sb_printf(b, "#pragma unroll\n    for (int g = 0; g < %d; g++) {\n"
-               "      const int j0 = (lane + 32 * g) * %d;\n      if (j0 >= %lld) continue;\n"
+               "      const int j0 = (lane + %d * g) * %d;\n      if (!live_ || j0 >= %lld) continue;\n"
                "      Vec<%s, %d> r;\n#pragma unroll\n      for (int u = 0; u < %d; u++) {\n"
                "      const int k = g * %d + u, j = j0 + u; (void)j;\n",
-            groups, vec, LL(n), cg_ctype(ydt), vec, vec, vec);
+            groups, lanes, vec, LL(n), cg_ctype(ydt), vec, vec, vec);
 }
 
 void warp_rows_store_end(StrBuf *b, int vec, GpucDType ydt) {
@@ -132,8 +154,17 @@ void warp_allreduce(StrBuf *b, const char *var, const char *ct, const char *comb
                "      %s = %s;\n    }\n", ct, var, var, var, comb);
 }
 
-int warp_rows_launch(LowerCtx *c, const char *name, int64_t nrows, int nargs, const uint32_t *args) {
-  return cg_launch(c, name, (uint64_t)(nrows > 0 ? nrows : 1) * 32u, 256, 0, nargs, args);
+void warp_rows_allreduce(StrBuf *b, int64_t n, int vec, const char *var, const char *ct, const char *comb) {
+  sb_printf(b, "#pragma unroll\n    for (int o = %d; o > 0; o >>= 1) {\n"
+               "      const %s a = %s, b = __shfl_xor_sync(0xffffffffu, %s, o);\n"
+               "      %s = %s;\n    }\n", warp_rows_lanes(n, vec) / 2, ct, var, var, var, comb);
+}
+
+int warp_rows_launch(LowerCtx *c, const char *name, int64_t nrows, int64_t n, int vec, int nargs,
+                     const uint32_t *args) {
+  int rpw = 32 / warp_rows_lanes(n, vec);
+  int64_t warps = nrows > 0 ? (nrows + rpw - 1) / rpw : 1;
+  return cg_launch(c, name, (uint64_t)warps * 32u, 256, 0, nargs, args);
 }
 
 int row_layout_pick(RowLayout *L, int64_t nrows, int64_t n, int vec) {

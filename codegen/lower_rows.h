@@ -23,18 +23,26 @@ void rows_open(StrBuf *b, const Rows *r, int64_t nrows);
 void rows_for(StrBuf *b, const Rows *r, const char *j, int64_t n);
 int rows_launch(LowerCtx *c, const Rows *r, const char *name, int64_t nrows, int nargs,
                 const uint32_t *args);
-/* Warp rows: contiguous rows of n <= WARP_ROW_MAX elements, one warp per
- * row, the row held in registers. Lanes read vec consecutive elements at a
- * time (16-byte vectors; vec = 1: single elements): v[k] is element
- * j = (lane + 32 g) * vec + u for k = g * vec + u; entries past the row's
- * end hold `pad`. warp_rows_open declares lane, row, base and v[] (loaded
- * from x as ct) inside a grid-stride loop over rows; close it with
- * "  }\n}\n" and launch with warp_rows_launch. Every lane of a warp works
- * on the same row, so shuffles are convergent. */
+/* Warp rows: contiguous rows of n <= WARP_ROW_MAX elements held in
+ * registers, `lanes` lanes of a warp a row (warp_rows_lanes: 32, or the
+ * power of two, at least 4, covering a short row's vectors: rows of 96
+ * halves take 16 lanes, two rows a warp). Lanes read vec consecutive
+ * elements at a time (16-byte vectors; vec = 1: single elements): v[k] is
+ * element j = (lane + lanes g) * vec + u for k = g * vec + u; entries past
+ * the row's end, and every entry of a row past the last (live_ false),
+ * hold `pad`. warp_rows_open declares lane, row, live_, base and v[]
+ * (loaded from x as ct) inside a grid-stride loop over the warps' rows
+ * (warp_rows_begin alone: without v[]); close it with "  }\n}\n" and
+ * launch with warp_rows_launch. The loop runs the same trips in every
+ * lane of a warp, so shuffles are convergent; warp_rows_allreduce reduces
+ * over a row's lanes. */
 enum { WARP_ROW_MAX = 1024 };
 /* vec for rows of n elements of x (dt), x2 (dt2 or GPUC_DT_UNDEF) and y:
  * 16 bytes of the widest, at most 8, dividing n; else 1. */
 int warp_rows_vec(int64_t n, GpucDType dt, GpucDType dt2, GpucDType ydt);
+/* lanes a row of n elements in vectors of vec */
+int warp_rows_lanes(int64_t n, int vec);
+void warp_rows_begin(StrBuf *b, int64_t nrows, int64_t n, int vec);
 /* The row's elements are x's (dtype dt), or x[i] + x2[i] when dt2 is not
  * GPUC_DT_UNDEF (AddLayerNormalization: the sum formed as each element is
  * loaded, in ct, never stored); x2_row: x2 is one row, x2[i % n]. */
@@ -44,13 +52,16 @@ void warp_rows_open(StrBuf *b, int64_t nrows, int64_t n, int vec, const char *ct
  * the row) declared */
 void warp_rows_for(StrBuf *b, int64_t n, int vec);
 /* The row's output y (dtype ydt), written vec elements at a time: between
- * begin and end, for each of this lane's elements (k, j declared), set
- * r.v[u] (e.g. cg_store(b, ydt, "r.v", "u", ct, value)). */
+ * begin and end, for each of this lane's elements of a live row (k, j
+ * declared), set r.v[u] (e.g. cg_store(b, ydt, "r.v", "u", ct, value)). */
 void warp_rows_store_begin(StrBuf *b, int64_t n, int vec, GpucDType ydt);
 void warp_rows_store_end(StrBuf *b, int vec, GpucDType ydt);
 /* var = op over the warp (all lanes get it); comb is an expression in a, b */
 void warp_allreduce(StrBuf *b, const char *var, const char *ct, const char *comb);
-int warp_rows_launch(LowerCtx *c, const char *name, int64_t nrows, int nargs, const uint32_t *args);
+/* var = op over a warp row's lanes (each of them gets it) */
+void warp_rows_allreduce(StrBuf *b, int64_t n, int vec, const char *var, const char *ct, const char *comb);
+int warp_rows_launch(LowerCtx *c, const char *name, int64_t nrows, int64_t n, int vec, int nargs,
+                     const uint32_t *args);
 
 /* Multi-row layout: contiguous rows of n elements, held in registers, a
  * block of 256 threads taking rpb rows with wpr warps each (wpr 1 up to

@@ -809,6 +809,91 @@ def column_case(name, op, shape, fp16):
             (name, op, xt, yt, "x".join(map(str, shape)), len(ks), err))
 
 
+NORM_MAIN = DQL_MAIN.split("int main")[0] + r"""
+int main(int argc, char **argv) {
+  (void)argc;
+  %(xt)s *x = (%(xt)s *)load(argv[1], %(n)d * sizeof(%(xt)s));
+  %(decl)s
+  %(xt)s *y = (%(xt)s *)aligned_alloc(256, %(n)d * sizeof(%(xt)s) + 256);
+  launch(atoi(argv[3]), %(b)d, [=] { %(k)s(%(args)s); });
+  FILE *f = fopen(argv[2], "wb");
+  if (!f || fwrite(y, sizeof(%(xt)s), %(n)d, f) != %(n)d) return 1;
+  fclose(f);
+  return 0;
+}
+"""
+
+
+def warp_norm_case(name, op, shape, fp16):
+    """LayerNormalization / Softmax over the last axis as the warp-rows
+    kernel (codegen/lower_rows.h: a row's vectors over `lanes` lanes,
+    32 / lanes rows a warp: rows of 96 halves take 16 lanes, of 24 halves
+    4 lanes, 8 rows a warp, the last warp's rows partly dead): the kernel
+    run with the plan's grid and with 3 blocks (the grid-stride loop),
+    against numpy in float64: max error <= 2e-3 (fp16) or 1e-5 (fp32) of
+    max |y|"""
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(9)
+    c = shape[-1]
+    sc = rng.uniform(0.5, 1.5, c).astype(np.float32)
+    bi = rng.uniform(-0.3, 0.3, c).astype(np.float32)
+    inits = []
+    if op == "LayerNormalization":
+        node = helper.make_node(op, ["x", "s", "b"], ["y"], axis=-1, epsilon=1e-5)
+        inits = [numpy_helper.from_array(sc, "s"), numpy_helper.from_array(bi, "b")]
+    else:
+        node = helper.make_node(op, ["x"], ["y"], axis=-1)
+    g = helper.make_graph([node], "norm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))], initializer=inits)
+    got = module_kernels(name, d, g, ["--fp16"] if fp16 else [], op)
+    if got is None:
+        return
+    plan, ks, text = got
+    if len(ks) != 1 or "live_" not in text:
+        verdict(False, "%s: want one warp-rows kernel, got %d kernels:\n%s" % (name, len(ks), text[:400]))
+        return
+    params = [p.strip() for p in ks[0][1].split(",")]
+    xt = ptype(params[0]).replace("const ", "").rstrip("*").strip()
+    npt = {"float": np.float32, "__half": np.float16}
+    x = (rng.standard_normal(shape) * 3).astype(npt[xt])
+    x.tofile(os.path.join(d, "x.bin"))
+    decl, args = "", ["x"]
+    for k, (nm, arr) in enumerate((("s", sc), ("b", bi))[:len(params) - 2]):
+        t = ptype(params[k + 1]).replace("const ", "").rstrip("*").strip()
+        arr.astype(npt[t]).tofile(os.path.join(d, nm + ".bin"))
+        decl += "%s *%s = (%s *)load(argv[%d], %d * sizeof(%s));\n  " % (t, nm, t, 4 + k, c, t)
+        args.append(nm)
+    args.append("y")
+    grid, block = launch_of(plan, ks[0][0])
+    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
+    open(cpp, "w").write(SHIM + text + NORM_MAIN % dict(xt=xt, n=x.size, b=block, k=ks[0][0], decl=decl,
+                                                        args=", ".join(args)))
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-pthread", "-w", cpp, "-o", exe], capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+        return
+    xd = x.astype(np.float64).reshape(-1, c)
+    if op == "LayerNormalization":
+        m = xd.mean(1, keepdims=True)
+        want = (xd - m) / np.sqrt(((xd - m) ** 2).mean(1, keepdims=True) + 1e-5) * sc + bi
+    else:
+        e = np.exp(xd - xd.max(1, keepdims=True))
+        want = e / e.sum(1, keepdims=True)
+    for blocks in (grid, 3):
+        out = os.path.join(d, "y%d.bin" % blocks)
+        r = subprocess.run([exe, os.path.join(d, "x.bin"), out, str(blocks)] +
+                           [os.path.join(d, nm + ".bin") for nm in args[1:-1]], capture_output=True, text=True)
+        if r.returncode:
+            verdict(False, "%s: host run failed: %s" % (name, r.stderr[-300:]))
+            return
+        err = np.abs(np.fromfile(out, npt[xt]).astype(np.float64).reshape(-1, c) - want).max() / np.abs(want).max()
+        tol = 2e-3 if fp16 else 1e-5
+        verdict(err <= tol, "%s: %s %s, %d rows of %d, %d blocks of %d: max error %.3g of max |y| (tolerance %.0e)" %
+                (name, op, xt, xd.shape[0], c, blocks, block, err, tol))
+
+
+
 # a per-row [4,6,1] and a column [8] by row and column; [6,1] (rows of
 # another shape) and [4,4] against [4,4,4] (numpy aligns it to the last two
 # dims, not the rows) through the coordinates
@@ -840,5 +925,13 @@ column_case("col_l2_fp16_2x40x40x24", "ReduceL2", (2, 40, 40, 24), True)
 column_case("col_mean_fp32_3x33x35x40", "ReduceMean", (3, 33, 35, 40), False)
 column_case("col_sum_fp16_2x8x8x16", "ReduceSum", (2, 8, 8, 16), True)
 column_case("col_l2_fp32_1x20x20x520", "ReduceL2", (1, 20, 20, 520), False)
+# the warp-rows kernels: 16 lanes a row (96 halves: Swin's and ConvNeXt's
+# stage-1 LayerNorms), 4 lanes (24 halves, 13 rows: the last warp partly
+# dead), a whole warp (768: BERT's), f32 vectors of 4 (40: 16 lanes)
+warp_norm_case("ln_fp16_37x96", "LayerNormalization", (37, 96), True)
+warp_norm_case("ln_fp16_13x24", "LayerNormalization", (13, 24), True)
+warp_norm_case("ln_fp16_9x768", "LayerNormalization", (9, 768), True)
+warp_norm_case("ln_fp32_21x40", "LayerNormalization", (21, 40), False)
+warp_norm_case("softmax_fp16_19x96", "Softmax", (19, 96), True)
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
