@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# One GPU call, from the repo root: the Gather words and the warp-rows
+# lanes (codegen/lower_gather.c, codegen/lower_rows.c) timed against the
+# build before them, on the models whose profiles named them: swin_v2_t
+# (torch.roll's Gathers, 96-channel LayerNorms), swin_t and convnext_tiny
+# (LayerNorms of 96 channels), bert_base (LayerNorms and Softmax of 768),
+# TorchScript exports made here, random weights, -O2 --fp16, b1 and b32,
+# `gpuc bench` twice each, interleaved; bench --profile of the new swin_v2_t
+# b32 plan. CARRY holds gpuc (new) and gpuc_prev (before). Logs in $OUT/ab2.
+set -u
+C=$PWD/${CARRY:-build-carry}
+. tests/gpu/gpu_env.sh
+P=/tmp/ab_rows; mkdir -p $P $OUT/ab2
+t0=$(date +%s)
+MODELS=${MODELS:-swin_v2_t swin_t convnext_tiny bert_base}
+{
+for m in $MODELS; do
+  $PY -c "import sys; sys.path.insert(0, 'bench'); import zoo_models as Z; M = Z.BY_NAME['$m']; Z.export(Z.build(M, 'cpu'), M, 'ts', '$P/$m.onnx')" &
+done
+wait
+echo "exported in $(( $(date +%s) - t0 )) s"
+for m in $MODELS; do
+  for b in 1 32; do
+    if [ $m = bert_base ]; then s="--shape input_ids=${b}x128 --shape attention_mask=${b}x128"; else s="--shape input=${b}x3x224x224"; fi
+    $C/gpuc_prev $P/$m.onnx -O2 --fp16 --arch sm_90 $s -o $P/${m}_prev_b$b.gpuc | tail -1 &
+    $C/gpuc $P/$m.onnx -O2 --fp16 --arch sm_90 $s -o $P/${m}_new_b$b.gpuc | tail -1 &
+  done
+  wait
+done
+} > $OUT/ab2/compile.log 2>&1
+echo "exported and compiled in $(( $(date +%s) - t0 )) s"
+for m in $MODELS; do
+  for b in 1 32; do
+    for rep in 1 2; do
+      for v in prev new; do
+        r=$($C/gpuc bench $P/${m}_${v}_b$b.gpuc --iters 300 --warmup 30 2>&1 | grep -o 'median [0-9.]* ms')
+        echo "$m b$b $v rep$rep: $r"
+      done
+    done
+  done
+done | tee $OUT/ab2/bench.log
+$C/gpuc bench $P/swin_v2_t_new_b32.gpuc --iters 100 --profile > $OUT/ab2/prof_swin_v2_t_new_b32.txt 2>&1
+$C/gpuc bench $P/convnext_tiny_new_b32.gpuc --iters 100 --profile > $OUT/ab2/prof_convnext_tiny_new_b32.txt 2>&1
+echo "done at $(( $(date +%s) - t0 )) s"
