@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The GPU kernels of issue 11's ops (Mish, Bitwise*, BitShift, ReverseSequence,
-MaxUnpool, Col2Im, CenterCropPad, Det) and Concat's vector-chunk kernel
+MaxUnpool, Col2Im, CenterCropPad, Det), Concat's vector-chunk kernel,
+Gather's word copies and RotaryHalf (from a written-out rotate-half graph)
 run on the host.
 
 No GPU here, so each kernel's own text is checked: every case of
@@ -51,6 +52,8 @@ template <class T, int V> struct alignas(sizeof(T) * V) Vec { T v[V]; };
 static inline unsigned long long atomicCAS(unsigned long long *p, unsigned long long cmp, unsigned long long v) {
   unsigned long long old = *p; if (old == cmp) *p = v; return old;
 }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
 #define GRID_STRIDE(i, n) for (i64 i = 0; i < (n); i++)
 """
 

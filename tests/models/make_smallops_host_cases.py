@@ -159,3 +159,40 @@ case("gather_f16_axis0_v4", "Gather", [("x", f(5, 6, dt=np.float16)), ("i", np.i
      const=("i",))
 case("gather_i8_axis1", "Gather", [("x", rng.integers(-9, 9, (3, 4, 2), dtype=np.int8)), ("i", np.int64([3, 1, 1]))],
      {"axis": 1})
+
+
+def rotary_case(name, B, S, H, D, dt):
+    """HF's rotate-half rotary embedding written out over q [B,S,H,D]
+    transposed to [B,H,S,D] (cos, sin [S,D] inputs): fuse_rotary makes it
+    one RotaryHalf kernel reading q through perm (codegen/lower_rotary.c;
+    16-byte vectors of pairs where D/2 holds whole vectors)"""
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    et = NP2ONNX[dt]
+    half = D // 2
+    ints = lambda n, v: numpy_helper.from_array(np.int64(v), n)
+    nodes = [h.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1, 3]),
+             h.make_node("Slice", ["xt", "z", "h", "a3"], ["x1"]),
+             h.make_node("Slice", ["xt", "h", "dd", "a3"], ["x2"]),
+             h.make_node("Neg", ["x2"], ["n2"]),
+             h.make_node("Concat", ["n2", "x1"], ["rh"], axis=-1),
+             h.make_node("Mul", ["xt", "c"], ["a"]),
+             h.make_node("Mul", ["rh", "s"], ["b"]),
+             h.make_node("Add", ["a", "b"], ["y"])]
+    ins = [("x", f(B, S, H, D, dt=dt)), ("c", f(S, D, dt=dt)), ("s", f(S, D, dt=dt))]
+    g = h.make_graph(nodes, name, [h.make_tensor_value_info(n, et, list(a.shape)) for n, a in ins],
+                     [h.make_tensor_value_info("y", et, None)],
+                     initializer=[ints("z", [0]), ints("h", [half]), ints("dd", [D]), ints("a3", [3])])
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), os.path.join(d, "model.onnx"))
+    meta = {"inputs": {}, "node_inputs": []}
+    for k, (n, a) in enumerate(ins):
+        np.save(os.path.join(d, "in_%d.npy" % k), a)
+        meta["inputs"][n] = "in_%d.npy" % k
+        meta["node_inputs"].append("in_%d.npy" % k)
+    json.dump(meta, open(os.path.join(d, "case.json"), "w"), indent=1)
+    print(name)
+
+
+rotary_case("rotary_f16_v8", 2, 5, 3, 32, np.float16)   # 16 pairs a row: two vectors of 8
+rotary_case("rotary_f32_v4", 2, 3, 2, 8, np.float32)    # 4 pairs: one vector of 4
+rotary_case("rotary_f32_odd", 1, 3, 2, 6, np.float32)   # 3 pairs: the scalar kernel
