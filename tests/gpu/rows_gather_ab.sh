@@ -4,6 +4,7 @@
 # build before them, on the models whose profiles named them: swin_v2_t
 # (torch.roll's Gathers, 96-channel LayerNorms), swin_t and convnext_tiny
 # (LayerNorms of 96 channels), bert_base (LayerNorms and Softmax of 768),
+# llama_small (RotaryHalf's 16-byte vectors, RMSNorm of 512),
 # TorchScript exports made here, random weights, -O2 --fp16, b1 and b32,
 # `gpuc bench` twice each, interleaved; bench --profile of the new swin_v2_t
 # b32 plan. CARRY holds gpuc (new) and gpuc_prev (before). Logs in $OUT/ab2.
@@ -12,7 +13,7 @@ C=$PWD/${CARRY:-build-carry}
 . tests/gpu/gpu_env.sh
 P=/tmp/ab_rows; mkdir -p $P $OUT/ab2
 t0=$(date +%s)
-MODELS=${MODELS:-swin_v2_t swin_t convnext_tiny bert_base}
+MODELS=${MODELS:-swin_v2_t swin_t convnext_tiny bert_base llama_small}
 {
 for m in $MODELS; do
   $PY -c "import sys; sys.path.insert(0, 'bench'); import zoo_models as Z; M = Z.BY_NAME['$m']; Z.export(Z.build(M, 'cpu'), M, 'ts', '$P/$m.onnx')" &
@@ -21,7 +22,7 @@ wait
 echo "exported in $(( $(date +%s) - t0 )) s"
 for m in $MODELS; do
   for b in 1 32; do
-    if [ $m = bert_base ]; then s="--shape input_ids=${b}x128 --shape attention_mask=${b}x128"; else s="--shape input=${b}x3x224x224"; fi
+    if [ $m = bert_base ] || [ $m = llama_small ]; then s="--shape input_ids=${b}x128 --shape attention_mask=${b}x128"; else s="--shape input=${b}x3x224x224"; fi
     $C/gpuc_prev $P/$m.onnx -O2 --fp16 --arch sm_90 $s -o $P/${m}_prev_b$b.gpuc | tail -1 &
     $C/gpuc $P/$m.onnx -O2 --fp16 --arch sm_90 $s -o $P/${m}_new_b$b.gpuc | tail -1 &
   done
