@@ -55,6 +55,19 @@
  * per warp of 32 rows. GPUC_ATTN_FLASH_CFG=NW,WM,BN,NBUF[,QSMEM] picks
  * another shape (warps, m16 tiles a warp, keys a block, stages, Q in
  * shared memory) for GPU timing.
+ *   H200, fp16, medians (tests/gpu/flash2_ab.sh, 2026-12-03), attention_flash
+ *   -> attention_flash2, PyTorch SDPA beside: [32,8,1500,64] (Whisper-base
+ *   b32) 0.851 -> 0.555 ms (173 -> 266 TFLOP/s; SDPA 0.414), with a padding
+ *   row 0.856 -> 0.633 (SDPA 0.674); [4,8,4096,64] 0.731 -> 0.461 (298
+ *   TFLOP/s; SDPA 0.338); [2,8,1500,128] 0.126 -> 0.092 (SDPA 0.064);
+ *   [1,8,1500,64] 0.050 -> 0.035 (SDPA 0.037); causal [4,8,1500,64] 0.072 ->
+ *   0.065 (SDPA 0.063); ViT's [32,12,197,64] 0.040 -> 0.037 (SDPA 0.052); a
+ *   per-score [1,H,S,S] bias 0.229 -> 0.219 (SDPA 0.094: the bias, read a
+ *   half at a time after the Q K^T mma, is what is slow). Other shapes at
+ *   [32,8,1500,64]: 3 stages 0.776, 64-key blocks 0.639, 8 warps x 1 tile
+ *   (128-key) 0.794, (64-key, Q in registers) 0.841, 4 warps x 1 tile 0.674.
+ *   Inside Whisper's plan (Q/K/V strided views of the QKV GEMM) the step
+ *   takes 0.654 ms (attention_flash 0.939).
  *
  * attention_rows (any float dtype, any arch: the fp32 path of grouped or
  * causal attention): one warp per query row, keys in steps of 32 (lane j
