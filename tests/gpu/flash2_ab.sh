@@ -38,7 +38,8 @@ if [ -f "$onnx" ]; then
     env $env timeout 60 $GPUC "$onnx" -O2 --fp16 --shape input_features=32x80x3000 -o /tmp/whisper_$v.gpuc >/dev/null 2>&1
     timeout 40 $GPUC bench /tmp/whisper_$v.gpuc --iters 100 --warmup 10 --profile >"$OUT/whisper_$v.txt" 2>&1
     echo "whisper b32 $v: $(grep -o 'median [0-9.]* ms' "$OUT/whisper_$v.txt" | head -1); attention steps:" | tee -a "$log"
-    grep -i "attention" "$OUT/whisper_$v.txt" | head -8 | tee -a "$log"
+    # the Attention steps are named after the ONNX node that ends them (self_attn/MatMul_1)
+    grep -E "Attention|self_attn/MatMul_1$" "$OUT/whisper_$v.txt" | head -8 | tee -a "$log"
   done
 fi
 timeout ${LONG_S:-50} $PY tests/gpu/longattn_kernels.py --gpuc "$GPUC" --out "$OUT" --work /tmp/gpuc_longattn --quick \
