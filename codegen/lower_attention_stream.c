@@ -52,7 +52,9 @@
  * at once). Without a mask, p = 2^(s * scale*log2(e) - max) is one FMA and
  * one ex2.approx (the row max taken of the raw scores). Padding rows,
  * per-score biases, causal skipping and ragged ends as attention_flash,
- * per warp of 32 rows. GPUC_ATTN_FLASH_CFG=NW,WM,BN,NBUF[,QSMEM] picks
+ * per warp of 32 rows; a block where the warp computes every 16-key group
+ * and masks no key (none past SK, none after its rows) runs a copy of the
+ * loops without those guards (FULL). GPUC_ATTN_FLASH_CFG=NW,WM,BN,NBUF[,QSMEM] picks
  * another shape (warps, m16 tiles a warp, keys a block, stages, Q in
  * shared memory) for GPU timing.
  *   H200, fp16, medians (tests/gpu/flash2_ab.sh, 2026-12-03), attention_flash
