@@ -11,9 +11,22 @@
  * R*S times: it is bound by memory traffic, not math, when each input
  * vector comes from DRAM/L2 once and from on-chip memory after that.
  *
- * The tiled kernel (C a multiple of one 16-byte vector: 8 half channels,
- * 4 f32): a CTA owns CL channel vectors x TH output rows x PW*P output
- * columns of one image (grid: channel chunks x column tiles, row tiles,
+ * Two kernels. The tiled one is made where the input activation is SiLU,
+ * GELU or Mish (and C a multiple of one 16-byte vector: 8 half channels,
+ * 4 f32); the row kernel everywhere else. On the H200 at batch 32, -O2
+ * --fp16 (tests/gpu/dwconv_ab.sh, 2026-12-03): efficientnet_b0 (SiLU)
+ * 1.608 -> 1.357 ms, its 17 depthwise steps 0.931 -> 0.681 ms (448 -> 611
+ * GB/s); coatnet_0_rw_224 (SiLU) b1 0.746 -> 0.701 ms, b32 3.417 ms with
+ * its [32,56,56,384] step at 0.129 ms (1.2 TB/s); but mobilenet_v2 (Clip)
+ * 0.600 -> 0.617 ms, its 3x3 s1 steps 1.83 -> 1.64 TB/s. Neither is near
+ * the DRAM floor (bytes / ~4 TB/s): the tiled kernel holds about 20 KB of
+ * loads in flight an SM (a CTA's 8 vectors a thread, 2-3 CTAs an SM,
+ * load phase then compute phase), where ~60 KB would keep 4 TB/s busy;
+ * cp.async staging of the whole halo, or two tiles a CTA double-buffered,
+ * is the next step.
+ *
+ * The tiled kernel: a CTA owns CL channel vectors x TH output rows x PW*P
+ * output columns of one image (grid: channel chunks x column tiles, row tiles,
  * N). It first stages the input halo those outputs need,
  * ((TH-1)*sh+R) x ((PW*P-1)*sw+S) pixels x CL vectors, in shared memory:
  * consecutive threads load consecutive 16-byte vectors (runs of CL*16
@@ -32,12 +45,14 @@
  * have fewer than 132 x 512 threads, so small maps (7x7 at C=960) still
  * fill the H200's SMs.
  *
- * The row kernel (the one before, for C not a multiple of the vector, or
- * for all with GPUC_DWCONV_V1=1, the A/B switch): a thread owns V
+ * The row kernel (the one before the tiled one; GPUC_DWCONV_V1=1 makes it
+ * everywhere, GPUC_DWCONV_TILED=1 the tiled one wherever it applies: GPU
+ * A/B runs): a thread owns V
  * channels (an 8-byte half or 16-byte f32 vector) of TW output pixels of
  * one row and reads its inputs straight from global memory (L1/L2 for
- * the re-reads), the input activation applied per read; one GRID_STRIDE
- * loop, block-size free for -O3.
+ * the re-reads), the input activation applied per read (about
+ * R*(1 + (S-1)/TW) times an element, the likely cost of SiLU models' steps
+ * in it); one GRID_STRIDE loop, block-size free for -O3.
  *
  * Applies to f32/f16/bf16, any kernel size up to MAX_TAP per dim, any
  * stride up to 4, dilation 1, any (also asymmetric) zero padding. Others
@@ -389,8 +404,9 @@ static int emit_tiled(LowerCtx *c, const DwShape *d, const DwTile *k, const char
             "      bits[k] = %s(stf<%s>(%s));\n"
             "    }\n",
             V, V, z ? " + ldf(zv.v[k])" : "", as_bits, t, act);
-  /* one 16-byte store: a Vec of halves is stored 2 bytes at a time (nvcc
-   * 12, sm_90: 64 st.global.u16 for 8 pixels x 8 channels) */
+  /* one 16-byte store (PTX st.global.v4.u32): with an i64 offset nvcc
+   * stored a Vec<half, 8> 2 bytes at a time and a uint4 4 bytes at a time;
+   * a uint4 at an int offset is one store */
   if (V == 8)
     sb_printf(b, "    *(uint4*)(y + o) = make_uint4(bits[0] | bits[1] << 16, bits[2] | bits[3] << 16,\n"
                  "                                  bits[4] | bits[5] << 16, bits[6] | bits[7] << 16);\n");
@@ -418,9 +434,20 @@ int cg_dwconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int6
   char act[256], in_act[256];
   if (cg_conv_act_expr(act, sizeof act, c->n, false, "v") || cg_conv_act_expr(in_act, sizeof in_act, c->n, true, "v"))
     return 1;
+  /* Which kernel: the tiled one where the input activation costs a
+   * transcendental per element (SiLU, GELU, Mish), which it computes once
+   * per element rather than once per read. Elsewhere the row kernel: on
+   * the H200 (tests/gpu/dwconv_ab.sh, 2026-12-03) the tiled kernel holds
+   * about 20 KB of loads in flight an SM and ran mobilenet_v2's 3x3 s1
+   * steps (Clip) at 1.6 TB/s where the row kernel ran 1.8.
+   * GPUC_DWCONV_V1=1: the row kernel everywhere; GPUC_DWCONV_TILED=1: the
+   * tiled kernel wherever it applies (GPU A/B runs). */
+  int in_code = (int)gpuc_attr_i(c->n, "in_activation", 0);
+  bool costly_in = in_code == GPUC_FCONV_ACT_SILU || in_code == GPUC_FCONV_ACT_GELU || in_code == GPUC_FCONV_ACT_MISH;
+  bool want = knob("GPUC_DWCONV_TILED", 0, 0, 1) || costly_in;
+  if (knob("GPUC_DWCONV_V1", 0, 0, 1)) want = false;
   DwTile k;
-  const char *v1 = getenv("GPUC_DWCONV_V1"); /* the row kernel everywhere: GPU A/B runs */
-  bool tiled = !(v1 && *v1 && strcmp(v1, "0") != 0) && plan_tile(&d, (int)gpuc_dtype_size(x->dt), &k);
+  bool tiled = want && plan_tile(&d, (int)gpuc_dtype_size(x->dt), &k);
   /* weights [C,R,S,1] -> f32 [R,S,C]; bias -> f32 [C] (zeros without one) */
   Tensor wt = {.dt = GPUC_DT_F32, .rank = 3, .dims = {R, S, C}};
   Tensor bt = {.dt = GPUC_DT_F32, .rank = 1, .dims = {C}};

@@ -19,6 +19,11 @@ thread), each activation the fusion makes after the convolution and
 input activations (applied as the kernel loads X). The pool's two kernels
 (partial sums over pixel slices, then their fixed-order sum) run on
 random fp16 [2,H,W,C] against numpy's mean (2e-3 of max |y|).
+Both kernels of codegen/lower_dwconv.c: the tiled one (forced with
+GPUC_DWCONV_TILED=1 in most cases; its CTAs run on host threads, one a
+CUDA thread, __syncthreads a barrier), the row one (C not a multiple of 8
+halves, and GPUC_DWCONV_V1=1), and the default choice between them; the
+output is poisoned with NaN first, so an unwritten element fails.
 usage: dwconv_host_test.py GPUC [WORKDIR]   (CXX picks the compiler; g++)
 Prints one line per case and 'N passed, N failed'.
 """
@@ -149,8 +154,14 @@ CASES = [
     ("t_k3s1_res", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "relu", "fp16", None, {"n": 8, "res": True, "kind": "tiled"}),
     ("t_k5s1_bf16", 48, 20, 20, (5, 5), (1, 1), (2, 2, 2, 2), "relu6", "bf16", "hardswish", {"n": 16, "kind": "tiled"}),
     ("t_k3s2_asym", 32, 12, 12, (3, 3), (2, 2), (0, 0, 1, 1), "relu", "fp16", None, {"kind": "tiled"}),
+    # the default choice: the tiled kernel for an input SiLU/GELU/Mish, else the row kernel
+    ("d_silu_in", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "silu", "fp16", "silu", {"n": 4, "default": True,
+                                                                                   "kind": "tiled"}),
+    ("d_relu6_in", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "relu6", "fp16", "relu6", {"n": 4, "default": True,
+                                                                                       "kind": "rows"}),
     # the row kernel for the same shapes (GPUC_DWCONV_V1=1, the A/B switch)
-    ("v1_k3s1_n8_c64", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "relu", "fp16", "silu", {"n": 8, "v1": True}),
+    ("v1_k3s1_n8_c64", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "relu", "fp16", "silu", {"n": 8, "v1": True,
+                                                                                          "kind": "rows"}),
     ("v1_k3s1_res", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "relu", "fp16", None, {"n": 2, "res": True, "v1": True}),
 ]
 
@@ -304,6 +315,8 @@ def main():
         env = dict(os.environ, GPUC_SAVE_SOURCE=src_path)
         if opt.get("v1"):
             env["GPUC_DWCONV_V1"] = "1"
+        elif not opt.get("default"):  # the tiled kernel wherever it applies
+            env["GPUC_DWCONV_TILED"] = "1"
         r = subprocess.run([gpuc, onnx_path, "-O2", "--" + prec, "--arch", "sm_90", "-o",
                             os.path.join(work, name + ".gpuc")], capture_output=True, text=True, env=env)
         why = None

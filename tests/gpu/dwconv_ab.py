@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The NHWC depthwise kernels (codegen/lower_dwconv.c) step by step, A/B:
-the row kernel (GPUC_DWCONV_V1=1) against the tiled kernel and some of its
-knobs, on the depthwise shapes of coatnet_0_rw_224, convnextv2_atto,
+the row kernel (GPUC_DWCONV_V1=1) against the tiled kernel
+(GPUC_DWCONV_TILED=1) and some of its knobs, on the depthwise shapes of coatnet_0_rw_224, convnextv2_atto,
 mobilenet_v2 and efficientnet_b0 at batch 32.
 
   prepare GPUC DIR   (here, no GPU): one ONNX model a shape (x [32,C,H,W]
@@ -46,16 +46,17 @@ N = 32
 if os.environ.get("DWCONV_AB_SHAPES"):  # a comma list: only those
     SHAPES = [s for s in SHAPES if s[0] in os.environ["DWCONV_AB_SHAPES"].split(",")]
 # variant: environment
-VARIANTS = {"v1": {"GPUC_DWCONV_V1": "1"}, "new": {},
-            "maxp4": {"GPUC_DWCONV_MAXP": "4"}, "smem24": {"GPUC_DWCONV_SMEM": "24"},
-            "thr128": {"GPUC_DWCONV_THREADS": "128"}, "fill256": {"GPUC_DWCONV_FILL": "256"}}
+T1 = {"GPUC_DWCONV_TILED": "1"}  # the tiled kernel whatever the input activation
+VARIANTS = {"v1": {"GPUC_DWCONV_V1": "1"}, "tiled": T1,
+            "maxp4": dict(T1, GPUC_DWCONV_MAXP="4"), "smem24": dict(T1, GPUC_DWCONV_SMEM="24"),
+            "thr128": dict(T1, GPUC_DWCONV_THREADS="128"), "fill256": dict(T1, GPUC_DWCONV_FILL="256")}
 BIG = {"coat_56_256", "coat_56_384", "coat_28_384", "coat_28_768", "cnx_7_56", "ef_5_14"}
 SMALL = {"cnx_7_14", "cnx_7_7", "mb_s1_7", "ef_5_7"}
 KNOB_SHAPES = {"maxp4": BIG, "smem24": BIG, "thr128": BIG, "fill256": SMALL}
 
 
 def variants_of(name):
-    return [v for v in VARIANTS if v in ("v1", "new") or name in KNOB_SHAPES[v]]
+    return [v for v in VARIANTS if v in ("v1", "tiled") or name in KNOB_SHAPES[v]]
 
 
 def act_nodes(helper, act, x, y):
@@ -186,7 +187,7 @@ def run(gpuc, d, out):
     th.join()
     for row in rows:
         name, v = row["shape"], row["variant"]
-        if v not in ("v1", "new"):
+        if v not in ("v1", "tiled"):
             continue
         xp, od, pr = refs[name]
         plan = os.path.join(d, "%s_%s.gpuc" % (name, v))
@@ -213,20 +214,20 @@ def run(gpuc, d, out):
         lines.append("| %s | %s | %d | %dx%d | %d/%d | %s | %s | %s | %s | %s | %s | %s |" % (
             r["shape"], r["model"], r["C"], r["H"], r["W"], r["k"], r["stride"], r["acts"], r["variant"],
             "%.4f" % r["ms"] if "ms" in r else "-", "%.1f" % r["mb"] if "mb" in r else "-",
-            "%.0f" % r["gbs"] if "gbs" in r else "-", "%.2e" % r["rel_l2"] if "rel_l2" in r else ("FAIL" if r["variant"] in ("v1", "new") else "-"),
+            "%.0f" % r["gbs"] if "gbs" in r else "-", "%.2e" % r["rel_l2"] if "rel_l2" in r else ("FAIL" if r["variant"] in ("v1", "tiled") else "-"),
             "%.2e" % r["max_err"] if "max_err" in r else "-"))
     for name, C, H, W, k, s, pre, act, model in SHAPES:  # old vs new, one line a shape
         got = {r["variant"]: r for r in rows if r["shape"] == name and "ms" in r}
-        if "v1" in got and "new" in got:
-            o, n = got["v1"], got["new"]
+        if "v1" in got and "tiled" in got:
+            o, n = got["v1"], got["tiled"]
             best = min(got.values(), key=lambda r: r["ms"])
-            lines.append("AB %-12s %-32s old %.4f ms %5.0f GB/s  new %.4f ms %5.0f GB/s  %.2fx  (floor %.4f ms at 4 TB/s; best %s)"
+            lines.append("AB %-12s %-32s rows %.4f ms %5.0f GB/s  tiled %.4f ms %5.0f GB/s  %.2fx  (floor %.4f ms at 4 TB/s; best %s)"
                          % (name, model, o["ms"], o["gbs"], n["ms"], n["gbs"], o["ms"] / n["ms"], n["mb"] / 4e3,
                             best["variant"]))
     with open(os.path.join(out, "dwconv_steps.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
-    bad = [r for r in rows if r["variant"] in ("v1", "new") and not r.get("ok")]
+    bad = [r for r in rows if r["variant"] in ("v1", "tiled") and not r.get("ok")]
     print("steps done in %.0f s; %d of %d checks failed" % (time.time() - t0, len(bad), len(rows)))
     return 1 if bad else 0
 
