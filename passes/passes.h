@@ -60,6 +60,10 @@ int pass_simplify_transpose(Graph *g, const PassOptions *o, GpucErr *e);
  * flatten a batch around a 2-D GEMM dropped (passes/gemm_as_matmul.c). */
 int pass_gemm_as_matmul(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_matmul_bias(Graph *g, const PassOptions *o, GpucErr *e);
+/* Mul(MatMul[Bias](x, W[, b]), c), c constant (one value or one per
+ * column) -> MatMul[Bias](x, W c[, b c]) (passes/fold_gemm_scale.c);
+ * -O2, not in training */
+int pass_fold_gemm_scale(Graph *g, const PassOptions *o, GpucErr *e);
 /* A GELU written out as elementwise ops (tanh or erf form, recognized by
  * evaluating it) -> one Gelu node (passes/fuse_gelu.c). */
 int pass_fuse_gelu(Graph *g, const PassOptions *o, GpucErr *e);

@@ -11,7 +11,7 @@ void gpuc_pass_options_default(PassOptions *o, int level) {
 
 const char gpuc_pass_names[] =
     "fold, expand_qlinear, prune, identity, cse, fold_bn, dce, roll_gather, strided_concat, channel_shuffle, batchnorm_affine, fold_conv_bias, patchify_conv, "
-    "fuse_conv, gemm_as_matmul, fuse_gelu, fuse_rmsnorm, fuse_rotary, fuse_gated_mlp, fuse_matmul, matmulinteger_int8, fuse_matmul_act, fuse_attention, "
+    "fuse_conv, gemm_as_matmul, fuse_gelu, fuse_rmsnorm, fuse_rotary, fuse_gated_mlp, fuse_matmul, fold_gemm_scale, matmulinteger_int8, fuse_matmul_act, fuse_attention, "
     "attention_gqa_causal, attention_views, fuse_l2norm, fuse_add_layernorm, layout_nhwc, simplify_transpose, fp16, "
     "fuse_conv_act, qdq_int8, quantize_int8, quantize_fp8, fuse_residual_gemm, fuse_elementwise, "
     "fuse_quantize_rows";
@@ -83,6 +83,8 @@ static int run_passes(Graph *g, const PassOptions *o, GpucErr *e) {
   /* a SwiGLU's gate and up projections as one GEMM and a GatedUnit */
   if (o->level >= 2 && after(g, o, "fuse_gated_mlp", pass_fuse_gated_mlp(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fuse_matmul", pass_fuse_matmul_bias(g, o, e), e) < 0) return -1;
+  /* a constant scale after a Linear layer into its weights (Whisper's q_proj * scaling) */
+  if (o->level >= 2 && after(g, o, "fold_gemm_scale", pass_fold_gemm_scale(g, o, e), e) < 0) return -1;
   /* an exact rewrite of integer math: quantized models from other tools */
   if (o->level >= 2 && after(g, o, "matmulinteger_int8", pass_matmulinteger_int8(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fuse_matmul_act", pass_fuse_matmul_act(g, o, e), e) < 0) return -1;

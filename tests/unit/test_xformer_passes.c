@@ -27,6 +27,9 @@
  *                   one GEMM, torchvision's in_proj chunking, timm's
  *                   Slices (dynamo); fuse_attention's zero-mask drop
  *   gemm_as_matmul  Gemm -> MatMul/MatMulBias, flattening Reshapes dropped
+ *   fold_gemm_scale Mul(MatMul[Bias](x, W, b), c) -> MatMul[Bias](x, Wc, bc)
+ *                   (scalar and per-column c, either order); a runtime c
+ *                   and a shared GEMM output not
  *   fuse_residual_gemm  Add(GEMM, R) -> MatMulBias(A, B, bias, R), and its
  *                   plan: a GEMM with C and the bias row (PLAN_GEMM_F_BIAS_C)
  *                   written, read back, and refused when corrupt
@@ -627,6 +630,49 @@ static void test_l2norm(void) {
   }
 }
 
+/* ---- fold_gemm_scale ---------------------------------------------------- */
+
+/* x [4,6,16] -> Linear (W [16,12], + b [12] for 0, 2, 3) -> Mul(., c):
+ * 0 c = 0.3 (one value): folded into a MatMulBias
+ * 1 no bias, Mul(c [12], y) per column: folded into a MatMul
+ * 2 c a graph input: not folded
+ * 3 the GEMM's output also a graph output: not folded */
+static int gs_variant;
+static void build_gs(Graph *g) {
+  int64_t xd[3] = {4, 6, 16}, wd[2] = {16, 12}, n = 12, one = 1;
+  int x = input(g, "x", 3, xd), y = NODE(g, GPUC_OP_MATMUL, x, constant(g, 2, wd, 31, -0.5, 0.5));
+  if (gs_variant != 1) y = NODE(g, GPUC_OP_ADD, y, constant(g, 1, &n, 32, -0.2, 0.2));
+  int c = gs_variant == 1 ? constant(g, 1, &n, 33, 0.5, 2.0) : gs_variant == 2 ? input(g, "c", 1, &one) : scalar(g, 0.3);
+  output(g, gs_variant == 1 ? NODE(g, GPUC_OP_MUL, c, y) : NODE(g, GPUC_OP_MUL, y, c));
+  if (gs_variant == 3) output(g, y);
+}
+
+static void test_gemm_scale(void) {
+  for (gs_variant = 0; gs_variant <= 3; gs_variant++) {
+    GpucErr e = {0};
+    Graph *g0 = graph_new(17), *g1 = graph_new(17);
+    build_gs(g0);
+    build_gs(g1);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0 && pass_fuse_matmul_bias(g1, &o, &e) >= 0,
+          "gemm scale %d: bad test graph: %s", gs_variant, e.msg);
+    int want = gs_variant <= 1, got = pass_fold_gemm_scale(g1, &o, &e);
+    CHECK(got == want && count_op(g1, GPUC_OP_MUL) == !want && g1->nnodes == (want ? 1 : 2),
+          "gemm scale %d: %d folded, %d nodes, %d Muls (want %d folded)", gs_variant, got, g1->nnodes,
+          count_op(g1, GPUC_OP_MUL), want);
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "gemm scale %d: verify: %s", gs_variant,
+          e.msg);
+    o.training = true;
+    CHECK(pass_fold_gemm_scale(g0, &o, &e) == 0, "gemm scale %d: folded in training", gs_variant);
+    char what[32];
+    snprintf(what, sizeof what, "gemm scale %d", gs_variant);
+    compare(what, g0, g1, 1e-5);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
 /* ---- fuse_rotary: HF's rotate-half rotary embedding ---------------------- */
 
 /* x [2,3,5,8] (B, H, S, D), cos and sin [2,1,5,8] (variant 5: [2,3,5,8]);
@@ -1113,6 +1159,7 @@ int main(int argc, char **argv) {
   test_gelu();
   test_rmsnorm();
   test_l2norm();
+  test_gemm_scale();
   test_attention_kt();
   test_attention_window();
   test_roll();
