@@ -22,8 +22,9 @@
  * the DRAM floor (bytes / ~4 TB/s): the tiled kernel holds about 20 KB of
  * loads in flight an SM (a CTA's 8 vectors a thread, 2-3 CTAs an SM,
  * load phase then compute phase), where ~60 KB would keep 4 TB/s busy;
- * cp.async staging of the whole halo, or two tiles a CTA double-buffered,
- * is the next step.
+ * staging the whole halo by cp.async (GPUC_DWCONV_ASYNC=1: written and
+ * host-tested, not yet timed), or two tiles a CTA double-buffered, is the
+ * next step.
  *
  * The tiled kernel: a CTA owns CL channel vectors x TH output rows x PW*P
  * output columns of one image (grid: channel chunks x column tiles, row tiles,
@@ -211,7 +212,8 @@ enum { TILE_SMEM = 48 * 1024, TILE_THREADS = 256, GPU_SMS = 132, SM_SMEM = 227 *
 /* GPU A/B knobs (tests/gpu/dwconv_ab.sh), their defaults the tuned values:
  * GPUC_DWCONV_MAXP (most pixels a thread, 8), GPUC_DWCONV_FILL (threads
  * per SM below which P shrinks, 512), GPUC_DWCONV_SMEM (KB a CTA, 48),
- * GPUC_DWCONV_THREADS (most threads a CTA, 256) */
+ * GPUC_DWCONV_THREADS (most threads a CTA, 256), GPUC_DWCONV_ASYNC (1: the
+ * halo staged by cp.async, 0) */
 static int knob(const char *name, int dflt, int lo, int hi) {
   const char *v = getenv(name);
   int k = v && *v ? atoi(v) : dflt;
@@ -285,8 +287,10 @@ static int emit_tiled(LowerCtx *c, const DwShape *d, const DwTile *k, const char
     snprintf(lg, sizeof lg, " && cv < %lld", (long long)CV);
     snprintf(sg, sizeof sg, " || cv >= %lld", (long long)CV);
   }
-  /* halo vectors a thread loads before it stores any: up to 8 in flight */
+  /* halo vectors a thread loads before it stores any: up to 8 in flight;
+   * GPUC_DWCONV_ASYNC=1: all of them by cp.async (sm_80+; not yet timed) */
   int G = (int)(cdiv(halo, T) < 8 ? cdiv(halo, T) : 8);
+  bool async = knob("GPUC_DWCONV_ASYNC", 0, 0, 1);
   StrBuf *b = cg_src(c);
   sb_printf(b,
             "/* depthwise %lldx%lld stride %lldx%lld NHWC: x [%lld,%lld,%lld,%lld] -> y [%lld,%lld,%lld,%lld];\n"
@@ -296,52 +300,95 @@ static int emit_tiled(LowerCtx *c, const DwShape *d, const DwTile *k, const char
             (long long)d->W, (long long)d->C, (long long)d->N, (long long)d->OH, (long long)d->OW, (long long)d->C,
             CL * V, k->TH, k->PW * P, (long long)k->HH, (long long)k->HW, V, P, (long long)(k->chunks * k->tiles_w),
             (long long)k->tiles_h, (long long)d->N, (long long)T);
+  if (async)
+    sb_printf(b, "#ifndef DW_CP16 /* cp.async: a 16-byte global -> shared copy; wait for this thread's */\n"
+                 "#define DW_CP16(dst, src) asm volatile(\"cp.async.cg.shared.global [%%0], [%%1], 16;\\n\" :: \\\n"
+                 "    \"r\"((unsigned)__cvta_generic_to_shared(dst)), \"l\"(src) : \"memory\")\n"
+                 "#define DW_CP_WAIT() asm volatile(\"cp.async.wait_all;\\n\" ::: \"memory\")\n"
+                 "#endif\n");
   sb_printf(b,
             "extern \"C\" __global__ void __launch_bounds__(%lld) %s(const %s* __restrict__ x,\n"
             "    const float* __restrict__ w, const float* __restrict__ bias, %s%s%s %s* %sy) {\n"
             "  __shared__ Vec<%s, %d> tile[%lld];\n"
             "  const int chunk = blockIdx.x %% %lldu, n = blockIdx.z;\n"
             "  const int oh0 = blockIdx.y * %d, ow0 = (blockIdx.x / %lldu) * %d;\n"
-            "  const int ih0 = oh0 * %lld - %lld, iw0 = ow0 * %lld - %lld;\n"
-            "  for (int k0 = 0; k0 < %lld; k0 += %lld) {\n"
-            "    Vec<%s, %d> q[%d];\n"
-            "    bool ok[%d];\n"
-            "#pragma unroll\n"
-            "    for (int g = 0; g < %d; g++) {\n"
-            "      const int k = k0 + g * %lld + threadIdx.x;\n"
-            "      const int l = k %% %d, p = k / %d, hh = p / %lld, ww = p %% %lld;\n"
-            "      const int ih = ih0 + hh, iw = iw0 + ww, cv = chunk * %d + l;\n"
-            "      ok[g] = k < %lld && ih >= 0 && ih < %lld && iw >= 0 && iw < %lld%s;\n"
-            "      if (ok[g]) {\n"
-            "        q[g] = *(const Vec<%s, %d>*)(x + ((i64)(n * %lld + ih) * %lld + iw) * %lld + cv * %d);\n"
-            "      } else {\n"
-            "#pragma unroll\n"
-            "        for (int u = 0; u < %d; u++) q[g].v[u] = stf<%s>(0.f);\n"
-            "      }\n"
-            "    }\n"
-            "#pragma unroll\n"
-            "    for (int g = 0; g < %d; g++) {\n"
-            "      const int k = k0 + g * %lld + threadIdx.x;\n"
-            "      if (k >= %lld) break;\n",
+            "  const int ih0 = oh0 * %lld - %lld, iw0 = ow0 * %lld - %lld;\n",
             (long long)T, name, t, z ? "const " : "", z ? t : "", z ? "* z," : "", t, z ? "" : "__restrict__ ", t, V,
             (long long)halo, (long long)k->chunks, k->TH, (long long)k->chunks, k->PW * P, (long long)d->sh,
-            (long long)d->ph, (long long)d->sw, (long long)d->pw, (long long)halo, (long long)(T * G), t, V, G, G, G,
-            (long long)T, CL, CL, (long long)k->HW, (long long)k->HW, CL, (long long)halo, (long long)d->H,
-            (long long)d->W, lg, t, V, (long long)d->H, (long long)d->W, (long long)d->C, V, V, t, G, (long long)T,
-            (long long)halo);
-  /* the input activation on what was read (padding stays zero, as the
-   * reference pads in_act(X)), rounded to X's type as the reference does */
-  if (strcmp(in_act, "v") != 0)
+            (long long)d->ph, (long long)d->sw, (long long)d->pw);
+  /* a halo vector k: lane l, pixel (hh, ww) of the tile; in the image? */
+  char where[512];
+  snprintf(where, sizeof where,
+           "    const int l = k %% %d, p = k / %d, hh = p / %lld, ww = p %% %lld;\n"
+           "    const int ih = ih0 + hh, iw = iw0 + ww, cv = chunk * %d + l;\n"
+           "    const bool in = ih >= 0 && ih < %lld && iw >= 0 && iw < %lld%s;\n"
+           "    (void)cv;\n",
+           CL, CL, (long long)k->HW, (long long)k->HW, CL, (long long)d->H, (long long)d->W, lg);
+  if (async) {
+    /* every halo vector in flight at once, no registers held: cp.async */
     sb_printf(b,
-              "      if (ok[g]) {\n"
+              "  for (int k = threadIdx.x; k < %lld; k += %lld) {\n%s"
+              "    if (in) {\n"
+              "      DW_CP16(&tile[k], x + ((i64)(n * %lld + ih) * %lld + iw) * %lld + cv * %d);\n"
+              "    } else {\n"
+              "      *(uint4*)&tile[k] = make_uint4(0u, 0u, 0u, 0u); /* +0 in every type */\n"
+              "    }\n"
+              "  }\n"
+              "  DW_CP_WAIT();\n",
+              (long long)halo, (long long)T, where, (long long)d->H, (long long)d->W, (long long)d->C, V);
+    /* the input activation on this thread's own vectors (rounded to X's
+     * type as the reference rounds it; the padding stays zero) */
+    if (strcmp(in_act, "v") != 0)
+      sb_printf(b,
+                "  for (int k = threadIdx.x; k < %lld; k += %lld) {\n%s"
+                "    if (in) {\n"
+                "      Vec<%s, %d> q = tile[k];\n"
+                "#pragma unroll\n"
+                "      for (int u = 0; u < %d; u++) { const float v = ldf(q.v[u]); q.v[u] = stf<%s>(%s); }\n"
+                "      tile[k] = q;\n"
+                "    }\n"
+                "  }\n",
+                (long long)halo, (long long)T, where, t, V, V, t, in_act);
+  } else {
+    sb_printf(b,
+              "  for (int k0 = 0; k0 < %lld; k0 += %lld) {\n"
+              "    Vec<%s, %d> q[%d];\n"
+              "    bool ok[%d];\n"
               "#pragma unroll\n"
-              "        for (int u = 0; u < %d; u++) { const float v = ldf(q[g].v[u]); q[g].v[u] = stf<%s>(%s); }\n"
-              "      }\n",
-              V, t, in_act);
+              "    for (int g = 0; g < %d; g++) {\n"
+              "      const int k = k0 + g * %lld + threadIdx.x;\n"
+              "      const int l = k %% %d, p = k / %d, hh = p / %lld, ww = p %% %lld;\n"
+              "      const int ih = ih0 + hh, iw = iw0 + ww, cv = chunk * %d + l;\n"
+              "      ok[g] = k < %lld && ih >= 0 && ih < %lld && iw >= 0 && iw < %lld%s;\n"
+              "      if (ok[g]) {\n"
+              "        q[g] = *(const Vec<%s, %d>*)(x + ((i64)(n * %lld + ih) * %lld + iw) * %lld + cv * %d);\n"
+              "      } else {\n"
+              "#pragma unroll\n"
+              "        for (int u = 0; u < %d; u++) q[g].v[u] = stf<%s>(0.f);\n"
+              "      }\n"
+              "    }\n"
+              "#pragma unroll\n"
+              "    for (int g = 0; g < %d; g++) {\n"
+              "      const int k = k0 + g * %lld + threadIdx.x;\n"
+              "      if (k >= %lld) break;\n",
+              (long long)halo, (long long)(T * G), t, V, G, G, G, (long long)T, CL, CL, (long long)k->HW,
+              (long long)k->HW, CL, (long long)halo, (long long)d->H, (long long)d->W, lg, t, V, (long long)d->H,
+              (long long)d->W, (long long)d->C, V, V, t, G, (long long)T, (long long)halo);
+    /* the input activation on what was read (padding stays zero, as the
+     * reference pads in_act(X)), rounded to X's type as the reference does */
+    if (strcmp(in_act, "v") != 0)
+      sb_printf(b,
+                "      if (ok[g]) {\n"
+                "#pragma unroll\n"
+                "        for (int u = 0; u < %d; u++) { const float v = ldf(q[g].v[u]); q[g].v[u] = stf<%s>(%s); }\n"
+                "      }\n",
+                V, t, in_act);
+    sb_printf(b,
+              "      tile[k] = q[g];\n"
+              "    }\n"
+              "  }\n");
+  }
   sb_printf(b,
-            "      tile[k] = q[g];\n"
-            "    }\n"
-            "  }\n"
             "  __syncthreads();\n"
             "  const int l = threadIdx.x %% %d, pq = threadIdx.x / %d, px = pq %% %d, ty = pq / %d;\n"
             "  const int cv = chunk * %d + l, oh = oh0 + ty, ow1 = ow0 + px * %d;\n"
@@ -446,7 +493,7 @@ int cg_dwconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int6
   bool costly_in = in_code == GPUC_FCONV_ACT_SILU || in_code == GPUC_FCONV_ACT_GELU || in_code == GPUC_FCONV_ACT_MISH;
   bool want = knob("GPUC_DWCONV_TILED", 0, 0, 1) || costly_in;
   if (knob("GPUC_DWCONV_V1", 0, 0, 1)) want = false;
-  DwTile k;
+  DwTile k = {0};
   bool tiled = want && plan_tile(&d, (int)gpuc_dtype_size(x->dt), &k);
   /* weights [C,R,S,1] -> f32 [R,S,C]; bias -> f32 [C] (zeros without one) */
   Tensor wt = {.dt = GPUC_DT_F32, .rank = 3, .dims = {R, S, C}};

@@ -70,6 +70,8 @@ static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4);
 #include <thread>
 #include <vector>
 #define __shared__ static
+#define DW_CP16(dst, src) memcpy((dst), (src), 16) /* cp.async */
+#define DW_CP_WAIT()
 #define __launch_bounds__(...)
 struct Dim3 { unsigned x, y, z; };
 static thread_local Dim3 threadIdx, blockIdx;
@@ -154,6 +156,13 @@ CASES = [
     ("t_k3s1_res", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "relu", "fp16", None, {"n": 8, "res": True, "kind": "tiled"}),
     ("t_k5s1_bf16", 48, 20, 20, (5, 5), (1, 1), (2, 2, 2, 2), "relu6", "bf16", "hardswish", {"n": 16, "kind": "tiled"}),
     ("t_k3s2_asym", 32, 12, 12, (3, 3), (2, 2), (0, 0, 1, 1), "relu", "fp16", None, {"kind": "tiled"}),
+    # the halo staged by cp.async (GPUC_DWCONV_ASYNC=1)
+    ("a_k3s1_silu", 128, 30, 30, (3, 3), (1, 1), (1, 1, 1, 1), "relu", "fp16", "silu", {"n": 8, "async": True,
+                                                                                       "kind": "tiled"}),
+    ("a_k5s2_c184", 184, 15, 13, (5, 5), (2, 2), (2, 2, 2, 2), "relu6", "fp16", "relu6", {"n": 8, "async": True,
+                                                                                         "kind": "tiled"}),
+    ("a_k7s1_bf16", 40, 28, 28, (7, 7), (1, 1), (3, 3, 3, 3), "relu", "bf16", None, {"n": 16, "async": True,
+                                                                                    "kind": "tiled"}),
     # the default choice: the tiled kernel for an input SiLU/GELU/Mish, else the row kernel
     ("d_silu_in", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "silu", "fp16", "silu", {"n": 4, "default": True,
                                                                                    "kind": "tiled"}),
@@ -317,6 +326,8 @@ def main():
             env["GPUC_DWCONV_V1"] = "1"
         elif not opt.get("default"):  # the tiled kernel wherever it applies
             env["GPUC_DWCONV_TILED"] = "1"
+        if opt.get("async"):
+            env["GPUC_DWCONV_ASYNC"] = "1"
         r = subprocess.run([gpuc, onnx_path, "-O2", "--" + prec, "--arch", "sm_90", "-o",
                             os.path.join(work, name + ".gpuc")], capture_output=True, text=True, env=env)
         why = None

@@ -2,7 +2,8 @@
 # One GPU call, from the repo root (issue 11, "fast depthwise convolution at
 # batch >= 8"): the NHWC depthwise kernels of codegen/lower_dwconv.c, old
 # (the row kernel, GPUC_DWCONV_V1=1) against the tiled kernel
-# (GPUC_DWCONV_TILED=1) and new (the default choice between them):
+# (GPUC_DWCONV_TILED=1; with GPUC_DWCONV_ASYNC=1 its halo staged by
+# cp.async) and new (the default choice between them):
 #   1. step by step (tests/gpu/dwconv_ab.py run): the depthwise shapes of
 #      coatnet_0_rw_224, convnextv2_atto, mobilenet_v2 and efficientnet_b0
 #      at batch 32, fp16, as one-step models made and compiled here
@@ -10,7 +11,7 @@
 #      --fp16` on fresh random inputs and timed with `gpuc bench --profile`,
 #      with some of the tiled kernel's knobs;
 #   2. the four models (TorchScript exports made there, random weights),
-#      -O2 --fp16 b32, old, new and tiled plans timed with `gpuc bench` (twice),
+#      -O2 --fp16 b32, old, new, tiled and async plans timed with `gpuc bench` (twice),
 #      profiled, their outputs compared on one random input (and
 #      coatnet_0_rw_224 and mobilenet_v2 at b1, timed once);
 #   3. bench/zoo.sh for the four beside torch.compile, one worker, with
@@ -42,6 +43,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
       > $L/compile_${m}_old.log 2>&1 &
     GPUC_DWCONV_TILED=1 $C/gpuc $P/$m.onnx -O2 --fp16 --arch sm_90 --shape input=32x3x224x224 -o $P/${m}_tiled.gpuc \
       > $L/compile_${m}_tiled.log 2>&1 &
+    GPUC_DWCONV_TILED=1 GPUC_DWCONV_ASYNC=1 $C/gpuc $P/$m.onnx -O2 --fp16 --arch sm_90 --shape input=32x3x224x224 \
+      -o $P/${m}_async.gpuc > $L/compile_${m}_async.log 2>&1 &
     $C/gpuc $P/$m.onnx -O2 --fp16 --arch sm_90 --shape input=32x3x224x224 -o $P/${m}_new.gpuc \
       > $L/compile_${m}_new.log 2>&1 &
   done
@@ -63,7 +66,7 @@ wait $prep
 cat $L/models_prep.log
 $PY -c "import numpy as np; np.save('$P/x.npy', np.random.default_rng().standard_normal((32, 3, 224, 224)).astype(np.float32))"
 for m in $MODELS; do
-  for v in old new tiled; do
+  for v in old new tiled async; do
     [ -f $P/${m}_$v.gpuc ] || { echo "$m $v: no plan"; tail -3 $L/compile_${m}_$v.log; continue; }
     $C/gpuc inspect $P/${m}_$v.gpuc | grep -o 'schedule ([0-9]* steps; [0-9]* bytes' | sed "s/^/${m}_$v: /"
     for rep in 1 2; do
@@ -86,7 +89,9 @@ print('$m old vs new output: rel L2 %.3g, finite %s' % (np.linalg.norm(a - b) / 
 import numpy as np
 a = np.load('$P/out_${m}_old/output.npy').astype(np.float64); b = np.load('$P/out_${m}_tiled/output.npy').astype(np.float64)
 print('$m old vs tiled output: rel L2 %.3g, finite %s' % (np.linalg.norm(a - b) / np.linalg.norm(a), np.isfinite(b).all()))
-" 2>&1 | tail -1
+b = np.load('$P/out_${m}_async/output.npy').astype(np.float64)
+print('$m old vs async output: rel L2 %.3g, finite %s' % (np.linalg.norm(a - b) / np.linalg.norm(a), np.isfinite(b).all()))
+" 2>&1 | tail -2
 done | tee $L/models.log | tee -a $OUT/summary.txt
 for m in coatnet_0_rw_224 mobilenet_v2; do
   for v in old new; do
