@@ -7,7 +7,9 @@
 # llama_small (RotaryHalf's 16-byte vectors, RMSNorm of 512),
 # TorchScript exports made here, random weights, -O2 --fp16, b1 and b32,
 # `gpuc bench` twice each, interleaved; bench --profile of the new swin_v2_t
-# b32 plan. CARRY holds gpuc (new) and gpuc_prev (before). Logs in $OUT/ab2.
+# b32 plan. CARRY holds gpuc (new) and gpuc_prev (before); NEW_ENV (e.g.
+# "GPUC_DWCONV_V1=1 GPUC_ATTN_FLASH_V1=1") switches other changes of the
+# new build off for its plans. Logs in $OUT/ab2.
 set -u
 C=$PWD/${CARRY:-build-carry}
 . tests/gpu/gpu_env.sh
@@ -24,7 +26,7 @@ for m in $MODELS; do
   for b in 1 32; do
     if [ $m = bert_base ] || [ $m = llama_small ]; then s="--shape input_ids=${b}x128 --shape attention_mask=${b}x128"; else s="--shape input=${b}x3x224x224"; fi
     $C/gpuc_prev $P/$m.onnx -O2 --fp16 --arch sm_90 $s -o $P/${m}_prev_b$b.gpuc | tail -1 &
-    $C/gpuc $P/$m.onnx -O2 --fp16 --arch sm_90 $s -o $P/${m}_new_b$b.gpuc | tail -1 &
+    env ${NEW_ENV:-} $C/gpuc $P/$m.onnx -O2 --fp16 --arch sm_90 $s -o $P/${m}_new_b$b.gpuc | tail -1 &
   done
   wait
 done
