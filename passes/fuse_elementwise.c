@@ -16,7 +16,8 @@
  * head a group as such a producer: its inputs stay outside, read in place.
  * Groups merge through n (union-find), up to MAX_MEMBERS members. Then a
  * producer whose output only members of one group read, several of them
- * (SiLU: x * Sigmoid(x)), joins that group too.
+ * (SiLU: x * Sigmoid(x)), joins that group too, with the group it ends if
+ * it ends one (GPUC_NO_GROUP_JOIN=1: a lone producer only, for A/B).
  *
  * First, a Conv with a constant bias whose output goes straight into such
  * ops only (MobileNetV2's Conv -> Clip, a projection Conv -> residual Add,
@@ -415,14 +416,19 @@ int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
     }
   }
   /* then producers whose output several members of one group read (SiLU's
-   * x, read by Sigmoid and Mul): the value stays in registers */
+   * x, read by Sigmoid and Mul): the value stays in registers. The
+   * producer alone, or with the group it ends (CoAtNet's BatchNorm as
+   * Mul + Add before its SiLU: the group's one output is the producer's,
+   * every other member's value is read inside it), joins the readers'
+   * group. */
   for (bool more = true; more;) {
     more = false;
     for (int p = nn - 1; p >= 0; p--) {
       const Node *pn = &g->nodes[p];
-      if (!(candidate(g, pn) || concat_leads_well(g, pn) || pool_leads_well(g, pn)) || find(parent, p) != p ||
-          size[p] > 1)
-        continue; /* ungrouped producers */
+      int a = find(parent, p);
+      if (!(candidate(g, pn) || concat_leads_well(g, pn) || pool_leads_well(g, pn)) ||
+          (size[a] > 1 && env_off("GPUC_NO_GROUP_JOIN")))
+        continue;
       int v = pn->out[0], root = -1;
       if (g->values[v].is_output || sole_reader[v] != -2) continue;
       if (pn->op == GPUC_OP_TRANSPOSE && !transpose_leads_well(pn, &g->values[v].t)) continue;
@@ -433,14 +439,14 @@ int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
         for (int k = 0; k < n->nin; k++) reads |= n->in[k] == v;
         if (!reads) continue;
         int r = find(parent, i);
-        ok = candidate(g, n) && n->op != GPUC_OP_TRANSPOSE && size[r] > 1 && (root < 0 || r == root) &&
+        ok = candidate(g, n) && n->op != GPUC_OP_TRANSPOSE && size[r] > 1 && r != a && (root < 0 || r == root) &&
              same_dims(&g->values[v].t, &g->values[n->out[0]].t);
         root = r;
       }
-      if (!ok || root < 0 || size[root] + 1 > MAX_MEMBERS || cats[root] + cats[p] > 1) continue;
-      parent[p] = root;
-      size[root]++;
-      cats[root] += cats[p];
+      if (!ok || root < 0 || size[root] + size[a] > MAX_MEMBERS || cats[root] + cats[a] > 1) continue;
+      parent[a] = root;
+      size[root] += size[a];
+      cats[root] += cats[a];
       more = true;
     }
   }

@@ -477,6 +477,38 @@ static void test_small_ops_fusion(void) {
   gpuc_graph_free(g);
 }
 
+/* A group that ends in a value several members of another group read
+ * joins that group whole (passes/fuse_elementwise.c): CoAtNet's BatchNorm
+ * as x * a + b, then SiLU's x * Sigmoid(x), is one group of four; not when
+ * the BatchNorm's output is also a graph output (variant 1), nor with
+ * GPUC_NO_GROUP_JOIN=1 (variant 2: two groups). */
+static void test_group_join(void) {
+  for (int variant = 0; variant < 3; variant++) {
+    GpucErr e = {0};
+    Graph *g = graph_new();
+    g->opset = 17;
+    int64_t d[] = {4, 8}, c1[] = {8};
+    int x = graph_input(g, "x", 2, d), a = graph_input(g, "a", 1, c1), b = graph_input(g, "b", 1, c1);
+    int bn = NODE1(g, GPUC_OP_ADD, NODE1(g, GPUC_OP_MUL, x, a), b);
+    int sg = NODE1(g, GPUC_OP_SIGMOID, bn);
+    graph_output(g, NODE1(g, GPUC_OP_MUL, bn, sg));
+    if (variant == 1) graph_output(g, bn);
+    CHECK(gpuc_graph_verify(g, &e) == 0 && gpuc_graph_infer(g, &e) == 0, "group join: bad graph: %s", e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    if (variant == 2) setenv("GPUC_NO_GROUP_JOIN", "1", 1);
+    CHECK(pass_fuse_elementwise(g, &o, &e) >= 0, "group join %d: %s", variant, e.msg);
+    unsetenv("GPUC_NO_GROUP_JOIN");
+    int first = g->nodes[0].fuse_group, last = g->nodes[g->nnodes - 1].fuse_group;
+    bool one = first > 0 && first == last;
+    for (int i = 0; i < g->nnodes; i++) one &= g->nodes[i].fuse_group == first;
+    CHECK(one == (variant == 0) && first > 0 && last > 0,
+          "group join %d: first node in group %d, last in %d (want %s)", variant, first, last,
+          variant == 0 ? "one group of four" : "two groups");
+    gpuc_graph_free(g);
+  }
+}
+
 static void test_cse(void) {
   Graph *g = check_cse("chain", build_chain, 5);
   CHECK(count_op(g, GPUC_OP_TRANSPOSE) == 1 && count_op(g, GPUC_OP_MUL) == 1,
@@ -995,7 +1027,8 @@ int main(int argc, char **argv) {
    * MatMulBias, the residual Add + LayerNormalization one
    * AddLayerNormalization, the GELU chain (5 ops) one Gelu
    * (passes/fuse_gelu.c) (21 -> 14 nodes); the gate (Mul-Sigmoid-Mul,
-   * then Less-Where-Clip) and Transpose-Mul are groups */
+   * then Less-Where-Clip, which reads the gate twice: one group of six)
+   * and Transpose-Mul are groups */
   GpucShapeBind fb = {.name = "x", .rank = 3, .dims = {3, 16, 64}};
   snprintf(p, sizeof p, "%s/ffn_block.onnx", argv[1]);
   compare_model(p, &fb, 1, 14);
@@ -1003,7 +1036,7 @@ int main(int argc, char **argv) {
   check_add_layernorm(p, &fb, 1, false, 1, "residual, ln");
   check_add_layernorm(p, &fb, 1, true, 1, "residual, ln");
   check_add_layernorm(p, NULL, 0, false, 0, ""); /* symbolic batch: shapes unknown, not fused */
-  static const int ffn_groups[] = {3, 3, 2, 0}, ffn16_groups[] = {4, 3, 3, 0}, none[] = {0}, pair[] = {2, 0};
+  static const int ffn_groups[] = {6, 2, 0}, ffn16_groups[] = {7, 3, 0}, none[] = {0}, pair[] = {2, 0};
   check_fusion(p, &fb, 1, false, 2, ffn_groups);
   /* fp16: the GELU chain is the first MatMulBias's epilogue
    * (passes/fuse_gemm_act.c), the Cast back to the f32 output joins the
@@ -1116,6 +1149,7 @@ int main(int argc, char **argv) {
   }
   test_cse();
   test_small_ops_fusion();
+  test_group_join();
   test_attention_graphs();
   test_add_layernorm_graphs();
   test_nhwc_reference();
