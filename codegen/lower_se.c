@@ -17,7 +17,9 @@
  * cuDNN convolution. cuDNN took 0.26 ms on the H200 for MobileNetV3's SE
  * fully connected layers on [32,1,1,C] and for 1x1 convolutions of 40 ->
  * 120 channels at 28x28 (8 MB moved); the GEMM is at the memory bound.
- * Not with a residual (cuDNN adds it in its epilogue). Other activations
+ * A residual Z without an activation (passes/fuse_conv.c pw_residual:
+ * MBConv's projection + shortcut) is cuBLASLt's C, added with the bias row
+ * in the same epilogue (PLAN_GEMM_F_BIAS_C). Other activations
  * (ir/conv_act.h) follow in one elementwise kernel. */
 #include "lower_util.h"
 #include "conv_act.h"
@@ -90,7 +92,12 @@ int cg_gap_nhwc(LowerCtx *c) {
 int cg_conv1x1_nhwc_gemm(LowerCtx *c, const int64_t *pb, const int64_t *pe, const int64_t *st, const int64_t *dil) {
   const Tensor *x = c->in[0], *w = c->in[1], *y = c->out[0];
   const Tensor *bias = c->nin > 2 ? c->in[2] : NULL, *z = c->nin > 3 ? c->in[3] : NULL;
-  if (z || x->rank != 4 || w->rank != 4 || w->dims[1] != 1 || w->dims[2] != 1 || gpuc_attr_i(c->n, "group", 1) != 1)
+  if (x->rank != 4 || w->rank != 4 || w->dims[1] != 1 || w->dims[2] != 1 || gpuc_attr_i(c->n, "group", 1) != 1)
+    return 1;
+  /* a residual Z (passes/fuse_conv.c pw_residual) only without an
+   * activation: cuBLASLt adds C (and the bias row) in its epilogue */
+  if (z && (gpuc_attr_i(c->n, "activation", 0) != GPUC_FCONV_ACT_NONE || z->dt != x->dt || z->rank != 4 ||
+            memcmp(z->dims, c->out[0]->dims, sizeof(int64_t) * 4)))
     return 1;
   if (x->dt != GPUC_DT_F16 && x->dt != GPUC_DT_BF16) return 1; /* f32 convs stay cuDNN's (NCHW, FMA math) */
   for (int i = 0; i < 2; i++)
@@ -108,6 +115,15 @@ int cg_conv1x1_nhwc_gemm(LowerCtx *c, const int64_t *pb, const int64_t *pe, cons
                                               : GPUC_GEMM_EPI_NONE;
   PlanGemm g = {.a = c->tin[0], .b = c->tin[1], .c = UINT32_MAX, .y = c->tout[0], .trans_b = 1, .m = M, .n = Nn,
                 .k = K, .batch = 1, .lda = K, .ldb = K, .ldy = Nn, .alpha = 1, .dt = x->dt};
+  if (z) { /* Y = X W^T + Z (+ bias row): MBConv's projection and its residual */
+    g.c = c->tin[3];
+    g.ldc = Nn;
+    g.beta = 1;
+    if (bias) g.reserved = c->tin[2];
+    if (bias ? cg_gemm_flagged(c, &g, PLAN_GEMM_F_BIAS_C) : cg_gemm(c, &g)) return -1;
+    cg_in_place(c, c->tin[3], g.y);
+    return 0;
+  }
   if (bias) { g.c = c->tin[2]; g.ldc = 0; g.trans_a = GPUC_GEMM_TRANS_A_PACK(0, epi); }
   if (cg_gemm(c, &g)) return -1;
   if (act == GPUC_FCONV_ACT_NONE || epi != GPUC_GEMM_EPI_NONE) return 0;

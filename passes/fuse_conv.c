@@ -310,6 +310,43 @@ static bool set_act_attrs(Graph *g, Node *n, const char *key, const char *lo_key
   return true;
 }
 
+static bool env_set(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && strcmp(v, "0");
+}
+
+/* NHWC pointwise FusedConv i (pw_nhwc, no activation) whose output only an
+ * Add reads, the Add's other operand z of the output's shape and dtype and
+ * made before the conv: z becomes the conv's residual input, the conv
+ * writes the Add's output, the Add is dropped. */
+static bool pw_residual(Graph *g, const int *readers, bool *drop, int i) {
+  Node *n = &g->nodes[i];
+  int y = n->out[0];
+  if (readers[y] != 1 || g->values[y].is_output) return false;
+  int a = -1;
+  for (int j = i + 1; j < g->nnodes && a < 0; j++)
+    for (int k = 0; k < g->nodes[j].nin; k++)
+      if (g->nodes[j].in[k] == y) a = j;
+  if (a < 0 || drop[a] || g->nodes[a].op != GPUC_OP_ADD || g->nodes[a].nin != 2 || g->nodes[a].out[0] < 0) return false;
+  const Node *add = &g->nodes[a];
+  int z = add->in[0] == y ? add->in[1] : add->in[0];
+  if (z < 0 || z == y || (g->values[z].producer >= i) || !same_type(&g->values[z].t, &g->values[y].t) ||
+      !same_type(&g->values[add->out[0]].t, &g->values[y].t))
+    return false;
+  int *in = gpuc_arena_alloc(&g->arena, sizeof(int) * 4);
+  if (!in) return false;
+  for (int k = 0; k < 3; k++) in[k] = k < n->nin ? n->in[k] : -1;
+  in[3] = z;
+  n->in = in;
+  n->nin = 4;
+  int out = add->out[0];
+  g->values[y].producer = -1;
+  n->out[0] = out;
+  g->values[out].producer = i;
+  drop[a] = true;
+  return true;
+}
+
 /* NHWC depthwise FusedConvs take the activations around them (ir/
  * conv_act.h), NHWC pointwise ones (pw_nhwc) a Relu or erf GELU after:
  *   - after: Relu, Clip (constant bounds), HardSwish, erf Gelu or SiLU
@@ -358,6 +395,13 @@ int pass_fuse_conv_act(Graph *g, const PassOptions *o, GpucErr *e) {
       if (m.sigmoid >= 0) drop[m.sigmoid] = true;
       fused++;
     }
+    /* after, pointwise without an activation: Add(y, z) reading y alone
+     * (MBConv's projection + shortcut) -> the conv's residual z, which
+     * cuBLASLt adds as C with the bias row (codegen/lower_se.c); z must
+     * be computed before the conv (GPUC_NO_PW_RESIDUAL=1: not, for A/B) */
+    if (!dw && gpuc_attr_i(&g->nodes[i], "activation", 0) == 0 && !env_set("GPUC_NO_PW_RESIDUAL") &&
+        pw_residual(g, readers, drop, i))
+      fused++;
     /* before: x = act(y), read by this conv alone */
     int x = g->nodes[i].in[0], p = g->values[x].producer;
     if (!dw || gpuc_attr_i(&g->nodes[i], "in_activation", 0) != 0 || p < 0 || drop[p] || readers[x] != 1 ||

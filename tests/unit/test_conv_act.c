@@ -17,7 +17,13 @@
  * -> 8: PoolFormer's) at -O2 --fp16: the Gelu ends in the NHWC pointwise
  * FusedConv (cuBLASLt's GELU_BIAS epilogue, codegen/lower_se.c), also
  * when the conv has no bias (a zero row added); with stride 2 on the first
- * conv (not one GEMM) it stays a node. */
+ * conv (not one GEMM) it stays a node. With the block's input added back
+ * (x + MLP(x), MBConv's shortcut) the Add becomes the second conv's
+ * residual Z (pw_residual: cuBLASLt's C with the bias row; the sm_90 plan
+ * holds a GEMM with PLAN_GEMM_F_BIAS_C), not when the conv's output is
+ * also a graph output. */
+#include "codegen.h"
+#include "plan.h"
 #include "passes.h"
 #include "ref.h"
 #include "check.h"
@@ -248,6 +254,7 @@ static void test_se(bool reducemean) {
 
 /* -O2 --fp16 on x [2,8,9,9] -> 1x1 Conv 8->32 (bias or none; stride s) -> erf Gelu -> 1x1 Conv 32->8 */
 static bool pointwise_bias = true;
+static int pointwise_residual; /* 1: out = x + MLP(x); 2: and MLP(x) a graph output too */
 static Graph *build_pointwise(int64_t stride) {
   Graph *g = graph_new(20);
   int64_t xd[4] = {2, 8, 9, 9}, w1[4] = {32, 8, 1, 1}, w2[4] = {8, 32, 1, 1}, b32[1] = {32}, b8[1] = {8};
@@ -258,7 +265,9 @@ static Graph *build_pointwise(int64_t stride) {
   attr_ints(g, "strides", 2, st);
   int a = NODE(g, GPUC_OP_GELU, h);
   attr_s(g, "approximate", "none");
-  output(g, NODE(g, GPUC_OP_CONV, a, constant(g, 4, w2, 103, -0.3, 0.3), constant(g, 1, b8, 104, -1, 1)));
+  int y = NODE(g, GPUC_OP_CONV, a, constant(g, 4, w2, 103, -0.3, 0.3), constant(g, 1, b8, 104, -1, 1));
+  output(g, pointwise_residual ? NODE(g, GPUC_OP_ADD, y, x) : y);
+  if (pointwise_residual == 2) output(g, y);
   return g;
 }
 
@@ -281,6 +290,22 @@ static void test_pointwise(int64_t stride) {
   else
     CHECK(fused == 0 && gelus == 1, "pointwise stride 2: %d NHWC FusedConvs with GELU, %d Gelu nodes (want 0, 1)",
           fused, gelus);
+  int with_z = 0;
+  for (int k = 0; k < g1->nnodes; k++)
+    with_z += g1->nodes[k].op == GPUC_OP_FUSEDCONV && g1->nodes[k].nin > 3 && g1->nodes[k].in[3] >= 0;
+  if (pointwise_residual) {
+    bool want = pointwise_residual == 1 && stride == 1;
+    CHECK(with_z == want && count_op(g1, GPUC_OP_ADD) == !want, "pointwise residual %d: %d convs with Z, %d Adds",
+          pointwise_residual, with_z, count_op(g1, GPUC_OP_ADD));
+    CodegenOptions co = {.sm = 90, .level = 2, .fp16 = true};
+    Plan *p = NULL;
+    CHECK(gpuc_codegen(g1, &co, &p, NULL, &e) == 0 && p, "pointwise residual: codegen: %s", e.msg);
+    int bias_c = 0;
+    for (uint32_t k = 0; p && k < p->ngemms; k++) bias_c += (p->gemms[k].flags & PLAN_GEMM_F_BIAS_C) != 0;
+    CHECK(bias_c == want, "pointwise residual %d: %d GEMMs with C and the bias row (want %d)", pointwise_residual,
+          bias_c, want);
+    gpuc_plan_free(p);
+  }
   compare("pointwise -O2 --fp16", g0, g1, 1e-2);
   gpuc_graph_free(g0);
   gpuc_graph_free(g1);
@@ -292,6 +317,8 @@ int main(void) {
   pointwise_bias = false; /* the dynamo exporter drops a bias of zeros: a zero row is added */
   test_pointwise(1);
   pointwise_bias = true;
+  for (pointwise_residual = 1; pointwise_residual <= 2; pointwise_residual++) test_pointwise(1);
+  pointwise_residual = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const Case *c = &cases[i];
     GpucErr e = {0};
