@@ -543,6 +543,20 @@ static int64_t mma_kv_smem(const GpucAttnGeom *a) {
   return 2 * (64 * qp + skp * (a->D + 8) + skp * (a->Dv + 8)) + 4 * skp;
 }
 
+void attention_mask_terms(bool mask, bool rowbias, const char *mb, const int64_t ms[4], char bias[256],
+                          char madd[320]) {
+  snprintf(bias, 256, "0.f");
+  madd[0] = 0;
+  if (rowbias)
+    snprintf(bias, 256, "ldf(mask[%s * %lldLL + h * %lldLL + (i64)j * %lldLL]) * LOG2E", mb, (long long)ms[0],
+             (long long)ms[1], (long long)ms[3]);
+  else if (mask)
+    snprintf(madd, 320,
+             "if (col < SK && row < SQ) x = fmaf(ldf(mask[%s * %lldLL + h * %lldLL + (i64)row * %lldLL + (i64)col * "
+             "%lldLL]), LOG2E, x);",
+             mb, (long long)ms[0], (long long)ms[1], (long long)ms[2], (long long)ms[3]);
+}
+
 static int attention_mma_kv(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4]) {
   char mb[48];
   attention_mask_batch(a, mb, sizeof mb);
@@ -553,15 +567,7 @@ static int attention_mma_kv(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms
   /* scores in base 2: scale * log2(e) folded into one constant */
   char scale2[64], bias[256], madd[320];
   cg_float_lit(scale2, sizeof scale2, (float)(gpuc_attr_f(c->n, "scale", 1.0f) * 1.4426950408889634), "float");
-  snprintf(bias, sizeof bias, "0.f");
-  madd[0] = 0;
-  if (mask && ms[2] == 0) /* the same row for every query: staged once */
-    snprintf(bias, sizeof bias, "ldf(mask[%s * %lldLL + h * %lldLL + (i64)j * %lldLL]) * LOG2E", mb, LL(ms[0]), LL(ms[1]),
-             LL(ms[3]));
-  else if (mask)
-    snprintf(madd, sizeof madd,
-             "if (col < SK && row < SQ) x = fmaf(ldf(mask[%s * %lldLL + h * %lldLL + (i64)row * %lldLL + (i64)col * %lldLL]), LOG2E, x);",
-             mb, LL(ms[0]), LL(ms[1]), LL(ms[2]), LL(ms[3]));
+  attention_mask_terms(mask != NULL, mask && ms[2] == 0, mb, ms, bias, madd);
   const char *nan0 = gpuc_attr_i(c->n, "nan_to_zero", 0) ? "if (!(l > 0.f)) f0 = f1 = 0.f; /* 0 or NaN */" : "";
   StrBuf *b = cg_src(c);
   mma_helpers(b);

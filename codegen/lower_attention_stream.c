@@ -595,15 +595,7 @@ static int attention_flash(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[
   bool causal = gpuc_attr_i(c->n, "causal", 0) != 0;
   char scale2[64], bias[256], madd[320];
   cg_float_lit(scale2, sizeof scale2, (float)(gpuc_attr_f(c->n, "scale", 1.0f) * 1.4426950408889634), "float");
-  snprintf(bias, sizeof bias, "0.f");
-  madd[0] = 0;
-  if (mask && ms[2] == 0) /* one row for every query: staged per block */
-    snprintf(bias, sizeof bias, "ldf(mask[%s * %lldLL + h * %lldLL + (i64)j * %lldLL]) * LOG2E", mb, LL(ms[0]), LL(ms[1]),
-             LL(ms[3]));
-  else if (mask)
-    snprintf(madd, sizeof madd,
-             "if (col < SK && row < SQ) x = fmaf(ldf(mask[%s * %lldLL + h * %lldLL + (i64)row * %lldLL + (i64)col * %lldLL]), LOG2E, x);",
-             mb, LL(ms[0]), LL(ms[1]), LL(ms[2]), LL(ms[3]));
+  attention_mask_terms(mask != NULL, mask && ms[2] == 0, mb, ms, bias, madd);
   const char *nan0 = gpuc_attr_i(c->n, "nan_to_zero", 0) ? "if (!(l > 0.f)) f0 = f1 = 0.f; /* 0 or NaN */" : "";
   StrBuf *b = cg_src(c);
   mma_helpers(b);
@@ -678,15 +670,7 @@ static int attention_flash2(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms
   bool fold = !mask && scale2f > 0.f;
   char scale2[64], bias[256], madd[320];
   cg_float_lit(scale2, sizeof scale2, scale2f, "float");
-  snprintf(bias, sizeof bias, "0.f");
-  madd[0] = 0;
-  if (rowbias)
-    snprintf(bias, sizeof bias, "ldf(mask[%s * %lldLL + h * %lldLL + (i64)j * %lldLL]) * LOG2E", mb, LL(ms[0]), LL(ms[1]),
-             LL(ms[3]));
-  else if (mask)
-    snprintf(madd, sizeof madd,
-             "if (col < SK && row < SQ) x = fmaf(ldf(mask[%s * %lldLL + h * %lldLL + (i64)row * %lldLL + (i64)col * %lldLL]), LOG2E, x);",
-             mb, LL(ms[0]), LL(ms[1]), LL(ms[2]), LL(ms[3]));
+  attention_mask_terms(mask != NULL, rowbias, mb, ms, bias, madd);
   const char *nan0 = gpuc_attr_i(c->n, "nan_to_zero", 0) ? "if (!(l > 0.f)) f0 = f1 = 0.f; /* 0 or NaN */" : "";
   int64_t smem = flash2_smem(a, f, rowbias), bm = 16 * f.nw * f.wm, nq = (a->Sq + bm - 1) / bm;
   StrBuf *b = cg_src(c);

@@ -18,6 +18,13 @@ void attention_emit_strides(StrBuf *b, const GpucAttnGeom *a);
  * attribute mask_period P (the mask repeats every P batches) */
 void attention_mask_batch(const GpucAttnGeom *a, char *buf, size_t n);
 int lower_attention_stream(LowerCtx *c, const GpucAttnGeom *a, const int64_t ms[4], bool tensor_cores);
+/* The mask's term in a tensor-core kernel body (mask strides ms, batch
+ * index mb): rowbias (one row for every query) as the expression `bias`
+ * (char[256]) of key j staged per block; else, with a mask, the statement
+ * `madd` (char[320]) adding it to score x at (row, col); "0.f" and "" for
+ * the term left out. */
+void attention_mask_terms(bool mask, bool rowbias, const char *mb, const int64_t ms[4], char bias[256],
+                          char madd[320]);
 /* the tensor-core kernels skip the warps past Sq and the 16-key groups past
  * the last key (false: GPUC_ATTENTION_FULL_TILES=1, for a GPU A/B) */
 bool attention_trim_tiles(void);
