@@ -89,13 +89,15 @@ int lower_Gather(LowerCtx *c) {
   IndexCheck ck;
   if (index_check(c, ind, 1, &D, axis, &ck)) return -1;
   /* each gathered slice of `inner` elements moves in the widest of 16, 8
-   * and 4-byte words that divides it (the arena's tensors are 16-byte
-   * aligned): torch.roll's Gathers over [N,H,W,C] halves move rows of C */
+   * and 4-byte words that divides it and leaves CG_MIN_VEC_ITEMS items
+   * (the arena's tensors are 16-byte aligned): torch.roll's Gathers over
+   * [N,H,W,C] halves move rows of C */
   const char *t = cg_bits_type(x->dt), *w = t; /* element, word */
   int64_t bytes = inner * (int64_t)gpuc_dtype_size(x->dt);
   static const struct { int w; const char *type; } words[3] = {{16, "uint4"}, {8, "uint2"}, {4, "unsigned int"}};
   for (int k = 0; k < 3; k++)
-    if (bytes % words[k].w == 0 && words[k].w > (int)gpuc_dtype_size(x->dt)) {
+    if (bytes % words[k].w == 0 && words[k].w > (int)gpuc_dtype_size(x->dt) &&
+        total / inner * (bytes / words[k].w) >= cg_min_vec_items()) {
       int64_t slices = total / inner;
       w = words[k].type;
       inner = bytes / words[k].w;

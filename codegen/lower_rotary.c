@@ -21,10 +21,11 @@ typedef long long ll;
  * multiples of D (its last axis stays last), so with D/2 % vec == 0 every
  * vector is aligned; Cos and Sin need a contiguous last axis. The
  * arithmetic per element is the scalar kernel's. */
-static int rotary_vec(const Tensor *x, const int64_t *sc, const int64_t *ss, int r, int64_t h) {
+static int rotary_vec(const Tensor *x, const int64_t *sc, const int64_t *ss, int r, int64_t h, int64_t pairs) {
   int vec = (int)(16 / gpuc_dtype_size(x->dt));
   if (vec > 8) vec = 8;
-  if (h % vec || sc[r - 1] != 1 || ss[r - 1] != 1) return 1;
+  while (vec > 1 && pairs / vec < cg_min_vec_items()) vec /= 2; /* LLaMA at batch 1: enough threads first */
+  if (vec == 1 || h % vec || sc[r - 1] != 1 || ss[r - 1] != 1) return 1;
   for (int k = 0; k < r - 1; k++)
     if (sc[k] % vec || ss[k] % vec) return 1;
   return vec;
@@ -45,7 +46,7 @@ int lower_RotaryHalf(LowerCtx *c) {
   const char *name = cg_kernel_name(c);
   int64_t xs[GPUC_MAX_RANK]; /* X's element stride along Y's axis k (X read through perm) */
   gpuc_rotary_half_strides(c->n, x, xs);
-  int vec = rotary_vec(x, sc, ss, r, h);
+  int vec = rotary_vec(x, sc, ss, r, h, pairs);
   sb_printf(b, "extern \"C\" __global__ void %s(const %s* __restrict__ x, const %s* __restrict__ cs, "
                "const %s* __restrict__ sn, %s* __restrict__ y) {\n"
                "  GRID_STRIDE(p, %lldLL) {\n"

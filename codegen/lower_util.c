@@ -119,3 +119,13 @@ void cg_bcast_strides(int trank, const int64_t *tdims, int yrank, int64_t *st) {
     st[d] = k < 0 ? 0 : ts[k];
   }
 }
+
+int64_t cg_min_vec_items(void) {
+  const char *v = getenv("GPUC_MIN_VEC_ITEMS");
+  if (v && *v) {
+    char *end;
+    long long n = strtoll(v, &end, 10);
+    if (*end == 0 && n >= 1) return n;
+  }
+  return CG_MIN_VEC_ITEMS;
+}

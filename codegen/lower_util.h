@@ -13,6 +13,15 @@
 #define lower_fail(c, ...) gpuc_op_fail(LOWER_OPCTX(c), __VA_ARGS__)
 #define lower_unsupported(c, ...) gpuc_op_unsupported(LOWER_OPCTX(c), __VA_ARGS__)
 
+/* Wider vectors mean fewer threads: a copy kernel keeps at least this
+ * many items (two blocks of 256 on each of an H200's 132 SMs) before it
+ * moves wider words. On the H200, RotaryHalf in 16-byte vectors at
+ * LLaMA batch 1 (4096 threads, 16 blocks) made the plan 5% slower. */
+enum { CG_MIN_VEC_ITEMS = 2 * 256 * 132 };
+/* CG_MIN_VEC_ITEMS, or GPUC_MIN_VEC_ITEMS from the environment (the host
+ * tests set 1 so their small cases take the vector kernels) */
+int64_t cg_min_vec_items(void);
+
 /* The type elementwise math runs in for dtype dt: "double" for f64,
  * "long long" for integers (exact), "float" for f32/f16/bf16 and bool. */
 const char *cg_compute_type(GpucDType dt);

@@ -2,7 +2,8 @@
 """The GPU kernels of issue 11's ops (Mish, Bitwise*, BitShift, ReverseSequence,
 MaxUnpool, Col2Im, CenterCropPad, Det), Concat's vector-chunk kernel,
 Gather's word copies and RotaryHalf (from a written-out rotate-half graph)
-run on the host.
+run on the host (GPUC_MIN_VEC_ITEMS=1: the small cases take the vector
+kernels a GPU gets only for large tensors).
 
 No GPU here, so each kernel's own text is checked: every case of
 tests/models/smallops_host (one-node models, make_smallops_host_cases.py)
@@ -129,7 +130,8 @@ def main():
         if rc:
             verdict(False, "%s: reference run: %s" % (case, msg[-300:])); continue
         ref = np.load(os.path.join(w, "ref", "y.npy"))
-        env = dict(os.environ, GPUC_SAVE_SOURCE=os.path.join(w, "module.cu"))
+        env = dict(os.environ, GPUC_SAVE_SOURCE=os.path.join(w, "module.cu"),
+                                 GPUC_MIN_VEC_ITEMS="1")
         rc, msg = run([gpuc, os.path.join(d, "model.onnx"), "--arch", "sm_90", "-o", os.path.join(w, "p.gpuc")], env)
         if rc:
             verdict(False, "%s: compile: %s" % (case, msg[-300:])); continue
