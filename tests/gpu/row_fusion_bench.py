@@ -7,7 +7,9 @@ codegen/lower_row_group.c), and the compression flags timed side by side.
           unfused ones store it, so the outputs should be the same bits
           (reported); bound rel L2 1e-5 (fp32) / 1e-3 (fp16). And against
           the CPU reference (`gpuc run MODEL --cpu` with the same flags):
-          ffn_block 1e-3 (fp32) and 1e-2 (fp16), the tiny
+          ffn_block 1e-3 (fp32; 2e-3 for fp8, whose e4m3 steps an ulp of
+          LayerNorm can flip: 1.33e-3 on the H200, 2026-12-03, with the
+          fused and unfused plans bit for bit equal) and 1e-2 (fp16), the tiny
           zoo BERT and GPT-2 (LayerNorm, GELU, attention heads, GPT-2's
           Conv1D reshapes) 2e-2 / 5e-2 for int8, 4e-2 / 8e-2 for fp8 (an
           ulp upstream may move an activation one quantization step). The
@@ -490,7 +492,7 @@ if "check" in what:
         for fp16 in (False, True):
             tz = (2e-2 if prec == "int8" else 4e-2) * (2.5 if fp16 else 1)
             check_model("ffn_block", os.path.join(models, "ffn_block.onnx"), ["x=4x16x64"], prec, fp16,
-                        1e-2 if fp16 else 1e-3)
+                        1e-2 if fp16 else 1e-3 if prec == "int8" else 2e-3)
             check_model("tiny_bert_ts", os.path.join(zoo, "tiny_bert_ts.onnx"),
                         ["input_ids=4x16", "attention_mask=4x16"], prec, fp16, tz)
             check_model("tiny_gpt2_ts", os.path.join(zoo, "tiny_gpt2_ts.onnx"),
