@@ -3,8 +3,8 @@
  * D, X read through the node's strided view (ir/l2norm.h; Swin V2's q and
  * k straight out of the QKV GEMM's output, no Transpose or Gather copy).
  *
- * L lanes a row (the power of two covering D's vectors, at most 32), 32/L
- * rows a warp, a vector of V elements a lane at a time: 16 bytes (8 half,
+ * L lanes a row (warp_rows_lanes: the power of two covering D's vectors,
+ * 4 to 32), 32/L rows a warp, a vector of V elements a lane at a time: 16 bytes (8 half,
  * 4 float) where D, the view's offset and its row strides are multiples
  * of V and the last axis is contiguous, else one element. Pass 1 sums the
  * squares in f32 and reduces them across the L lanes by shuffles; pass 2
@@ -13,6 +13,7 @@
  * warp-sized groups of rows, so every lane reaches every shuffle. */
 #include "codegen.h"
 #include "lower_util.h"
+#include "lower_rows.h"
 #include "l2norm.h"
 #include <stdio.h>
 
@@ -33,8 +34,7 @@ int lower_L2NormRows(LowerCtx *c) {
   for (int k = 0; k + 1 < R; k++) vok = vok && r.xs[k] % vec == 0;
   if (!vok) vec = 1;
   int64_t chunks = r.d / vec;
-  int L = 1;
-  while (L < 32 && L < chunks) L *= 2;
+  int L = warp_rows_lanes(r.d, vec); /* the lanes covering a row's vectors, as the warp-rows kernels take */
   int rpw = 32 / L;
   int64_t ss[GPUC_MAX_RANK] = {0}; /* Scale's element stride along Y's axis k */
   if (s) cg_bcast_strides(s->rank, s->dims, R, ss);

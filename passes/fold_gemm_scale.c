@@ -16,8 +16,6 @@
 #include "passes.h"
 #include "linear_layers.h"
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 /* c's value for output column j, c holding 1 or N values */
 static double scale_at(const Tensor *c, int64_t j) { return gpuc_get_f64(c, gpuc_numel(c) == 1 ? 0 : j); }
@@ -48,8 +46,7 @@ static int scaled(Graph *g, int src, int c, GpucErr *e) {
 }
 
 int pass_fold_gemm_scale(Graph *g, const PassOptions *o, GpucErr *e) {
-  const char *off = getenv("GPUC_NO_FOLD_GEMM_SCALE");
-  if (o->training || (off && !strcmp(off, "1"))) return 0;
+  if (o->training || pass_env_on("GPUC_NO_FOLD_GEMM_SCALE")) return 0;
   int nn = g->nnodes, changes = 0;
   PassScratch ps;
   if (pass_scratch_new(g, &ps, e)) return -1;

@@ -310,41 +310,31 @@ static bool set_act_attrs(Graph *g, Node *n, const char *key, const char *lo_key
   return true;
 }
 
-static bool env_set(const char *name) {
-  const char *v = getenv(name);
-  return v && *v && strcmp(v, "0");
-}
-
 /* NHWC pointwise FusedConv i (pw_nhwc, no activation) whose output only an
  * Add reads, the Add's other operand z of the output's shape and dtype and
  * made before the conv: z becomes the conv's residual input, the conv
- * writes the Add's output, the Add is dropped. */
-static bool pw_residual(Graph *g, const int *readers, bool *drop, int i) {
-  Node *n = &g->nodes[i];
-  int y = n->out[0];
-  if (readers[y] != 1 || g->values[y].is_output) return false;
-  int a = -1;
-  for (int j = i + 1; j < g->nnodes && a < 0; j++)
-    for (int k = 0; k < g->nodes[j].nin; k++)
-      if (g->nodes[j].in[k] == y) a = j;
-  if (a < 0 || drop[a] || g->nodes[a].op != GPUC_OP_ADD || g->nodes[a].nin != 2 || g->nodes[a].out[0] < 0) return false;
-  const Node *add = &g->nodes[a];
-  int z = add->in[0] == y ? add->in[1] : add->in[0];
-  if (z < 0 || z == y || (g->values[z].producer >= i) || !same_type(&g->values[z].t, &g->values[y].t) ||
-      !same_type(&g->values[add->out[0]].t, &g->values[y].t))
-    return false;
+ * writes the Add's output, the Add is dropped. 1 fused, 0 not, -1 out of
+ * memory. */
+static int pw_residual(Graph *g, const int *readers, const int *last, bool *drop, int i) {
+  int y = g->nodes[i].out[0], slot;
+  int a = only_consumer(g, readers, last, drop, y, &slot);
+  if (a < 0 || g->nodes[a].op != GPUC_OP_ADD || g->nodes[a].nin != 2 || g->nodes[a].out[0] < 0) return 0;
+  int z = g->nodes[a].in[1 - slot], out = g->nodes[a].out[0];
+  if (z < 0 || z == y || g->values[z].producer >= i || !same_type(&g->values[z].t, &g->values[y].t) ||
+      !same_type(&g->values[out].t, &g->values[y].t))
+    return 0;
   int *in = gpuc_arena_alloc(&g->arena, sizeof(int) * 4);
-  if (!in) return false;
+  if (!in) return -1;
+  Node *n = &g->nodes[i];
   for (int k = 0; k < 3; k++) in[k] = k < n->nin ? n->in[k] : -1;
   in[3] = z;
   n->in = in;
   n->nin = 4;
-  int out = add->out[0];
   g->values[y].producer = -1;
   n->out[0] = out;
   g->values[out].producer = i;
   drop[a] = true;
-  return true;
+  return 1;
 }
 
 /* NHWC depthwise FusedConvs take the activations around them (ir/
@@ -366,9 +356,14 @@ int pass_fuse_conv_act(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->training) return 0; /* FusedConv's gradient rule knows no activations */
   int fused = 0, nv = g->nvalues;
   bool *drop = calloc((size_t)g->nnodes + 1, 1);
-  int *readers = malloc(sizeof(int) * ((size_t)nv + 1));
-  if (!drop || !readers) { free(drop); free(readers); return gpuc_err_set(e, "%s: out of memory", g->path); }
-  gpuc_graph_count_readers(g, readers, NULL);
+  int *readers = malloc(sizeof(int) * ((size_t)nv + 1)), *last = malloc(sizeof(int) * ((size_t)nv + 1));
+  if (!drop || !readers || !last) {
+    free(drop); free(readers); free(last);
+    return gpuc_err_set(e, "%s: out of memory", g->path);
+  }
+  gpuc_graph_count_readers(g, readers, last);
+  /* the residual after a pointwise conv (GPUC_NO_PW_RESIDUAL=1: not, for A/B) */
+  bool pw_res = !pass_env_on("GPUC_NO_PW_RESIDUAL");
   for (int i = 0; i < g->nnodes; i++) {
     bool dw = dw_nhwc(g, &g->nodes[i]);
     if (!dw && !pw_nhwc(g, &g->nodes[i])) continue;
@@ -383,7 +378,7 @@ int pass_fuse_conv_act(Graph *g, const PassOptions *o, GpucErr *e) {
         snprintf(name, sizeof name, "%s.zero_bias", g->nodes[i].name);
         int64_t k = g->values[y].t.dims[3];
         int zb = gpuc_linear_new_const(g, name, g->values[y].t.dt, 1, &k, e);
-        if (zb < 0) { free(drop); free(readers); return -1; }
+        if (zb < 0) { free(drop); free(readers); free(last); return -1; }
         memset(g->values[zb].t.data, 0, gpuc_tensor_bytes(&g->values[zb].t));
         g->nodes[i].in[2] = zb;
       }
@@ -398,10 +393,12 @@ int pass_fuse_conv_act(Graph *g, const PassOptions *o, GpucErr *e) {
     /* after, pointwise without an activation: Add(y, z) reading y alone
      * (MBConv's projection + shortcut) -> the conv's residual z, which
      * cuBLASLt adds as C with the bias row (codegen/lower_se.c); z must
-     * be computed before the conv (GPUC_NO_PW_RESIDUAL=1: not, for A/B) */
-    if (!dw && gpuc_attr_i(&g->nodes[i], "activation", 0) == 0 && !env_set("GPUC_NO_PW_RESIDUAL") &&
-        pw_residual(g, readers, drop, i))
-      fused++;
+     * be computed before the conv */
+    if (!dw && gpuc_attr_i(&g->nodes[i], "activation", 0) == 0 && pw_res) {
+      int r = pw_residual(g, readers, last, drop, i);
+      if (r < 0) goto oom;
+      fused += r;
+    }
     /* before: x = act(y), read by this conv alone */
     int x = g->nodes[i].in[0], p = g->values[x].producer;
     if (!dw || gpuc_attr_i(&g->nodes[i], "in_activation", 0) != 0 || p < 0 || drop[p] || readers[x] != 1 ||
@@ -423,9 +420,9 @@ int pass_fuse_conv_act(Graph *g, const PassOptions *o, GpucErr *e) {
     fused++;
   }
   gpuc_graph_remove_nodes(g, drop);
-  free(drop); free(readers);
+  free(drop); free(readers); free(last);
   return fused;
 oom:
-  free(drop); free(readers);
+  free(drop); free(readers); free(last);
   return gpuc_err_set(e, "%s: out of memory", g->path);
 }

@@ -89,14 +89,9 @@ static bool transpose_leads_well(const Node *n, const Tensor *y) {
  * vectors never straddle two pieces (the stand-alone Concat kernel's
  * vectors, codegen/lower_shape.c). At most MAX_CONCAT_INPUTS pieces (a
  * kernel takes at most 64 pointers) and one Concat a group. */
-static bool env_off(const char *name) {
-  const char *v = getenv(name);
-  return v && *v && strcmp(v, "0");
-}
-
 static bool concat_leads_well(const Graph *g, const Node *n) {
   /* GPUC_NO_CONCAT_GROUP=1: Concats stay steps of their own (GPU A/B runs) */
-  if (n->op != GPUC_OP_CONCAT || env_off("GPUC_NO_CONCAT_GROUP")) return false;
+  if (n->op != GPUC_OP_CONCAT || pass_env_on("GPUC_NO_CONCAT_GROUP")) return false;
   if (n->op != GPUC_OP_CONCAT || n->nin < 2 || n->nin > MAX_CONCAT_INPUTS || n->out[0] < 0) return false;
   for (int k = 1; k < n->nout; k++)
     if (n->out[k] >= 0) return false;
@@ -124,7 +119,7 @@ static bool concat_leads_well(const Graph *g, const Node *n) {
  * multiples (whole vectors per pixel). GPUC_NO_POOL_GROUP=1: not (A/B). */
 static bool pool_leads_well(const Graph *g, const Node *n) {
   if (n->op != GPUC_OP_AVERAGEPOOL || n->nin < 1 || n->in[0] < 0 || n->out[0] < 0 ||
-      gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NHWC || env_off("GPUC_NO_POOL_GROUP"))
+      gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NHWC || pass_env_on("GPUC_NO_POOL_GROUP"))
     return false;
   for (int k = 1; k < n->nout; k++)
     if (n->out[k] >= 0) return false;
@@ -421,13 +416,13 @@ int pass_fuse_elementwise(Graph *g, const PassOptions *o, GpucErr *e) {
    * Mul + Add before its SiLU: the group's one output is the producer's,
    * every other member's value is read inside it), joins the readers'
    * group. */
+  bool lone_only = pass_env_on("GPUC_NO_GROUP_JOIN");
   for (bool more = true; more;) {
     more = false;
     for (int p = nn - 1; p >= 0; p--) {
       const Node *pn = &g->nodes[p];
       int a = find(parent, p);
-      if (!(candidate(g, pn) || concat_leads_well(g, pn) || pool_leads_well(g, pn)) ||
-          (size[a] > 1 && env_off("GPUC_NO_GROUP_JOIN")))
+      if (!(candidate(g, pn) || concat_leads_well(g, pn) || pool_leads_well(g, pn)) || (size[a] > 1 && lone_only))
         continue;
       int v = pn->out[0], root = -1;
       if (g->values[v].is_output || sole_reader[v] != -2) continue;

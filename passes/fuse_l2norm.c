@@ -26,8 +26,6 @@
 #include "passes.h"
 #include "view_walk.h"
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 /* Clip(n, eps) with no upper bound, or Max(n, eps) / Max(eps, n): the
  * norm's value in *nv and eps in *eps */
@@ -140,8 +138,7 @@ static int rewrite(Graph *g, Node *w, int x, int scale, double eps, GpucErr *e) 
 }
 
 int pass_fuse_l2norm(Graph *g, const PassOptions *o, GpucErr *e) {
-  const char *off = getenv("GPUC_NO_FUSE_L2NORM");
-  if (o->training || (off && !strcmp(off, "1"))) return 0;
+  if (o->training || pass_env_on("GPUC_NO_FUSE_L2NORM")) return 0;
   int nn = g->nnodes, changes = 0;
   PassScratch ps;
   if (pass_scratch_new(g, &ps, e)) return -1;

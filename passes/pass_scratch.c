@@ -3,6 +3,7 @@
 #include "passes.h"
 #include "infer_reduce.h"
 #include <stdlib.h>
+#include <string.h>
 
 int pass_scratch_new(Graph *g, PassScratch *s, GpucErr *e) {
   size_t nv = (size_t)g->nvalues + 1;
@@ -28,6 +29,11 @@ Node *pass_sole_producer(Graph *g, int v, GpucOp op, const int *readers) {
   if (v < 0 || g->values[v].is_output || readers[v] != 1) return NULL;
   int p = g->values[v].producer;
   return p >= 0 && g->nodes[p].op == op && g->nodes[p].nout == 1 ? &g->nodes[p] : NULL;
+}
+
+bool pass_env_on(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && strcmp(v, "0");
 }
 
 bool pass_const_scalar(const Graph *g, int v, double *x) {

@@ -167,6 +167,9 @@ void pass_scratch_free(PassScratch *s);
 Node *pass_sole_producer(Graph *g, int v, GpucOp op, const int *readers);
 /* v a one-element float constant: true, its value in *x; */
 bool pass_const_scalar(const Graph *g, int v, double *x);
+/* environment switch `name` set to anything but "" or "0" (the
+ * GPUC_NO_<REWRITE>=1 switches of GPU A/B runs); */
+bool pass_env_on(const char *name);
 /* reduction node m (axes as attribute or input) over x's last axis only,
  * keepdims 1. */
 bool pass_reduces_last_axis(Graph *g, const Node *m, const Tensor *x);

@@ -78,6 +78,18 @@ static int reshape(Graph *g, int x, int rank, const int64_t *dims) {
   return NODE(g, GPUC_OP_RESHAPE, x, shape_const(g, rank, dims));
 }
 
+/* Two copies of the graph build() makes, shapes inferred: g0 stays as
+ * built, g1 gets the rewrite under test. */
+static void pair_new(void (*build)(Graph *), int64_t opset, Graph **g0, Graph **g1, const char *what, int variant) {
+  GpucErr e = {0};
+  *g0 = graph_new(opset);
+  *g1 = graph_new(opset);
+  build(*g0);
+  build(*g1);
+  CHECK(gpuc_graph_infer(*g0, &e) == 0 && gpuc_graph_infer(*g1, &e) == 0, "%s %d: bad test graph: %s", what, variant,
+        e.msg);
+}
+
 /* ---- fuse_gelu --------------------------------------------------------- */
 
 /* x [4,33] (or 2 * input: variant 6) -> GELU -> output:
@@ -134,11 +146,8 @@ static void build_gelu(Graph *g) {
 static void test_gelu(void) {
   for (gelu_variant = 0; gelu_variant <= 6; gelu_variant++) {
     GpucErr e = {0};
-    Graph *g0 = graph_new(20), *g1 = graph_new(20);
-    build_gelu(g0);
-    build_gelu(g1);
-    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "gelu %d: bad test graph: %s",
-          gelu_variant, e.msg);
+    Graph *g0, *g1;
+    pair_new(build_gelu, 20, &g0, &g1, "gelu", gelu_variant);
     PassOptions o;
     gpuc_pass_options_default(&o, 2);
     int want = gelu_variant != 4 && gelu_variant != 5;
@@ -199,11 +208,8 @@ static void test_rmsnorm(void) {
   for (rms_variant = 0; rms_variant <= 6; rms_variant++) {
     GpucErr e = {0};
     int64_t opset = rms_variant == 1 ? 20 : 17;
-    Graph *g0 = graph_new(opset), *g1 = graph_new(opset);
-    build_rms(g0);
-    build_rms(g1);
-    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "rmsnorm %d: bad test graph: %s",
-          rms_variant, e.msg);
+    Graph *g0, *g1;
+    pair_new(build_rms, opset, &g0, &g1, "rmsnorm", rms_variant);
     PassOptions o;
     gpuc_pass_options_default(&o, 2);
     int want = rms_variant <= 2;
@@ -257,11 +263,8 @@ static void build_kt(Graph *g) {
 static void test_attention_kt(void) {
   for (kt_variant = 0; kt_variant <= 1; kt_variant++) {
     GpucErr e = {0};
-    Graph *g0 = graph_new(20), *g1 = graph_new(20);
-    build_kt(g0);
-    build_kt(g1);
-    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "attention kt %d: bad test graph: %s",
-          kt_variant, e.msg);
+    Graph *g0, *g1;
+    pair_new(build_kt, 20, &g0, &g1, "attention kt", kt_variant);
     PassOptions o;
     gpuc_pass_options_default(&o, 2);
     int want = kt_variant == 0;
@@ -335,11 +338,8 @@ static void window_codegen(const Graph *g, bool fp16, const char *what) {
 static void test_attention_window(void) {
   for (window_variant = 0; window_variant <= 6; window_variant++) {
     GpucErr e = {0};
-    Graph *g0 = graph_new(17), *g1 = graph_new(17);
-    build_window(g0);
-    build_window(g1);
-    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "attention window %d: bad test graph: %s",
-          window_variant, e.msg);
+    Graph *g0, *g1;
+    pair_new(build_window, 17, &g0, &g1, "attention window", window_variant);
     PassOptions o;
     gpuc_pass_options_default(&o, 2);
     int want = window_variant <= 1 || window_variant == 5;
@@ -495,11 +495,8 @@ static void build_whole(Graph *g) {
 static void test_whole_copies(void) {
   for (whole_variant = 0; whole_variant <= 1; whole_variant++) {
     GpucErr e = {0};
-    Graph *g0 = graph_new(17), *g1 = graph_new(17);
-    build_whole(g0);
-    build_whole(g1);
-    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "whole %d: bad test graph: %s",
-          whole_variant, e.msg);
+    Graph *g0, *g1;
+    pair_new(build_whole, 17, &g0, &g1, "whole", whole_variant);
     PassOptions o;
     gpuc_pass_options_default(&o, 2);
     CHECK(pass_identity(g1, &o, &e) >= 0 && pass_dead_code(g1, &o, &e) >= 0, "whole %d: %s", whole_variant, e.msg);
@@ -571,11 +568,8 @@ static void test_l2norm(void) {
   for (l2_variant = 0; l2_variant <= 6; l2_variant++) {
     GpucErr e = {0};
     int64_t opset = l2_variant == 1 ? 20 : 17;
-    Graph *g0 = graph_new(opset), *g1 = graph_new(opset);
-    build_l2(g0);
-    build_l2(g1);
-    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "l2norm %d: bad test graph: %s",
-          l2_variant, e.msg);
+    Graph *g0, *g1;
+    pair_new(build_l2, opset, &g0, &g1, "l2norm", l2_variant);
     PassOptions o;
     gpuc_pass_options_default(&o, 2);
     int want = l2_variant <= 2 || l2_variant == 6;
@@ -710,11 +704,8 @@ static void build_rotary(Graph *g) {
 static void test_rotary(void) {
   for (rot_variant = 0; rot_variant <= 7; rot_variant++) {
     GpucErr e = {0};
-    Graph *g0 = graph_new(17), *g1 = graph_new(17);
-    build_rotary(g0);
-    build_rotary(g1);
-    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "rotary %d: bad test graph: %s",
-          rot_variant, e.msg);
+    Graph *g0, *g1;
+    pair_new(build_rotary, 17, &g0, &g1, "rotary", rot_variant);
     PassOptions o;
     gpuc_pass_options_default(&o, 2);
     int want = rot_variant <= 1 || rot_variant >= 5, nodes = rot_variant == 7 ? 2 : 1;
@@ -766,11 +757,8 @@ static void build_gated(Graph *g) {
 static void test_gated_mlp(void) {
   for (gated_variant = 0; gated_variant <= 5; gated_variant++) {
     GpucErr e = {0};
-    Graph *g0 = graph_new(17), *g1 = graph_new(17);
-    build_gated(g0);
-    build_gated(g1);
-    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "gated %d: bad test graph: %s",
-          gated_variant, e.msg);
+    Graph *g0, *g1;
+    pair_new(build_gated, 17, &g0, &g1, "gated", gated_variant);
     PassOptions o;
     gpuc_pass_options_default(&o, 2);
     int want = gated_variant <= 1;
@@ -957,11 +945,8 @@ static void build_views(Graph *g) {
 static void test_attention_views(void) {
   for (views_variant = 0; views_variant <= 10; views_variant++) {
     GpucErr e = {0};
-    Graph *g0 = graph_new(17), *g1 = graph_new(17);
-    build_views(g0);
-    build_views(g1);
-    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "views %d: bad test graph: %s",
-          views_variant, e.msg);
+    Graph *g0, *g1;
+    pair_new(build_views, 17, &g0, &g1, "views", views_variant);
     PassOptions o;
     gpuc_pass_options_default(&o, 2);
     CHECK(pass_fuse_attention(g1, &o, &e) == 1, "views %d: attention not fused (%s)", views_variant, e.msg);
@@ -1033,11 +1018,8 @@ static void build_gemm(Graph *g) {
 static void test_gemm_as_matmul(void) {
   for (gemm_variant = 0; gemm_variant <= 5; gemm_variant++) {
     GpucErr e = {0};
-    Graph *g0 = graph_new(17), *g1 = graph_new(17);
-    build_gemm(g0);
-    build_gemm(g1);
-    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "gemm %d: bad test graph: %s",
-          gemm_variant, e.msg);
+    Graph *g0, *g1;
+    pair_new(build_gemm, 17, &g0, &g1, "gemm", gemm_variant);
     PassOptions o;
     gpuc_pass_options_default(&o, 2);
     int got = pass_gemm_as_matmul(g1, &o, &e);
@@ -1085,11 +1067,8 @@ static void build_res(Graph *g) {
 static void test_residual(void) {
   for (res_variant = 0; res_variant <= 4; res_variant++) {
     GpucErr e = {0};
-    Graph *g0 = graph_new(17), *g1 = graph_new(17);
-    build_res(g0);
-    build_res(g1);
-    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "residual %d: bad test graph: %s",
-          res_variant, e.msg);
+    Graph *g0, *g1;
+    pair_new(build_res, 17, &g0, &g1, "residual", res_variant);
     PassOptions o;
     gpuc_pass_options_default(&o, 2);
     int want = res_variant <= 1;
