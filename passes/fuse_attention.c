@@ -11,6 +11,10 @@
  *        or Transpose(K', perm [0,2,3,1]) (K' = K stored [B,S,H,D])
  *        or Reshape(Transpose(Reshape(scalings(K), [B*H,S,D]), [0,2,1]),
  *           [B,H,D,S]) (the dynamo exporter's SDPA: the same bytes)
+ *        or any other 4-D value (K stored transposed, [B,H,D,S], as timm's
+ *           2-D attention of CoAtNet/MaxViT slices it): the scores' MatMul
+ *           node becomes Transpose(Kt, perm [0,1,3,2]) -> K, a copy of
+ *           B*H*S*D elements where the [B,H,Sq,Sk] scores went twice
  * where scalings() is any chain of Mul/Div by constant scalars (either
  * operand of a Mul): the TorchScript SDPA export scales Q and Kt by
  * sqrt(scale) each, eager exports divide S by sqrt(D). Their product is the
@@ -49,6 +53,8 @@ typedef struct {
   int nchain;
   int head_mul;        /* node of S = Mul(MatMul, c[H,1,1]), kept and turned into Mul(Q, c); or -1 */
   int head_c;          /* that c */
+  int mm1;             /* the scores' MatMul node */
+  bool k_raw;          /* Kt made by no Transpose: the MatMul node becomes Transpose(Kt) -> K */
 } Match;
 
 static Node *producer(Match *m, int v, GpucOp op) {
@@ -153,7 +159,15 @@ static int untranspose(Match *m, int kt, double *scale, bool *bshd, bool *kept) 
   *kept = false;
   if (!t) {
     int k = batched_last2_transpose(m, kt);
-    return k < 0 ? -1 : strip_scalings(m, k, scale, true);
+    if (k >= 0) return strip_scalings(m, k, scale, true);
+    /* K given transposed ([B,H,D,S]: timm's 2-D attention slices q, k, v
+     * out of [B,H,3D,S]): the pattern's first MatMul node turns into
+     * Transpose(Kt) -> K [B,H,S,D], a copy of K a small fraction of the
+     * [B,H,Sq,Sk] scores it saves */
+    if (m->g->values[kt].t.rank != 4) return -1;
+    m->k_raw = true;
+    *kept = true; /* Kt stays: the Transpose reads it */
+    return kt;
   }
   if (!perm_is(t, 0, 1, 3, 2) && !*bshd) return -1;
   /* a Transpose read elsewhere too stays, and so does what feeds it */
@@ -205,6 +219,8 @@ static bool scores(Match *m, int s, double *scale, int *q, int *k, bool *k_bshd,
   }
   Node *mm = private_value(m, mmv) ? producer(m, mmv, GPUC_OP_MATMUL) : NULL;
   if (!mm) return false;
+  m->mm1 = m->g->values[mmv].producer;
+  m->k_raw = false;
   take(m, mmv);
   *q = strip_scalings(m, mm->in[0], scale, true);
   int kt = strip_scalings(m, mm->in[1], scale, true);
@@ -381,7 +397,14 @@ static int match(Graph *g, int i, const int *readers, const int *last, bool *dro
   at[3] = (Attr){.name = "mask_period", .kind = GPUC_ATTR_INT, .i = period};
   int nattr = period ? 4 : 3;
   Node probe = {.op = GPUC_OP_ATTENTION, .name = mm2->name, .nattr = nattr, .attrs = at};
-  const Tensor *qt = &g->values[q].t, *kt = &g->values[k].t, *vt = &g->values[v].t;
+  Tensor ktr; /* K as the Transpose will make it */
+  if (m.k_raw) {
+    ktr = g->values[k].t;
+    ktr.data = NULL;
+    int64_t kd[4] = {ktr.dims[0], ktr.dims[1], ktr.dims[3], ktr.dims[2]};
+    gpuc_set_shape(&ktr, ktr.dt, 4, kd);
+  }
+  const Tensor *qt = &g->values[q].t, *kt = m.k_raw ? &ktr : &g->values[k].t, *vt = &g->values[v].t;
   const Tensor *mt = wmask >= 0 ? &wtmp : mask >= 0 ? &g->values[mask].t : NULL;
   GpucAttnGeom geo;
   if (gpuc_attention_geom(&probe, qt, kt, vt, &geo) || !gpuc_attention_lowerable(&geo, qt, kt, vt, mt))
@@ -415,6 +438,23 @@ static int match(Graph *g, int i, const int *readers, const int *last, bool *dro
   /* the MatMul becomes the Attention, in its place: Q, K, V and the mask
    * are all computed before it; it writes the merge Transpose's output
    * when that is absorbed (the Transpose's readers all come after it) */
+  if (m.k_raw) { /* the scores' MatMul -> Transpose(Kt, perm [0,1,3,2]), its output K */
+    Node *t = &g->nodes[m.mm1];
+    int64_t *perm = gpuc_arena_alloc(&g->arena, sizeof(int64_t) * 4);
+    Attr *pa = gpuc_arena_alloc(&g->arena, sizeof(Attr));
+    if (!perm || !pa) return gpuc_err_set(e, "%s: out of memory", g->path);
+    perm[0] = 0; perm[1] = 1; perm[2] = 3; perm[3] = 2;
+    *pa = (Attr){.name = "perm", .kind = GPUC_ATTR_INTS, .n = 4, .ints = perm};
+    t->op = GPUC_OP_TRANSPOSE;
+    t->in[0] = k;
+    t->nin = 1;
+    t->attrs = pa;
+    t->nattr = 1;
+    t->fuse_group = 0;
+    Tensor *kv = &g->values[t->out[0]].t;
+    gpuc_set_shape(kv, ktr.dt, 4, ktr.dims);
+    k = t->out[0];
+  }
   in[0] = q; in[1] = k; in[2] = v; in[3] = mask;
   mm2->op = GPUC_OP_ATTENTION;
   mm2->in = in;
@@ -423,6 +463,7 @@ static int match(Graph *g, int i, const int *readers, const int *last, bool *dro
   mm2->nattr = nattr;
   mm2->out[0] = y;
   for (int c = 0; c < m.nchain; c++) drop[m.chain[c]] = true;
+  if (m.k_raw) drop[m.mm1] = false;
   return 1;
 }
 

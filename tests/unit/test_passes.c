@@ -796,15 +796,17 @@ static int att_variant;
  *    Transpose [0,2,3,1], the result merged by Transpose [0,2,1,3]: fused,
  *    every Transpose absorbed (attribute bshd)
  * 7: as 6 but K split by [0,2,1,3] then transposed by [0,1,3,2], and that
- *    K^T is a second graph output: fused, the two K Transposes stay */
+ *    K^T is a second graph output: fused, the two K Transposes stay
+ * 8: K given transposed, [2,3,D,SK], read by the MatMul as it is (timm's
+ *    2-D attention): fused, the MatMul turned into K's Transpose */
 static void build_att(Graph *g) {
-  bool split = att_variant >= 6;
+  bool split = att_variant == 6 || att_variant == 7;
   int64_t D = att_variant == 5 ? 130 : 8;
   int64_t qd[4] = {2, 3, ATT_SQ, D}, kd[4] = {2, 3, ATT_SK, D}, md[4] = {1, 1, ATT_SQ, ATT_SK};
-  int64_t kd4[4] = {3, 2, ATT_SK, D}, qs[4] = {2, ATT_SQ, 3, D}, ks[4] = {2, ATT_SK, 3, D};
+  int64_t kd4[4] = {3, 2, ATT_SK, D}, qs[4] = {2, ATT_SQ, 3, D}, ks[4] = {2, ATT_SK, 3, D}, kdt[4] = {2, 3, D, ATT_SK};
   int64_t perm[4] = {0, 1, 3, 2}, swap[4] = {1, 0, 3, 2}, heads[4] = {0, 2, 1, 3}, kheads[4] = {0, 2, 3, 1};
   int q = graph_input(g, "q", 4, split ? qs : qd);
-  int k = graph_input(g, "k", 4, split ? ks : att_variant == 4 ? kd4 : kd);
+  int k = graph_input(g, "k", 4, split ? ks : att_variant == 4 ? kd4 : att_variant == 8 ? kdt : kd);
   int v = graph_input(g, "v", 4, split ? ks : kd);
   if (split) {
     q = NODE1(g, GPUC_OP_TRANSPOSE, q);
@@ -819,8 +821,11 @@ static void build_att(Graph *g) {
   double mv[ATT_SQ * ATT_SK];
   for (int i = 0; i < ATT_SQ * ATT_SK; i++) mv[i] = i < ATT_SK ? -INFINITY : i % 5 == 0 ? -1e9 : sin(i); /* the same in both builds */
   int mask = constant(g, GPUC_DT_F32, 4, md, mv);
-  int kt = NODE1(g, GPUC_OP_TRANSPOSE, k);
-  attr_ints(g, "perm", 4, att_variant == 4 ? swap : att_variant == 6 ? kheads : perm);
+  int kt = k;
+  if (att_variant != 8) {
+    kt = NODE1(g, GPUC_OP_TRANSPOSE, k);
+    attr_ints(g, "perm", 4, att_variant == 4 ? swap : att_variant == 6 ? kheads : perm);
+  }
   int sc = NODE1(g, GPUC_OP_MATMUL, q, kt);
   int two = constant(g, GPUC_DT_F32, 1, (int64_t[]){1}, (double[]){2.0});
   int three = constant(g, GPUC_DT_F32, 0, NULL, (double[]){3.0});
@@ -845,7 +850,7 @@ static void build_att(Graph *g) {
 }
 
 static void test_attention_graphs(void) {
-  for (att_variant = 0; att_variant < 8; att_variant++) {
+  for (att_variant = 0; att_variant < 9; att_variant++) {
     GpucErr e = {0};
     Graph *g0 = graph_new(), *g1 = graph_new();
     build_att(g0);
@@ -859,8 +864,13 @@ static void test_attention_graphs(void) {
     CHECK(got == want && count_op(g1, GPUC_OP_ATTENTION) == want, "attention %d: %d fused, expected %d (%s)",
           att_variant, got, want, e.msg);
     CHECK(gpuc_graph_verify(g1, &e) == 0, "attention %d: verify: %s", att_variant, e.msg);
-    if (want) /* everything but the Attention node itself is gone (7: and K's two Transposes) */
-      CHECK(g1->nnodes == (att_variant == 7 ? 3 : 1), "attention %d: %d nodes left", att_variant, g1->nnodes);
+    if (want) /* everything but the Attention node itself is gone (7: and K's two Transposes; 8: and K's new one) */
+      CHECK(g1->nnodes == (att_variant == 7 ? 3 : att_variant == 8 ? 2 : 1), "attention %d: %d nodes left", att_variant,
+            g1->nnodes);
+    if (want && att_variant == 8)
+      CHECK(g1->nodes[0].op == GPUC_OP_TRANSPOSE && g1->nodes[1].op == GPUC_OP_ATTENTION &&
+                g1->nodes[1].in[1] == g1->nodes[0].out[0] && g1->values[g1->nodes[0].out[0]].t.dims[2] == ATT_SK,
+            "attention 8: not Transpose(Kt) -> K [2,3,SK,D] -> Attention");
     Tensor **ins = random_inputs(g0);
     Tensor *o0[MAX_GRAPH_IO] = {0}, *o1[MAX_GRAPH_IO] = {0};
     int r0 = gpuc_ref_run(g0, (const Tensor *const *)ins, o0, &e);
