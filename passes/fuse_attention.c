@@ -55,6 +55,7 @@ typedef struct {
   int head_c;          /* that c */
   int mm1;             /* the scores' MatMul node */
   bool k_raw;          /* Kt made by no Transpose: the MatMul node becomes Transpose(Kt) -> K */
+  bool kt_copy;        /* that is allowed (GPUC_NO_ATTENTION_KT=1: not, a GPU A/B) */
 } Match;
 
 static Node *producer(Match *m, int v, GpucOp op) {
@@ -164,7 +165,7 @@ static int untranspose(Match *m, int kt, double *scale, bool *bshd, bool *kept) 
      * out of [B,H,3D,S]): the pattern's first MatMul node turns into
      * Transpose(Kt) -> K [B,H,S,D], a copy of K a small fraction of the
      * [B,H,Sq,Sk] scores it saves */
-    if (m->g->values[kt].t.rank != 4) return -1;
+    if (!m->kt_copy || m->g->values[kt].t.rank != 4) return -1;
     m->k_raw = true;
     *kept = true; /* Kt stays: the Transpose reads it */
     return kt;
@@ -320,8 +321,9 @@ static bool softmax_last_axis(const Graph *g, const Node *sm) {
 
 /* Match the attention ending at MatMul node i; on success rewrite node i
  * into Attention and mark the absorbed nodes in drop. */
-static int match(Graph *g, int i, const int *readers, const int *last, bool *drop, bool windows, GpucErr *e) {
-  Match m = {.g = g, .readers = readers};
+static int match(Graph *g, int i, const int *readers, const int *last, bool *drop, bool windows, bool kt_copy,
+                 GpucErr *e) {
+  Match m = {.g = g, .readers = readers, .kt_copy = kt_copy};
   Node *mm2 = &g->nodes[i];
   int pv = mm2->in[0], v = mm2->in[1];
   bool nan0 = false;
@@ -478,9 +480,10 @@ int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e) {
    * A/B of tests/gpu/swinattn_check.sh) */
   const char *off = getenv("GPUC_NO_ATTENTION_WINDOW");
   bool windows = !(off && *off && strcmp(off, "0"));
+  bool kt_copy = !pass_env_on("GPUC_NO_ATTENTION_KT");
   for (int i = 0; i < nn; i++) {
     if (g->nodes[i].op != GPUC_OP_MATMUL || drop[i]) continue;
-    int r = match(g, i, readers, last, drop, windows, e);
+    int r = match(g, i, readers, last, drop, windows, kt_copy, e);
     if (r < 0) { pass_scratch_free(&ps); return -1; }
     changes += r;
   }

@@ -58,6 +58,8 @@ int pass_layout_nhwc(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_simplify_transpose(Graph *g, const PassOptions *o, GpucErr *e);
 /* Gemm with a constant weight -> MatMul/MatMulBias; the Reshapes that
  * flatten a batch around a 2-D GEMM dropped (passes/gemm_as_matmul.c). */
+/* a two-input Einsum that is a batched matrix product as MatMul (+ Transposes) */
+int pass_einsum_matmul(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_gemm_as_matmul(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_matmul_bias(Graph *g, const PassOptions *o, GpucErr *e);
 /* Mul(MatMul[Bias](x, W[, b]), c), c constant (one value or one per

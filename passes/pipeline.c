@@ -11,7 +11,7 @@ void gpuc_pass_options_default(PassOptions *o, int level) {
 
 const char gpuc_pass_names[] =
     "fold, expand_qlinear, prune, identity, cse, fold_bn, dce, roll_gather, strided_concat, channel_shuffle, batchnorm_affine, fold_conv_bias, patchify_conv, "
-    "fuse_conv, gemm_as_matmul, fuse_gelu, fuse_rmsnorm, fuse_rotary, fuse_gated_mlp, fuse_matmul, fold_gemm_scale, matmulinteger_int8, fuse_matmul_act, fuse_attention, "
+    "fuse_conv, einsum_matmul, gemm_as_matmul, fuse_gelu, fuse_rmsnorm, fuse_rotary, fuse_gated_mlp, fuse_matmul, fold_gemm_scale, matmulinteger_int8, fuse_matmul_act, fuse_attention, "
     "attention_gqa_causal, attention_views, fuse_l2norm, fuse_add_layernorm, layout_nhwc, simplify_transpose, fp16, "
     "fuse_conv_act, qdq_int8, quantize_int8, quantize_fp8, fuse_residual_gemm, fuse_elementwise, "
     "fuse_quantize_rows";
@@ -73,6 +73,8 @@ static int run_passes(Graph *g, const PassOptions *o, GpucErr *e) {
    * bias Add into the GEMM's epilogue) */
   if (o->level >= 2 && after(g, o, "patchify_conv", pass_patchify_conv(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fuse_conv", pass_fuse_conv(g, o, e), e) < 0) return -1;
+  /* MaxViT's attention Einsums as cuBLASLt GEMMs (fp16 where the policy allows) */
+  if (o->level >= 2 && after(g, o, "einsum_matmul", pass_einsum_matmul(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "gemm_as_matmul", pass_gemm_as_matmul(g, o, e), e) < 0) return -1;
   /* before fuse_matmul(_act): a GELU written out becomes one Gelu their epilogue takes */
   if (o->level >= 2 && after(g, o, "fuse_gelu", pass_fuse_gelu(g, o, e), e) < 0) return -1;

@@ -27,6 +27,9 @@
  *                   one GEMM, torchvision's in_proj chunking, timm's
  *                   Slices (dynamo); fuse_attention's zero-mask drop
  *   gemm_as_matmul  Gemm -> MatMul/MatMulBias, flattening Reshapes dropped
+ *   einsum_matmul   MaxViT's 5-D attention Einsums, a permuted operand and
+ *                   result -> MatMul (+ Transposes); a broadcast batch, two
+ *                   K labels and a one-operand sum not
  *   fold_gemm_scale Mul(MatMul[Bias](x, W, b), c) -> MatMul[Bias](x, Wc, bc)
  *                   (scalar and per-column c, either order); a runtime c
  *                   and a shared GEMM output not
@@ -242,7 +245,9 @@ static void test_rmsnorm(void) {
  * [6,5,8]), [0,2,1]), [2,3,8,5]); Q and Kt each scaled by Mul(., 8^-1/4),
  * an additive [2,1,1,5] mask, Softmax, Where(IsNaN), MatMul by V.
  * 0: fused, one node left
- * 1: the 3-D Transpose's output is a second graph output: not fused */
+ * 1: the 3-D Transpose's output is a second graph output: the chain
+ *    stays and Kt is read as K given transposed (the scores' MatMul turned
+ *    into Transpose(Kt)): fused, 5 nodes left */
 static int kt_variant;
 static void build_kt(Graph *g) {
   int64_t qd[4] = {2, 3, 7, 8}, kd[4] = {2, 3, 5, 8}, md[4] = {2, 1, 1, 5};
@@ -267,7 +272,7 @@ static void test_attention_kt(void) {
     pair_new(build_kt, 20, &g0, &g1, "attention kt", kt_variant);
     PassOptions o;
     gpuc_pass_options_default(&o, 2);
-    int want = kt_variant == 0;
+    int want = 1;
     int got = pass_fuse_attention(g1, &o, &e);
     CHECK(got == want && count_op(g1, GPUC_OP_ATTENTION) == want, "attention kt %d: %d fused, expected %d (%s)",
           kt_variant, got, want, e.msg);
@@ -275,7 +280,7 @@ static void test_attention_kt(void) {
           kt_variant, e.msg);
     if (want) {
       const Node *n = &g1->nodes[g1->nnodes - 1];
-      CHECK(g1->nnodes == 1 && fabs(gpuc_attr_f(n, "scale", 0) - 1 / sqrt(8.0)) < 1e-6,
+      CHECK(g1->nnodes == (kt_variant ? 5 : 1) && fabs(gpuc_attr_f(n, "scale", 0) - 1 / sqrt(8.0)) < 1e-6,
             "attention kt %d: %d nodes, scale %g", kt_variant, g1->nnodes, gpuc_attr_f(n, "scale", 0));
     }
     compare("attention kt", g0, g1, 1e-5);
@@ -1037,6 +1042,53 @@ static void test_gemm_as_matmul(void) {
   }
 }
 
+/* ---- einsum_matmul ----------------------------------------------------- */
+
+/* Einsum(A, B) -> output, f32:
+ * 0 "bghid,bghjd->bghij" A [2,3,2,5,4], B [2,3,2,6,4] (MaxViT's scores): MatMul + B's Transpose
+ * 1 "bghij,bghjd->bghid" A [2,3,2,5,6], B [2,3,2,6,4] (MaxViT's P V): a MatMul alone
+ * 2 "kbi,jkb->jbi" A [4,2,5], B [6,4,2]: both operands and the result transposed
+ * 3 "bij,bjk->bik" A [1,5,4], B [2,4,6]: b broadcasts: not rewritten
+ * 4 "bij,bjk->ik" A [2,5,4], B [2,4,6]: two summed labels: not rewritten
+ * 5 "bij,bjk->bk" A [2,5,4], B [2,4,6]: i summed over A alone: not rewritten */
+static int einsum_variant;
+static void build_einsum(Graph *g) {
+  static const char *eq[6] = {"bghid,bghjd->bghij", "bghij,bghjd->bghid", "kbi,jkb->jbi", "bij,bjk->bik",
+                              "bij,bjk->ik", "bij,bjk->bk"};
+  static const int64_t ad[6][5] = {{2, 3, 2, 5, 4}, {2, 3, 2, 5, 6}, {4, 2, 5}, {1, 5, 4}, {2, 5, 4}, {2, 5, 4}};
+  static const int64_t bd[6][5] = {{2, 3, 2, 6, 4}, {2, 3, 2, 6, 4}, {6, 4, 2}, {2, 4, 6}, {2, 4, 6}, {2, 4, 6}};
+  int r = einsum_variant <= 1 ? 5 : 3;
+  int a = input(g, "a", r, ad[einsum_variant]), b = input(g, "b", r, bd[einsum_variant]);
+  output(g, NODE(g, GPUC_OP_EINSUM, a, b));
+  attr_s(g, "equation", eq[einsum_variant]);
+}
+
+static void test_einsum_matmul(void) {
+  for (einsum_variant = 0; einsum_variant <= 5; einsum_variant++) {
+    GpucErr e = {0};
+    Graph *g0, *g1;
+    pair_new(build_einsum, 17, &g0, &g1, "einsum", einsum_variant);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    int got = pass_einsum_matmul(g1, &o, &e);
+    bool stays = einsum_variant >= 3;
+    CHECK(got == !stays, "einsum %d: %d changes (%s)", einsum_variant, got, e.msg);
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "einsum %d: verify: %s", einsum_variant,
+          e.msg);
+    static const int transposes[3] = {1, 0, 3};
+    if (!stays)
+      CHECK(count_op(g1, GPUC_OP_MATMUL) == 1 && count_op(g1, GPUC_OP_EINSUM) == 0 &&
+                count_op(g1, GPUC_OP_TRANSPOSE) == transposes[einsum_variant],
+            "einsum %d: %d MatMuls, %d Transposes (want 1, %d)", einsum_variant, count_op(g1, GPUC_OP_MATMUL),
+            count_op(g1, GPUC_OP_TRANSPOSE), transposes[einsum_variant]);
+    else
+      CHECK(count_op(g1, GPUC_OP_EINSUM) == 1 && g1->nnodes == 1, "einsum %d: rewritten", einsum_variant);
+    compare("einsum_matmul", g0, g1, 1e-5);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
 /* ---- fuse_residual_gemm ------------------------------------------------ */
 
 /* x [2,5,16], r [2,5,24]; y = MatMulBias(x, W [16,24], b [24]); s = Add(y, r)
@@ -1148,6 +1200,7 @@ int main(int argc, char **argv) {
   test_whole_copies();
   test_attention_views();
   test_gemm_as_matmul();
+  test_einsum_matmul();
   test_residual();
   test_residual_plan(argv[1]);
   return check_summary();
