@@ -72,14 +72,22 @@ static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4);
 #define __shared__ static
 #define DW_CP16(dst, src) memcpy((dst), (src), 16) /* cp.async */
 #define DW_CP_WAIT()
+/* the stream kernel: cp.async with zero fill, its groups, dynamic shared
+ * memory (copies done at once, so the waits are nothing) */
+#define DW_CP16Z(dst, src, ok) ((ok) ? (void)memcpy((dst), (src), 16) : (void)memset((dst), 0, 16))
+#define DW_CP_COMMIT()
+#define DW_CP_WAITN(n)
+#define DW_SMEM(name, bytes) alignas(16) static unsigned char name[bytes]
 #define __launch_bounds__(...)
 struct Dim3 { unsigned x, y, z; };
 static thread_local Dim3 threadIdx, blockIdx;
+static Dim3 gridDim;
 static std::barrier<> *cta_barrier;
 #define __syncthreads() cta_barrier->arrive_and_wait()
 template <class F> static void launch(unsigned gx, unsigned gy, unsigned gz, unsigned block, F kernel) {
   std::barrier<> bar(block);
   cta_barrier = &bar;
+  gridDim = Dim3{gx, gy, gz};
   std::vector<std::thread> th;
   for (unsigned t = 0; t < block; t++)
     th.emplace_back([=, &bar] {
@@ -163,11 +171,55 @@ CASES = [
                                                                                          "kind": "tiled"}),
     ("a_k7s1_bf16", 40, 28, 28, (7, 7), (1, 1), (3, 3, 3, 3), "relu", "bf16", None, {"n": 16, "async": True,
                                                                                     "kind": "tiled"}),
-    # the default choice: the tiled kernel for an input SiLU/GELU/Mish, else the row kernel
-    ("d_silu_in", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "silu", "fp16", "silu", {"n": 4, "default": True,
+    # the previous default (GPUC_DWCONV_PREV=1): the tiled kernel for an input SiLU/GELU/Mish, else rows
+    ("p_silu_in", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "silu", "fp16", "silu", {"n": 4, "prev": True,
                                                                                    "kind": "tiled"}),
-    ("d_relu6_in", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "relu6", "fp16", "relu6", {"n": 4, "default": True,
+    ("p_relu6_in", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "relu6", "fp16", "relu6", {"n": 4, "prev": True,
                                                                                        "kind": "rows"}),
+    # the stream kernel (the default where C is a multiple of 8 halves):
+    # CTAs looping over tiles through two halo buffers (GPUC_DWCONV_CTAS
+    # caps the grid so each CTA takes several tiles), image edges, stride
+    # 2 on odd sizes, 5x5/7x7, C/8 not a multiple of the CTA's lanes
+    # (184/8 = 23), a residual, bf16, asymmetric pads, 4- and 2-pixel
+    # threads, 3 and 4 buffers (GPUC_DWCONV_BUFS)
+    # the default choice: tiled for an input SiLU/GELU/Mish; stream (batch
+    # 8 or more) for an input HardSwish or stride 2 into 56x56 or more; rows
+    # elsewhere and where C is not a multiple of 8 halves
+    ("d_silu_in", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "silu", "fp16", "silu", {"n": 8, "default": True,
+                                                                                   "kind": "tiled"}),
+    ("d_hswish_in", 40, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "hardswish", "fp16", "hardswish",
+     {"n": 8, "default": True, "kind": "stream"}),
+    ("d_hswish_n2", 40, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "hardswish", "fp16", "hardswish",
+     {"n": 2, "default": True, "kind": "rows"}),
+    ("d_s2_112", 16, 112, 112, (3, 3), (2, 2), (1, 1, 1, 1), "relu6", "fp16", "relu6",
+     {"n": 8, "default": True, "kind": "stream"}),
+    ("d_s2_56", 16, 56, 56, (3, 3), (2, 2), (1, 1, 1, 1), "relu6", "fp16", "relu6",
+     {"n": 8, "default": True, "kind": "rows"}),
+    ("d_relu6_in", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "relu6", "fp16", "relu6", {"n": 8, "default": True,
+                                                                                       "kind": "rows"}),
+    ("d_c12_rows", 12, 9, 9, (3, 3), (1, 1), (1, 1, 1, 1), "relu", "fp16", None, {"default": True, "kind": "rows"}),
+    ("s_k3s1_loop", 128, 30, 30, (3, 3), (1, 1), (1, 1, 1, 1), "silu", "fp16", "silu",
+     {"n": 8, "stream": True, "ctas": 3, "kind": "stream"}),
+    ("s_k3s2_odd", 96, 57, 57, (3, 3), (2, 2), (1, 1, 1, 1), "relu6", "fp16", "relu6",
+     {"n": 6, "stream": True, "ctas": 5, "kind": "stream"}),
+    ("s_k5s2_c184", 184, 15, 13, (5, 5), (2, 2), (2, 2, 2, 2), "hardswish", "fp16", "silu",
+     {"n": 8, "stream": True, "ctas": 4, "kind": "stream"}),
+    ("s_k7s1_bf16", 40, 28, 28, (7, 7), (1, 1), (3, 3, 3, 3), "relu", "bf16", None,
+     {"n": 16, "stream": True, "ctas": 7, "kind": "stream"}),
+    ("s_k5s1_res", 64, 20, 20, (5, 5), (1, 1), (2, 2, 2, 2), "relu", "fp16", None,
+     {"n": 8, "res": True, "stream": True, "ctas": 3, "kind": "stream"}),
+    ("s_k3s2_asym", 32, 12, 12, (3, 3), (2, 2), (0, 0, 1, 1), "relu", "fp16", "mish",
+     {"n": 4, "stream": True, "ctas": 2, "kind": "stream"}),
+    ("s_k7s1_w7", 320, 7, 7, (7, 7), (1, 1), (3, 3, 3, 3), "relu", "fp16", None,
+     {"n": 8, "stream": True, "ctas": 5, "kind": "stream"}),
+    ("s_k3s1_p8", 128, 56, 56, (3, 3), (1, 1), (1, 1, 1, 1), "relu6", "fp16", "relu6",
+     {"n": 32, "stream": True, "kind": "stream"}),
+    ("s_k3s1_bufs3", 64, 23, 23, (3, 3), (1, 1), (1, 1, 1, 1), "silu", "fp16", "silu",
+     {"n": 8, "stream": True, "ctas": 7, "bufs": 3, "kind": "stream"}),
+    ("s_k5s2_bufs4", 184, 15, 13, (5, 5), (2, 2), (2, 2, 2, 2), "relu6", "fp16", None,
+     {"n": 8, "stream": True, "ctas": 3, "bufs": 4, "kind": "stream"}),
+    ("s_k3x5_c24", 24, 11, 17, (3, 5), (1, 2), (1, 2, 1, 2), "relu", "fp16", "hardswish",
+     {"n": 3, "stream": True, "ctas": 2, "kind": "stream"}),
     # the row kernel for the same shapes (GPUC_DWCONV_V1=1, the A/B switch)
     ("v1_k3s1_n8_c64", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "relu", "fp16", "silu", {"n": 8, "v1": True,
                                                                                           "kind": "rows"}),
@@ -322,8 +374,20 @@ def main():
         w, b, oh, ow = model(onnx_path, C, H, W, k, st, pads, act, rng, pre, n, res)
         src_path = os.path.join(work, name + ".cu")
         env = dict(os.environ, GPUC_SAVE_SOURCE=src_path)
+        for key in ("GPUC_DWCONV_V1", "GPUC_DWCONV_TILED", "GPUC_DWCONV_PREV", "GPUC_DWCONV_ASYNC", "GPUC_DWCONV_CTAS",
+                    "GPUC_DWCONV_STREAM"):
+            env.pop(key, None)
+        env.pop("GPUC_DWCONV_BUFS", None)
+        if opt.get("ctas"):
+            env["GPUC_DWCONV_CTAS"] = str(opt["ctas"])
+        if opt.get("bufs"):
+            env["GPUC_DWCONV_BUFS"] = str(opt["bufs"])
         if opt.get("v1"):
             env["GPUC_DWCONV_V1"] = "1"
+        elif opt.get("prev"):
+            env["GPUC_DWCONV_PREV"] = "1"
+        elif opt.get("stream"):
+            env["GPUC_DWCONV_STREAM"] = "1"
         elif not opt.get("default"):  # the tiled kernel wherever it applies
             env["GPUC_DWCONV_TILED"] = "1"
         if opt.get("async"):
@@ -340,13 +404,13 @@ def main():
                 why = "expected one depthwise kernel in the module, found %d" % len(texts)
         if why is None:
             text = texts[0]
-            kname = re.search(r"void (?:__launch_bounds__\(\d+\) )?(\w+)\(", text).group(1)
+            kname = re.search(r"__global__ void (?:__launch_bounds__\([\d, ]+\) )?(\w+)\(", text).group(1)
             t = re.search(r"\(const (\w+)\* __restrict__ x", text).group(1)
             has_z = "* z," in text
             args = "x, w, b, x, y" if has_z else "x, w, b, y"
             grid = re.search(r"grid \[(\d+),(\d+),(\d+)\] block (\d+)", text)
-            kind = "tiled" if grid else "rows"
-            if opt.get("v1") == (kind == "tiled") or (opt.get("kind") and opt["kind"] != kind):
+            kind = ("stream" if "halo buffers" in text else "tiled") if grid else "rows"
+            if (opt.get("v1") and kind != "rows") or (opt.get("kind") and opt["kind"] != kind):
                 why = "the %s kernel was made" % kind
             elif res and not has_z:
                 why = "no residual operand in the kernel"

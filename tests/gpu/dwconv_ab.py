@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The NHWC depthwise kernels (codegen/lower_dwconv.c) step by step, A/B:
 the row kernel (GPUC_DWCONV_V1=1) against the tiled kernel
-(GPUC_DWCONV_TILED=1) and some of its knobs, on the depthwise shapes of coatnet_0_rw_224, convnextv2_atto,
+(GPUC_DWCONV_TILED=1) and the stream kernel (GPUC_DWCONV_STREAM=1) with
+some of its knobs, on the depthwise shapes of coatnet_0_rw_224, convnextv2_atto,
 mobilenet_v2 and efficientnet_b0 at batch 32.
 
   prepare GPUC DIR   (here, no GPU): one ONNX model a shape (x [32,C,H,W]
@@ -15,7 +16,10 @@ mobilenet_v2 and efficientnet_b0 at batch 32.
                      profile's replays); a table in OUT/dwconv_steps.md,
                      rows in OUT/dwconv_steps.jsonl
 Bytes per step (the floor): input + output + f32 weights and bias, as
-codegen/cost.c counts them.
+codegen/cost.c counts them. A one-step plan's times are not the step's
+in a model (H200, 2026-12-03: coatnet's [32,28,28,768] step, tiled, 0.108
+ms alone, 0.070 in the model): decide kernels by the models' profiles
+(dwconv_ab.sh step 2), rank variants here.
 """
 import json, os, subprocess, sys, time
 
@@ -45,19 +49,26 @@ SHAPES = [
 N = 32
 if os.environ.get("DWCONV_AB_SHAPES"):  # a comma list: only those
     SHAPES = [s for s in SHAPES if s[0] in os.environ["DWCONV_AB_SHAPES"].split(",")]
-# variant: environment
+# variant: environment ("stream": the stream kernel wherever it applies,
+# GPUC_DWCONV_STREAM=1; its knobs after it: halo buffer KB, bytes in
+# flight an SM aimed at, threads, pixels, buffers)
 T1 = {"GPUC_DWCONV_TILED": "1"}  # the tiled kernel whatever the input activation
-VARIANTS = {"v1": {"GPUC_DWCONV_V1": "1"}, "tiled": T1,
-            "maxp4": dict(T1, GPUC_DWCONV_MAXP="4"), "smem24": dict(T1, GPUC_DWCONV_SMEM="24"),
-            "thr128": dict(T1, GPUC_DWCONV_THREADS="128"), "fill256": dict(T1, GPUC_DWCONV_FILL="256"),
-            "async": dict(T1, GPUC_DWCONV_ASYNC="1")}
-BIG = {"coat_56_256", "coat_56_384", "coat_28_384", "coat_28_768", "cnx_7_56", "ef_5_14"}
+S1 = {"GPUC_DWCONV_STREAM": "1"}
+VARIANTS = {"v1": {"GPUC_DWCONV_V1": "1"}, "tiled": T1, "stream": S1,
+            "st16": dict(S1, GPUC_DWCONV_STAGE="16"), "st48": dict(S1, GPUC_DWCONV_STAGE="48"),
+            "big": dict(S1, GPUC_DWCONV_FLIGHT="128", GPUC_DWCONV_STAGE="64", GPUC_DWCONV_THREADS="512"),
+            "smaxp4": dict(S1, GPUC_DWCONV_MAXP="4"), "buf3": dict(S1, GPUC_DWCONV_BUFS="3"),
+            "buf3s16": dict(S1, GPUC_DWCONV_BUFS="3", GPUC_DWCONV_STAGE="16"),
+            "sfill256": dict(S1, GPUC_DWCONV_FILL="256")}
+BIG = {"coat_56_384", "coat_28_768", "cnx_7_56", "ef_5_14", "mb_s1_112", "mb_s1_56"}
 SMALL = {"cnx_7_14", "cnx_7_7", "mb_s1_7", "ef_5_7"}
-KNOB_SHAPES = {"maxp4": BIG, "smem24": BIG, "thr128": BIG, "fill256": SMALL}
+KNOB_SHAPES = {"st16": BIG, "st48": BIG, "big": set(), "smaxp4": BIG, "buf3": BIG | SMALL, "buf3s16": BIG,
+               "sfill256": SMALL}
+CHECKED = ("v1", "tiled", "stream")
 
 
 def variants_of(name):
-    return [v for v in VARIANTS if v in ("v1", "tiled", "async") or name in KNOB_SHAPES[v]]
+    return [v for v in VARIANTS if v in CHECKED or name in KNOB_SHAPES[v]]
 
 
 def act_nodes(helper, act, x, y):
@@ -188,7 +199,7 @@ def run(gpuc, d, out):
     th.join()
     for row in rows:
         name, v = row["shape"], row["variant"]
-        if v not in ("v1", "tiled"):
+        if v not in CHECKED:
             continue
         xp, od, pr = refs[name]
         plan = os.path.join(d, "%s_%s.gpuc" % (name, v))
@@ -215,22 +226,21 @@ def run(gpuc, d, out):
         lines.append("| %s | %s | %d | %dx%d | %d/%d | %s | %s | %s | %s | %s | %s | %s |" % (
             r["shape"], r["model"], r["C"], r["H"], r["W"], r["k"], r["stride"], r["acts"], r["variant"],
             "%.4f" % r["ms"] if "ms" in r else "-", "%.1f" % r["mb"] if "mb" in r else "-",
-            "%.0f" % r["gbs"] if "gbs" in r else "-", "%.2e" % r["rel_l2"] if "rel_l2" in r else ("FAIL" if r["variant"] in ("v1", "tiled") else "-"),
+            "%.0f" % r["gbs"] if "gbs" in r else "-", "%.2e" % r["rel_l2"] if "rel_l2" in r else ("FAIL" if r["variant"] in CHECKED else "-"),
             "%.2e" % r["max_err"] if "max_err" in r else "-"))
     for name, C, H, W, k, s, pre, act, model in SHAPES:  # rows vs tiled, one line a shape
         got = {r["variant"]: r for r in rows if r["shape"] == name and "ms" in r}
-        if "v1" in got and "tiled" in got:
-            o, n = got["v1"], got["tiled"]
+        if "v1" in got and "tiled" in got and "stream" in got:
+            o, n, a = got["v1"], got["tiled"], got["stream"]
             best = min(got.values(), key=lambda r: r["ms"])
-            a = got.get("async", n)
-            lines.append("AB %-12s %-32s rows %.4f ms %5.0f GB/s  tiled %.4f ms %5.0f GB/s  async %.4f ms %5.0f GB/s"
-                         "  (floor %.4f ms at 4 TB/s; best %s)"
-                         % (name, model, o["ms"], o["gbs"], n["ms"], n["gbs"], a["ms"], a["gbs"], n["mb"] / 4e3,
-                            best["variant"]))
+            lines.append("AB %-12s %-16s rows %.4f ms %5.0f GB/s  tiled %.4f ms %5.0f GB/s  stream %.4f ms %5.0f GB/s"
+                         "  (floor %.4f ms at 4 TB/s; best %s %.4f)"
+                         % (name, model.split()[0], o["ms"], o["gbs"], n["ms"], n["gbs"], a["ms"], a["gbs"],
+                            n["mb"] / 4e3, best["variant"], best["ms"]))
     with open(os.path.join(out, "dwconv_steps.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
-    bad = [r for r in rows if r["variant"] in ("v1", "tiled") and not r.get("ok")]
+    bad = [r for r in rows if r["variant"] in CHECKED and not r.get("ok")]
     print("steps done in %.0f s; %d of %d checks failed" % (time.time() - t0, len(bad), len(rows)))
     return 1 if bad else 0
 
