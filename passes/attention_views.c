@@ -53,12 +53,34 @@ static bool through(View *v, const Tensor *y, const Tensor *z, const int *map, c
   return true;
 }
 
-/* One step up from value y through its producer: the new base, or -1 */
+/* One step up from value y through its producer: the new base, or -1.
+ * A view axis may cover several axes of y (s over an NCHW conv output's
+ * H x W): it is split across them for the step (gpuc_view_step's split)
+ * and its parts merged back after, which works where they are contiguous
+ * with each other in the producer's input (H x W rows of an NHWC tensor,
+ * stride C). The view keeps its 4 axes; d may be strided on the way (the
+ * caller keeps the last base where it is contiguous). */
 static int step_up(const Graph *g, int y, View *v) {
   View w = *v;
-  int z = gpuc_view_step(g, y, &w, false);
-  if (z < 0 || !d_contiguous(&w)) return -1;
-  *v = w;
+  int z = gpuc_view_step(g, y, &w, true);
+  if (z < 0) return -1;
+  View m = {.off = w.off, .rank = v->rank};
+  int j = 0;
+  for (int i = 0; i < v->rank; i++) { /* the parts of axis i: the next axes of w whose extents multiply to n[i] */
+    if (j >= w.rank) return -1;
+    int64_t n = w.n[j], st = w.st[j];
+    bool ok = true;
+    for (j++; n < v->n[i] && j < w.rank; j++) {
+      ok &= w.st[j - 1] == w.st[j] * w.n[j];
+      n *= w.n[j];
+      st = w.st[j];
+    }
+    if (n != v->n[i] || !ok) return -1;
+    m.n[i] = n;
+    m.st[i] = st;
+  }
+  if (j != w.rank) return -1;
+  *v = m;
   return z;
 }
 
@@ -137,11 +159,11 @@ static int fold_views(Graph *g, int i, GpucErr *e) {
   for (int k = 0; k < 3; k++) {
     in[k] = n->in[k];
     v[k] = geom_view(&a, k);
-    for (int guard = 0; guard < 64; guard++) {
-      View w = v[k];
-      int z = step_up(g, in[k], &w);
-      if (z < 0) break;
-      in[k] = z;
+    View w = v[k];
+    for (int guard = 0, at = in[k]; guard < 64; guard++) {
+      if ((at = step_up(g, at, &w)) < 0) break;
+      if (!d_contiguous(&w)) continue;
+      in[k] = at;
       v[k] = w;
       moved = true;
     }

@@ -12,7 +12,7 @@ void gpuc_pass_options_default(PassOptions *o, int level) {
 const char gpuc_pass_names[] =
     "fold, expand_qlinear, prune, identity, cse, fold_bn, dce, roll_gather, strided_concat, channel_shuffle, batchnorm_affine, fold_conv_bias, patchify_conv, "
     "fuse_conv, einsum_matmul, gemm_as_matmul, fuse_gelu, fuse_rmsnorm, fuse_rotary, fuse_gated_mlp, fuse_matmul, fold_gemm_scale, matmulinteger_int8, fuse_matmul_act, fuse_attention, "
-    "attention_gqa_causal, attention_views, fuse_l2norm, fuse_add_layernorm, layout_nhwc, simplify_transpose, fp16, "
+    "attention_gqa_causal, attention_views, fuse_l2norm, fuse_add_layernorm, layout_nhwc, simplify_transpose, attention_views_nhwc, fp16, "
     "fuse_conv_act, qdq_int8, quantize_int8, quantize_fp8, fuse_residual_gemm, fuse_elementwise, "
     "fuse_quantize_rows";
 
@@ -111,6 +111,12 @@ static int run_passes(Graph *g, const PassOptions *o, GpucErr *e) {
   /* after layout_nhwc: its edge Transposes meet the model's own permutes
    * (ConvNeXt's around each LayerNorm) and cancel */
   if (o->level >= 2 && after(g, o, "simplify_transpose", pass_simplify_transpose(g, o, e), e) < 0) return -1;
+  /* again after the NHWC layout: an attention on a conv's channels (CoAtNet's
+   * 1x1 qkv conv) has its head dim contiguous only now, so the to_nchw
+   * Transpose, the head Slices and the q/k/v Transposes become views */
+  if (o->level >= 2 && half && !pass_env_on("GPUC_NO_ATTENTION_VIEWS_NHWC") &&
+      after(g, o, "attention_views_nhwc", pass_attention_views(g, o, e), e) < 0)
+    return -1;
   /* the pass is "fp16" for --dump-after with either half type */
   if (half && after(g, o, "fp16", pass_fp16(g, o, e), e) < 0) return -1;
   /* after fp16 (the activation's dtype is the conv's), before

@@ -13,6 +13,13 @@
  *             order -> Reshape(x) (torchvision ViT's patches: the NHWC
  *             conv's to_nchw Transpose, a Reshape and the model's
  *             Transpose back to [B,S,C] move nothing)
+ *   permuted  a Transpose whose elements, walked up through a chain of
+ *             single-reader Reshapes and two or more Transposes, are some
+ *             x's in a dense permuted order -> Reshape(Transpose(Reshape(x),
+ *             q)): one copy where there were two or more (CoAtNet's
+ *             attention output: Transpose [0,1,3,2], Reshape to NCHW, the
+ *             NHWC region's Transpose in = x's heads moved next to each
+ *             other, [0,2,1,3], which attention_views then writes in place)
  *   identity  Transpose(x, [0,1,..]) -> x for every reader; when it writes
  *             a graph output (whose name stays), x's producer writes that
  *             output instead if the Transpose is x's only reader
@@ -411,8 +418,112 @@ static int sink_flat_norm(Ctx *c, int t, int r1, int r2, const Perm *p) {
   return 1;
 }
 
+/* The view v, its unit axes dropped and neighbours that are contiguous
+ * with each other merged, is a dense permutation of a row-major block of
+ * numel elements: the block's shape in zd (v's axes by falling stride),
+ * q with axis i of v = axis q[i] of that block; false otherwise. */
+static bool dense_permutation(const GpucView *v, int64_t numel, int *rank, int64_t *zd, int *q) {
+  int64_t n[GPUC_VIEW_MAX_AXES], st[GPUC_VIEW_MAX_AXES];
+  int r = 0;
+  if (v->off != 0) return false;
+  for (int a = 0; a < v->rank; a++) {
+    if (v->n[a] == 1) continue;
+    if (r > 0 && st[r - 1] == v->st[a] * v->n[a]) { n[r - 1] *= v->n[a]; st[r - 1] = v->st[a]; continue; }
+    n[r] = v->n[a];
+    st[r++] = v->st[a];
+  }
+  if (r > GPUC_MAX_RANK) return false;
+  int order[GPUC_MAX_RANK]; /* v's axes by falling stride */
+  for (int a = 0; a < r; a++) order[a] = a;
+  for (int a = 1; a < r; a++)
+    for (int b = a; b > 0 && st[order[b]] > st[order[b - 1]]; b--) {
+      int t = order[b];
+      order[b] = order[b - 1];
+      order[b - 1] = t;
+    }
+  int64_t want = 1;
+  for (int k = r - 1; k >= 0; k--) {
+    if (st[order[k]] != want) return false;
+    want *= n[order[k]];
+  }
+  if (want != numel) return false;
+  for (int k = 0; k < r; k++) { zd[k] = n[order[k]]; q[order[k]] = k; }
+  *rank = r;
+  return true;
+}
+
+/* The permuted rule's source for Transpose t: x, with the block shape zd
+ * [*rank] and perm q (see dense_permutation), or -1. The chain from x to
+ * t's output holds two or more Transposes (t included) and its values
+ * between are read only by the chain. */
+static int permuted_source(const Ctx *c, int t, int *rank, int64_t *zd, int *q) {
+  const Graph *g = c->g;
+  int y = g->nodes[t].out[0];
+  const Tensor *yt = &g->values[y].t;
+  int64_t n = gpuc_numel(yt);
+  if (!gpuc_shape_known(yt) || n < 1) return -1;
+  GpucView v;
+  gpuc_view_row_major(&v, yt);
+  GpucView at; /* the view at the furthest source */
+  int cur = y, transposes = 0, found = -1;
+  for (int guard = 0; guard < 32; guard++) {
+    if (cur != y && sole_reader(c, cur) < 0) break;
+    int p = g->values[cur].producer;
+    if (p < 0) break;
+    transposes += g->nodes[p].op == GPUC_OP_TRANSPOSE;
+    if ((cur = gpuc_view_step(g, cur, &v, true)) < 0) break;
+    if (transposes >= 2 && gpuc_numel(&g->values[cur].t) == n && dense_permutation(&v, n, rank, zd, q)) {
+      found = cur;
+      at = v;
+    }
+  }
+  return found >= 0 && dense_permutation(&at, n, rank, zd, q) ? found : -1;
+}
+
+/* Transpose t -> Reshape(Transpose(Reshape(x, zd), q), t's shape) (the
+ * inner Reshape only where x's shape is not zd) */
+static int as_permuted(Ctx *c, int t, int x, int rank, const int64_t *zd, const int *q) {
+  Graph *g = c->g;
+  char base[480];
+  snprintf(base, sizeof base, "%s", g->nodes[t].name);
+  const Tensor *xt = &g->values[x].t;
+  bool reshape_x = xt->rank != rank;
+  for (int a = 0; a < rank && !reshape_x; a++) reshape_x = xt->dims[a] != zd[a];
+  GpucDType dt = xt->dt;
+  char name[512];
+  int z = x;
+  if (reshape_x) {
+    int s = shape_const(g, base, "block_shape", rank, zd, c->e);
+    snprintf(name, sizeof name, "%s.block", base);
+    int zv = s < 0 ? -1 : gpuc_graph_add_value(g, name);
+    int rn = zv < 0 ? -1 : gpuc_graph_add_node(g, GPUC_OP_RESHAPE, name, 2, 1);
+    if (rn < 0) return s < 0 ? -1 : oom(g, c->e);
+    gpuc_set_shape(&g->values[zv].t, dt, rank, zd);
+    Node *r = &g->nodes[rn];
+    r->in[0] = x;
+    r->in[1] = s;
+    r->out[0] = zv;
+    g->values[zv].producer = rn;
+    z = zv;
+  }
+  snprintf(name, sizeof name, "%s.permuted", base);
+  int tv = gpuc_graph_add_value(g, name);
+  int tn = tv < 0 ? -1 : gpuc_graph_add_node(g, GPUC_OP_TRANSPOSE, name, 1, 1);
+  if (tn < 0) return oom(g, c->e);
+  int64_t td[GPUC_MAX_RANK];
+  Perm pq = {.r = rank};
+  for (int a = 0; a < rank; a++) { pq.p[a] = q[a]; td[a] = zd[q[a]]; }
+  gpuc_set_shape(&g->values[tv].t, dt, rank, td);
+  Node *nt = &g->nodes[tn];
+  nt->in[0] = z;
+  nt->out[0] = tv;
+  g->values[tv].producer = tn;
+  if (set_perm(g, nt, &pq, c->e)) return -1;
+  return as_reshape(c, t, tv);
+}
+
 /* One rule at Transpose t, if any applies: 1 changed, 0 none, -1 error. */
-static int rewrite_at(Ctx *c, int t) {
+static int rewrite_at(Ctx *c, int t, bool permuted) {
   Graph *g = c->g;
   Perm p, q;
   if (!node_perm(g, &g->nodes[t], &p)) return 0;
@@ -443,6 +554,9 @@ static int rewrite_at(Ctx *c, int t) {
   }
   int src = plain_source(g, t);
   if (src >= 0) return as_reshape(c, t, src);
+  int prank, pq[GPUC_MAX_RANK];
+  int64_t pzd[GPUC_MAX_RANK];
+  if (permuted && (src = permuted_source(c, t, &prank, pzd, pq)) >= 0) return as_permuted(c, t, src, prank, pzd, pq);
   int r1, r2 = flat_norm_chain(c, t, &p, &r1);
   if (r2 >= 0 && reaches_transpose(c, g->nodes[r2].out[0], &p)) return sink_flat_norm(c, t, r1, r2, &p);
   int ni = sole_reader(c, y);
@@ -459,12 +573,13 @@ static int rewrite_at(Ctx *c, int t) {
 int pass_simplify_transpose(Graph *g, const PassOptions *o, GpucErr *e) {
   Ctx c = {.g = g, .training = o->training, .e = e};
   int changes = 0;
+  bool permuted = !pass_env_on("GPUC_NO_PERMUTED_TRANSPOSE"); /* the rule off: a GPU A/B */
   for (int round = 0; round < 1000; round++) {
     int changed = 0;
     for (int t = 0; t < g->nnodes; t++) {
       if (g->nodes[t].op != GPUC_OP_TRANSPOSE) continue;
       if (recount(&c)) goto fail;
-      int rc = rewrite_at(&c, t);
+      int rc = rewrite_at(&c, t, permuted);
       if (rc < 0) goto fail;
       changed += rc;
     }

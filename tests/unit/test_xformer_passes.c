@@ -27,6 +27,9 @@
  *                   one GEMM, torchvision's in_proj chunking, timm's
  *                   Slices (dynamo); fuse_attention's zero-mask drop
  *   gemm_as_matmul  Gemm -> MatMul/MatMulBias, flattening Reshapes dropped
+ *   attention on channels  CoAtNet's q/k/v sliced from an NHWC conv's
+ *                   channels read in place, its output written [B,S,H,D]
+ *                   (views walk split axes; simplify_transpose's permuted rule)
  *   einsum_matmul   MaxViT's 5-D attention Einsums, a permuted operand and
  *                   result -> MatMul (+ Transposes); a broadcast batch, two
  *                   K labels and a one-operand sum not
@@ -1042,6 +1045,68 @@ static void test_gemm_as_matmul(void) {
   }
 }
 
+/* ---- attention on a conv's channels (CoAtNet) ------------------------- */
+
+/* x [2,3,4,48] NHWC (a 1x1 qkv conv's output) -> Transpose [0,3,1,2] ->
+ * Reshape [2,2,24,12] (2 heads of q|k|v x 8, 12 pixels) -> Slices of 8 on
+ * axis 2; q, v by Transpose [0,1,3,2], k read as it is ([B,H,D,S]); both
+ * scaled by 8^-1/4; softmax(q k + bias [1,2,12,12]) v -> Transpose
+ * [0,1,3,2] -> Reshape [2,16,3,4] -> Transpose [0,2,3,1] -> [2,3,4,16].
+ * fuse_attention, attention_views, simplify_transpose and attention_views
+ * again: one Attention reading x three times through views, writing
+ * [B,S,H,D] (y_perm), then a Reshape; no Transpose, Slice or MatMul left.
+ * Variant 1: the output chain's middle value (the Reshape's) is a second
+ * graph output: the output Transposes stay, the inputs' views as before. */
+static int chan_variant;
+static void build_chan(Graph *g) {
+  int64_t xd[4] = {2, 3, 4, 48}, heads[4] = {2, 2, 24, 12}, md[4] = {1, 2, 12, 12}, nchw[4] = {2, 16, 3, 4};
+  int64_t to_nchw[4] = {0, 3, 1, 2}, swap[4] = {0, 1, 3, 2}, to_nhwc[4] = {0, 2, 3, 1};
+  int x = input(g, "x", 4, xd);
+  int r = reshape(g, transpose(g, x, 4, to_nchw), 4, heads);
+  int q = transpose(g, slice1(g, r, 0, 8, 2, 1), 4, swap), k = slice1(g, r, 8, 16, 2, 1);
+  int v = transpose(g, slice1(g, r, 16, 24, 2, 1), 4, swap);
+  double c = pow(8.0, -0.25);
+  int sc = NODE(g, GPUC_OP_MATMUL, NODE(g, GPUC_OP_MUL, q, scalar(g, c)), NODE(g, GPUC_OP_MUL, k, scalar(g, c)));
+  int p = NODE(g, GPUC_OP_SOFTMAX, NODE(g, GPUC_OP_ADD, sc, constant(g, 4, md, 9, -1, 1)));
+  attr_i(g, "axis", -1);
+  int y = reshape(g, transpose(g, NODE(g, GPUC_OP_MATMUL, p, v), 4, swap), 4, nchw);
+  output(g, transpose(g, y, 4, to_nhwc));
+  if (chan_variant == 1) output(g, y);
+}
+
+static void test_attention_channels(void) {
+  for (chan_variant = 0; chan_variant <= 1; chan_variant++) {
+    GpucErr e = {0};
+    Graph *g0, *g1;
+    pair_new(build_chan, 17, &g0, &g1, "channels", chan_variant);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    CHECK(pass_fuse_attention(g1, &o, &e) == 1, "channels %d: attention not fused (%s)", chan_variant, e.msg);
+    CHECK(pass_attention_views(g1, &o, &e) > 0, "channels %d: no views (%s)", chan_variant, e.msg);
+    CHECK(pass_simplify_transpose(g1, &o, &e) >= 0 && pass_attention_views(g1, &o, &e) >= 0, "channels %d: %s",
+          chan_variant, e.msg);
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "channels %d: verify: %s", chan_variant,
+          e.msg);
+    const Node *at = NULL;
+    for (int i = 0; i < g1->nnodes; i++)
+      if (g1->nodes[i].op == GPUC_OP_ATTENTION) at = &g1->nodes[i];
+    int x = g1->inputs[0];
+    CHECK(at && at->in[0] == x && at->in[1] == x && at->in[2] == x, "channels %d: Q, K, V not views of x",
+          chan_variant);
+    int want_t = chan_variant ? 2 : 0;
+    CHECK(count_op(g1, GPUC_OP_TRANSPOSE) == want_t && count_op(g1, GPUC_OP_SLICE) == 0 &&
+              count_op(g1, GPUC_OP_MATMUL) == 0,
+          "channels %d: %d Transposes (want %d), %d Slices, %d MatMuls", chan_variant, count_op(g1, GPUC_OP_TRANSPOSE),
+          want_t, count_op(g1, GPUC_OP_SLICE), count_op(g1, GPUC_OP_MATMUL));
+    const int64_t *yp;
+    if (at && !chan_variant)
+      CHECK(gpuc_attr_ints(at, "y_perm", &yp) == 4 && yp[1] == 2 && yp[2] == 1, "channels 0: Y not written [B,S,H,D]");
+    compare("attention channels", g0, g1, 1e-5);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
 /* ---- einsum_matmul ----------------------------------------------------- */
 
 /* Einsum(A, B) -> output, f32:
@@ -1201,6 +1266,7 @@ int main(int argc, char **argv) {
   test_attention_views();
   test_gemm_as_matmul();
   test_einsum_matmul();
+  test_attention_channels();
   test_residual();
   test_residual_plan(argv[1]);
   return check_summary();
