@@ -32,21 +32,14 @@ static int transposed(Graph *g, int x, const int *perm, int rank, const char *ba
   char name[512];
   snprintf(name, sizeof name, "%s.%s", base, what);
   int v = gpuc_graph_add_value(g, name);
-  int t = v < 0 ? -1 : gpuc_graph_add_node(g, GPUC_OP_TRANSPOSE, name, 1, 1);
-  int64_t *p = gpuc_arena_alloc(&g->arena, sizeof(int64_t) * (size_t)rank);
-  Attr *a = gpuc_arena_alloc(&g->arena, sizeof(Attr));
-  if (t < 0 || !p || !a) { gpuc_err_set(e, "%s: out of memory", g->path); return -1; }
+  if (v < 0 || pass_add_transpose(g, name, x, v, perm, rank) < 0) {
+    gpuc_err_set(e, "%s: out of memory", g->path);
+    return -1;
+  }
   const Tensor *xt = &g->values[x].t;
   int64_t dims[GPUC_MAX_RANK];
-  for (int d = 0; d < rank; d++) { p[d] = perm[d]; dims[d] = xt->dims[perm[d]]; }
+  for (int d = 0; d < rank; d++) dims[d] = xt->dims[perm[d]];
   gpuc_set_shape(&g->values[v].t, xt->dt, rank, dims);
-  *a = (Attr){.name = "perm", .kind = GPUC_ATTR_INTS, .n = rank, .ints = p};
-  Node *n = &g->nodes[t];
-  n->in[0] = x;
-  n->out[0] = v;
-  n->attrs = a;
-  n->nattr = 1;
-  g->values[v].producer = t;
   return v;
 }
 
@@ -117,18 +110,7 @@ static int rewrite(Graph *g, int i, GpucErr *e) {
     for (int d = 0; d < nb + 2; d++) zd[py[d]] = yt->dims[d];
     gpuc_set_shape(&g->values[z].t, yt->dt, nb + 2, zd);
     snprintf(name, sizeof name, "%s.out", base);
-    int t = gpuc_graph_add_node(g, GPUC_OP_TRANSPOSE, name, 1, 1);
-    int64_t *p = gpuc_arena_alloc(&g->arena, sizeof(int64_t) * (size_t)(nb + 2));
-    Attr *at = gpuc_arena_alloc(&g->arena, sizeof(Attr));
-    if (t < 0 || !p || !at) return gpuc_err_set(e, "%s: out of memory", g->path);
-    for (int d = 0; d < nb + 2; d++) p[d] = py[d];
-    *at = (Attr){.name = "perm", .kind = GPUC_ATTR_INTS, .n = nb + 2, .ints = p};
-    Node *tn = &g->nodes[t];
-    tn->in[0] = z;
-    tn->out[0] = y0;
-    tn->attrs = at;
-    tn->nattr = 1;
-    g->values[y0].producer = t;
+    if (pass_add_transpose(g, name, z, y0, py, nb + 2) < 0) return gpuc_err_set(e, "%s: out of memory", g->path);
   }
   n = &g->nodes[i]; /* adding nodes may move the array */
   n->op = GPUC_OP_MATMUL;

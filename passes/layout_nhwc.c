@@ -216,19 +216,8 @@ static int transpose(Rw *r, int in, int out, const int perm[4]) {
   Graph *g = r->g;
   char name[512];
   snprintf(name, sizeof name, "%s.%s", g->values[out].name, perm[1] == 2 ? "to_nhwc" : "to_nchw");
-  int ni = gpuc_graph_add_node(g, GPUC_OP_TRANSPOSE, name, 1, 1);
-  Attr *a = ni < 0 ? NULL : gpuc_arena_alloc(&g->arena, sizeof(Attr));
-  int64_t *p = a ? gpuc_arena_alloc(&g->arena, sizeof(int64_t) * 4) : NULL;
-  if (!p) return oom(r);
-  for (int i = 0; i < 4; i++) p[i] = perm[i];
-  *a = (Attr){.name = "perm", .kind = GPUC_ATTR_INTS, .n = 4, .ints = p};
-  Node *n = &g->nodes[ni];
-  n->in[0] = in;
-  n->out[0] = out;
-  n->attrs = a;
-  n->nattr = 1;
-  g->values[out].producer = ni;
-  return ni;
+  int ni = pass_add_transpose(g, name, in, out, perm, 4);
+  return ni < 0 ? oom(r) : ni;
 }
 
 /* The NHWC value a region node reads for computed value v: the region's

@@ -36,6 +36,22 @@ bool pass_env_on(const char *name) {
   return v && *v && strcmp(v, "0");
 }
 
+int pass_add_transpose(Graph *g, const char *name, int in, int out, const int *perm, int rank) {
+  int ni = gpuc_graph_add_node(g, GPUC_OP_TRANSPOSE, name, 1, 1);
+  Attr *a = ni < 0 ? NULL : gpuc_arena_alloc(&g->arena, sizeof(Attr));
+  int64_t *p = a ? gpuc_arena_alloc(&g->arena, sizeof(int64_t) * (size_t)rank) : NULL;
+  if (!p) return -1;
+  for (int i = 0; i < rank; i++) p[i] = perm[i];
+  *a = (Attr){.name = "perm", .kind = GPUC_ATTR_INTS, .n = rank, .ints = p};
+  Node *n = &g->nodes[ni];
+  n->in[0] = in;
+  n->out[0] = out;
+  n->attrs = a;
+  n->nattr = 1;
+  g->values[out].producer = ni;
+  return ni;
+}
+
 bool pass_const_scalar(const Graph *g, int v, double *x) {
   if (v < 0) return false;
   const Value *c = &g->values[v];

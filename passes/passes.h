@@ -172,6 +172,9 @@ bool pass_const_scalar(const Graph *g, int v, double *x);
 /* environment switch `name` set to anything but "" or "0" (the
  * GPUC_NO_<REWRITE>=1 switches of GPU A/B runs); */
 bool pass_env_on(const char *name);
+/* a new Transpose node `name` reading value in, writing value out (its
+ * producer set) by perm [rank]: the node, or -1 out of memory; */
+int pass_add_transpose(Graph *g, const char *name, int in, int out, const int *perm, int rank);
 /* reduction node m (axes as attribute or input) over x's last axis only,
  * keepdims 1. */
 bool pass_reduces_last_axis(Graph *g, const Node *m, const Tensor *x);

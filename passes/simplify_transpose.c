@@ -299,13 +299,22 @@ static int sink(Ctx *c, int t, int ni, int k, const Perm *p) {
 
 /* The value whose elements in its own row-major order are Transpose t's
  * output (walking up through data movement), or -1 */
+/* Transpose t's output y read as it is stored: false when its shape is
+ * unknown or empty; n its element count */
+static bool output_view(const Graph *g, int t, int *y, GpucView *v, int64_t *n) {
+  *y = g->nodes[t].out[0];
+  const Tensor *yt = &g->values[*y].t;
+  *n = gpuc_numel(yt);
+  if (!gpuc_shape_known(yt) || *n < 1) return false;
+  gpuc_view_row_major(v, yt);
+  return true;
+}
+
 static int plain_source(const Graph *g, int t) {
-  int y = g->nodes[t].out[0];
-  const Tensor *yt = &g->values[y].t;
-  int64_t n = gpuc_numel(yt);
-  if (!gpuc_shape_known(yt) || n < 1) return -1;
+  int y;
+  int64_t n;
   GpucView v;
-  gpuc_view_row_major(&v, yt);
+  if (!output_view(g, t, &y, &v, &n)) return -1;
   int cur = y;
   for (int guard = 0; guard < 32; guard++) {
     cur = gpuc_view_step(g, cur, &v, true);
@@ -458,13 +467,10 @@ static bool dense_permutation(const GpucView *v, int64_t numel, int *rank, int64
  * between are read only by the chain. */
 static int permuted_source(const Ctx *c, int t, int *rank, int64_t *zd, int *q) {
   const Graph *g = c->g;
-  int y = g->nodes[t].out[0];
-  const Tensor *yt = &g->values[y].t;
-  int64_t n = gpuc_numel(yt);
-  if (!gpuc_shape_known(yt) || n < 1) return -1;
-  GpucView v;
-  gpuc_view_row_major(&v, yt);
-  GpucView at; /* the view at the furthest source */
+  int y;
+  int64_t n;
+  GpucView v, at; /* at: the view at the furthest source */
+  if (!output_view(g, t, &y, &v, &n)) return -1;
   int cur = y, transposes = 0, found = -1;
   for (int guard = 0; guard < 32; guard++) {
     if (cur != y && sole_reader(c, cur) < 0) break;
@@ -508,17 +514,10 @@ static int as_permuted(Ctx *c, int t, int x, int rank, const int64_t *zd, const 
   }
   snprintf(name, sizeof name, "%s.permuted", base);
   int tv = gpuc_graph_add_value(g, name);
-  int tn = tv < 0 ? -1 : gpuc_graph_add_node(g, GPUC_OP_TRANSPOSE, name, 1, 1);
-  if (tn < 0) return oom(g, c->e);
+  if (tv < 0 || pass_add_transpose(g, name, z, tv, q, rank) < 0) return oom(g, c->e);
   int64_t td[GPUC_MAX_RANK];
-  Perm pq = {.r = rank};
-  for (int a = 0; a < rank; a++) { pq.p[a] = q[a]; td[a] = zd[q[a]]; }
+  for (int a = 0; a < rank; a++) td[a] = zd[q[a]];
   gpuc_set_shape(&g->values[tv].t, dt, rank, td);
-  Node *nt = &g->nodes[tn];
-  nt->in[0] = z;
-  nt->out[0] = tv;
-  g->values[tv].producer = tn;
-  if (set_perm(g, nt, &pq, c->e)) return -1;
   return as_reshape(c, t, tv);
 }
 

@@ -158,11 +158,22 @@ static void b_plain_split(Graph *g) {
   output(g, NODE(g, GPUC_OP_RELU, transpose(g, reshape_to(g, transpose(g, x, 3, p), 4, r), 4, NCHW_TO_NHWC)));
 }
 /* not plain: x [2,3,3,5] -> to NCHW -> Reshape [2,5,9] -> Transpose
- * [2,1,0]: moves data, both Transposes stay */
+ * [2,1,0]: moves data, but is x as [2,9,5] permuted [1,2,0] (rule
+ * permuted): one Transpose between Reshapes. With the Reshape's output a
+ * second graph output (permuted_shared) the chain is not single-reader:
+ * both Transposes stay. */
+static bool permuted_shared;
 static void b_plain_not(Graph *g) {
   int64_t d[4] = {2, 3, 3, 5}, r[3] = {2, 5, 9}, p[3] = {2, 1, 0};
   int x = input(g, "x", 4, d);
-  output(g, NODE(g, GPUC_OP_RELU, transpose(g, reshape_to(g, transpose(g, x, 4, NHWC_TO_NCHW), 3, r), 3, p)));
+  int m = reshape_to(g, transpose(g, x, 4, NHWC_TO_NCHW), 3, r);
+  output(g, NODE(g, GPUC_OP_RELU, transpose(g, m, 3, p)));
+  if (permuted_shared) output(g, m);
+}
+static void b_permuted_shared(Graph *g) {
+  permuted_shared = true;
+  b_plain_not(g);
+  permuted_shared = false;
 }
 
 /* flat norm: x NHWC [2,3,5,6] -> to NCHW -> Reshape [2,g,90/g] ->
@@ -198,7 +209,8 @@ static const Case cases[] = {
     {"flat norm that does not pay", 17, b_flat_norm_no_pay, 1, false},
     {"plain: transpose, reshape, transpose", 17, b_plain_merge, 0, true},
     {"plain: the reshape splitting", 17, b_plain_split, 0, true},
-    {"not plain", 17, b_plain_not, 2, false},
+    {"not plain: permuted", 17, b_plain_not, 1, true},
+    {"permuted, the middle read elsewhere", 17, b_permuted_shared, 2, false},
     {"compose to identity", 17, b_compose_cancel, 0, true},
     {"compose to one", 17, b_compose_one, 1, true},
     {"compose, inner shared", 17, b_compose_shared, 1, true},
