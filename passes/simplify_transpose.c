@@ -327,16 +327,17 @@ static int plain_source(const Graph *g, int t) {
 /* Transpose t -> Reshape(x, t's output shape) */
 static int as_reshape(Ctx *c, int t, int x) {
   Graph *g = c->g;
-  const Tensor *yt = &g->values[g->nodes[t].out[0]].t;
+  /* a copy of t's output shape: adding a value may move g->values */
+  const Tensor yt = g->values[g->nodes[t].out[0]].t;
   char name[512];
   snprintf(name, sizeof name, "%s.shape", g->nodes[t].name);
   int s = gpuc_graph_add_value(g, name);
   int *in = gpuc_arena_alloc(&g->arena, sizeof(int) * 2);
   if (s < 0 || !in) return oom(g, c->e);
-  int64_t r = yt->rank;
+  int64_t r = yt.rank;
   gpuc_set_shape(&g->values[s].t, GPUC_DT_I64, 1, &r);
   if (gpuc_tensor_alloc(&g->values[s].t, c->e)) return -1;
-  for (int a = 0; a < yt->rank; a++) gpuc_set_i64(&g->values[s].t, a, yt->dims[a]);
+  for (int a = 0; a < yt.rank; a++) gpuc_set_i64(&g->values[s].t, a, yt.dims[a]);
   g->values[s].is_const = true;
   Node *n = &g->nodes[t];
   in[0] = x;

@@ -228,6 +228,35 @@ static const Case cases[] = {
     {"layernorm axis moved", 17, b_layernorm_moved, 2, false},
 };
 
+/* The permuted rule adds values (the Transpose's output, Reshape shapes),
+ * which may move g->values under pointers held across: run it with 0..80
+ * unused values added first, so one run meets the array's growth at each
+ * step (ASan builds see a stale pointer; coatnet_0's dynamo export at
+ * batch 1 crashed in as_reshape so). */
+static void test_permuted_growth(void) {
+  int bad = 0;
+  for (int pad = 0; pad <= 80; pad++) {
+    GpucErr e = {0};
+    Graph *g0 = graph_new(17), *g1 = graph_new(17);
+    b_plain_not(g0);
+    b_plain_not(g1);
+    for (int k = 0; k < pad; k++) {
+      char name[32];
+      snprintf(name, sizeof name, "unused%d", k);
+      GPUC_ASSERT(gpuc_graph_add_value(g1, name) >= 0);
+    }
+    CHECK(gpuc_graph_infer(g0, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "growth %d: bad test graph: %s", pad, e.msg);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    bad += pass_simplify_transpose(g1, &o, &e) <= 0 || count_op(g1, GPUC_OP_TRANSPOSE) != 1 ||
+           gpuc_graph_verify(g1, &e) != 0;
+    if (pad % 16 == 0) compare("permuted growth", g0, g1, 1e-6);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+  CHECK(bad == 0, "permuted growth: %d of 81 runs not one Transpose", bad);
+}
+
 static void test_rules(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const Case *c = &cases[i];
@@ -345,6 +374,7 @@ static void test_convnext_block(int64_t batch) {
 
 int main(void) {
   test_rules();
+  test_permuted_growth();
   test_composed_perm();
   test_convnext_block(2);
   test_convnext_block(1);
