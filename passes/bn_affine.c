@@ -66,7 +66,7 @@ int pass_batchnorm_affine(Graph *g, const PassOptions *o, GpucErr *e) {
       gpuc_set_f64(&cv->t, c, gpuc_get_f64(bet, c) - gpuc_get_f64(mean, c) * k);
     }
     int xin = bn->in[0], y = bn->out[0], mid = vals[2];
-    g->values[mid].t = *x;
+    g->values[mid].t = g->values[xin].t; /* not *x: adding values may have moved the array */
     g->values[mid].t.data = NULL;
     /* the BN node becomes the Mul (its name stays), then the Add writes y */
     int *in = gpuc_arena_alloc(&g->arena, sizeof(int) * 2);
