@@ -129,9 +129,12 @@ def gpuc_compile(a, onnx, plan, shapes, opt, fp16, timeout):
     if a.cpu_only:
         cmd += ["--arch", a.arch]
     t = time.time()
+    # -O3 measures block sizes and algorithms on the GPU: gpuc takes the
+    # workers' lock itself for that part only (GPUC_GPU_LOCK), so the code
+    # generation and NVRTC of one worker's -O3 plan overlap the others' work
+    env = dict(os.environ, GPUC_GPU_LOCK=GPU_LOCK) if GPU_LOCK and opt == "-O3" else None
     try:
-        with gpu_use(opt == "-O3" and not a.cpu_only):  # -O3 measures block sizes
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return dict(ok=False, error="gpuc compile timed out after %ds" % timeout)
     res = dict(ok=r.returncode == 0, compile_s=round(time.time() - t, 2))
@@ -240,6 +243,35 @@ def torch_side(a, torch, zm, m, model, batch, inputs):
     return ref, res
 
 
+def model_timeout(a, name):
+    """--timeout-per-model, or this model's --timeout-for."""
+    for item in filter(None, a.timeout_for.split(",")):
+        n, _, sec = item.partition("=")
+        if n == name:
+            return float(sec)
+    return a.timeout_per_model
+
+
+def fp64_reference(a, torch, zm, m, inputs):
+    """PyTorch's output in fp64 (a copy of the model, float inputs as
+    double): asked only when a gpuc fp32 plan misses 1e-4, to tell gpuc's
+    rounding from the fp32 rounding PyTorch's own output carries (deep
+    random-weight nets amplify both). The array, or the reason it failed."""
+    import copy
+    dev = "cpu" if a.cpu_only else "cuda"
+    try:
+        m64 = copy.deepcopy(m).double()
+        t64 = [torch.from_numpy(v).to(dev) for v in inputs.values()]
+        t64 = [t.double() if t.is_floating_point() else t for t in t64]
+        with torch.no_grad(), gpu_use(not a.cpu_only):
+            out = m64(*t64)
+            out = (out[0] if isinstance(out, (tuple, list)) else out).cpu().numpy()
+        del m64
+        return out
+    except Exception as e:  # report, go on
+        return "fp64 reference failed: " + zm._short(e, 200)
+
+
 # ---- one model -----------------------------------------------------------------
 
 def plan_keys(a):
@@ -256,7 +288,7 @@ def run_model(a, torch, zm, model, emit):
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     dev = "cpu" if a.cpu_only else "cuda"
-    deadline = time.time() + a.timeout_per_model
+    deadline = time.time() + model_timeout(a, model.name)
     left = lambda: max(5, int(deadline - time.time()))
     rows = {}  # (exporter, batch) -> row
     exported = {}
@@ -296,7 +328,7 @@ def run_model(a, torch, zm, model, emit):
                 plan = os.path.join(work, "%s_%s_b%d%s_%s.gpuc" % (model.name, ex, b, opt, prec))
                 jobs.append((ex, b, opt, prec, path, plan, shapes))
     # -O3 measures block sizes on the GPU (not with --cpu-only): those plans
-    # compile one at a time, after the others, so no timing shares the GPU
+    # compile one at a time, after the others (their measuring holds the lock)
     tuned = [j for j in jobs if j[2] == "-O3" and not a.cpu_only]
     for group, width in (([j for j in jobs if j not in tuned], a.jobs), (tuned, 1)):
         with concurrent.futures.ThreadPoolExecutor(max_workers=width) as pool:
@@ -348,6 +380,15 @@ def run_model(a, torch, zm, model, emit):
                 if prec == "fp32":
                     c["pass"] = e <= FP32_LIMIT
                     c["limit"] = FP32_LIMIT
+                    if not c["pass"]:  # how far PyTorch's own fp32 is from fp64, beside gpuc's
+                        if "ref64" not in row:
+                            row["ref64"] = fp64_reference(a, torch, zm, m, inputs)
+                        r64 = row["ref64"]
+                        if isinstance(r64, np.ndarray):
+                            row["torch_fp32_vs_fp64"] = rel_l2(ref, r64)
+                            c["rel_l2_fp64"] = rel_l2(out, r64)
+                        else:
+                            row["fp64_error"] = r64
                 else:
                     tf = row.get("torch_fp16_err", float("inf"))
                     c["limit"] = max(FP16_FLOOR, 2 * tf) if math.isfinite(tf) else FP16_FLOOR
@@ -364,6 +405,7 @@ def run_model(a, torch, zm, model, emit):
                     _, prof = gpuc_bench(a, c["plan"], left(), profile=True)
                     c["profile_top"] = profile_top(prof or "")
         for ex in a.exporters:
+            rows[(ex, b)].pop("ref64", None)
             emit(rows[(ex, b)])
     if not a.keep_work:
         shutil.rmtree(work, ignore_errors=True)  # ONNX files of big models are hundreds of MB
@@ -409,7 +451,12 @@ def reasons(r, a_keys, seen=None):
             if c.get(f):
                 add("%s: " % k.replace("_", " "), c[f])
         if c.get("pass") is False:
-            out.append("%s: rel L2 %.2e over the limit %.2e" % (k.replace("_", " "), c["rel_l2"], c["limit"]))
+            msg = "%s: rel L2 %.2e over the limit %.2e" % (k.replace("_", " "), c["rel_l2"], c["limit"])
+            if c.get("rel_l2_fp64") is not None and r.get("torch_fp32_vs_fp64") is not None:
+                msg += " (against fp64: gpuc %.2e, PyTorch fp32 %.2e)" % (c["rel_l2_fp64"], r["torch_fp32_vs_fp64"])
+            out.append(msg)
+    if r.get("fp64_error"):
+        add("", r["fp64_error"])
     return "; ".join(out).replace("|", "/")
 
 
@@ -557,31 +604,51 @@ def child_argv(argv, drop):
     return out
 
 
+def claim_next(queue):
+    """--workers' shared queue: (index, name) of the next model no worker has
+    taken, or None when all are taken."""
+    with open(queue, "r+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        q = json.load(f)
+        if q["next"] >= len(q["names"]):
+            return None
+        k = q["next"]
+        q["next"] = k + 1
+        f.seek(0)
+        f.truncate()
+        json.dump(q, f)
+        return k, q["names"][k]
+
+
 def run_workers(a, names):
-    """--workers N: N child zoo processes, each with every N-th model, sharing
+    """--workers N: N child zoo processes taking models from one queue, sharing
     one GPU lock; their rows are merged into OUT/zoo.jsonl and OUT/zoo.md."""
     w = min(a.workers, len(names))
     os.makedirs(a.work, exist_ok=True)
     lock = os.path.join(a.work, "gpu.lock")
     base = child_argv(sys.argv, {"--workers", "--shard", "--models", "--out", "--work", "--jobs",
-                                 "--budget", "--gpu-lock", "--worker-tag", "--shared-jsonl"})
+                                 "--budget", "--gpu-lock", "--worker-tag", "--shared-jsonl", "--queue"})
     jobs = max(1, (os.cpu_count() or 2) // w)
     budget = a.budget - (time.time() - START)
     # each worker appends its rows to OUT/zoo.jsonl as it makes them, so a run
     # stopped by the device's time limit keeps them (zoo.py --table remakes zoo.md)
     shared = os.path.join(a.out, "zoo.jsonl")
+    # one queue of models in --models order: a worker takes the next one when
+    # it is free (big models first in the list keep the end of a run even)
+    queue = os.path.join(a.work, "queue.json")
+    with open(queue, "w") as f:
+        json.dump(dict(names=names, next=0), f)
+    log("queue of %d models, %d workers: %s" % (len(names), w, ",".join(names)))
     procs, outs = [], []
     for k in range(w):
-        part = names[k::w]
         out = os.path.join(a.work, "w%d" % (k + 1))
         shutil.rmtree(out, ignore_errors=True)
         outs.append(os.path.join(out, "zoo.jsonl"))
-        cmd = [sys.executable] + base + ["--models", ",".join(part), "--out", out,
+        cmd = [sys.executable] + base + ["--models", ",".join(names), "--queue", queue, "--out", out,
                                          "--work", os.path.join(a.work, "w%d_work" % (k + 1)),
                                          "--jobs", str(jobs), "--budget", "%.0f" % budget,
                                          "--gpu-lock", lock, "--worker-tag", str(k + 1),
                                          "--shared-jsonl", shared]
-        log("worker %d: %s" % (k + 1, ",".join(part)))
         procs.append(subprocess.Popen(cmd))
     for p in procs:
         p.wait()
@@ -615,6 +682,8 @@ def main():
     ap.add_argument("--budget", type=float, default=540, help="seconds for the whole run: "
                     "no model is started after budget - timeout-per-model/2")
     ap.add_argument("--timeout-per-model", type=float, default=240)
+    ap.add_argument("--timeout-for", default="", help="NAME=SECONDS[,...]: a longer (or shorter) limit for "
+                    "these models (maxvit_t: torch.compile's compilation at batch 32 took over 380 s)")
     ap.add_argument("--quick", action="store_true", help="fewer timing iterations, no torch.compile")
     ap.add_argument("--no-compile-baseline", action="store_true", help="skip torch.compile")
     ap.add_argument("--iters", type=int, default=100, help="gpuc bench iterations")
@@ -633,6 +702,7 @@ def main():
     ap.add_argument("--gpu-lock", help=argparse.SUPPRESS)   # set by --workers for its children
     ap.add_argument("--worker-tag", help=argparse.SUPPRESS)
     ap.add_argument("--shared-jsonl", help=argparse.SUPPRESS)
+    ap.add_argument("--queue", help=argparse.SUPPRESS)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if a.table:
@@ -690,8 +760,13 @@ def main():
                 fcntl.flock(f, fcntl.LOCK_UN)
 
     signal.signal(signal.SIGALRM, on_alarm)
-    log("zoo: %d models (%s), %s" % (len(names), ",".join(names), mode))
-    for k, name in enumerate(names):
+    if a.queue:
+        log("zoo: models from the shared queue, %s" % mode)
+        order = iter(lambda: claim_next(a.queue), None)
+    else:
+        log("zoo: %d models (%s), %s" % (len(names), ",".join(names), mode))
+        order = enumerate(names)
+    for k, name in order:
         model = zm.BY_NAME[name]
         if time.time() - START > a.budget - a.timeout_per_model / 2:
             for ex in a.exporters:
@@ -701,7 +776,7 @@ def main():
             continue
         log("== %s (%d/%d)" % (name, k + 1, len(names)))
         n_before = len(rows)
-        signal.alarm(int(a.timeout_per_model))
+        signal.alarm(int(model_timeout(a, name)))
         try:
             run_model(a, torch, zm, model, emit)
         except Exception as e:  # a timeout or a crash of this model: its rows say why

@@ -8,10 +8,13 @@
 #include "passes.h"
 #include "session.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now_s(void) {
   struct timespec t;
@@ -152,7 +155,25 @@ const char *default_tune_cache(char *buf, size_t n) {
   return NULL;
 }
 
+/* GPUC_GPU_LOCK=FILE: -O3 holds an exclusive flock(2) on FILE while it
+ * measures on the GPU (and only then: code generation and NVRTC run
+ * unlocked), so processes that share one GPU and the same lock (bench/zoo.py's
+ * workers) never time their kernels over each other's. -1 when unset or not
+ * lockable (a note, then tuning goes on unlocked). */
+static int gpu_lock_take(void) {
+  const char *path = getenv("GPUC_GPU_LOCK");
+  if (!path || !*path) return -1;
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0 || flock(fd, LOCK_EX) != 0) {
+    fprintf(stderr, "gpuc: note: GPUC_GPU_LOCK %s: %s; tuning without the lock\n", path, strerror(errno));
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 int autotune_plan_in_memory(Plan **p, const char *what, const char *cache, GpucTuneStats *ts, GpucErr *e) {
+  int lock = gpu_lock_take();
   GpucSession *s = gpuc_session_create_plan(*p, what, 0, e); /* owns *p from here */
   *p = NULL;
   uint8_t *buf = NULL;
@@ -161,5 +182,6 @@ int autotune_plan_in_memory(Plan **p, const char *what, const char *cache, GpucT
   if (!rc && !(*p = gpuc_plan_from_bytes(buf, n, what, e))) rc = 1;
   free(buf);
   gpuc_session_free(s);
+  if (lock >= 0) close(lock); /* releases the flock */
   return rc ? -1 : 0;
 }
