@@ -273,34 +273,253 @@ static void int8_wgmma_helpers(StrBuf *b, int bn) {
   sb_printf(b, "\n    : \"l\"(da), \"l\"(db), \"r\"(acc));\n}\n");
 }
 
-int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, int64_t k, const EwProgram *epi,
-                 uint32_t tacc) {
-  const I8Tile T = tile_for(c->opt, n, k);
-  /* a warp's m16 and n8 tiles; a wgmma warp has one m16 row band of the
-   * whole BN (its accumulators indexed [0][n8 tile][e] like mma.sync's) */
-  const int mt = T.wg ? 1 : T.bm / (16 * T.wm), nt = T.wg ? T.bn / 8 : T.bn / (8 * T.wn);
-  const int wn = T.wg ? 1 : T.wn, threads = T.wg ? 2 * T.bm : 32 * T.wm * T.wn;
-  /* wgmma: 1 KB more to align the tiles to the 128-byte swizzle's 1024-byte atom */
-  unsigned shmem = (unsigned)(T.st * (T.bm + T.bn) * T.bk) + (T.wg ? 1024u : 0u);
-  StrBuf *src = cg_src(c);
-  int8_gemm_helpers(src);
-  if (T.wg) int8_wgmma_helpers(src, T.bn);
-  /* the kernel's text after its name, in its own buffer first: twelve
-   * layers of one shape make one kernel, not twelve for NVRTC to compile */
-  StrBuf body = {0}, *b = &body;
-  uint32_t args[EW_MAX_EXT + 3];
-  int na = 0;
-  args[na++] = tx;
-  args[na++] = tw;
-  sb_printf(b, "(const signed char* __restrict__ xq, const signed char* __restrict__ wq, ");
+/* The tile's store: each warp's accumulators acc[mt][nt][4] (the m16n8
+ * layout: lane l rows l/4 and + 8, columns 2 (l % 4) and + 1 of each
+ * 16 x 8 tile; warps wn across the tile's columns) at (m0, n0), pairs of
+ * columns at a time, through epi's program or as int32. Warp w is
+ * threadIdx.x / 32 (the WS kernel's consumers are its first warps). */
+static void emit_store(StrBuf *b, const EwProgram *epi, int64_t n, int wn, int mt, int nt) {
+  sb_printf(b, "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+               "  const int rw = m0 + (warp / %d) * %d + (lane >> 2), cw = n0 + (warp %% %d) * %d + (lane & 3) * 2;\n"
+               "#pragma unroll\n  for (int a = 0; a < %d; a++)\n#pragma unroll\n    for (int c = 0; c < %d; c++)\n"
+               "#pragma unroll\n      for (int h = 0; h < 2; h++) {\n"
+               "    const int r = rw + a * 16 + h * 8, col = cw + c * 8;\n"
+               "    if (r >= M || col >= N) continue;\n"
+               "    const i64 i0_ = (i64)r * N + col;\n",
+            wn, mt * 16, wn, nt * 8, mt, nt);
   if (epi) {
-    na += ew_epilogue_params(b, epi, args + na);
-    sb_printf(b, "%s* __restrict__ out0) {\n", cg_ctype(epi->y->dt));
-    args[na++] = epi->ty;
+    sb_printf(b, "    const i64 row_ = r; const int j0_ = col; (void)row_; (void)j0_;\n"
+                 "    const int reg_[2] = {acc[a][c][2 * h], acc[a][c][2 * h + 1]};\n");
+    ew_epilogue_pair(b, epi, n);
   } else {
-    sb_printf(b, "int* __restrict__ out0) {\n");
-    args[na++] = tacc;
+    sb_printf(b, "    *(int2*)(out0 + i0_) = make_int2(acc[a][c][2 * h], acc[a][c][2 * h + 1]);\n");
   }
+  sb_printf(b, "  }\n");
+}
+
+/* ---- the warp-specialized wgmma kernel (GPUC_INT8_WS=1, sm_90) ----
+ *
+ * The kernel above has every warp both load (cp.async) and compute
+ * (wgmma), with a __syncthreads a K step; at BERT's K 768 (6 steps of
+ * 128 bytes) a tile's prologue and epilogue weigh as much as its main
+ * loop. Here the roles split (docs/BENCHMARKS.md, twelfth session):
+ *   - C consumer warpgroups (threads 0 .. 128 C - 1), each 64 rows x BN of
+ *     a BM = 64 C tile, run wgmma m64nBNk32 on a ring of ST stages and the
+ *     same epilogue (emit_store: warp w holds rows 16 w + lane / 4 (+ 8));
+ *   - a producer (the last warpgroup, or warp: ws_fit) fills the ring by
+ *     cp.async, each thread one 16-byte chunk column of the 128-byte rows;
+ *   - per stage a "full" mbarrier (an arrival a producer thread: its
+ *     cp.async.mbarrier.arrive.noinc fires when its copies have landed) and
+ *     an "empty" one (4 C arrivals: lane 0 of each consumer warp once
+ *     wgmma.wait_group says the stage's reads are done);
+ *   - persistent CTAs: CTA b takes tiles b, b + grid, ... (M fastest, so
+ *     CTAs side by side share Wq's columns in L2); the ring runs on across
+ *     tiles, so the producer fills the next tile's stages while the
+ *     consumers run this tile's epilogue.
+ * Same shared layout (i8_sw<128>: the 128B swizzle on 1024-byte-aligned
+ * stages), descriptors and wgmma as the kernel above, the same zero-filled
+ * loads past M, N and K, so the same exact int32 sums and epilogue bits.
+ * (cp.async rather than TMA: TMA needs a CUtensorMap of each tensor's
+ * device address, built by the driver at plan load: plan and runtime
+ * work, left for a next step.) */
+typedef struct I8Ws { int c, bn, st, grid_per_sm, per_sm, np, r0; } I8Ws;
+
+/* GPUC_INT8_WS=1: the warp-specialized kernel where the wgmma one runs */
+static bool use_ws(const CodegenOptions *o) {
+  const char *env = getenv("GPUC_INT8_WS");
+  return use_wgmma(o) && env && *env && strcmp(env, "0");
+}
+
+enum { WS_SM_BYTES = 228 * 1024, WS_CTA_MAX = 227 * 1024, WS_SMS = 132 };
+
+/* shared bytes: ST stages of (BM + BN) 128-byte rows, 1 KB to align them,
+ * then 2 ST mbarriers (8 bytes each) */
+static unsigned ws_shmem(const I8Ws *w) { return (unsigned)(w->st * (64 * w->c + w->bn) * 128 + 1024 + 16 * w->st); }
+
+/* Fills in CTAs an SM (as many as shared memory allows, 1 KB a CTA the
+ * runtime's, at most 3), the producer's threads and r0, the registers a
+ * thread that __launch_bounds__ allows (65536 / threads an SM, a multiple
+ * of 8; ptxas may use fewer). ptxas allocates the whole kernel within r0:
+ * setmaxnreg.inc does not raise what it gives the code after it (it
+ * aborts, and NVRTC with it, on an m64n256 wgmma at 128 even after an
+ * inc to 232, on an m64n128 one at 80), so r0 must hold the consumers'
+ * BN / 2 accumulators and the epilogue's values itself, and setmaxnreg
+ * (which would also need ptxas's exact count, or an inc may wait for
+ * registers no warp frees) is not used. A producer warpgroup where one
+ * CTA takes the SM: its 4 warps issue the copies on the SM's 4
+ * schedulers; one producer warp where CTAs share it, so each thread keeps
+ * more registers. False for a tile that does not fit. */
+static bool ws_fit(I8Ws *w) {
+  if (!(w->c == 1 || w->c == 2) || !(w->bn == 64 || w->bn == 128 || w->bn == 256) || w->st < 2 || w->st > 8)
+    return false;
+  const unsigned sh = ws_shmem(w);
+  if (sh > WS_CTA_MAX) return false;
+  const int need = w->bn / 2 + 32;
+  int fit = (int)(WS_SM_BYTES / (sh + 1024));
+  for (w->per_sm = fit > 3 ? 3 : fit; w->per_sm >= 1; w->per_sm--) {
+    w->np = w->per_sm > 1 ? 32 : 128;
+    w->r0 = (65536 / (w->per_sm * (128 * w->c + w->np))) & ~7;
+    if (w->r0 >= need) return true;
+  }
+  return false;
+}
+
+/* GPUC_INT8_WS_TILE=wsBMxBNsST[gG] (BM 64 or 128; G CTAs an SM in the
+ * persistent grid, else as many as fit) for the sweeps of
+ * tests/gpu/int8_gemm_check.py; else by shape. */
+static I8Ws ws_tile_for(int64_t n, int64_t k) {
+  const char *env = getenv("GPUC_INT8_WS_TILE");
+  I8Ws w = {0};
+  int bm = 0, g = 0;
+  if (env && sscanf(env, "ws%dx%ds%dg%d", &bm, &w.bn, &w.st, &g) >= 3 && (bm == 64 || bm == 128)) {
+    w.c = bm / 64;
+    if (ws_fit(&w)) {
+      w.grid_per_sm = g > 0 && g <= w.per_sm ? g : w.per_sm;
+      return w;
+    }
+  }
+  /* not measured yet (the sweep will say): short K and wide N, 128 x 256
+   * tiles (fewest L2 bytes an operation; one CTA an SM, the persistent
+   * ring overlapping tiles); else 128 x 128 with 3 stages, two CTAs an SM
+   * (K 3072 N 768: 96 tiles of 128 x 256 would leave SMs idle) */
+  w = n >= 2048 && k < 2048 ? (I8Ws){.c = 2, .bn = 256, .st = 4} : (I8Ws){.c = 2, .bn = 128, .st = 3};
+  if (!ws_fit(&w)) abort(); /* the defaults fit by construction */
+  w.grid_per_sm = w.per_sm;
+  return w;
+}
+
+/* The ring's device side, once a module: mbarrier wait/arrive, the
+ * producer's loop and one consumer tile's main loop. */
+static void int8_ws_helpers(StrBuf *b) {
+  static const char *marker = "/* gpuc int8 wgmma ws */";
+  if (b->s && strstr(b->s, marker)) return;
+  sb_printf(b, "%s\n", marker);
+  sb_printf(b,
+    "__device__ __forceinline__ unsigned ws_sa(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }\n"
+    "__device__ __forceinline__ void ws_bar_init(unsigned long long* bar, unsigned count) {\n"
+    "  asm volatile(\"mbarrier.init.shared::cta.b64 [%%0], %%1;\\n\" :: \"r\"(ws_sa(bar)), \"r\"(count) : \"memory\");\n}\n"
+    "/* until the phase of this parity has completed (a fresh barrier: parity 1 has) */\n"
+    "__device__ __forceinline__ void ws_bar_wait(unsigned long long* bar, unsigned parity) {\n"
+    "  asm volatile(\"{\\n.reg .pred done;\\nws_wait:\\n\"\n"
+    "               \"mbarrier.try_wait.parity.shared::cta.b64 done, [%%0], %%1;\\n\"\n"
+    "               \"@!done bra ws_wait;\\n}\\n\" :: \"r\"(ws_sa(bar)), \"r\"(parity) : \"memory\");\n}\n"
+    "__device__ __forceinline__ void ws_bar_arrive(unsigned long long* bar) {\n"
+    "  asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%%0];\\n\" :: \"r\"(ws_sa(bar)) : \"memory\");\n}\n"
+    "/* an arrival once this thread's cp.asyncs so far have landed (noinc: the\n"
+    " * barrier's count includes it) */\n"
+    "__device__ __forceinline__ void ws_bar_arrive_cp(unsigned long long* bar) {\n"
+    "  asm volatile(\"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%%0];\\n\" :: \"r\"(ws_sa(bar)) : \"memory\");\n}\n"
+    "/* the producer (NP threads: a warp or a warpgroup): thread p copies 16-byte\n"
+    " * chunk p %% 8 of rows p / 8 + (NP / 8) i of each stage's A (BM rows) and\n"
+    " * B (BN rows) tiles, for every K step of every tile of this CTA, in ring order */\n"
+    "template <int BM, int BN, int ST, int NP>\n"
+    "__device__ __forceinline__ void ws_produce(const signed char* __restrict__ x, const signed char* __restrict__ w,\n"
+    "    int M, int N, int K, int mtiles, int tiles, int p, unsigned char* sm, unsigned long long* full,\n"
+    "    unsigned long long* empty) {\n"
+    "  constexpr int BK = 128, SB = (BM + BN) * BK;\n"
+    "  const int KT = (K + BK - 1) / BK, ch = p & 7, r0 = p >> 3;\n"
+    "  int s = 0;\n"
+    "  unsigned ph = 0;\n"
+    "  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
+    "    const int m0 = (t %% mtiles) * BM, n0 = (t / mtiles) * BN;\n"
+    "    for (int kt = 0; kt < KT; kt++) {\n"
+    "      ws_bar_wait(empty + s, ph ^ 1); /* the consumers are done with this stage's last round */\n"
+    "      unsigned char* st = sm + s * SB;\n"
+    "      const int kc = kt * BK + ch * 16;\n"
+    "      const bool kin = kc < K;\n"
+    "#pragma unroll 4\n" /* fully unrolled, NP 32's 64 copies spill at 112 registers */
+    "      for (int i = 0; i < BM / (NP / 8); i++) {\n"
+    "        const int r = r0 + (NP / 8) * i;\n"
+    "        const bool ok = kin && m0 + r < M;\n"
+    "        cp_async16_z(st + i8_sw<BK>(r, ch), x + (ok ? (i64)(m0 + r) * K + kc : 0), ok);\n"
+    "      }\n"
+    "#pragma unroll 4\n"
+    "      for (int i = 0; i < BN / (NP / 8); i++) {\n"
+    "        const int r = r0 + (NP / 8) * i;\n"
+    "        const bool ok = kin && n0 + r < N;\n"
+    "        cp_async16_z(st + BM * BK + i8_sw<BK>(r, ch), w + (ok ? (i64)(n0 + r) * K + kc : 0), ok);\n"
+    "      }\n"
+    "      ws_bar_arrive_cp(full + s);\n"
+    "      if (++s == ST) { s = 0; ph ^= 1; }\n"
+    "    }\n"
+    "  }\n"
+    "  cp_async_wait<0>();\n"
+    "}\n"
+    "/* consumer warpgroup wg's 64 x BN sums of one tile (acc: wgmma's m64nBN\n"
+    " * s32 fragment), taking the ring's stages from (s, ph) on; each stage\n"
+    " * handed back once the wgmma reading it has completed (wait 1: all but\n"
+    " * the newest group) */\n"
+    "template <int BM, int BN, int ST>\n"
+    "__device__ __forceinline__ void ws_consume(int* acc, int K, int wg, unsigned char* sm, unsigned long long* full,\n"
+    "    unsigned long long* empty, int& s, unsigned& ph) {\n"
+    "  constexpr int BK = 128, SB = (BM + BN) * BK;\n"
+    "  const int KT = (K + BK - 1) / BK;\n"
+    "  const bool lead = (threadIdx.x & 31) == 0;\n"
+    "  int prev = -1;\n"
+    "  for (int kt = 0; kt < KT; kt++) {\n"
+    "    ws_bar_wait(full + s, ph);\n"
+    "    /* the cp.async bytes (generic proxy) seen by wgmma (async proxy) */\n"
+    "    asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");\n"
+    "    const unsigned char* as = sm + s * SB + wg * 64 * BK;\n"
+    "    const unsigned char* bs = sm + s * SB + BM * BK;\n"
+    "    wg_fence_acc<BN / 2>(acc);\n"
+    "    wg_fence();\n"
+    "#pragma unroll\n"
+    "    for (int kk = 0; kk < BK / 32; kk++)\n"
+    "      wgmma_s8<BN>(acc, wg_desc(as + kk * 32), wg_desc(bs + kk * 32), kt | kk);\n"
+    "    wg_commit();\n"
+    "    wg_fence_acc<BN / 2>(acc);\n"
+    "    wg_wait<1>();\n"
+    "    if (prev >= 0 && lead) ws_bar_arrive(empty + prev);\n"
+    "    prev = s;\n"
+    "    if (++s == ST) { s = 0; ph ^= 1; }\n"
+    "  }\n"
+    "  wg_wait<0>();\n"
+    "  wg_fence_acc<BN / 2>(acc);\n"
+    "  if (lead) ws_bar_arrive(empty + prev);\n"
+    "}\n");
+}
+
+/* The WS kernel's body after its parameters (b: the kernel text so far):
+ * barriers, the role split, the persistent tile loop with emit_store. */
+static void emit_ws_body(StrBuf *b, const I8Ws *w, const EwProgram *epi, int64_t m, int64_t n, int64_t k) {
+  const int bm = 64 * w->c, nt = w->bn / 8;
+  sb_printf(b, "  extern __shared__ __align__(1024) unsigned char smem_raw_[];\n"
+               "  unsigned char* smem_ = smem_raw_ + ((1024 - ((unsigned)__cvta_generic_to_shared(smem_raw_) & 1023)) & 1023);\n"
+               "  unsigned long long* full_ = (unsigned long long*)(smem_ + %d);\n"
+               "  unsigned long long* empty_ = full_ + %d;\n"
+               "  const int M = %lld, N = %lld, K = %lld;\n"
+               "  const int mtiles_ = (M + %d) / %d, tiles_ = mtiles_ * ((N + %d) / %d);\n"
+               "  if (threadIdx.x == 0)\n"
+               "    for (int s = 0; s < %d; s++) {\n"
+               "      ws_bar_init(full_ + s, %d);\n"
+               "      ws_bar_init(empty_ + s, %d);\n"
+               "    }\n"
+               "  __syncthreads();\n",
+            w->st * (bm + w->bn) * 128, w->st, LL(m), LL(n), LL(k), bm - 1, bm, w->bn - 1, w->bn, w->st, w->np,
+            4 * w->c);
+  sb_printf(b, "  if (threadIdx.x >= %d) { /* the producer */\n"
+               "    ws_produce<%d, %d, %d, %d>(xq, wq, M, N, K, mtiles_, tiles_, threadIdx.x - %d, smem_, full_, empty_);\n"
+               "    return;\n"
+               "  }\n"
+               "  int acc[1][%d][4];\n"
+               "#pragma unroll\n  for (int c = 0; c < %d; c++)\n#pragma unroll\n    for (int e = 0; e < 4; e++) acc[0][c][e] = 0;\n"
+               "  int s_ = 0;\n"
+               "  unsigned ph_ = 0;\n"
+               "  for (int t_ = blockIdx.x; t_ < tiles_; t_ += gridDim.x) {\n"
+               "  const int m0 = (t_ %% mtiles_) * %d, n0 = (t_ / mtiles_) * %d;\n"
+               "  ws_consume<%d, %d, %d>(&acc[0][0][0], K, threadIdx.x >> 7, smem_, full_, empty_, s_, ph_);\n",
+            128 * w->c, bm, w->bn, w->st, w->np, 128 * w->c, nt, nt, bm, w->bn, bm, w->bn, w->st);
+  emit_store(b, epi, n, 1, 1, nt);
+  sb_printf(b, "  }\n}\n");
+}
+
+/* The all-warps kernels' body after its parameters: one tile (blockIdx)
+ * by the mma.sync or the wgmma main loop, then emit_store. */
+static void emit_body(StrBuf *b, const I8Tile *t, const EwProgram *epi, int64_t m, int64_t n, int64_t k) {
+  const I8Tile T = *t;
+  const int mt = T.wg ? 1 : T.bm / (16 * T.wm), nt = T.wg ? T.bn / 8 : T.bn / (8 * T.wn);
+  const int wn = T.wg ? 1 : T.wn;
   if (T.wg)
     sb_printf(b, "  extern __shared__ __align__(1024) unsigned char smem_raw_[];\n"
                  "  unsigned char* smem_ = smem_raw_ + ((1024 - ((unsigned)__cvta_generic_to_shared(smem_raw_) & 1023)) & 1023);\n");
@@ -317,22 +536,45 @@ int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, in
   else
     sb_printf(b, "  i8_mainloop<%d, %d, %d, %d, %d, %d>(xq, wq, M, N, K, m0, n0, acc, smem_);\n", T.bm, T.bn, T.bk,
               T.st, mt, nt);
-  sb_printf(b, "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
-               "  const int rw = m0 + (warp / %d) * %d + (lane >> 2), cw = n0 + (warp %% %d) * %d + (lane & 3) * 2;\n"
-               "#pragma unroll\n  for (int a = 0; a < %d; a++)\n#pragma unroll\n    for (int c = 0; c < %d; c++)\n"
-               "#pragma unroll\n      for (int h = 0; h < 2; h++) {\n"
-               "    const int r = rw + a * 16 + h * 8, col = cw + c * 8;\n"
-               "    if (r >= M || col >= N) continue;\n"
-               "    const i64 i0_ = (i64)r * N + col;\n",
-            wn, mt * 16, wn, nt * 8, mt, nt);
+  emit_store(b, epi, n, wn, mt, nt);
+  sb_printf(b, "}\n");
+}
+
+int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, int64_t k, const EwProgram *epi,
+                 uint32_t tacc) {
+  const I8Tile T = tile_for(c->opt, n, k);
+  /* a warp's m16 and n8 tiles; a wgmma warp has one m16 row band of the
+   * whole BN (its accumulators indexed [0][n8 tile][e] like mma.sync's) */
+  const int mt = T.wg ? 1 : T.bm / (16 * T.wm), nt = T.wg ? T.bn / 8 : T.bn / (8 * T.wn);
+  const int threads = T.wg ? 2 * T.bm : 32 * T.wm * T.wn;
+  /* wgmma: 1 KB more to align the tiles to the 128-byte swizzle's 1024-byte atom */
+  unsigned shmem = (unsigned)(T.st * (T.bm + T.bn) * T.bk) + (T.wg ? 1024u : 0u);
+  const bool ws = T.wg && use_ws(c->opt);
+  const I8Ws W = ws ? ws_tile_for(n, k) : (I8Ws){0};
+  StrBuf *src = cg_src(c);
+  int8_gemm_helpers(src);
+  if (T.wg) int8_wgmma_helpers(src, ws ? W.bn : T.bn);
+  if (ws) int8_ws_helpers(src);
+  /* the kernel's text after its name, in its own buffer first: twelve
+   * layers of one shape make one kernel, not twelve for NVRTC to compile */
+  StrBuf body = {0}, *b = &body;
+  uint32_t args[EW_MAX_EXT + 3];
+  int na = 0;
+  args[na++] = tx;
+  args[na++] = tw;
+  sb_printf(b, "(const signed char* __restrict__ xq, const signed char* __restrict__ wq, ");
   if (epi) {
-    sb_printf(b, "    const i64 row_ = r; const int j0_ = col; (void)row_; (void)j0_;\n"
-                 "    const int reg_[2] = {acc[a][c][2 * h], acc[a][c][2 * h + 1]};\n");
-    ew_epilogue_pair(b, epi, n);
+    na += ew_epilogue_params(b, epi, args + na);
+    sb_printf(b, "%s* __restrict__ out0) {\n", cg_ctype(epi->y->dt));
+    args[na++] = epi->ty;
   } else {
-    sb_printf(b, "    *(int2*)(out0 + i0_) = make_int2(acc[a][c][2 * h], acc[a][c][2 * h + 1]);\n");
+    sb_printf(b, "int* __restrict__ out0) {\n");
+    args[na++] = tacc;
   }
-  sb_printf(b, "  }\n}\n");
+  if (ws)
+    emit_ws_body(b, &W, epi, m, n, k);
+  else
+    emit_body(b, &T, epi, m, n, k);
   if (body.oom) {
     free(body.s);
     return gpuc_err_set(c->err, "out of memory");
@@ -348,14 +590,24 @@ int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, in
   } else {
     snprintf(name, sizeof name, "%s", cg_kernel_name(c));
     /* CTAs an SM: as many as keep each thread its accumulators and ~64
-     * registers more (fragments, addresses) out of local memory */
-    int per_sm = 65536 / (threads * (mt * nt * 4 + 64));
-    sb_printf(src, "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s%s", threads,
+     * registers more (fragments, addresses) out of local memory (WS: as
+     * many as its shared memory lets, ws_fit: setmaxnreg's split assumes
+     * that register count at launch) */
+    int per_sm = ws ? W.per_sm : 65536 / (threads * (mt * nt * 4 + 64));
+    sb_printf(src, "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s%s", ws ? 128 * W.c + W.np : threads,
               per_sm < 1 ? 1 : per_sm > 4 ? 4 : per_sm, name, body.s);
   }
   free(body.s);
   unsigned grid[3] = {(unsigned)((n + T.bn - 1) / T.bn), (unsigned)((m + T.bm - 1) / T.bm), 1};
   unsigned block[3] = {(unsigned)threads, 1, 1};
+  if (ws) { /* persistent: grid_per_sm CTAs an SM of an H100/H200 (132 SMs), at most one a tile */
+    const int64_t tiles = ((m + 64 * W.c - 1) / (64 * W.c)) * ((n + W.bn - 1) / W.bn);
+    const int64_t ctas = (int64_t)WS_SMS * W.grid_per_sm;
+    grid[0] = (unsigned)(tiles < ctas ? tiles : ctas);
+    grid[1] = 1;
+    block[0] = (unsigned)(128 * W.c + W.np);
+    shmem = ws_shmem(&W);
+  }
   if (cg_launch_grid(c, name, grid, block, shmem, na, args)) return -1;
   cg_mark_tensor_math(c);
   if (T.wg) cg_mark_arch_specific(c);
