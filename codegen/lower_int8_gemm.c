@@ -350,7 +350,7 @@ static unsigned ws_shmem(const I8Ws *w) { return (unsigned)(w->st * (64 * w->c +
  * schedulers; one producer warp where CTAs share it, so each thread keeps
  * more registers. False for a tile that does not fit. */
 static bool ws_fit(I8Ws *w) {
-  if (!(w->c == 1 || w->c == 2) || !(w->bn == 64 || w->bn == 128 || w->bn == 256) || w->st < 2 || w->st > 8)
+  if (w->c < 1 || w->c > 4 || !(w->bn == 64 || w->bn == 128 || w->bn == 256) || w->st < 2 || w->st > 8)
     return false;
   const unsigned sh = ws_shmem(w);
   if (sh > WS_CTA_MAX) return false;
@@ -364,14 +364,15 @@ static bool ws_fit(I8Ws *w) {
   return false;
 }
 
-/* GPUC_INT8_WS_TILE=wsBMxBNsST[gG] (BM 64 or 128; G CTAs an SM in the
+/* GPUC_INT8_WS_TILE=wsBMxBNsST[gG] (BM 64 to 256: 1 to 4 consumer
+ * warpgroups; BN 64, 128 or 256; ST 2 to 8 stages; G CTAs an SM in the
  * persistent grid, else as many as fit) for the sweeps of
  * tests/gpu/int8_gemm_check.py; else by shape. */
 static I8Ws ws_tile_for(int64_t n, int64_t k) {
   const char *env = getenv("GPUC_INT8_WS_TILE");
   I8Ws w = {0};
   int bm = 0, g = 0;
-  if (env && sscanf(env, "ws%dx%ds%dg%d", &bm, &w.bn, &w.st, &g) >= 3 && (bm == 64 || bm == 128)) {
+  if (env && sscanf(env, "ws%dx%ds%dg%d", &bm, &w.bn, &w.st, &g) >= 3 && bm > 0 && bm % 64 == 0) {
     w.c = bm / 64;
     if (ws_fit(&w)) {
       w.grid_per_sm = g > 0 && g <= w.per_sm ? g : w.per_sm;
