@@ -26,6 +26,14 @@ of the plain --fp16 plan.
 With SWEEP="BMxBNxBKsST ..." each BERT shape's GEMM is also timed under
 each tile (GPUC_INT8_TILE), for choosing the default (lower_int8_gemm.c).
 
+With WS=1 the warp-specialized wgmma kernel (GPUC_INT8_WS=1, sm_90) too:
+each case compiled with it, its output bit-exact against the CPU
+reference (fp32) and against the default kernel's GPU output (both
+precisions: same sums, same epilogue program), and timed beside the
+others ("ws"); WS_SWEEP="wsBMxBNsST[gG] ..." times each BERT shape under
+each WS tile (GPUC_INT8_WS_TILE). ONLY_TIMED=1 checks the four BERT shapes
+only (a shorter run).
+
 usage: int8_gemm_check.py GPUC WORK    prints PASS/FAIL lines; exit 1 on a failure
 """
 import os
@@ -50,10 +58,15 @@ def verdict(ok, line):
     print(("PASS " if ok else "FAIL ") + line, flush=True)
 
 
-def run(cmd, env=None):
+def run(cmd, env=None, timeout=300):
+    """(exit status, output); 124 when it ran past timeout seconds (a hung
+    kernel must not take the rest of the checks with it)"""
     e = dict(os.environ)
     e.update(env or {})
-    r = subprocess.run(cmd, capture_output=True, text=True, env=e)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return 124, "timed out after %d s: %s" % (timeout, " ".join(cmd))
     return r.returncode, (r.stdout + r.stderr).strip()
 
 
@@ -103,6 +116,10 @@ CASES = [  # M, K, N, act, residual, timed
     (64, 16, 4, "none", False, False),
 ]
 OWN = {"GPUC_INT8_GEMM": "own"}
+WS = os.environ.get("WS") == "1"
+OWN_WS = dict(OWN, GPUC_INT8_WS="1")
+if os.environ.get("ONLY_TIMED") == "1":
+    CASES = [c for c in CASES if c[5]]
 timed = []
 jobs = []  # (tag, p, path, plan, ins, prec): compiles and CPU references first, all at once
 for i, (M, K, N, act, res, t) in enumerate(CASES):
@@ -119,13 +136,41 @@ def prepare(j):
     lt = []
     if prec:  # --fp16: cuBLASLt's GEMM + the same elementwise program as a kernel of its own
         lt = [run([gpuc, path, "-O2", "--int8", "-o", plan + ".lt"] + arch + prec, {"GPUC_INT8_GEMM": "cublaslt"})]
+    ws = [run([gpuc, path, "-O2", "--int8", "-o", plan + ".ws"] + arch + prec, OWN_WS)] if WS else [None]
     return (run([gpuc, path, "-O2", "--int8", "-o", plan] + arch + prec, OWN),
-            run([gpuc, "run", path, "--cpu", "-O2", "--int8", "--out", plan + ".cpu"] + prec + ins)) + tuple(lt)
+            run([gpuc, "run", path, "--cpu", "-O2", "--int8", "--out", plan + ".cpu"] + prec + ins)) + tuple(ws + lt)
 
 
 with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as ex:
     prepared = list(ex.map(prepare, jobs))
-for (tag, p, path, plan, ins, prec, t), ((rc, msg), (rc2, msg2), *ltrun) in zip(jobs, prepared):
+def check_ws(tag, p, plan, ins, prec, wsrun):
+    """the WS kernel's plan: its GEMM gpuc's, its output bit-exact against the
+    CPU reference (fp32) and the default kernel's GPU output (plan.gpu)"""
+    rc, msg = wsrun
+    if rc:
+        verdict(False, "%s%s ws: compile failed: %s" % (tag, p, msg[-400:]))
+        return
+    _, listing = run([gpuc, "inspect", plan + ".ws"])
+    m = re.search(r"kernel (k\d+_int8_gemm\S*)\s+grid (\d+) block (\d+)", listing)
+    verdict(m is not None and "gemm int8" not in listing,
+            "%s%s ws: the plan's int8 GEMM is gpuc's kernel%s" % (tag, p, " (grid %s block %s)" % m.groups()[1:] if m else ""))
+    rc, msg = run([gpuc, "run", plan + ".ws", "--out", plan + ".wsgpu"] + ins, timeout=60)
+    if rc:
+        verdict(False, "%s%s ws: run failed: %s" % (tag, p, msg[-400:]))
+        return
+    got = output(plan + ".wsgpu")
+    if not prec:
+        d = np.abs(got - output(plan + ".cpu"))
+        verdict(np.isfinite(got).all() and int(np.count_nonzero(d)) == 0,
+                "%s%s ws: GPU vs CPU reference bit-exact: %d of %d differ, max |diff| %.3g" %
+                (tag, p, int(np.count_nonzero(d)), got.size, float(d.max())))
+    d = np.abs(got - output(plan + ".gpu"))
+    verdict(np.isfinite(got).all() and int(np.count_nonzero(d)) == 0,
+            "%s%s ws: GPU vs the default wgmma kernel's GPU output bit-exact: %d of %d differ, max |diff| %.3g" %
+            (tag, p, int(np.count_nonzero(d)), got.size, float(d.max())))
+
+
+for (tag, p, path, plan, ins, prec, t), ((rc, msg), (rc2, msg2), wsrun, *ltrun) in zip(jobs, prepared):
     if rc:
         verdict(False, "%s%s: compile failed: %s" % (tag, p, msg[-400:]))
         continue
@@ -144,6 +189,8 @@ for (tag, p, path, plan, ins, prec, t), ((rc, msg), (rc2, msg2), *ltrun) in zip(
         verdict(np.isfinite(got).all() and bad == 0,
                 "%s%s: GPU vs CPU reference bit-exact: %d of %d differ, max |diff| %.3g" %
                 (tag, p, bad, got.size, float(diff.max())))
+        if WS:
+            check_ws(tag, p, plan, ins, prec, wsrun)
     else:
         # a fused group keeps half intermediates (r.f16) in float where the
         # reference stores them: one half ulp apart at most (ew_kernel.c);
@@ -160,6 +207,8 @@ for (tag, p, path, plan, ins, prec, t), ((rc, msg), (rc2, msg2), *ltrun) in zip(
             d2 = np.abs(got - output(plan + ".ltgpu"))
             verdict(int(np.count_nonzero(d2)) == 0, "%s%s: GPU vs cuBLASLt's int8 plan bit-exact: %d differ, max |diff| %.3g" %
                     (tag, p, int(np.count_nonzero(d2)), float(d2.max())))
+        if WS:
+            check_ws(tag, p, plan, ins, prec, wsrun)
     if t and prec:
         timed.append((tag, path, plan))
 
@@ -168,7 +217,7 @@ PROF = re.compile(r"^\s*(\d+)\s+(\S+)\s+([0-9.]+)\s")
 
 
 def profile(plan):
-    rc, txt = run([gpuc, "bench", plan, "--iters", "200", "--profile"])
+    rc, txt = run([gpuc, "bench", plan, "--iters", "200", "--profile"], timeout=90)
     if rc:
         return None, txt
     rows = []
@@ -187,7 +236,10 @@ for tag, path, own_plan in timed:
         verdict(False, "%s: timing compiles failed: %s" % (tag, (m1 if rc1 else m2)[-300:]))
         continue
     got = {}
-    for name, plan in (("own", own_plan), ("cublaslt", lt_plan), ("fp16", f16_plan)):
+    named = [("own", own_plan), ("cublaslt", lt_plan), ("fp16", f16_plan)]
+    if WS and os.path.exists(own_plan + ".ws"):
+        named.insert(1, ("ws", own_plan + ".ws"))
+    for name, plan in named:
         rows, txt = profile(plan)
         if rows is None:
             verdict(False, "%s %s: bench failed: %s" % (tag, name, txt[-300:]))
@@ -200,19 +252,23 @@ for tag, path, own_plan in timed:
         got[name] = gemm
         print("time %-28s %-8s GEMM + epilogue steps %.4f ms; plan latency %s ms" %
               (tag, name, gemm, lat.group(1) if lat else "?"), flush=True)
-    if len(got) == 3 and got["own"] > 0:
-        M, K, N = [int(v) for v in re.findall(r"\d+", tag)[:3]]
-        print("time %-28s own %.1f TOP/s: %.2fx cuBLASLt int8 + DequantizeRows, %.2fx cuBLASLt fp16" %
-              (tag, 2 * M * N * K / got["own"] / 1e9, got["cublaslt"] / got["own"], got["fp16"] / got["own"]), flush=True)
+    M, K, N = [int(v) for v in re.findall(r"\d+", tag)[:3]]
+    for name in ("own", "ws"):
+        if got.get(name, 0) > 0 and "cublaslt" in got and "fp16" in got:
+            print("time %-28s %-3s %.1f TOP/s: %.2fx cuBLASLt int8 + DequantizeRows, %.2fx cuBLASLt fp16%s" %
+                  (tag, name, 2 * M * N * K / got[name] / 1e9, got["cublaslt"] / got[name], got["fp16"] / got[name],
+                   ", %.2fx the default wgmma kernel" % (got["own"] / got[name]) if name == "ws" and got.get("own") else ""),
+                  flush=True)
 
-# the tile sweep (SWEEP="128x128x64s4 ..."): the GEMM step of each timed shape under each tile
-tiles = os.environ.get("SWEEP", "").split()
+# the tile sweeps (SWEEP="128x128x64s4 ...", WS_SWEEP="ws128x256s4 ..."): the GEMM step of each timed shape under each tile
+tiles = [(t, {"GPUC_INT8_GEMM": "own", "GPUC_INT8_TILE": t}) for t in os.environ.get("SWEEP", "").split()]
+tiles += [(t, dict(OWN_WS, GPUC_INT8_WS_TILE=t)) for t in os.environ.get("WS_SWEEP", "").split()]
 if tiles:
-    sj = [(tag, path, t, own_plan.replace(".gpuc", "-%s.gpuc" % t)) for tag, path, own_plan in timed for t in tiles]
+    sj = [(tag, path, t, own_plan.replace(".gpuc", "-%s.gpuc" % t), env) for tag, path, own_plan in timed
+          for t, env in tiles]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as ex:
-        comp = list(ex.map(lambda j: run([gpuc, j[1], "-O2", "--int8", "--fp16", "-o", j[3]] + arch,
-                                         {"GPUC_INT8_GEMM": "own", "GPUC_INT8_TILE": j[2]}), sj))
-    for (tag, path, t, plan), (rc, msg) in zip(sj, comp):
+        comp = list(ex.map(lambda j: run([gpuc, j[1], "-O2", "--int8", "--fp16", "-o", j[3]] + arch, j[4]), sj))
+    for (tag, path, t, plan, _), (rc, msg) in zip(sj, comp):
         rows, txt = (None, msg) if rc else profile(plan)
         if rows is None:
             verdict(False, "sweep %s %s: %s" % (tag, t, txt[-300:]))

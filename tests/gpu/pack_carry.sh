@@ -7,11 +7,15 @@
 # libFuzzer binaries of build-fuzz (debug info stripped), their committed
 # corpora (+ tests/hostile/fuzz) and the ONNX dictionary.
 #   ninja -C build-gpu && FUZZ=1 tests/gpu/pack_carry.sh [BUILD_DIR]   (default build-gpu)
+# CARRY_DIR=DIR packs into DIR instead of build-carry (a session's own carry,
+# e.g. CARRY_DIR=build-carry-ws tests/gpu/pack_carry.sh build-ws for
+# tests/gpu/int8_ws_check.sh); NO_WHEELS=1 leaves the wheels out (checks
+# that do not install the Python package).
 # Keep the tree + build-carry within the device tool's 64 MiB.
 set -eu
 cd "$(dirname "$0")/../.."
 B=${1:-build-gpu}
-C=build-carry
+C=${CARRY_DIR:-build-carry}
 mkdir -p "$C/tests" "$C/models"
 cp -a "$B/gpuc" "$B"/libgpuc*.so* "$C/"
 [ -x "$B/deploy_example" ] && cp -a "$B/deploy_example" "$C/"
@@ -20,7 +24,7 @@ for t in session_check capi_check capi_buckets_check train_gpu_check; do
 done
 # the small bundled models only (resnet18/50 are 45/98 MB: scripts export them there)
 find "$B/models" -name '*.onnx' -size -4M -exec cp -a {} "$C/models/" \;
-[ -d "$C/wheels" ] || scripts/python_wheels.sh "$C/wheels" >/dev/null
+[ "${NO_WHEELS:-0}" = 1 ] || [ -d "$C/wheels" ] || scripts/python_wheels.sh "$C/wheels" >/dev/null
 # what `pip install .` needs that the GPU machine lacks and cannot download
 # (tests/gpu/python_quickstart.sh hands them to CMake): protoc-c (it links
 # libprotoc/libprotobuf .so.32, which that machine has), protobuf-c's header

@@ -33,7 +33,10 @@ codegen/lower_row_group.c), and the compression flags timed side by side.
           its search at load) and at -O3 (the searched configuration kept in
           the plan, sparse vs dense per GEMM), timed by bench --profile with
           the row kernels' times and bandwidth, and each -O2 plan's graph at
-          b2 against `gpuc run --cpu` with the same flags. Compiles and CPU
+          b2 against `gpuc run --cpu` with the same flags (int8-ws, int8-ws-own:
+          the warp-specialized int8 GEMM, GPUC_INT8_WS=1, where the default
+          takes gpuc's kernel / for every int8 GEMM; int8-ws-own's b2 output
+          must be int8-own's bit for bit). Compiles and CPU
           references run in parallel (about 3-4 minutes on the H200 machine).
           BERT_ONNX=PATH uses an exported model instead of exporting one.
 
@@ -60,16 +63,19 @@ os.makedirs(work, exist_ok=True)
 failed = passed = 0
 
 
-def run(cmd, env=None, log=None):
+def run(cmd, env=None, log=None, timeout=None):
     e = dict(os.environ)
     e.update(env or {})
     t = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True, env=e)
-    out = (r.stdout + r.stderr).strip()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=timeout)
+        rc, out = r.returncode, (r.stdout + r.stderr).strip()
+    except subprocess.TimeoutExpired:  # a hung kernel (GPUC_INT8_WS's ring) must not take the round with it
+        rc, out = 124, "timed out after %s s" % timeout
     if log:
         with open(os.path.join(work, log), "w") as f:
             f.write(" ".join(cmd) + "\n" + out + "\n")
-    return r.returncode, out, time.time() - t
+    return rc, out, time.time() - t
 
 
 def verdict(ok, line):
@@ -282,6 +288,8 @@ ROUND = [  # tag, flags, env; -O2 unless the flags say otherwise
     ("int8-own", ["--int8", "--fp16"], {"GPUC_INT8_GEMM": "own"}),  # gpuc's int8 GEMM for every int8 GEMM, b2 too
     ("int8-cublaslt", ["--int8", "--fp16"], {"GPUC_INT8_GEMM": "cublaslt"}),
     ("int8-mma", ["--int8", "--fp16"], {"GPUC_INT8_WGMMA": "0"}),  # sm_90: the mma.sync kernel, not wgmma
+    ("int8-ws", ["--int8", "--fp16"], {"GPUC_INT8_WS": "1"}),  # sm_90: the warp-specialized wgmma kernel
+    ("int8-ws-own", ["--int8", "--fp16"], {"GPUC_INT8_WS": "1", "GPUC_INT8_GEMM": "own"}),  # it for every int8 GEMM
     ("int8-unfused", ["--int8", "--fp16"], UNFUSED),
     ("prune2:4", ["--prune", "2:4", "--fp16"], None),
 ]
@@ -290,12 +298,14 @@ ROUND_ONLY = [t for t in os.environ.get("ROUND_ONLY", "").split(",") if t]
 if ROUND_ONLY:
     ROUND = [r for r in ROUND if r[0] in ROUND_ONLY]
 # the CPU reference's flags for each plan (int8-unfused: the same graph as int8)
-CPU_OF = {"fp16": "fp16", "int8": "int8", "int8-cublaslt": "int8", "int8-own": "int8", "int8-mma": "int8", "int8-unfused": "int8", "prune2:4": "prune2:4", "prune2:4-O3": "prune2:4"}
+CPU_OF = {"fp16": "fp16", "int8": "int8", "int8-cublaslt": "int8", "int8-own": "int8", "int8-mma": "int8", "int8-unfused": "int8", "prune2:4": "prune2:4", "prune2:4-O3": "prune2:4",
+          "int8-ws": "int8", "int8-ws-own": "int8"}
 # GPU against `gpuc run --cpu` with the same flags, rel L2: half storage
 # (1e-2); int8 drifts from the reference's int8 as one-ulp differences
 # upstream move values across quantization steps (docs/BENCHMARKS.md: 0.021
 # on BERT-base b1)
-TOL = {"fp16": 1e-2, "int8": 5e-2, "int8-cublaslt": 5e-2, "int8-own": 5e-2, "int8-mma": 5e-2, "int8-unfused": 5e-2, "prune2:4": 1e-2, "prune2:4-O3": 1e-2}
+TOL = {"fp16": 1e-2, "int8": 5e-2, "int8-cublaslt": 5e-2, "int8-own": 5e-2, "int8-mma": 5e-2, "int8-unfused": 5e-2, "prune2:4": 1e-2, "prune2:4-O3": 1e-2,
+       "int8-ws": 5e-2, "int8-ws-own": 5e-2}
 
 
 def row_kernel_class(name, covers):
@@ -393,7 +403,7 @@ def bert_round(b, s, bc):
         if done[("small", tag)][0] or done[("cpu", CPU_OF[tag])][0] or cpu_only:
             continue
         out = os.path.join(d, "gpu_" + t)
-        rc, msg, _ = run([gpuc, "run", plan, "--out", out] + ins, log="round_%s_gpu_run.log" % t)
+        rc, msg, _ = run([gpuc, "run", plan, "--out", out] + ins, log="round_%s_gpu_run.log" % t, timeout=120)
         if rc:
             verdict(False, "round %s b%d: GPU run failed: %s" % (tag, bc, msg[-300:]))
             continue
@@ -402,6 +412,11 @@ def bert_round(b, s, bc):
         worst = max(errs) if errs and all(e == e for e in errs) else float("nan")
         verdict(worst <= TOL[tag], "round %-13s b%d s%d GPU vs gpuc run --cpu (same flags): rel L2 %.3g (<= %g)" %
                 (tag, bc, s, worst, TOL[tag]))
+    # the warp-specialized kernel computes the default wgmma kernel's sums and runs its epilogue program: same bits
+    ws_out, own_out = outputs(os.path.join(d, "gpu_int8-ws-own")), outputs(os.path.join(d, "gpu_int8-own"))
+    if ws_out and own_out:
+        same = sorted(ws_out) == sorted(own_out) and all(np.array_equal(ws_out[f], own_out[f]) for f in own_out)
+        verdict(same, "round int8-ws-own b%d s%d GPU output bit-identical to int8-own's (the default wgmma kernel)" % (bc, s))
     if cpu_only:
         for tag, _, _ in ROUND:
             _, listing, _ = run([gpuc, "inspect", os.path.join(d, "%s_b%d.gpuc" % (tag.replace(":", ""), b))])
@@ -436,7 +451,8 @@ def bert_round(b, s, bc):
         _, listing, _ = run([gpuc, "inspect", plan], log="round_%s_inspect.txt" % t)
         m = re.search(r"schedule \((\d+) steps; (\d+) bytes moved", listing)
         steps, gbytes = (int(m.group(1)), int(m.group(2)) / 1e9) if m else (0, 0.0)
-        rc2, txt, _ = run([gpuc, "bench", plan, "--iters", "100", "--profile"], env=env, log="round_%s_bench.txt" % t)
+        rc2, txt, _ = run([gpuc, "bench", plan, "--iters", "100", "--profile"], env=env, log="round_%s_bench.txt" % t,
+                          timeout=120)
         lat = re.search(r"latency: median ([0-9.]+) ms", txt)
         if rc2 or not lat:
             verdict(False, "round %s: bench failed: %s" % (tag, txt[-300:]))
