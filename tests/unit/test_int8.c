@@ -343,6 +343,32 @@ static void check_own_gemm(const char *dir, const char *work) {
           fp16 ? " --fp16" : "", fused, dq, int8_library_gemms(p));
     gpuc_plan_free(p);
   }
+  /* GPUC_INT8_WS=1: the warp-specialized wgmma kernel on sm_90 (its numbers:
+   * tests/int8_ws_host_test.py, its PTX: tests/int8_ws_ptx_test.py): an
+   * mbarrier ring in the sm_90a PTX, each GEMM one persistent 1-D launch
+   * of two consumer warpgroups + a producer warp (128 x 128 tiles, 3
+   * stages, two CTAs an SM: grid min(tiles, 264)), the plan round-trips */
+  setenv("GPUC_INT8_WS", "1", 1);
+  snprintf(path, sizeof path, "%s/ffn_block.onnx", dir);
+  Plan *w = compile_int8(path, &big, 1, 90, true);
+  if (w) {
+    int ws = 0;
+    for (uint32_t s = 0; s < w->nsteps; s++) {
+      const PlanStep *st = &w->steps[s];
+      if (st->kind == PLAN_STEP_KERNEL && strstr(gpuc_plan_str(w, w->kernels[st->index].name), "_int8_gemm"))
+        ws += st->block[0] == 288 && st->grid[1] == 1 && st->grid[0] >= 1 && st->grid[0] <= 264 &&
+              st->shmem == 3 * (128 + 128) * 128 + 1024 + 16 * 3;
+    }
+    bool ring = w->ptx && strstr(w->ptx, "mbarrier.try_wait.parity") && strstr(w->ptx, "cp.async.mbarrier.arrive.noinc") &&
+                strstr(w->ptx, "wgmma.mma_async") && strstr(w->ptx, ".target sm_90a");
+    CHECK(ws == 2 && ring && (w->hdr.flags & GPUC_PLAN_F_ARCH_SPECIFIC),
+          "GPUC_INT8_WS=1 sm_90: %d of 2 GEMMs the WS kernel (block 288, 1-D grid, 97 KB), ring in the PTX %d", ws, ring);
+    snprintf(a, sizeof a, "%s/int8_ws_a.gpuc", work);
+    snprintf(b, sizeof b, "%s/int8_ws_b.gpuc", work);
+    gpuc_plan_free(plan_round_trip(w, a, b, "WS int8 GEMM"));
+  }
+  gpuc_plan_free(w);
+  unsetenv("GPUC_INT8_WS");
   /* GPUC_INT8_WGMMA=0: the mma.sync kernel on sm_90, a portable module */
   setenv("GPUC_INT8_WGMMA", "0", 1);
   snprintf(path, sizeof path, "%s/ffn_block.onnx", dir);
