@@ -90,7 +90,10 @@
  * in it); one GRID_STRIDE loop, block-size free for -O3.
  *
  * Applies to f32/f16/bf16, any kernel size up to MAX_TAP per dim, any
- * stride up to 4, dilation 1, any (also asymmetric) zero padding. Others
+ * stride up to 4, any (also asymmetric) zero padding; dilation up to 8 in
+ * the row kernel only (the tiled and stream kernels stage dense halos; a
+ * dilated step went to cuDNN before, where LR-ASPP's two 5x5 dilation-2
+ * steps at [32,10,10,960] took 2.6-2.8 ms each on the H200). Others
  * return 1 and go to cuDNN (codegen/lower_conv.c). tests/dwconv_host_test.py
  * runs the three kernels' text on the host against numpy. */
 #include "lower_util.h"
@@ -100,7 +103,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_TAP = 9, MAX_STRIDE = 4, MAX_TW = 8 };
+/* MAX_DIL: the row kernel's span of (TW-1)*sw + (S-1)*dil + 1 unrolled
+ * pixels stays within 8*4 + 8*8 + 1 = 97 (ASPP rates of 12-36 stay on cuDNN) */
+enum { MAX_TAP = 9, MAX_STRIDE = 4, MAX_TW = 8, MAX_DIL = 8 };
 
 /* The activation of FusedConv node n applied to float variable `v`, as a
  * float expression (the formulas of ir/conv_act.h). */
@@ -125,8 +130,8 @@ int cg_conv_act_expr(char *buf, size_t cap, const Node *n, bool input, const cha
   return w < 0 || (size_t)w >= cap ? -1 : 0;
 }
 
-typedef struct { /* one depthwise step: shapes, strides, pads (top, left) */
-  int64_t N, H, W, C, OH, OW, R, S, sh, sw, ph, pw;
+typedef struct { /* one depthwise step: shapes, strides, pads (top, left), dilations */
+  int64_t N, H, W, C, OH, OW, R, S, sh, sw, ph, pw, dh, dw;
 } DwShape;
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -146,7 +151,15 @@ static int pixels_per_thread(int64_t ow, int most) {
   return (int)cdiv(ow, blocks);
 }
 
-/* ---- the row kernel (GPUC_DWCONV_V1=1, or C not a multiple of the vector) ---- */
+/* " dilation AxB" in a kernel's comment, "" without one */
+static const char *dilation_note(const DwShape *d) {
+  static _Thread_local char buf[48];
+  buf[0] = 0;
+  if (d->dh > 1 || d->dw > 1) snprintf(buf, sizeof buf, " dilation %lldx%lld", (long long)d->dh, (long long)d->dw);
+  return buf;
+}
+
+/* ---- the row kernel (GPUC_DWCONV_V1=1, C not a multiple of the vector, or dilated) ---- */
 static int emit_rows(LowerCtx *c, const DwShape *d, const char *act, const char *in_act, bool z, int nargs,
                      const uint32_t *args) {
   const Tensor *x = c->in[0];
@@ -158,10 +171,22 @@ static int emit_rows(LowerCtx *c, const DwShape *d, const char *act, const char 
   int64_t CV = C / V, OWB = cdiv(OW, TW), items = N * OH * OWB * CV;
   if (items > INT32_MAX) return lower_fail(c, "internal: depthwise items past int32");
   const char *t = cg_ctype(x->dt), *name = cg_kernel_name(c);
-  int64_t span = (TW - 1) * st[1] + S; /* input pixels one kernel row needs */
+  /* input pixels one kernel row needs: output t's tap s reads pixel
+   * j = t*sw + s*dw of the row's span (dilation: LR-ASPP's and DeepLab's
+   * atrous MobileNetV3 stages) */
+  int64_t span = (TW - 1) * st[1] + (S - 1) * d->dw + 1;
+  bool dilated = d->dh > 1 || d->dw > 1;
+  /* the tap of output t at span pixel j, as the kernel text tests it */
+  char tap[160];
+  if (dilated)
+    snprintf(tap, sizeof tap, "const int q = j - t * %lld, s = q / %lld;\n          if (q >= 0 && q %% %lld == 0 && s < %lld) {",
+             (long long)st[1], (long long)d->dw, (long long)d->dw, (long long)S);
+  else
+    snprintf(tap, sizeof tap, "const int s = j - t * %lld;\n          if (s >= 0 && s < %lld) {", (long long)st[1],
+             (long long)S);
   StrBuf *b = cg_src(c);
   sb_printf(b,
-            "/* depthwise %lldx%lld stride %lldx%lld NHWC: x [%lld,%lld,%lld,%lld] -> y [%lld,%lld,%lld,%lld];\n"
+            "/* depthwise %lldx%lld stride %lldx%lld%s NHWC: x [%lld,%lld,%lld,%lld] -> y [%lld,%lld,%lld,%lld];\n"
             " * a thread: %d channels x %d output pixels of one row */\n"
             "extern \"C\" __global__ void %s(const %s* __restrict__ x, const float* __restrict__ w,\n"
             "    const float* __restrict__ bias, %s%s%s %s* %sy) {\n"
@@ -178,7 +203,7 @@ static int emit_rows(LowerCtx *c, const DwShape *d, const char *act, const char 
             "        for (int v = 0; v < %d; v++) acc[t][v] = bv.v[v]; }\n"
             "#pragma unroll\n"
             "    for (int r = 0; r < %lld; r++) {\n"
-            "      const int ih = oh * %lld - %lld + r;\n"
+            "      const int ih = oh * %lld - %lld + r * %lld;\n"
             "      if (ih < 0 || ih >= %lld) continue;\n"
             "      const %s* xr = x + ((n * %lld + ih) * %lld) * %lld + c0;\n"
             "      float wr[%lld][%d];\n"
@@ -202,8 +227,7 @@ static int emit_rows(LowerCtx *c, const DwShape *d, const char *act, const char 
             "        }\n"
             "#pragma unroll\n"
             "        for (int t = 0; t < %d; t++) {\n"
-            "          const int s = j - t * %lld;\n"
-            "          if (s >= 0 && s < %lld) {\n"
+            "          %s\n"
             "#pragma unroll\n"
             "            for (int v = 0; v < %d; v++) acc[t][v] = fmaf(wr[s][v], xv[v], acc[t][v]);\n"
             "          }\n"
@@ -215,14 +239,16 @@ static int emit_rows(LowerCtx *c, const DwShape *d, const char *act, const char 
             "      const int ow = ow0 + t;\n"
             "      if (ow >= %lld) break;\n"
             "      const i64 o = ((i64)(n * %lld + oh) * %lld + ow) * %lld + c0;\n",
-            (long long)R, (long long)S, (long long)st[0], (long long)st[1], (long long)N, (long long)H,
-            (long long)W, (long long)C, (long long)N, (long long)OH, (long long)OW, (long long)C, V, TW, name, t,
+            (long long)R, (long long)S, (long long)st[0], (long long)st[1], dilation_note(d), (long long)N,
+            (long long)H, (long long)W, (long long)C, (long long)N, (long long)OH, (long long)OW, (long long)C, V, TW,
+            name, t,
             z ? "const " : "", z ? t : "", z ? "* z," : "", t, z ? "" : "__restrict__ ", (long long)items, (long long)CV, V,
             (long long)CV, (long long)OWB, TW, (long long)OWB, (long long)OH, (long long)OH, TW, V, V, V, TW, V,
-            (long long)R, (long long)st[0], (long long)pb[0], (long long)H, t, (long long)H, (long long)W,
+            (long long)R, (long long)st[0], (long long)pb[0], (long long)d->dh, (long long)H, t, (long long)H,
+            (long long)W,
             (long long)C, (long long)S, V, (long long)S, V, V, (long long)S, (long long)C, V, (long long)span,
-            (long long)st[1], (long long)pb[1], V, (long long)W, t, V, t, V, (long long)C, V, in_act, V, TW,
-            (long long)st[1], (long long)S, V, TW, (long long)OW, (long long)OH, (long long)OW, (long long)C);
+            (long long)st[1], (long long)pb[1], V, (long long)W, t, V, t, V, (long long)C, V, in_act, V, TW, tap, V,
+            TW, (long long)OW, (long long)OH, (long long)OW, (long long)C);
   if (z)
     sb_printf(b, "      const Vec<%s, %d> zv = *(const Vec<%s, %d>*)(z + o);\n", t, V, t, V);
   sb_printf(b,
@@ -669,9 +695,12 @@ int cg_dwconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int6
   if (!depthwise_nhwc(c) || y->dt != x->dt || (z && z->dt != x->dt)) return 1;
   if (bias && (!bias->data || bias->rank != 1 || bias->dims[0] != x->dims[3])) return 1;
   DwShape d = {.N = x->dims[0], .H = x->dims[1], .W = x->dims[2], .C = x->dims[3], .OH = y->dims[1],
-               .OW = y->dims[2], .R = w->dims[1], .S = w->dims[2], .sh = st[0], .sw = st[1], .ph = pb[0], .pw = pb[1]};
+               .OW = y->dims[2], .R = w->dims[1], .S = w->dims[2], .sh = st[0], .sw = st[1], .ph = pb[0], .pw = pb[1],
+               .dh = dil[0], .dw = dil[1]};
   int64_t C = d.C, R = d.R, S = d.S;
-  if (R < 1 || S < 1 || R > MAX_TAP || S > MAX_TAP || dil[0] != 1 || dil[1] != 1) return 1;
+  if (R < 1 || S < 1 || R > MAX_TAP || S > MAX_TAP || dil[0] < 1 || dil[1] < 1 || dil[0] > MAX_DIL ||
+      dil[1] > MAX_DIL)
+    return 1;
   if (st[0] < 1 || st[1] < 1 || st[0] > MAX_STRIDE || st[1] > MAX_STRIDE) return 1;
   if (gpuc_numel(y) == 0 || gpuc_numel(x) > INT32_MAX || gpuc_numel(y) > INT32_MAX) return 1;
   if (d.N * d.OH * d.OW * d.C > INT32_MAX) return 1; /* the row kernel's items */
@@ -701,6 +730,7 @@ int cg_dwconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int6
   if (knob("GPUC_DWCONV_TILED", 0, 0, 1)) kind = 1;
   if (knob("GPUC_DWCONV_V1", 0, 0, 1)) kind = 0;
   if (kind == 2 && c->opt->sm < 80) kind = 1; /* cp.async: sm_80 on */
+  if (d.dh > 1 || d.dw > 1) kind = 0;          /* the tiled and stream kernels' halos are dense */
   DwTile k = {0};
   if (kind && !plan_tile(&d, (int)gpuc_dtype_size(x->dt), kind == 2, &k)) kind = 0;
   /* weights [C,R,S,1] -> f32 [R,S,C]; bias -> f32 [C] (zeros without one) */

@@ -224,6 +224,16 @@ CASES = [
     ("v1_k3s1_n8_c64", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "relu", "fp16", "silu", {"n": 8, "v1": True,
                                                                                           "kind": "rows"}),
     ("v1_k3s1_res", 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), "relu", "fp16", None, {"n": 2, "res": True, "v1": True}),
+    # dilated (LR-ASPP's / DeepLabV3-MobileNetV3's atrous stages): the row
+    # kernel whatever the choice (the others' halos are dense): 5x5
+    # dilation 2 at batch 8 (the stream kernel's HardSwish case otherwise),
+    # 3x3 stride 2 with dilation 2x3 and asymmetric pads, tiled forced, bf16
+    ("dil_k5d2_hswish", 40, 10, 10, (5, 5), (1, 1), (4, 4, 4, 4), "hardswish", "fp16", "hardswish",
+     {"n": 8, "dil": (2, 2), "default": True, "kind": "rows"}),
+    ("dil_k3s2_d2x3", 24, 13, 11, (3, 3), (2, 2), (2, 3, 1, 2), "relu", "fp16", "relu6",
+     {"dil": (2, 3), "kind": "rows"}),
+    ("dil_k5d4_bf16", 16, 12, 12, (5, 5), (1, 1), (8, 8, 8, 8), "relu6", "bf16", None,
+     {"n": 3, "dil": (4, 4), "kind": "rows"}),
 ]
 
 
@@ -235,41 +245,42 @@ def half_round(a, prec):
     return u.astype(np.uint32).view(np.float32).astype(np.float64)
 
 
-def model(path, C, H, W, k, st, pads, act, rng, pre=None, n=2, res=False):
+def model(path, C, H, W, k, st, pads, act, rng, pre=None, n=2, res=False, dil=(1, 1)):
     w = (rng.standard_normal((C, 1, k[0], k[1])) * 0.3).astype(np.float32)
     b = (rng.standard_normal(C) * 0.5).astype(np.float32)
     nodes = []
     if pre:
         ACTS[pre][0](nodes, "x", "xa")
     nodes.append(helper.make_node("Conv", ["xa" if pre else "x", "w", "b"], ["c"], group=C, kernel_shape=list(k),
-                                  strides=list(st), pads=[pads[0], pads[1], pads[2], pads[3]]))
+                                  strides=list(st), pads=[pads[0], pads[1], pads[2], pads[3]], dilations=list(dil)))
     if res:  # act(conv(x) + x): the residual Z of the FusedConv
         nodes.append(helper.make_node("Add", ["c", "x"], ["cz"]))
     ACTS[act][0](nodes, "cz" if res else "c", "y")
     inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"),
              numpy_helper.from_array(np.array(0, np.float32), "lo"),
              numpy_helper.from_array(np.array(6, np.float32), "hi")]
-    oh = (H + pads[0] + pads[2] - k[0]) // st[0] + 1
-    ow = (W + pads[1] + pads[3] - k[1]) // st[1] + 1
+    oh = (H + pads[0] + pads[2] - (k[0] - 1) * dil[0] - 1) // st[0] + 1
+    ow = (W + pads[1] + pads[3] - (k[1] - 1) * dil[1] - 1) // st[1] + 1
     g = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, C, H, W])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, C, oh, ow])], inits)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), path)  # 18: Mish
     return w, b, oh, ow
 
 
-def reference(x, w, b, k, st, pads, oh, ow, act, pre=None, res=False, prec="fp16"):
+def reference(x, w, b, k, st, pads, oh, ow, act, pre=None, res=False, prec="fp16", dil=(1, 1)):
     """x [N,H,W,C] float64, w [C,1,kh,kw] -> act(conv(pre(x)) + b [+ x]) [N,OH,OW,C];
     pre(x) rounded to the half type, as the reference and the kernels round it"""
     x0 = x
     if pre:
         x = half_round(ACTS[pre][1](x), prec)
     n, h, wd, c = x.shape
-    xp = np.zeros((n, h + pads[0] + pads[2] + k[0], wd + pads[1] + pads[3] + k[1], c))
+    xp = np.zeros((n, h + pads[0] + pads[2] + k[0] * dil[0], wd + pads[1] + pads[3] + k[1] * dil[1], c))
     xp[:, pads[0]:pads[0] + h, pads[1]:pads[1] + wd] = x
     y = np.zeros((n, oh, ow, c)) + b
     for r in range(k[0]):
         for s in range(k[1]):
-            y += xp[:, r:r + st[0] * oh:st[0], s:s + st[1] * ow:st[1]][:, :oh, :ow] * w[:, 0, r, s]
+            r0, s0 = r * dil[0], s * dil[1]
+            y += xp[:, r0:r0 + st[0] * oh:st[0], s0:s0 + st[1] * ow:st[1]][:, :oh, :ow] * w[:, 0, r, s]
     if res:
         y = y + x0
     return ACTS[act][1](y)
@@ -368,10 +379,10 @@ def main():
         name, C, H, W, k, st, pads, act, prec = case[:9]
         pre = case[9] if len(case) > 9 else None
         opt = case[10] if len(case) > 10 else {}
-        n, res = opt.get("n", 2), opt.get("res", False)
+        n, res, dil = opt.get("n", 2), opt.get("res", False), opt.get("dil", (1, 1))
         rng = np.random.default_rng(zlib.crc32(name.encode()))
         onnx_path = os.path.join(work, name + ".onnx")
-        w, b, oh, ow = model(onnx_path, C, H, W, k, st, pads, act, rng, pre, n, res)
+        w, b, oh, ow = model(onnx_path, C, H, W, k, st, pads, act, rng, pre, n, res, dil)
         src_path = os.path.join(work, name + ".cu")
         env = dict(os.environ, GPUC_SAVE_SOURCE=src_path)
         for key in ("GPUC_DWCONV_V1", "GPUC_DWCONV_TILED", "GPUC_DWCONV_PREV", "GPUC_DWCONV_ASYNC", "GPUC_DWCONV_CTAS",
@@ -445,7 +456,7 @@ def main():
                 raw = np.fromfile(os.path.join(work, "y.bin"), dtype=xdt)
                 y = raw.astype(np.float64) if prec == "fp16" else \
                     (raw.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-                ref = reference(xh, wh, bh, k, st, pads, oh, ow, act, pre, res, prec)
+                ref = reference(xh, wh, bh, k, st, pads, oh, ow, act, pre, res, prec, dil)
                 tol = (2e-3 if prec == "fp16" else 1.6e-2) * max(1.0, np.abs(ref).max())
                 err = np.abs(y.reshape(ref.shape) - ref).max() if y.size == ref.size else np.inf
                 if not np.isfinite(err) or err > tol:

@@ -196,3 +196,30 @@ def rotary_case(name, B, S, H, D, dt):
 rotary_case("rotary_f16_v8", 2, 5, 3, 32, np.float16)   # 16 pairs a row: two vectors of 8
 rotary_case("rotary_f32_v4", 2, 3, 2, 8, np.float32)    # 4 pairs: one vector of 4
 rotary_case("rotary_f32_odd", 1, 3, 2, 6, np.float32)   # 3 pairs: the scalar kernel
+
+
+# Resize (codegen/lower_resize.c): segmentation heads' bilinear upsampling
+# (x8, half_pixel, f16 and f32 with sizes), nearest (asymmetric floor) and
+# cubic, and a shape whose output count takes 32-bit index math
+def resize_case(name, x, mode, scales=None, sizes=None, **attrs):
+    ins = [("x", x), ("roi", np.float32([]))]
+    const = ["roi"]
+    if scales is not None:
+        ins.append(("scales", np.float32(scales)))
+        const.append("scales")
+    else:
+        ins += [("scales", np.float32([])), ("sizes", np.int64(sizes))]
+        const += ["scales", "sizes"]
+    case(name, "Resize", ins, dict(mode=mode, **attrs), const=const)
+
+
+resize_case("resize_linear_f16_x8", f(2, 3, 5, 5, dt=np.float16), "linear", scales=[1, 1, 8, 8],
+            coordinate_transformation_mode="half_pixel")
+resize_case("resize_linear_f32_sizes", f(2, 5, 7, 6), "linear", sizes=[2, 5, 20, 13],
+            coordinate_transformation_mode="pytorch_half_pixel")
+resize_case("resize_linear_align", f(1, 2, 4, 9), "linear", sizes=[1, 2, 11, 5],
+            coordinate_transformation_mode="align_corners")
+resize_case("resize_nearest_x2", f(2, 3, 6, 5), "nearest", scales=[1, 1, 2, 2],
+            coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+resize_case("resize_cubic_f32", f(1, 3, 6, 6), "cubic", scales=[1, 1, 1.5, 2.0],
+            coordinate_transformation_mode="half_pixel")
