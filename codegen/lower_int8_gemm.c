@@ -278,15 +278,15 @@ static void int8_wgmma_helpers(StrBuf *b, int bn) {
  * 16 x 8 tile; warps wn across the tile's columns) at (m0, n0), pairs of
  * columns at a time, through epi's program or as int32. Warp w is
  * threadIdx.x / 32 (the WS kernel's consumers are its first warps). */
-static void emit_store(StrBuf *b, const EwProgram *epi, int64_t n, int wn, int mt, int nt) {
-  sb_printf(b, "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+static void emit_store(StrBuf *b, const EwProgram *epi, int64_t n, int wn, int mt, int nt, const char *warp) {
+  sb_printf(b, "  const int lane = threadIdx.x & 31, warp = %s;\n"
                "  const int rw = m0 + (warp / %d) * %d + (lane >> 2), cw = n0 + (warp %% %d) * %d + (lane & 3) * 2;\n"
                "#pragma unroll\n  for (int a = 0; a < %d; a++)\n#pragma unroll\n    for (int c = 0; c < %d; c++)\n"
                "#pragma unroll\n      for (int h = 0; h < 2; h++) {\n"
                "    const int r = rw + a * 16 + h * 8, col = cw + c * 8;\n"
                "    if (r >= M || col >= N) continue;\n"
                "    const i64 i0_ = (i64)r * N + col;\n",
-            wn, mt * 16, wn, nt * 8, mt, nt);
+            warp, wn, mt * 16, wn, nt * 8, mt, nt);
   if (epi) {
     sb_printf(b, "    const i64 row_ = r; const int j0_ = col; (void)row_; (void)j0_;\n"
                  "    const int reg_[2] = {acc[a][c][2 * h], acc[a][c][2 * h + 1]};\n");
@@ -322,7 +322,10 @@ static void emit_store(StrBuf *b, const EwProgram *epi, int64_t n, int wn, int m
  * (cp.async rather than TMA: TMA needs a CUtensorMap of each tensor's
  * device address, built by the driver at plan load: plan and runtime
  * work, left for a next step.) */
-typedef struct I8Ws { int c, bn, st, grid_per_sm, per_sm, np, r0; } I8Ws;
+typedef struct I8Ws { int c, bn, st, grid_per_sm, per_sm, np, r0; bool pp; } I8Ws;
+
+/* rows of a tile: the consumer warpgroups' 64 each, or one's (ping-pong) */
+static int ws_bm(const I8Ws *w) { return w->pp ? 64 : 64 * w->c; }
 
 /* GPUC_INT8_WS=1: the warp-specialized kernel where the wgmma one runs */
 static bool use_ws(const CodegenOptions *o) {
@@ -333,8 +336,8 @@ static bool use_ws(const CodegenOptions *o) {
 enum { WS_SM_BYTES = 228 * 1024, WS_CTA_MAX = 227 * 1024, WS_SMS = 132 };
 
 /* shared bytes: ST stages of (BM + BN) 128-byte rows, 1 KB to align them,
- * then 2 ST mbarriers (8 bytes each) */
-static unsigned ws_shmem(const I8Ws *w) { return (unsigned)(w->st * (64 * w->c + w->bn) * 128 + 1024 + 16 * w->st); }
+ * then 2 ST + 2 mbarriers (8 bytes each: full, empty, ping-pong's turns) */
+static unsigned ws_shmem(const I8Ws *w) { return (unsigned)(w->st * (ws_bm(w) + w->bn) * 128 + 1024 + 16 * w->st + 16); }
 
 /* Fills in CTAs an SM (as many as shared memory allows, 1 KB a CTA the
  * runtime's, at most 3), the producer's threads and r0, the registers a
@@ -350,7 +353,8 @@ static unsigned ws_shmem(const I8Ws *w) { return (unsigned)(w->st * (64 * w->c +
  * schedulers; one producer warp where CTAs share it, so each thread keeps
  * more registers. False for a tile that does not fit. */
 static bool ws_fit(I8Ws *w) {
-  if (w->c < 1 || w->c > 4 || !(w->bn == 64 || w->bn == 128 || w->bn == 256) || w->st < 2 || w->st > 8)
+  if (w->c < 1 || w->c > 4 || (w->pp && w->c != 2) || !(w->bn == 64 || w->bn == 128 || w->bn == 256) || w->st < 2 ||
+      w->st > 8)
     return false;
   const unsigned sh = ws_shmem(w);
   if (sh > WS_CTA_MAX) return false;
@@ -366,14 +370,17 @@ static bool ws_fit(I8Ws *w) {
 
 /* GPUC_INT8_WS_TILE=wsBMxBNsST[gG] (BM 64 to 256: 1 to 4 consumer
  * warpgroups; BN 64, 128 or 256; ST 2 to 8 stages; G CTAs an SM in the
- * persistent grid, else as many as fit) for the sweeps of
- * tests/gpu/int8_gemm_check.py; else by shape. */
+ * persistent grid, else as many as fit), or pp64xBNsST[gG]: ping-pong, two
+ * consumer warpgroups taking turns at 64 x BN tiles (emit_ws_body), for
+ * the sweeps of tests/gpu/int8_gemm_check.py; else by shape. */
 static I8Ws ws_tile_for(int64_t n, int64_t k) {
   const char *env = getenv("GPUC_INT8_WS_TILE");
   I8Ws w = {0};
   int bm = 0, g = 0;
-  if (env && sscanf(env, "ws%dx%ds%dg%d", &bm, &w.bn, &w.st, &g) >= 3 && bm > 0 && bm % 64 == 0) {
-    w.c = bm / 64;
+  bool ws = env && sscanf(env, "ws%dx%ds%dg%d", &bm, &w.bn, &w.st, &g) >= 3 && bm > 0 && bm % 64 == 0;
+  w.pp = !ws && env && sscanf(env, "pp%dx%ds%dg%d", &bm, &w.bn, &w.st, &g) >= 3 && bm == 64;
+  if (ws || w.pp) {
+    w.c = w.pp ? 2 : bm / 64;
     if (ws_fit(&w)) {
       w.grid_per_sm = g > 0 && g <= w.per_sm ? g : w.per_sm;
       return w;
@@ -480,13 +487,59 @@ static void int8_ws_helpers(StrBuf *b) {
     "  wg_wait<0>();\n"
     "  wg_fence_acc<BN / 2>(acc);\n"
     "  if (lead) ws_bar_arrive(empty + prev);\n"
+    "}\n"
+    "/* the ring position n steps on (the other warpgroup's tile: ping-pong) */\n"
+    "template <int ST> __device__ __forceinline__ void ws_skip(int& s, unsigned& ph, int n) {\n"
+    "  s += n;\n"
+    "  ph ^= (unsigned)(s / ST) & 1u;\n"
+    "  s %%= ST;\n"
     "}\n");
+}
+
+/* Ping-pong (GPUC_INT8_WS_TILE=pp64xBNsST): the CTA's tiles (64 x BN each)
+ * in order i = 0, 1, 2, ... are filled into the ring by the producer as
+ * ever; warpgroup g takes the tiles i = g, g + 2, ..., so while one runs
+ * its tile's wgmmas the other runs its epilogue. A warpgroup steps its
+ * ring position over the other's K steps (ws_skip), and starts a tile's
+ * wgmmas only when the other has finished its previous tile's (mbarrier
+ * turn_[g]: 4 arrivals, lane 0 of each of the other's warps): that keeps
+ * the tensor cores to one warpgroup at a time, and keeps a warpgroup from
+ * waiting on a stage's full barrier more than one fill ahead of what has
+ * been consumed (a parity wait cannot tell fill r from fill r - 2). Each
+ * stage is released by one warpgroup: empty counts 4. */
+static void emit_pp_body(StrBuf *b, const I8Ws *w, const EwProgram *epi, int64_t n) {
+  const int nt = w->bn / 8;
+  sb_printf(b, "  unsigned long long* turn_ = empty_ + %d;\n"
+               "  if (threadIdx.x == 0) {\n"
+               "    ws_bar_init(turn_, 4);\n"
+               "    ws_bar_init(turn_ + 1, 4);\n"
+               "  }\n"
+               "  __syncthreads();\n"
+               "  if (threadIdx.x >= 256) { /* the producer */\n"
+               "    ws_produce<64, %d, %d, %d>(xq, wq, M, N, K, mtiles_, tiles_, threadIdx.x - 256, smem_, full_, empty_);\n"
+               "    return;\n"
+               "  }\n"
+               "  int acc[1][%d][4];\n"
+               "#pragma unroll\n  for (int c = 0; c < %d; c++)\n#pragma unroll\n    for (int e = 0; e < 4; e++) acc[0][c][e] = 0;\n"
+               "  const int wg_ = threadIdx.x >> 7, KT_ = (K + 127) / 128;\n"
+               "  int s_ = 0;\n"
+               "  unsigned ph_ = 0, turns_ = 0;\n"
+               "  ws_skip<%d>(s_, ph_, wg_ * KT_);\n"
+               "  for (int t_ = blockIdx.x + wg_ * gridDim.x; t_ < tiles_; t_ += 2 * gridDim.x) {\n"
+               "  const int m0 = (t_ %% mtiles_) * 64, n0 = (t_ / mtiles_) * %d;\n"
+               "  ws_bar_wait(turn_ + wg_, (turns_++ & 1u) ^ (wg_ ? 0u : 1u)); /* the other's wgmmas of the tile before are done */\n"
+               "  ws_consume<64, %d, %d>(&acc[0][0][0], K, 0, smem_, full_, empty_, s_, ph_);\n"
+               "  if ((threadIdx.x & 31) == 0) ws_bar_arrive(turn_ + (wg_ ^ 1));\n"
+               "  ws_skip<%d>(s_, ph_, KT_);\n",
+            w->st, w->bn, w->st, w->np, nt, nt, w->st, w->bn, w->bn, w->st, w->st);
+  emit_store(b, epi, n, 1, 1, nt, "(threadIdx.x >> 5) & 3");
+  sb_printf(b, "  }\n}\n");
 }
 
 /* The WS kernel's body after its parameters (b: the kernel text so far):
  * barriers, the role split, the persistent tile loop with emit_store. */
 static void emit_ws_body(StrBuf *b, const I8Ws *w, const EwProgram *epi, int64_t m, int64_t n, int64_t k) {
-  const int bm = 64 * w->c, nt = w->bn / 8;
+  const int bm = ws_bm(w), nt = w->bn / 8;
   sb_printf(b, "  extern __shared__ __align__(1024) unsigned char smem_raw_[];\n"
                "  unsigned char* smem_ = smem_raw_ + ((1024 - ((unsigned)__cvta_generic_to_shared(smem_raw_) & 1023)) & 1023);\n"
                "  unsigned long long* full_ = (unsigned long long*)(smem_ + %d);\n"
@@ -500,7 +553,11 @@ static void emit_ws_body(StrBuf *b, const I8Ws *w, const EwProgram *epi, int64_t
                "    }\n"
                "  __syncthreads();\n",
             w->st * (bm + w->bn) * 128, w->st, LL(m), LL(n), LL(k), bm - 1, bm, w->bn - 1, w->bn, w->st, w->np,
-            4 * w->c);
+            w->pp ? 4 : 4 * w->c);
+  if (w->pp) {
+    emit_pp_body(b, w, epi, n);
+    return;
+  }
   sb_printf(b, "  if (threadIdx.x >= %d) { /* the producer */\n"
                "    ws_produce<%d, %d, %d, %d>(xq, wq, M, N, K, mtiles_, tiles_, threadIdx.x - %d, smem_, full_, empty_);\n"
                "    return;\n"
@@ -513,7 +570,7 @@ static void emit_ws_body(StrBuf *b, const I8Ws *w, const EwProgram *epi, int64_t
                "  const int m0 = (t_ %% mtiles_) * %d, n0 = (t_ / mtiles_) * %d;\n"
                "  ws_consume<%d, %d, %d>(&acc[0][0][0], K, threadIdx.x >> 7, smem_, full_, empty_, s_, ph_);\n",
             128 * w->c, bm, w->bn, w->st, w->np, 128 * w->c, nt, nt, bm, w->bn, bm, w->bn, w->st);
-  emit_store(b, epi, n, 1, 1, nt);
+  emit_store(b, epi, n, 1, 1, nt, "threadIdx.x >> 5");
   sb_printf(b, "  }\n}\n");
 }
 
@@ -539,7 +596,7 @@ static void emit_body(StrBuf *b, const I8Tile *t, const EwProgram *epi, int64_t 
   else
     sb_printf(b, "  i8_mainloop<%d, %d, %d, %d, %d, %d>(xq, wq, M, N, K, m0, n0, acc, smem_);\n", T.bm, T.bn, T.bk,
               T.st, mt, nt);
-  emit_store(b, epi, n, wn, mt, nt);
+  emit_store(b, epi, n, wn, mt, nt, "threadIdx.x >> 5");
   sb_printf(b, "}\n");
 }
 
@@ -604,7 +661,7 @@ int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, in
   unsigned grid[3] = {(unsigned)((n + T.bn - 1) / T.bn), (unsigned)((m + T.bm - 1) / T.bm), 1};
   unsigned block[3] = {(unsigned)threads, 1, 1};
   if (ws) { /* persistent: grid_per_sm CTAs an SM of an H100/H200 (132 SMs), at most one a tile */
-    const int64_t tiles = ((m + 64 * W.c - 1) / (64 * W.c)) * ((n + W.bn - 1) / W.bn);
+    const int64_t tiles = ((m + ws_bm(&W) - 1) / ws_bm(&W)) * ((n + W.bn - 1) / W.bn);
     const int64_t ctas = (int64_t)WS_SMS * W.grid_per_sm;
     grid[0] = (unsigned)(tiles < ctas ? tiles : ctas);
     grid[1] = 1;

@@ -6,7 +6,8 @@ the default one that the H200 runs bit-exact.
 No GPU here. Each case's Linear layer y = (x W + b) + r (fp32, --int8,
 GPUC_INT8_GEMM=own, sm_90) is compiled with GPUC_SAVE_SOURCE set; the GEMM
 kernel (its DequantizeRows + residual epilogue) and the device helpers it
-calls (i8_sw, wg_desc, i8_load / i8_wg_mainloop or ws_produce / ws_consume)
+calls (i8_sw, wg_desc, i8_load / i8_wg_mainloop or ws_produce / ws_consume /
+ws_skip)
 are cut out of the module source and compiled by the host C++ compiler
 under a shim that runs every CUDA thread of a CTA as a ucontext coroutine,
 the CTAs one after another over a grid (the plan's, and a grid of 2 CTAs
@@ -289,7 +290,8 @@ def host_source(text, ws):
                cut(text, r"__device__ __forceinline__ unsigned long long wg_desc")]
     if ws:
         helpers += [cut(text, r"template <int BM, int BN, int ST, int NP>\n__device__ __forceinline__ void ws_produce"),
-                    cut(text, r"template <int BM, int BN, int ST>\n__device__ __forceinline__ void ws_consume")]
+                    cut(text, r"template <int BM, int BN, int ST>\n__device__ __forceinline__ void ws_consume"),
+                    cut(text, r"template <int ST> __device__ __forceinline__ void ws_skip")]
     else:
         helpers += [cut(text, r"template <int BM, int BN, int BK, int NTH>\n__device__ __forceinline__ void i8_load"),
                     cut(text, r"template <int BM, int BN, int ST>\n__device__ __forceinline__ void i8_wg_mainloop")]
@@ -377,6 +379,9 @@ CASES = [  # M, K, N, warp-specialized, grid (None: the plan's), env
     (200, 256, 136, True, 2, {"GPUC_INT8_WS_TILE": "ws64x128s2"}),
     (300, 384, 200, True, 2, {"GPUC_INT8_WS_TILE": "ws128x64s5"}),
     (300, 384, 200, True, 2, {"GPUC_INT8_WS_TILE": "ws256x128s3"}),  # four consumer warpgroups
+    (300, 384, 200, True, 2, {"GPUC_INT8_WS_TILE": "pp64x128s2"}),   # ping-pong: 5 x 2 tiles each CTA, 3 K steps
+    (777, 48, 132, True, 3, {"GPUC_INT8_WS_TILE": "pp64x256s4"}),    # ping-pong, an odd count of tiles a CTA
+    (200, 1040, 136, True, 2, {"GPUC_INT8_WS_TILE": "pp64x64s3"}),  # ping-pong, 9 K steps (ring wraps in a tile)
 ]
 
 if __name__ == "__main__":

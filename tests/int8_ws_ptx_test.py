@@ -118,7 +118,7 @@ SHAPES = [  # M, K, N, act, residual, precisions
     (64, 16, 4, "none", False, [[]]),
 ]
 TILES = ["ws128x256s4", "ws128x128s3", "ws128x128s4", "ws128x128s6", "ws64x256s4", "ws128x64s4", "ws256x128s3",
-         "ws128x256s3"]
+         "ws128x256s3", "pp64x256s4", "pp64x256s5", "pp64x128s4"]
 VARIANTS = [("ws", "sm_90", {"GPUC_INT8_WS": "1"}), ("off", "sm_90", {}), ("ws0", "sm_90", {"GPUC_INT8_WS": "0"}),
             ("ws-sm80", "sm_80", {"GPUC_INT8_WS": "1"}), ("off-sm80", "sm_80", {})]
 jobs, tags = [], []

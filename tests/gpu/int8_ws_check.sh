@@ -7,12 +7,13 @@
 #          WS vs the default wgmma kernel vs cuBLASLt int8 + DequantizeRows
 #          vs cuBLASLt fp16 timed at BERT-base's four shapes (median of 200
 #          replays, `gpuc bench --profile`); the WS tiles of WS_SWEEP timed
-#          there too (limit GEMM_S seconds, default 140)
+#          there too (ws*: cooperative tiles, pp*: ping-pong; limit GEMM_S
+#          seconds, default 150)
 #   round  tests/gpu/row_fusion_bench.py round: BERT-base b32 s128 --fp16,
 #          --int8 --fp16 (default kernels), with GPUC_INT8_WS=1 (int8-ws),
 #          and GPUC_INT8_GEMM=own with and without it (int8-own,
 #          int8-ws-own: bit-identical at b2), timed, each against `gpuc run
-#          --cpu` at b2 (limit ROUND_S seconds, default 150; needs torch and
+#          --cpu` at b2 (limit ROUND_S seconds, default 140; needs torch and
 #          transformers for the export, or BERT_ONNX=PATH)
 # Results: $OUT/summary.txt (the PASS/FAIL and timing lines), $OUT/gemm.txt
 # and $OUT/round.txt (whole outputs), $OUT/round_logs.tgz (the round's logs).
@@ -43,10 +44,10 @@ step() { # name seconds command...: whole output to $OUT/name.txt, the verdicts 
 }
 for w in ${*:-gemm round}; do
   case $w in
-    gemm) WS=1 WS_SWEEP=${WS_SWEEP:-"ws128x128s4 ws128x256s4 ws128x64s4 ws256x128s3 ws64x256s4 ws128x128s3g1"} \
-            step gemm "${GEMM_S:-140}" "$PY" tests/gpu/int8_gemm_check.py "$B/gpuc" "$W/gemm" ;;
+    gemm) WS=1 WS_SWEEP=${WS_SWEEP:-"ws128x128s4 ws128x256s4 ws128x64s4 ws256x128s3 pp64x256s4 pp64x128s4 ws128x128s3g1"} \
+            step gemm "${GEMM_S:-150}" "$PY" tests/gpu/int8_gemm_check.py "$B/gpuc" "$W/gemm" ;;
     round) ROUND_ONLY=${ROUND_ONLY:-fp16,int8,int8-ws,int8-own,int8-ws-own} \
-             step round "${ROUND_S:-150}" "$PY" tests/gpu/row_fusion_bench.py "$B/gpuc" "$B/models" \
+             step round "${ROUND_S:-140}" "$PY" tests/gpu/row_fusion_bench.py "$B/gpuc" "$B/models" \
              tests/models/zoo "$W/round" round ;;
   esac
 done
