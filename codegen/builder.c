@@ -20,7 +20,7 @@ typedef struct { uint32_t step, in, out; } InPlaceHint;
 
 struct PlanBuilder {
   Plan *p;
-  uint32_t cap_tensors, cap_kernels, cap_steps, cap_tune, cap_args, cap_gemms, cap_convs;
+  uint32_t cap_tensors, cap_kernels, cap_steps, cap_tune, cap_args, cap_gemms, cap_convs, cap_tmaps;
   StrBuf strings, src;
   uint32_t *value_tensor;        /* graph value -> plan tensor, UINT32_MAX none */
   uint64_t lower_bound;          /* most arena bytes live at one step */
@@ -292,6 +292,18 @@ void cg_mark_tensor_math(LowerCtx *c) {
   Plan *p = c->pb->p;
   if (c->capture || p->ntune == 0 || p->steps[p->ntune - 1].kind != PLAN_STEP_KERNEL) return;
   p->tune[p->ntune - 1].flags |= PLAN_TUNE_F_TENSOR_MATH;
+}
+
+int cg_tensor_map(LowerCtx *c, uint32_t tensor, uint64_t row_bytes, uint64_t rows, uint64_t row_stride,
+                  unsigned box_bytes, unsigned box_rows) {
+  if (capturing(c)) return 0;
+  Plan *p = c->pb->p;
+  GPUC_ASSERT(p->nsteps > 0 && p->steps[p->nsteps - 1].kind == PLAN_STEP_KERNEL);
+  if (GROW(p->tmaps, p->ntmaps, c->pb->cap_tmaps)) return gpuc_err_set(c->err, "out of memory");
+  p->tmaps[p->ntmaps++] = (PlanTensorMap){.step = p->nsteps - 1, .tensor = tensor, .dims = {row_bytes, rows},
+                                          .row_stride = row_stride, .box = {box_bytes, box_rows},
+                                          .swizzle = PLAN_TMAP_SWIZZLE_128B};
+  return 0;
 }
 
 void cg_mark_arch_specific(LowerCtx *c) {

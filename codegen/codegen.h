@@ -129,6 +129,12 @@ void cg_in_place(LowerCtx *c, uint32_t in, uint32_t out);
 /* The kernel step just made computes on tensor cores (mma.sync): the
  * profile measures it against the tensor peak. */
 void cg_mark_tensor_math(LowerCtx *c);
+/* The kernel step just launched takes a TMA descriptor (PlanTensorMap,
+ * plan.h) after its tensor arguments: tensor (one of them) as rows of
+ * row_bytes bytes, row_stride apart, loaded box_bytes x box_rows at a time
+ * in the 128-byte swizzle. In parameter order, one call a map. */
+int cg_tensor_map(LowerCtx *c, uint32_t tensor, uint64_t row_bytes, uint64_t rows, uint64_t row_stride,
+                  unsigned box_bytes, unsigned box_rows);
 /* The kernel just emitted uses an arch-specific feature (Hopper's wgmma):
  * the module compiles for sm_XXa and the plan is marked
  * GPUC_PLAN_F_ARCH_SPECIFIC (it runs on that exact arch only). */

@@ -322,15 +322,20 @@ static void emit_store(StrBuf *b, const EwProgram *epi, int64_t n, int wn, int m
  * (cp.async rather than TMA: TMA needs a CUtensorMap of each tensor's
  * device address, built by the driver at plan load: plan and runtime
  * work, left for a next step.) */
-typedef struct I8Ws { int c, bn, st, grid_per_sm, per_sm, np, r0; bool pp; } I8Ws;
+typedef struct I8Ws { int c, bn, st, grid_per_sm, per_sm, np, r0; bool pp, tma; } I8Ws;
 
 /* rows of a tile: the consumer warpgroups' 64 each, or one's (ping-pong) */
 static int ws_bm(const I8Ws *w) { return w->pp ? 64 : 64 * w->c; }
 
-/* GPUC_INT8_WS=1: the warp-specialized kernel where the wgmma one runs */
+/* GPUC_INT8_WS=1: the warp-specialized kernel where the wgmma one runs,
+ * its loads by cp.async; GPUC_INT8_WS=tma: by TMA */
 static bool use_ws(const CodegenOptions *o) {
   const char *env = getenv("GPUC_INT8_WS");
   return use_wgmma(o) && env && *env && strcmp(env, "0");
+}
+static bool use_tma(void) {
+  const char *env = getenv("GPUC_INT8_WS");
+  return env && !strcmp(env, "tma");
 }
 
 enum { WS_SM_BYTES = 228 * 1024, WS_CTA_MAX = 227 * 1024, WS_SMS = 132 };
@@ -361,7 +366,7 @@ static bool ws_fit(I8Ws *w) {
   const int need = w->bn / 2 + 32;
   int fit = (int)(WS_SM_BYTES / (sh + 1024));
   for (w->per_sm = fit > 3 ? 3 : fit; w->per_sm >= 1; w->per_sm--) {
-    w->np = w->per_sm > 1 ? 32 : 128;
+    w->np = w->tma || w->per_sm > 1 ? 32 : 128; /* TMA: one thread issues a stage's two loads */
     w->r0 = (65536 / (w->per_sm * (128 * w->c + w->np))) & ~7;
     if (w->r0 >= need) return true;
   }
@@ -375,7 +380,7 @@ static bool ws_fit(I8Ws *w) {
  * the sweeps of tests/gpu/int8_gemm_check.py; else by shape. */
 static I8Ws ws_tile_for(int64_t n, int64_t k) {
   const char *env = getenv("GPUC_INT8_WS_TILE");
-  I8Ws w = {0};
+  I8Ws w = {.tma = use_tma()};
   int bm = 0, g = 0;
   bool ws = env && sscanf(env, "ws%dx%ds%dg%d", &bm, &w.bn, &w.st, &g) >= 3 && bm > 0 && bm % 64 == 0;
   w.pp = !ws && env && sscanf(env, "pp%dx%ds%dg%d", &bm, &w.bn, &w.st, &g) >= 3 && bm == 64;
@@ -392,7 +397,7 @@ static I8Ws ws_tile_for(int64_t n, int64_t k) {
    * next tile's loads as well) */
   (void)n;
   (void)k;
-  w = (I8Ws){.c = 2, .bn = 128, .st = 3};
+  w = (I8Ws){.c = 2, .bn = 128, .st = 3, .tma = use_tma()};
   if (!ws_fit(&w)) abort(); /* the defaults fit by construction */
   w.grid_per_sm = w.per_sm;
   return w;
@@ -488,12 +493,61 @@ static void int8_ws_helpers(StrBuf *b) {
     "  wg_fence_acc<BN / 2>(acc);\n"
     "  if (lead) ws_bar_arrive(empty + prev);\n"
     "}\n"
+    "/* TMA (GPUC_INT8_WS=tma): a CUtensorMap the session encodes, by value */\n"
+    "struct __align__(64) TmaMap { unsigned long long v[16]; };\n"
+    "/* this thread's arrival, and `bytes` more the phase waits for */\n"
+    "__device__ __forceinline__ void ws_bar_expect(unsigned long long* bar, unsigned bytes) {\n"
+    "  asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;\\n\" :: \"r\"(ws_sa(bar)), \"r\"(bytes) : \"memory\");\n}\n"
+    "/* the box at (byte c0 of a row, row c1) of map's tensor into dst (128B swizzle,\n"
+    " * zeros past the tensor), its bytes counted on bar */\n"
+    "__device__ __forceinline__ void ws_tma_load(unsigned char* dst, const TmaMap* map, int c0, int c1,\n"
+    "    unsigned long long* bar) {\n"
+    "  asm volatile(\"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1, {%%2, %%3}], [%%4];\\n\"\n"
+    "               :: \"r\"(ws_sa(dst)), \"l\"((unsigned long long)map), \"r\"(c0), \"r\"(c1), \"r\"(ws_sa(bar)) : \"memory\");\n}\n"
+    "/* the TMA producer (one thread): per stage an expect of its bytes and two box\n"
+    " * loads, A's BM rows and B's BN rows of 128 bytes, the order ws_produce's */\n"
+    "template <int BM, int BN, int ST>\n"
+    "__device__ __forceinline__ void ws_produce_tma(const TmaMap* tx, const TmaMap* tw, int K, int mtiles, int tiles,\n"
+    "    unsigned char* sm, unsigned long long* full, unsigned long long* empty) {\n"
+    "  constexpr int BK = 128, SB = (BM + BN) * BK;\n"
+    "  const int KT = (K + BK - 1) / BK;\n"
+    "  int s = 0;\n"
+    "  unsigned ph = 0;\n"
+    "  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
+    "    const int m0 = (t %% mtiles) * BM, n0 = (t / mtiles) * BN;\n"
+    "    for (int kt = 0; kt < KT; kt++) {\n"
+    "      ws_bar_wait(empty + s, ph ^ 1);\n"
+    "      ws_bar_expect(full + s, SB);\n"
+    "      ws_tma_load(sm + s * SB, tx, kt * BK, m0, full + s);\n"
+    "      ws_tma_load(sm + s * SB + BM * BK, tw, kt * BK, n0, full + s);\n"
+    "      if (++s == ST) { s = 0; ph ^= 1; }\n"
+    "    }\n"
+    "  }\n"
+    "}\n"
     "/* the ring position n steps on (the other warpgroup's tile: ping-pong) */\n"
     "template <int ST> __device__ __forceinline__ void ws_skip(int& s, unsigned& ph, int n) {\n"
     "  s += n;\n"
     "  ph ^= (unsigned)(s / ST) & 1u;\n"
     "  s %%= ST;\n"
     "}\n");
+}
+
+/* The producer's branch (threads 128 C on): ws_produce on every producer
+ * thread, or ws_produce_tma on the first (TMA) */
+static void emit_producer(StrBuf *b, const I8Ws *w, int bm) {
+  const int first = 128 * w->c;
+  if (w->tma)
+    sb_printf(b, "  if (threadIdx.x >= %d) { /* the producer: one thread issues the TMA loads */\n"
+                 "    if (threadIdx.x == %d) ws_produce_tma<%d, %d, %d>(&tmx_, &tmw_, K, mtiles_, tiles_, smem_, full_, empty_);\n"
+                 "    return;\n"
+                 "  }\n",
+              first, first, bm, w->bn, w->st);
+  else
+    sb_printf(b, "  if (threadIdx.x >= %d) { /* the producer */\n"
+                 "    ws_produce<%d, %d, %d, %d>(xq, wq, M, N, K, mtiles_, tiles_, threadIdx.x - %d, smem_, full_, empty_);\n"
+                 "    return;\n"
+                 "  }\n",
+              first, bm, w->bn, w->st, w->np, first);
 }
 
 /* Ping-pong (GPUC_INT8_WS_TILE=pp64xBNsST): the CTA's tiles (64 x BN each)
@@ -514,12 +568,10 @@ static void emit_pp_body(StrBuf *b, const I8Ws *w, const EwProgram *epi, int64_t
                "    ws_bar_init(turn_, 4);\n"
                "    ws_bar_init(turn_ + 1, 4);\n"
                "  }\n"
-               "  __syncthreads();\n"
-               "  if (threadIdx.x >= 256) { /* the producer */\n"
-               "    ws_produce<64, %d, %d, %d>(xq, wq, M, N, K, mtiles_, tiles_, threadIdx.x - 256, smem_, full_, empty_);\n"
-               "    return;\n"
-               "  }\n"
-               "  int acc[1][%d][4];\n"
+               "  __syncthreads();\n",
+            w->st);
+  emit_producer(b, w, 64);
+  sb_printf(b, "  int acc[1][%d][4];\n"
                "#pragma unroll\n  for (int c = 0; c < %d; c++)\n#pragma unroll\n    for (int e = 0; e < 4; e++) acc[0][c][e] = 0;\n"
                "  const int wg_ = threadIdx.x >> 7, KT_ = (K + 127) / 128;\n"
                "  int s_ = 0;\n"
@@ -531,7 +583,7 @@ static void emit_pp_body(StrBuf *b, const I8Ws *w, const EwProgram *epi, int64_t
                "  ws_consume<64, %d, %d>(&acc[0][0][0], K, 0, smem_, full_, empty_, s_, ph_);\n"
                "  if ((threadIdx.x & 31) == 0) ws_bar_arrive(turn_ + (wg_ ^ 1));\n"
                "  ws_skip<%d>(s_, ph_, KT_);\n",
-            w->st, w->bn, w->st, w->np, nt, nt, w->st, w->bn, w->bn, w->st, w->st);
+            nt, nt, w->st, w->bn, w->bn, w->st, w->st);
   emit_store(b, epi, n, 1, 1, nt, "(threadIdx.x >> 5) & 3");
   sb_printf(b, "  }\n}\n");
 }
@@ -552,24 +604,21 @@ static void emit_ws_body(StrBuf *b, const I8Ws *w, const EwProgram *epi, int64_t
                "      ws_bar_init(empty_ + s, %d);\n"
                "    }\n"
                "  __syncthreads();\n",
-            w->st * (bm + w->bn) * 128, w->st, LL(m), LL(n), LL(k), bm - 1, bm, w->bn - 1, w->bn, w->st, w->np,
-            w->pp ? 4 : 4 * w->c);
+            w->st * (bm + w->bn) * 128, w->st, LL(m), LL(n), LL(k), bm - 1, bm, w->bn - 1, w->bn, w->st,
+            w->tma ? 1 : w->np, w->pp ? 4 : 4 * w->c);
   if (w->pp) {
     emit_pp_body(b, w, epi, n);
     return;
   }
-  sb_printf(b, "  if (threadIdx.x >= %d) { /* the producer */\n"
-               "    ws_produce<%d, %d, %d, %d>(xq, wq, M, N, K, mtiles_, tiles_, threadIdx.x - %d, smem_, full_, empty_);\n"
-               "    return;\n"
-               "  }\n"
-               "  int acc[1][%d][4];\n"
+  emit_producer(b, w, bm);
+  sb_printf(b, "  int acc[1][%d][4];\n"
                "#pragma unroll\n  for (int c = 0; c < %d; c++)\n#pragma unroll\n    for (int e = 0; e < 4; e++) acc[0][c][e] = 0;\n"
                "  int s_ = 0;\n"
                "  unsigned ph_ = 0;\n"
                "  for (int t_ = blockIdx.x; t_ < tiles_; t_ += gridDim.x) {\n"
                "  const int m0 = (t_ %% mtiles_) * %d, n0 = (t_ / mtiles_) * %d;\n"
                "  ws_consume<%d, %d, %d>(&acc[0][0][0], K, threadIdx.x >> 7, smem_, full_, empty_, s_, ph_);\n",
-            128 * w->c, bm, w->bn, w->st, w->np, 128 * w->c, nt, nt, bm, w->bn, bm, w->bn, w->st);
+            nt, nt, bm, w->bn, bm, w->bn, w->st);
   emit_store(b, epi, n, 1, 1, nt, "threadIdx.x >> 5");
   sb_printf(b, "  }\n}\n");
 }
@@ -625,12 +674,14 @@ int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, in
   sb_printf(b, "(const signed char* __restrict__ xq, const signed char* __restrict__ wq, ");
   if (epi) {
     na += ew_epilogue_params(b, epi, args + na);
-    sb_printf(b, "%s* __restrict__ out0) {\n", cg_ctype(epi->y->dt));
+    sb_printf(b, "%s* __restrict__ out0", cg_ctype(epi->y->dt));
     args[na++] = epi->ty;
   } else {
-    sb_printf(b, "int* __restrict__ out0) {\n");
+    sb_printf(b, "int* __restrict__ out0");
     args[na++] = tacc;
   }
+  /* TMA: Xq's and Wq's maps by value after the tensors (cg_tensor_map below) */
+  sb_printf(b, "%s) {\n", ws && W.tma ? ", const __grid_constant__ TmaMap tmx_, const __grid_constant__ TmaMap tmw_" : "");
   if (ws)
     emit_ws_body(b, &W, epi, m, n, k);
   else
@@ -669,6 +720,10 @@ int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, in
     shmem = ws_shmem(&W);
   }
   if (cg_launch_grid(c, name, grid, block, shmem, na, args)) return -1;
+  /* Xq [m, k] in boxes of 128 bytes x BM rows, Wq [n, k] in 128 x BN */
+  if (ws && W.tma && (cg_tensor_map(c, tx, (uint64_t)k, (uint64_t)m, (uint64_t)k, 128, (unsigned)ws_bm(&W)) ||
+                      cg_tensor_map(c, tw, (uint64_t)k, (uint64_t)n, (uint64_t)k, 128, (unsigned)W.bn)))
+    return -1;
   cg_mark_tensor_math(c);
   if (T.wg) cg_mark_arch_specific(c);
   return 0;

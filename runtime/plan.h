@@ -32,8 +32,11 @@
  * 6: PlanGemm carries cuSPARSELt's configuration for a 2:4 GEMM as -O3's
  *    search chose it (PLAN_GEMM_F_SPARSE_CFG, sparse_cfg); format 4-5
  *    GEMM records are read without one (their 2:4 GEMMs run cuSPARSELt's
- *    default configuration; a session says so and how to search) */
-#define GPUC_PLAN_FORMAT_VERSION 6u
+ *    default configuration; a session says so and how to search)
+ * 7: the TMAPS section (PlanTensorMap: TMA descriptors a kernel step takes
+ *    after its tensor arguments; the int8 GEMM's GPUC_INT8_WS=tma loads);
+ *    format 2-6 plans are read with none */
+#define GPUC_PLAN_FORMAT_VERSION 7u
 #define GPUC_PLAN_FORMAT_OLDEST 2u
 #define GPUC_PLAN_ALIGN 256u
 
@@ -80,6 +83,7 @@ typedef enum PlanSectionId {
   PLAN_SEC_BUCKETS,      /* PlanBucket[]: one specialization per bucket (format 5) */
   PLAN_SEC_DIMUSE,       /* PlanDimUse[]: which input/output dims follow which axis (format 5) */
   PLAN_SEC_BUCKET_PLANS, /* the buckets' plan images, each a whole plan without weights (format 5) */
+  PLAN_SEC_TMAPS,        /* PlanTensorMap[]: kernel steps' TMA descriptors (format 7) */
   PLAN_SEC_COUNT_
 } PlanSectionId;
 
@@ -133,6 +137,31 @@ typedef struct PlanStep {
   uint32_t nargs;
   uint32_t nodes;                /* string: ONNX node names this step covers */
 } PlanStep;
+
+/* A TMA descriptor (CUtensorMap) kernel step `step` takes by value after
+ * its tensor arguments, in record order (records sorted by step; at most
+ * GPUC_PLAN_TMAPS_PER_STEP a step): a 2-D tiled map over the bytes of
+ * tensor `tensor` (one of the step's arguments, so the arena planner saw
+ * it read): dims[0] bytes a row (contiguous), dims[1] rows, row_stride
+ * bytes apart (a multiple of 16, >= dims[0]); a load moves a box of
+ * box[0] bytes (16..128, a multiple of 16) x box[1] rows (1..256) into
+ * shared memory in the 128-byte swizzle (PLAN_TMAP_SWIZZLE_128B: 16-byte
+ * chunk c of box row r lands at chunk c ^ (r % 8)); bytes outside the
+ * tensor read as zeros. A session encodes it (cuTensorMapEncodeTiled,
+ * UINT8 elements) from the tensor's device address at each launch, so a
+ * graph captured with tensors elsewhere (zero-copy bindings, buckets)
+ * gets maps of where they are. The reader checks every field. */
+enum { PLAN_TMAP_SWIZZLE_128B = 3 };
+#define GPUC_PLAN_TMAPS_PER_STEP 4
+typedef struct PlanTensorMap {
+  uint32_t step;                 /* a kernel step */
+  uint32_t tensor;               /* among the step's arguments */
+  uint64_t dims[2];              /* bytes a row, rows */
+  uint64_t row_stride;           /* bytes */
+  uint32_t box[2];               /* bytes, rows */
+  uint32_t swizzle;              /* PLAN_TMAP_SWIZZLE_128B */
+  uint32_t reserved;             /* 0 */
+} PlanTensorMap;
 
 /* Y[b] = alpha * op(A[b]) op(B[b]) + beta * C[b], row-major, batched with
  * strides (0 = broadcast). Row-major is mapped onto cuBLASLt's column
@@ -344,6 +373,7 @@ typedef struct Plan {
   PlanConv *convs; uint32_t nconvs;
   PlanCost *costs; uint32_t ncosts;    /* ncosts == nsteps in a valid plan */
   PlanTune *tune; uint32_t ntune;      /* ntune == nsteps in a valid plan */
+  PlanTensorMap *tmaps; uint32_t ntmaps; /* format 7; sorted by step */
   uint8_t *weights; uint64_t weights_size;
   char *ptx; uint64_t ptx_size;        /* including the NUL */
   uint8_t *cubin; uint64_t cubin_size;

@@ -93,6 +93,7 @@ static int plan_image(const Plan *p, const Plan *bucket_of, uint8_t **out, uint6
     {PLAN_SEC_BUCKETS, bt, (uint64_t)p->nbuckets * sizeof(PlanBucket)},
     {PLAN_SEC_DIMUSE, p->dimuse, (uint64_t)p->ndimuse * sizeof(PlanDimUse)},
     {PLAN_SEC_BUCKET_PLANS, blob, blob_size},
+    {PLAN_SEC_TMAPS, p->tmaps, (uint64_t)p->ntmaps * sizeof(PlanTensorMap)},
   };
   uint32_t ns = sizeof secs / sizeof *secs;
   PlanHeader h = p->hdr;
@@ -156,7 +157,7 @@ void gpuc_plan_free(Plan *p) {
   free(p->strings); free(p->tensors); free(p->kernels); free(p->steps); free(p->args);
   free(p->gemms); free(p->convs); free(p->ptx); free(p->cubin);
   if (!p->weights_borrowed) free(p->weights);
-  free(p->costs); free(p->tune);
+  free(p->costs); free(p->tune); free(p->tmaps);
   free(p);
 }
 
@@ -237,6 +238,31 @@ static int check_tune(const Plan *p, uint32_t i, const char *path, GpucErr *e) {
 
 static bool tensor_ok(const Plan *p, uint32_t t, bool optional) {
   return t < p->ntensors || (optional && t == UINT32_MAX);
+}
+
+/* The TMA descriptors (plan.h, PlanTensorMap) against their steps and
+ * tensors (steps and tensors checked): a kernel step's, sorted by step, at
+ * most GPUC_PLAN_TMAPS_PER_STEP a step and 64 parameters in all, the tensor
+ * one of its arguments, every row of the map inside the tensor's bytes,
+ * the box what a 128-byte-swizzled TMA load takes. */
+static int check_tmaps(const Plan *p, const char *path, GpucErr *e) {
+  for (uint32_t i = 0, run = 0; i < p->ntmaps; i++) {
+    const PlanTensorMap *m = &p->tmaps[i];
+    run = i && p->tmaps[i - 1].step == m->step ? run + 1 : 1;
+    bool ok = m->step < p->nsteps && (i == 0 || p->tmaps[i - 1].step <= m->step) && m->tensor < p->ntensors &&
+              p->steps[m->step].kind == PLAN_STEP_KERNEL && run <= GPUC_PLAN_TMAPS_PER_STEP &&
+              p->steps[m->step].nargs + run <= 64 && m->swizzle == PLAN_TMAP_SWIZZLE_128B && m->reserved == 0;
+    bool arg = false;
+    for (uint32_t k = 0; ok && k < p->steps[m->step].nargs; k++) arg |= p->args[p->steps[m->step].args + k] == m->tensor;
+    const uint64_t bytes = ok ? p->tensors[m->tensor].bytes : 0;
+    ok = ok && arg && m->dims[0] >= 1 && m->dims[1] >= 1 && m->dims[0] <= ((uint64_t)1 << 32) &&
+         m->dims[1] <= ((uint64_t)1 << 32) && m->row_stride % 16 == 0 && m->row_stride >= m->dims[0] &&
+         m->row_stride < ((uint64_t)1 << 40) && m->dims[1] - 1 <= bytes / m->row_stride &&
+         m->dims[0] <= bytes - (m->dims[1] - 1) * m->row_stride && m->box[0] >= 16 && m->box[0] <= 128 &&
+         m->box[0] % 16 == 0 && m->box[1] >= 1 && m->box[1] <= 256;
+    if (!ok) return gpuc_err_set(e, "%s: corrupt plan: tensor map %u", path, i);
+  }
+  return 0;
 }
 
 void gpuc_plan_gemm_defaults(PlanGemm *g) {
@@ -407,6 +433,7 @@ static Plan *plan_parse(uint8_t *buf, uint64_t size, const char *path, const Pla
   TAKE(PLAN_SEC_CONVS, convs, nconvs, PlanConv);
   TAKE(PLAN_SEC_COSTS, costs, ncosts, PlanCost);
   if (h.format_version >= 3) TAKE(PLAN_SEC_TUNE, tune, ntune, PlanTune);
+  if (h.format_version >= 7) TAKE(PLAN_SEC_TMAPS, tmaps, ntmaps, PlanTensorMap);
   if (take(buf, tab, h.nsections, PLAN_SEC_STRINGS, 1, (void **)&p->strings, &p->strings_size, path, e) ||
       take(buf, tab, h.nsections, PLAN_SEC_WEIGHTS, 1, (void **)&p->weights, &p->weights_size, path, e) ||
       take(buf, tab, h.nsections, PLAN_SEC_PTX, 1, (void **)&p->ptx, &p->ptx_size, path, e) ||
@@ -517,6 +544,7 @@ static Plan *plan_parse(uint8_t *buf, uint64_t size, const char *path, const Pla
       BAD("%s: corrupt plan: step %u launch shape", path, i);
     if (check_tune(p, i, path, e)) goto fail;
   }
+  if (check_tmaps(p, path, e)) goto fail;
   if (p->nbuckets && check_buckets(p, path, e)) goto fail;
   return p;
 fail:

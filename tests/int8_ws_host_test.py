@@ -39,6 +39,7 @@ usage: int8_ws_host_test.py GPUC [WORKDIR]   (CXX picks the compiler; g++)
 Prints one line per case and 'N passed, N failed'."""
 import os
 import re
+import struct
 import subprocess
 import sys
 
@@ -89,17 +90,22 @@ static void __syncthreads() {
   while (g_bar_gen == gen) yield_();
 }
 
-/* mbarriers by shared address */
-struct MBar { int expected, pending; unsigned phase; };
+/* mbarriers by shared address: arrivals and (TMA) transaction bytes */
+struct MBar { int expected, pending; unsigned phase; long tx; };
 static std::map<unsigned, MBar> g_mbar;
 static unsigned ws_sa(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-static void ws_bar_init(unsigned long long* bar, unsigned count) { g_mbar[ws_sa(bar)] = {(int)count, (int)count, 0}; }
-static void mbar_arrive_at(unsigned a) {
+static void ws_bar_init(unsigned long long* bar, unsigned count) { g_mbar[ws_sa(bar)] = {(int)count, (int)count, 0, 0}; }
+static MBar& mbar_at(unsigned a) {
   auto it = g_mbar.find(a);
   if (it == g_mbar.end()) { fprintf(stderr, "arrive on an uninitialized mbarrier %u\n", a); exit(5); }
-  if (--it->second.pending == 0) { it->second.phase++; it->second.pending = it->second.expected; }
-  if (it->second.pending < 0) { fprintf(stderr, "mbarrier %u: too many arrivals\n", a); exit(5); }
+  return it->second;
 }
+/* the phase completes once every arrival and every expected byte is in */
+static void mbar_settle(MBar& b) {
+  if (b.pending < 0 || b.tx < 0) { fprintf(stderr, "mbarrier: too many arrivals or bytes\n"); exit(5); }
+  if (b.pending == 0 && b.tx == 0) { b.phase++; b.pending = b.expected; }
+}
+static void mbar_arrive_at(unsigned a) { MBar& b = mbar_at(a); b.pending--; mbar_settle(b); }
 static void ws_bar_arrive(unsigned long long* bar) { mbar_arrive_at(ws_sa(bar)); }
 static void ws_bar_wait(unsigned long long* bar, unsigned parity) {
   for (;;) {
@@ -110,14 +116,44 @@ static void ws_bar_wait(unsigned long long* bar, unsigned parity) {
   }
 }
 
-/* cp.async: per thread a FIFO of copies, group ends and queued arrivals */
-struct AsyncItem { int kind; unsigned char* dst; const void* src; bool ok; unsigned bar; }; /* 0 copy, 1 commit, 2 arrive */
+/* TMA: a 2-D map of bytes (the session's cuTensorMapEncodeTiled stands here) */
+struct TmaMap { const unsigned char* base; unsigned long long dims[2], stride; unsigned box[2]; };
+/* cp.async: per thread a FIFO of copies, group ends and queued arrivals; TMA box loads too */
+struct AsyncItem { int kind; unsigned char* dst; const void* src; bool ok; unsigned bar; TmaMap map; int c0, c1; };
+enum { A_COPY, A_COMMIT, A_ARRIVE, A_TMA };
 static std::deque<AsyncItem> g_async[MAXT];
+/* a box of map at (byte c0, row c1) into dst in the 128-byte swizzle: chunk c
+ * of box row r at r * 128 + ((c ^ (r % 8)) << 4); bytes outside read 0 */
+static void tma_box(const AsyncItem& it) {
+  if (__cvta_generic_to_shared(it.dst) % 1024 || it.map.box[0] != 128) { fprintf(stderr, "TMA box not as the 128B swizzle wants\n"); exit(6); }
+  for (unsigned r = 0; r < it.map.box[1]; r++)
+    for (unsigned b = 0; b < it.map.box[0]; b++) {
+      const unsigned long long row = (unsigned long long)it.c1 + r, col = (unsigned long long)it.c0 + b;
+      const bool in = it.c0 >= 0 && it.c1 >= 0 && row < it.map.dims[1] && col < it.map.dims[0];
+      it.dst[r * 128 + ((((b >> 4) ^ (r & 7))) << 4) + (b & 15)] = in ? it.map.base[row * it.map.stride + col] : 0;
+    }
+  MBar& m = mbar_at(it.bar);
+  m.tx -= (long)it.map.box[0] * it.map.box[1];
+  mbar_settle(m);
+}
 static void async_step(int t) {
   AsyncItem it = g_async[t].front();
   g_async[t].pop_front();
-  if (it.kind == 0) { if (it.ok) memcpy(it.dst, it.src, 16); else memset(it.dst, 0, 16); }
-  if (it.kind == 2) mbar_arrive_at(it.bar);
+  if (it.kind == A_COPY) { if (it.ok) memcpy(it.dst, it.src, 16); else memset(it.dst, 0, 16); }
+  if (it.kind == A_ARRIVE) mbar_arrive_at(it.bar);
+  if (it.kind == A_TMA) tma_box(it);
+}
+static void ws_bar_expect(unsigned long long* bar, unsigned bytes) {
+  MBar& m = mbar_at(ws_sa(bar));
+  m.tx += bytes;
+  m.pending--;
+  mbar_settle(m);
+}
+static void ws_tma_load(unsigned char* dst, const TmaMap* map, int c0, int c1, unsigned long long* bar) {
+  AsyncItem it{};
+  it.kind = A_TMA; it.dst = dst; it.map = *map; it.c0 = c0; it.c1 = c1; it.bar = ws_sa(bar);
+  g_async[g_cur].push_back(it);
+  maybe_yield();
 }
 /* the hardware's progress: some of every thread's oldest items land */
 static bool async_progress(bool all) {
@@ -127,17 +163,23 @@ static bool async_progress(bool all) {
   return any;
 }
 static void cp_async16_z(void* dst, const void* src, bool ok) {
-  g_async[g_cur].push_back({0, (unsigned char*)dst, src, ok, 0});
+  AsyncItem it{};
+  it.kind = A_COPY; it.dst = (unsigned char*)dst; it.src = src; it.ok = ok;
+  g_async[g_cur].push_back(it);
   maybe_yield();
 }
-static void cp_async_commit() { g_async[g_cur].push_back({1, nullptr, nullptr, false, 0}); }
+static void cp_async_commit() { AsyncItem it{}; it.kind = A_COMMIT; g_async[g_cur].push_back(it); }
 template <int N> void cp_async_wait() {
   auto& q = g_async[g_cur];
-  auto groups = [&]() { int n = 0; for (auto& i : q) n += i.kind == 1; return n; };
+  auto groups = [&]() { int n = 0; for (auto& i : q) n += i.kind == A_COMMIT; return n; };
   if (N == 0) { while (!q.empty()) async_step(g_cur); return; }
   while (groups() > N) async_step(g_cur);
 }
-static void ws_bar_arrive_cp(unsigned long long* bar) { g_async[g_cur].push_back({2, nullptr, nullptr, false, ws_sa(bar)}); }
+static void ws_bar_arrive_cp(unsigned long long* bar) {
+  AsyncItem it{};
+  it.kind = A_ARRIVE; it.bar = ws_sa(bar);
+  g_async[g_cur].push_back(it);
+}
 
 /* wgmma m64nBNk32 s8: each thread's part, issued into groups, applied when retired */
 static void check_desc(unsigned long long d) {
@@ -214,6 +256,13 @@ int main(int argc, char** argv) {
   fread(xs.data(), 4, M, f); fread(ws.data(), 4, N, f); fread(b.data(), 4, N, f); fread(r.data(), 4, M * N, f);
   fclose(f);
   g_x = x.data(); g_w = w.data(); g_xs = xs.data(); g_ws = ws.data(); g_b = b.data(); g_r = r.data(); g_y = y.data();
+  if (argc >= 18) { /* the plan's two maps: row bytes, rows, row stride, box bytes, box rows */
+    TmaMap* ms[2] = {&g_tmx, &g_tmw};
+    const unsigned char* bases[2] = {(const unsigned char*)x.data(), (const unsigned char*)w.data()};
+    for (int j = 0; j < 2; j++)
+      *ms[j] = {bases[j], {(unsigned long long)atoll(argv[8 + 5 * j]), (unsigned long long)atoll(argv[9 + 5 * j])},
+                (unsigned long long)atoll(argv[10 + 5 * j]), {(unsigned)atoi(argv[11 + 5 * j]), (unsigned)atoi(argv[12 + 5 * j])}};
+  }
   gridDim = {(unsigned)atoi(argv[6]), @GY@, 1};
   blockDim = {@NT@, 1, 1};
   g_nt = @NT@;
@@ -289,7 +338,8 @@ def host_source(text, ws):
     helpers = [cut(text, r"template <int BK> __device__ __forceinline__ int i8_sw"),
                cut(text, r"__device__ __forceinline__ unsigned long long wg_desc")]
     if ws:
-        helpers += [cut(text, r"template <int BM, int BN, int ST, int NP>\n__device__ __forceinline__ void ws_produce"),
+        helpers += [cut(text, r"template <int BM, int BN, int ST>\n__device__ __forceinline__ void ws_produce_tma"),
+                    cut(text, r"template <int BM, int BN, int ST, int NP>\n__device__ __forceinline__ void ws_produce"),
                     cut(text, r"template <int BM, int BN, int ST>\n__device__ __forceinline__ void ws_consume"),
                     cut(text, r"template <int ST> __device__ __forceinline__ void ws_skip")]
     else:
@@ -300,7 +350,7 @@ def host_source(text, ws):
     assert m, "no int8 GEMM kernel in the module"
     nt, name, params = int(m.group(1)), m.group(2), m.group(3)
     kern = cut(text, re.escape(m.group(0)))
-    kern = kern.replace(m.group(0), "void %s(%s) {" % (name, params))
+    kern = kern.replace(m.group(0), "void %s(%s) {" % (name, params.replace("const __grid_constant__ TmaMap", "const TmaMap")))
     kern = kern.replace("extern __shared__ __align__(1024) unsigned char smem_raw_[];",
                         "unsigned char* smem_raw_ = g_smem;")
     body = "".join(helpers) + kern
@@ -309,7 +359,22 @@ def host_source(text, ws):
     # the epilogue's inputs: xs by row, ws and b by column, r by element (the model's order)
     for pat in (r"in1\[row_\]", r"in2\[\(j0_ \+ u\)\]", r"in3\[\(j0_ \+ u\)\]", r"in4\[i\]"):
         assert re.search(pat, kern), "epilogue input not as expected: " + pat
-    return nt, name, body
+    return nt, name, body, "TmaMap tmx_" in params
+
+
+def plan_tmaps(plan):
+    """the plan's TMA records (runtime/plan.h PlanTensorMap, section 18: step,
+    tensor, dims[2], row_stride, box[2], swizzle, reserved) as (row bytes,
+    rows, row stride, box bytes, box rows)"""
+    b = open(plan, "rb").read()
+    (ns,) = struct.unpack_from("<I", b, 36)
+    for i in range(ns):
+        sid, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 24 * i)
+        if sid == 18:
+            recs = [struct.unpack_from("<IIQQQIIII", b, off + 48 * j) for j in range(size // 48)]
+            assert all(r[7] == 3 and r[8] == 0 for r in recs), recs  # 128B swizzle
+            return [(r[2], r[3], r[4], r[5], r[6]) for r in recs]
+    return []
 
 
 def run_case(M, K, N, ws, grid_override, seed, env=None, work=WORK):
@@ -321,11 +386,15 @@ def run_case(M, K, N, ws, grid_override, seed, env=None, work=WORK):
     e = dict(os.environ, GPUC_SAVE_SOURCE=src, GPUC_INT8_GEMM="own", **(env or {}))
     e.pop("GPUC_INT8_WS", None)
     if ws:
-        e["GPUC_INT8_WS"] = "1"
+        e["GPUC_INT8_WS"] = (env or {}).get("GPUC_INT8_WS", "1")
     r = subprocess.run([GPUC, path, "-O2", "--int8", "--arch", "sm_90", "-o", plan], env=e, capture_output=True, text=True)
     assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
     text = open(src).read()
-    nt, name, body = host_source(text, ws)
+    nt, name, body, tma = host_source(text, ws)
+    maps = plan_tmaps(plan) if tma else []
+    if tma:  # Xq [M, K] and Wq [N, K] as the plan's records say (the session encodes them so)
+        assert len(maps) == 2 and maps[0][:3] == (K, M, K) and maps[1][:3] == (K, N, K) and \
+            all(m[3] == 128 for m in maps), maps
     ins = subprocess.run([GPUC, "inspect", plan], capture_output=True, text=True).stdout
     g = re.search(r"kernel %s\s+grid (\d+)(?:x(\d+))?" % name, ins)
     assert g, "no grid for %s in gpuc inspect" % name
@@ -338,7 +407,9 @@ def run_case(M, K, N, ws, grid_override, seed, env=None, work=WORK):
     if grid_override:
         gx = grid_override
     stub = ("static signed char *g_x, *g_w; static float *g_xs, *g_ws, *g_b, *g_r, *g_y;\n" + body +
-            "static void entry() { %s(g_x, g_w, g_xs, g_ws, g_b, g_r, g_y); g_done[g_cur] = true; }\n" % name)
+            "static TmaMap g_tmx, g_tmw;\n"
+            "static void entry() { %s(g_x, g_w, g_xs, g_ws, g_b, g_r, g_y%s); g_done[g_cur] = true; }\n" %
+            (name, ", g_tmx, g_tmw" if tma else ""))
     cpp = SHIM + MAIN.replace("@GY@", str(gy)).replace("@NT@", str(nt)).replace("@KSTUB@", stub)
     open(os.path.join(work, "emu.cpp"), "w").write(cpp)
     exe = os.path.join(work, "emu")
@@ -357,8 +428,8 @@ def run_case(M, K, N, ws, grid_override, seed, env=None, work=WORK):
         for a in (x, w, xs, wsc, b, res):
             f.write(np.ascontiguousarray(a).tobytes())
     outp = os.path.join(work, "out.bin")
-    r = subprocess.run([exe, inp, str(M), str(N), str(K), outp, str(gx), str(seed)], capture_output=True, text=True,
-                       timeout=1200)
+    r = subprocess.run([exe, inp, str(M), str(N), str(K), outp, str(gx), str(seed)] + [str(v) for m in maps for v in m],
+                       capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, "emulation exit %d: %s" % (r.returncode, r.stderr.strip()[-300:])
     got = np.fromfile(outp, np.float32).reshape(M, N)
     acc = x.astype(np.int64) @ w.astype(np.int64).T
@@ -382,6 +453,14 @@ CASES = [  # M, K, N, warp-specialized, grid (None: the plan's), env
     (300, 384, 200, True, 2, {"GPUC_INT8_WS_TILE": "pp64x128s2"}),   # ping-pong: 5 x 2 tiles each CTA, 3 K steps
     (777, 48, 132, True, 3, {"GPUC_INT8_WS_TILE": "pp64x256s4"}),    # ping-pong, an odd count of tiles a CTA
     (200, 1040, 136, True, 2, {"GPUC_INT8_WS_TILE": "pp64x64s3"}),  # ping-pong, 9 K steps (ring wraps in a tile)
+    # TMA loads (GPUC_INT8_WS=tma): boxes zero-filled past M, N and K, the expect_tx byte counts
+    (777, 48, 132, True, 2, {"GPUC_INT8_WS": "tma"}),
+    (300, 1040, 520, True, 3, {"GPUC_INT8_WS": "tma"}),
+    (64, 16, 4, True, None, {"GPUC_INT8_WS": "tma"}),
+    (200, 256, 520, True, 2, {"GPUC_INT8_WS": "tma", "GPUC_INT8_WS_TILE": "ws128x256s4"}),
+    (300, 384, 200, True, 2, {"GPUC_INT8_WS": "tma", "GPUC_INT8_WS_TILE": "ws256x128s3"}),
+    (777, 48, 132, True, 3, {"GPUC_INT8_WS": "tma", "GPUC_INT8_WS_TILE": "pp64x256s4"}),
+    (200, 1040, 136, True, 2, {"GPUC_INT8_WS": "tma", "GPUC_INT8_WS_TILE": "pp64x64s3"}),
 ]
 
 if __name__ == "__main__":

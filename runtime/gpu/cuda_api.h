@@ -33,7 +33,8 @@
   X(cuGetErrorString) X(cuGetErrorName) X(cuMemGetInfo) X(cuStreamBeginCapture)     \
   X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy)    \
   X(cuGraphExecDestroy) X(cuFuncSetAttribute) X(cuMemHostAlloc) X(cuMemFreeHost)       \
-  X(cuStreamWaitEvent) X(cuFuncGetAttribute) X(cuModuleGetGlobal) X(cuGraphExecUpdate)
+  X(cuStreamWaitEvent) X(cuFuncGetAttribute) X(cuModuleGetGlobal) X(cuGraphExecUpdate) \
+  X(cuTensorMapEncodeTiled)
 
 #define GPUC_NVRTC_FUNCS(X)                                                         \
   X(nvrtcVersion) X(nvrtcCreateProgram) X(nvrtcCompileProgram)                      \

@@ -608,6 +608,31 @@ int gpuc_gemm_run(GpucSession *s, uint32_t i, const cublasLtMatmulAlgo_t *algo, 
   return 0;
 }
 
+/* Kernel step i's TMA descriptors (plan.h, PlanTensorMap; the plan reader
+ * checked them), encoded into maps[] from where the tensors are now (so a
+ * capture at other addresses gets theirs), *n of them. */
+static int encode_tensor_maps(GpucSession *s, uint32_t i, CUtensorMap *maps, uint32_t *n, GpucErr *e) {
+  const Plan *p = s->plan;
+  uint32_t lo = 0, hi = p->ntmaps; /* the first record of step i (sorted by step) */
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (p->tmaps[mid].step < i) lo = mid + 1;
+    else hi = mid;
+  }
+  *n = 0;
+  for (uint32_t j = lo; j < p->ntmaps && p->tmaps[j].step == i; j++) {
+    const PlanTensorMap *m = &p->tmaps[j];
+    cuuint64_t dims[2] = {m->dims[0], m->dims[1]}, stride[1] = {m->row_stride};
+    cuuint32_t box[2] = {m->box[0], m->box[1]}, step[2] = {1, 1};
+    CU_TRY(e, cu.cuTensorMapEncodeTiled(&maps[*n], CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)(uintptr_t)s->tptr[m->tensor],
+                                        dims, stride, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+    ++*n;
+  }
+  return 0;
+}
+
 int gpuc_kernel_run(GpucSession *s, uint32_t i, const uint32_t grid[3], const uint32_t block[3], GpucErr *e) {
   const Plan *p = s->plan;
   const PlanStep *st = &p->steps[i];
@@ -615,6 +640,10 @@ int gpuc_kernel_run(GpucSession *s, uint32_t i, const uint32_t grid[3], const ui
   CUdeviceptr ptrs[64];
   void *params[64];
   for (uint32_t k = 0; k < st->nargs; k++) { ptrs[k] = s->tptr[a[k]]; params[k] = &ptrs[k]; }
+  CUtensorMap maps[GPUC_PLAN_TMAPS_PER_STEP]; /* by value after the tensors (64-byte aligned: CUtensorMap's own) */
+  uint32_t nmaps = 0;
+  if (p->ntmaps && encode_tensor_maps(s, i, maps, &nmaps, e)) return -1;
+  for (uint32_t k = 0; k < nmaps; k++) params[st->nargs + k] = &maps[k];
   CU_TRY(e, cu.cuLaunchKernel(s->funcs[st->index], grid[0], grid[1], grid[2], block[0], block[1], block[2],
                               st->shmem, s->stream, params, NULL));
   return 0;
