@@ -61,6 +61,8 @@ static int lower_conv(LowerCtx *c, bool fused) {
    * applies, with the input activation too */
   int rc = nhwc ? cg_dwconv_nhwc(c, pb, st, dil) : 1;
   if (rc <= 0) return rc;
+  /* grouped with few channels a group (codegen/lower_gconv.c): likewise */
+  if (nhwc && (rc = cg_gconv_nhwc(c, pb, st, dil)) <= 0) return rc;
   /* elsewhere the input activation (ir/conv_act.h) is a kernel of its own
    * writing the activated X, which the convolution then reads */
   LowerCtx cx;

@@ -73,6 +73,9 @@ int cg_conv_act_expr(char *buf, size_t cap, const Node *n, bool input, const cha
  * caller uses cuDNN), -1 error. pb: begin pads, st / dil: strides and
  * dilations of the two spatial dims. */
 int cg_dwconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int64_t *dil);
+/* An NHWC grouped FusedConv with 2..32 channels a group, as one generated
+ * kernel (codegen/lower_gconv.c); returns and arguments as cg_dwconv_nhwc. */
+int cg_gconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int64_t *dil);
 /* An NHWC GlobalAveragePool [N,H,W,C] -> [N,1,1,C] (codegen/lower_se.c). */
 int cg_gap_nhwc(LowerCtx *c);
 /* InstanceNormalization c->n (inputs X [N,C,S..], scale, B; no output)

@@ -234,6 +234,20 @@ CASES = [
      {"dil": (2, 3), "kind": "rows"}),
     ("dil_k5d4_bf16", 16, 12, 12, (5, 5), (1, 1), (8, 8, 8, 8), "relu6", "bf16", None,
      {"n": 3, "dil": (4, 4), "kind": "rows"}),
+    # grouped, few channels a group (codegen/lower_gconv.c; RegNetX's groups
+    # of 24): stride 2 on odd sizes, row tails, a residual, 5x5, dilation,
+    # bf16, asymmetric pads (the fusion passes give a grouped conv a Relu,
+    # not an input activation: those run as kernels of their own)
+    ("g24_k3s2_relu", 72, 15, 13, (3, 3), (2, 2), (1, 1, 1, 1), "relu", "fp16", None,
+     {"n": 3, "groups": 3, "kind": "grouped"}),
+    ("g8_k3s1_res", 48, 9, 10, (3, 3), (1, 1), (1, 1, 1, 1), "relu", "fp16", None,
+     {"n": 2, "groups": 6, "res": True, "kind": "grouped"}),
+    ("g16_k5s1_c32", 32, 11, 7, (5, 5), (1, 1), (2, 2, 2, 2), "relu", "fp16", None,
+     {"groups": 2, "kind": "grouped"}),
+    ("g8_k3d2_bf16", 24, 12, 12, (3, 3), (1, 1), (2, 2, 2, 2), "relu", "bf16", None,
+     {"groups": 3, "dil": (2, 2), "kind": "grouped"}),
+    ("g8_k3s2_asym", 16, 9, 11, (3, 3), (2, 2), (0, 1, 1, 0), "relu", "fp16", None,
+     {"groups": 2, "kind": "grouped"}),
 ]
 
 
@@ -245,13 +259,14 @@ def half_round(a, prec):
     return u.astype(np.uint32).view(np.float32).astype(np.float64)
 
 
-def model(path, C, H, W, k, st, pads, act, rng, pre=None, n=2, res=False, dil=(1, 1)):
-    w = (rng.standard_normal((C, 1, k[0], k[1])) * 0.3).astype(np.float32)
+def model(path, C, H, W, k, st, pads, act, rng, pre=None, n=2, res=False, dil=(1, 1), groups=None):
+    groups = groups or C  # depthwise unless a case says otherwise
+    w = (rng.standard_normal((C, C // groups, k[0], k[1])) * 0.3).astype(np.float32)
     b = (rng.standard_normal(C) * 0.5).astype(np.float32)
     nodes = []
     if pre:
         ACTS[pre][0](nodes, "x", "xa")
-    nodes.append(helper.make_node("Conv", ["xa" if pre else "x", "w", "b"], ["c"], group=C, kernel_shape=list(k),
+    nodes.append(helper.make_node("Conv", ["xa" if pre else "x", "w", "b"], ["c"], group=groups, kernel_shape=list(k),
                                   strides=list(st), pads=[pads[0], pads[1], pads[2], pads[3]], dilations=list(dil)))
     if res:  # act(conv(x) + x): the residual Z of the FusedConv
         nodes.append(helper.make_node("Add", ["c", "x"], ["cz"]))
@@ -268,7 +283,7 @@ def model(path, C, H, W, k, st, pads, act, rng, pre=None, n=2, res=False, dil=(1
 
 
 def reference(x, w, b, k, st, pads, oh, ow, act, pre=None, res=False, prec="fp16", dil=(1, 1)):
-    """x [N,H,W,C] float64, w [C,1,kh,kw] -> act(conv(pre(x)) + b [+ x]) [N,OH,OW,C];
+    """x [N,H,W,C] float64, w [C,C/groups,kh,kw] -> act(conv(pre(x)) + b [+ x]) [N,OH,OW,C];
     pre(x) rounded to the half type, as the reference and the kernels round it"""
     x0 = x
     if pre:
@@ -280,20 +295,26 @@ def reference(x, w, b, k, st, pads, oh, ow, act, pre=None, res=False, prec="fp16
     for r in range(k[0]):
         for s in range(k[1]):
             r0, s0 = r * dil[0], s * dil[1]
-            y += xp[:, r0:r0 + st[0] * oh:st[0], s0:s0 + st[1] * ow:st[1]][:, :oh, :ow] * w[:, 0, r, s]
+            win = xp[:, r0:r0 + st[0] * oh:st[0], s0:s0 + st[1] * ow:st[1]][:, :oh, :ow]  # [N,OH,OW,C]
+            cg = w.shape[1]  # input channels a group: output channel k reads its group's cg inputs
+            for e in range(cg):
+                src = (np.arange(c) // cg) * cg + e
+                y += win[..., src] * w[:, e, r, s]
     if res:
         y = y + x0
     return ACTS[act][1](y)
 
 
 def kernel_text(src):
-    """The depthwise kernels of a module: each from its comment to the next kernel."""
-    out, at = [], src.find("/* depthwise ")
-    while at >= 0:
-        own = src.find('extern "C"', at)
-        end = src.find('extern "C"', own + 1)
-        out.append(src[at:end if end >= 0 else len(src)])
-        at = src.find("/* depthwise ", at + 1)
+    """The depthwise (and grouped) kernels of a module: each from its comment to the next kernel."""
+    out = []
+    for head in ("/* depthwise ", "/* grouped "):
+        at = src.find(head)
+        while at >= 0:
+            own = src.find('extern "C"', at)
+            end = src.find('extern "C"', own + 1)
+            out.append(src[at:end if end >= 0 else len(src)])
+            at = src.find(head, at + 1)
     return out
 
 
@@ -379,10 +400,10 @@ def main():
         name, C, H, W, k, st, pads, act, prec = case[:9]
         pre = case[9] if len(case) > 9 else None
         opt = case[10] if len(case) > 10 else {}
-        n, res, dil = opt.get("n", 2), opt.get("res", False), opt.get("dil", (1, 1))
+        n, res, dil, groups = opt.get("n", 2), opt.get("res", False), opt.get("dil", (1, 1)), opt.get("groups")
         rng = np.random.default_rng(zlib.crc32(name.encode()))
         onnx_path = os.path.join(work, name + ".onnx")
-        w, b, oh, ow = model(onnx_path, C, H, W, k, st, pads, act, rng, pre, n, res, dil)
+        w, b, oh, ow = model(onnx_path, C, H, W, k, st, pads, act, rng, pre, n, res, dil, groups)
         src_path = os.path.join(work, name + ".cu")
         env = dict(os.environ, GPUC_SAVE_SOURCE=src_path)
         for key in ("GPUC_DWCONV_V1", "GPUC_DWCONV_TILED", "GPUC_DWCONV_PREV", "GPUC_DWCONV_ASYNC", "GPUC_DWCONV_CTAS",
@@ -420,7 +441,8 @@ def main():
             has_z = "* z," in text
             args = "x, w, b, x, y" if has_z else "x, w, b, y"
             grid = re.search(r"grid \[(\d+),(\d+),(\d+)\] block (\d+)", text)
-            kind = ("stream" if "halo buffers" in text else "tiled") if grid else "rows"
+            kind = ("stream" if "halo buffers" in text else "tiled") if grid else \
+                "grouped" if text.startswith("/* grouped ") else "rows"
             if (opt.get("v1") and kind != "rows") or (opt.get("kind") and opt["kind"] != kind):
                 why = "the %s kernel was made" % kind
             elif res and not has_z:
@@ -431,7 +453,7 @@ def main():
             host = os.path.join(work, name + "_host.cpp")
             with open(host, "w") as f:
                 f.write(SHIM + "typedef %s T;\n" % t + text + "\n" +
-                        MAIN % dict(nx=n * H * W * C, nw=k[0] * k[1] * C, nc=C, ny=n * oh * ow * C, call=call))
+                        MAIN % dict(nx=n * H * W * C, nw=w.size, nc=C, ny=n * oh * ow * C, call=call))
             exe = os.path.join(work, name + "_host")
             if why is None:
                 r = subprocess.run([cxx, "-O1", "-std=c++20", "-pthread", "-Wno-unknown-pragmas", host, "-o", exe],
@@ -446,7 +468,9 @@ def main():
             xraw = xh.astype(np.float16) if prec == "fp16" else \
                 (xh.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
             xraw.astype(xdt).tofile(os.path.join(work, "x.bin"))
-            np.ascontiguousarray(wh[:, 0].transpose(1, 2, 0)).astype(np.float32).tofile(os.path.join(work, "w.bin"))
+            # as the lowering lays them out: depthwise f32 [R,S,C], grouped f32 [R,S,Cg,K]
+            wl = wh[:, 0].transpose(1, 2, 0) if kind != "grouped" else wh.transpose(2, 3, 1, 0)
+            np.ascontiguousarray(wl).astype(np.float32).tofile(os.path.join(work, "w.bin"))
             bh.astype(np.float32).tofile(os.path.join(work, "b.bin"))
             r = subprocess.run([exe] + [os.path.join(work, f) for f in ("x.bin", "w.bin", "b.bin", "y.bin")],
                                capture_output=True, text=True)
