@@ -29,7 +29,7 @@ expect_grep "inspect lists the buckets" "$WORK/out" "^buckets: 3"
 expect_grep "inspect names the axis and its range" "$WORK/out" "axis 0 'batch': 1..64, batch"
 expect_grep "the output follows the batch" "$WORK/out" "output 'logits' dim 0 follows axis 'batch'"
 expect_grep "bucket 16 is listed" "$WORK/out" "bucket  1 16 "
-expect_grep "format 6" "$WORK/out" "^format 6"
+expect_grep "format 7" "$WORK/out" "^format 7"
 check "a one-shape plan at the top" 0 "$GPUC" "$MODELS/mlp.onnx" --arch sm_90 --shape image=64x784 -o "$WORK/mlp_64.gpuc"
 b=$(stat -c %s "$WORK/mlp_b.gpuc"); one=$(stat -c %s "$WORK/mlp_64.gpuc")
 if [ $((b * 10)) -lt $((one * 13)) ]; then pass=$((pass+1)); echo "ok   bucket plan $b bytes < 1.3 x one-shape $one bytes";

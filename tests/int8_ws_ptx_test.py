@@ -8,7 +8,10 @@ and fp16) compiled for sm_90 with GPUC_INT8_GEMM=own:
   - with GPUC_INT8_WS=1 the plan's PTX (read from the plan file) targets
     sm_90a and holds the ring's instructions (mbarrier.init,
     mbarrier.try_wait.parity, mbarrier.arrive, cp.async.mbarrier.arrive.noinc,
-    fence.proxy.async, wgmma.mma_async, wgmma.wait_group); ptxas -v on it
+    fence.proxy.async, wgmma.mma_async, wgmma.wait_group); with
+    GPUC_INT8_WS=tma the TMA ones instead of the cp.async producer's
+    (mbarrier.arrive.expect_tx, cp.async.bulk.tensor.2d ... complete_tx,
+    the maps as 64-byte-aligned 128-byte parameters); ptxas -v on it
     reports the GEMM kernel without spills, a stack frame or local memory;
     its registers and the plan step's grid and block are printed (the tiles
     GPUC_INT8_WS_TILE sweeps, too);
@@ -119,7 +122,9 @@ SHAPES = [  # M, K, N, act, residual, precisions
 ]
 TILES = ["ws128x256s4", "ws128x128s3", "ws128x128s4", "ws128x128s6", "ws64x256s4", "ws128x64s4", "ws256x128s3",
          "ws128x256s3", "pp64x256s4", "pp64x256s5", "pp64x128s4"]
-VARIANTS = [("ws", "sm_90", {"GPUC_INT8_WS": "1"}), ("off", "sm_90", {}), ("ws0", "sm_90", {"GPUC_INT8_WS": "0"}),
+TMA_TILES = ["ws128x256s4", "ws256x128s3", "pp64x256s4", "pp64x128s4"]
+VARIANTS = [("ws", "sm_90", {"GPUC_INT8_WS": "1"}), ("tma", "sm_90", {"GPUC_INT8_WS": "tma"}),
+            ("off", "sm_90", {}), ("ws0", "sm_90", {"GPUC_INT8_WS": "0"}),
             ("ws-sm80", "sm_80", {"GPUC_INT8_WS": "1"}), ("off-sm80", "sm_80", {})]
 jobs, tags = [], []
 for i, (M, K, N, act, res, precs) in enumerate(SHAPES):
@@ -132,10 +137,10 @@ for i, (M, K, N, act, res, precs) in enumerate(SHAPES):
                 continue
             jobs.append((path, os.path.join(WORK, "s%d%s-%s.gpuc" % (i, "h" if prec else "f", v)), prec, arch, env))
             tags.append((tag, v))
-        if M == 4096:  # the sweep's tiles at BERT's shapes
-            for t in TILES:
-                jobs.append((path, os.path.join(WORK, "s%d-%s.gpuc" % (i, t)), prec, "sm_90",
-                             {"GPUC_INT8_WS": "1", "GPUC_INT8_WS_TILE": t}))
+        if M == 4096:  # the sweep's tiles at BERT's shapes, with cp.async and with TMA loads
+            for t in TILES + ["tma:" + t for t in TMA_TILES]:
+                jobs.append((path, os.path.join(WORK, "s%d-%s.gpuc" % (i, t.replace(":", "_"))), prec, "sm_90",
+                             {"GPUC_INT8_WS": t.split(":")[0] if ":" in t else "1", "GPUC_INT8_WS_TILE": t.split(":")[-1]}))
                 tags.append((tag, t))
 with ThreadPoolExecutor(max_workers=2) as ex:
     results = list(ex.map(compile_plan, jobs))
@@ -149,12 +154,19 @@ for (tag, v), job, (rc, msg) in zip(tags, jobs, results):
 
 NEED = ["mbarrier.init", "mbarrier.try_wait.parity", "mbarrier.arrive", "cp.async.mbarrier.arrive.noinc",
         "fence.proxy.async", "wgmma.mma_async", "wgmma.wait_group", ".target sm_90a"]
+# TMA: the loads are box copies counted on the full barrier, the maps 128-byte kernel parameters
+NEED_TMA = ["mbarrier.init", "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx",
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes", ".param .align 64 .b8",
+            "wgmma.mma_async", "wgmma.wait_group", ".target sm_90a"]
 for (tag, v), (plan, text) in sorted(ptx.items()):
-    if v == "ws" or v in TILES:
-        missing = [s for s in NEED if s not in text]
+    if v in ("ws", "tma") or v.split(":")[-1] in TILES:
+        need = NEED_TMA if v.startswith("tma") else NEED
+        missing = [s for s in need if s not in text]
+        if v.startswith("tma") and "cp.async.mbarrier.arrive" in text:
+            missing.append("(no cp.async producer)")
         kname, grid, block = int8_step(plan)
         verdict(not missing and kname is not None, "%s %s: the WS PTX has %s%s" %
-                (tag, v, "all of " + ", ".join(NEED) if not missing else "NOT " + ", ".join(missing),
+                (tag, v, "all of " + ", ".join(need) if not missing else "NOT " + ", ".join(missing),
                  "" if kname else " (no int8 GEMM step in the plan)"))
         if not kname:
             continue

@@ -26,13 +26,15 @@ of the plain --fp16 plan.
 With SWEEP="BMxBNxBKsST ..." each BERT shape's GEMM is also timed under
 each tile (GPUC_INT8_TILE), for choosing the default (lower_int8_gemm.c).
 
-With WS=1 the warp-specialized wgmma kernel (GPUC_INT8_WS=1, sm_90) too:
-each case compiled with it, its output bit-exact against the CPU
+With WS="1 tma" (either or both) the warp-specialized wgmma kernel
+(sm_90; GPUC_INT8_WS=1: cp.async loads, GPUC_INT8_WS=tma: TMA loads) too:
+each case compiled with each, its output bit-exact against the CPU
 reference (fp32) and against the default kernel's GPU output (both
 precisions: same sums, same epilogue program), and timed beside the
-others ("ws"); WS_SWEEP="wsBMxBNsST[gG] ..." times each BERT shape under
-each WS tile (GPUC_INT8_WS_TILE). ONLY_TIMED=1 checks the four BERT shapes
-only (a shorter run).
+others ("ws", "ws-tma"); WS_SWEEP="[MODE:]TILE ..." (TILE wsBMxBNsST[gG]
+or pp64xBNsST[gG], MODE 1 or tma, default 1) times each BERT shape under
+each WS tile (GPUC_INT8_WS_TILE). ONLY_TIMED=1 checks the four BERT
+shapes only (a shorter run).
 
 usage: int8_gemm_check.py GPUC WORK    prints PASS/FAIL lines; exit 1 on a failure
 """
@@ -116,8 +118,11 @@ CASES = [  # M, K, N, act, residual, timed
     (64, 16, 4, "none", False, False),
 ]
 OWN = {"GPUC_INT8_GEMM": "own"}
-WS = os.environ.get("WS") == "1"
-OWN_WS = dict(OWN, GPUC_INT8_WS="1")
+WS = os.environ.get("WS", "").split()  # GPUC_INT8_WS values to check: "1", "tma"
+
+
+def ws_name(mode):
+    return "ws" if mode == "1" else "ws-" + mode
 if os.environ.get("ONLY_TIMED") == "1":
     CASES = [c for c in CASES if c[5]]
 timed = []
@@ -136,41 +141,49 @@ def prepare(j):
     lt = []
     if prec:  # --fp16: cuBLASLt's GEMM + the same elementwise program as a kernel of its own
         lt = [run([gpuc, path, "-O2", "--int8", "-o", plan + ".lt"] + arch + prec, {"GPUC_INT8_GEMM": "cublaslt"})]
-    ws = [run([gpuc, path, "-O2", "--int8", "-o", plan + ".ws"] + arch + prec, OWN_WS)] if WS else [None]
+    ws = [run([gpuc, path, "-O2", "--int8", "-o", plan + "." + ws_name(m)] + arch + prec, dict(OWN, GPUC_INT8_WS=m))
+          for m in WS]
     return (run([gpuc, path, "-O2", "--int8", "-o", plan] + arch + prec, OWN),
-            run([gpuc, "run", path, "--cpu", "-O2", "--int8", "--out", plan + ".cpu"] + prec + ins)) + tuple(ws + lt)
+            run([gpuc, "run", path, "--cpu", "-O2", "--int8", "--out", plan + ".cpu"] + prec + ins), ws) + tuple(lt)
 
 
 with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as ex:
     prepared = list(ex.map(prepare, jobs))
-def check_ws(tag, p, plan, ins, prec, wsrun):
-    """the WS kernel's plan: its GEMM gpuc's, its output bit-exact against the
-    CPU reference (fp32) and the default kernel's GPU output (plan.gpu)"""
+def check_ws(tag, p, plan, ins, prec, wsruns):
+    for mode, wsrun in zip(WS, wsruns):
+        check_ws_mode(tag, p, plan, ins, prec, ws_name(mode), wsrun)
+
+
+def check_ws_mode(tag, p, plan, ins, prec, name, wsrun):
+    """the WS kernel's plan (plan.<name>): its GEMM gpuc's, its output
+    bit-exact against the CPU reference (fp32) and the default kernel's
+    GPU output (plan.gpu)"""
     rc, msg = wsrun
+    p = p + " " + name
     if rc:
-        verdict(False, "%s%s ws: compile failed: %s" % (tag, p, msg[-400:]))
+        verdict(False, "%s%s: compile failed: %s" % (tag, p, msg[-400:]))
         return
-    _, listing = run([gpuc, "inspect", plan + ".ws"])
+    _, listing = run([gpuc, "inspect", plan + "." + name])
     m = re.search(r"kernel (k\d+_int8_gemm\S*)\s+grid (\d+) block (\d+)", listing)
     verdict(m is not None and "gemm int8" not in listing,
-            "%s%s ws: the plan's int8 GEMM is gpuc's kernel%s" % (tag, p, " (grid %s block %s)" % m.groups()[1:] if m else ""))
-    rc, msg = run([gpuc, "run", plan + ".ws", "--out", plan + ".wsgpu"] + ins, timeout=60)
+            "%s%s: the plan's int8 GEMM is gpuc's kernel%s" % (tag, p, " (grid %s block %s)" % m.groups()[1:] if m else ""))
+    rc, msg = run([gpuc, "run", plan + "." + name, "--out", plan + ".gpu-" + name] + ins, timeout=60)
     if rc:
-        verdict(False, "%s%s ws: run failed: %s" % (tag, p, msg[-400:]))
+        verdict(False, "%s%s: run failed: %s" % (tag, p, msg[-400:]))
         return
-    got = output(plan + ".wsgpu")
+    got = output(plan + ".gpu-" + name)
     if not prec:
         d = np.abs(got - output(plan + ".cpu"))
         verdict(np.isfinite(got).all() and int(np.count_nonzero(d)) == 0,
-                "%s%s ws: GPU vs CPU reference bit-exact: %d of %d differ, max |diff| %.3g" %
+                "%s%s: GPU vs CPU reference bit-exact: %d of %d differ, max |diff| %.3g" %
                 (tag, p, int(np.count_nonzero(d)), got.size, float(d.max())))
     d = np.abs(got - output(plan + ".gpu"))
     verdict(np.isfinite(got).all() and int(np.count_nonzero(d)) == 0,
-            "%s%s ws: GPU vs the default wgmma kernel's GPU output bit-exact: %d of %d differ, max |diff| %.3g" %
+            "%s%s: GPU vs the default wgmma kernel's GPU output bit-exact: %d of %d differ, max |diff| %.3g" %
             (tag, p, int(np.count_nonzero(d)), got.size, float(d.max())))
 
 
-for (tag, p, path, plan, ins, prec, t), ((rc, msg), (rc2, msg2), wsrun, *ltrun) in zip(jobs, prepared):
+for (tag, p, path, plan, ins, prec, t), ((rc, msg), (rc2, msg2), wsruns, *ltrun) in zip(jobs, prepared):
     if rc:
         verdict(False, "%s%s: compile failed: %s" % (tag, p, msg[-400:]))
         continue
@@ -189,8 +202,7 @@ for (tag, p, path, plan, ins, prec, t), ((rc, msg), (rc2, msg2), wsrun, *ltrun) 
         verdict(np.isfinite(got).all() and bad == 0,
                 "%s%s: GPU vs CPU reference bit-exact: %d of %d differ, max |diff| %.3g" %
                 (tag, p, bad, got.size, float(diff.max())))
-        if WS:
-            check_ws(tag, p, plan, ins, prec, wsrun)
+        check_ws(tag, p, plan, ins, prec, wsruns)
     else:
         # a fused group keeps half intermediates (r.f16) in float where the
         # reference stores them: one half ulp apart at most (ew_kernel.c);
@@ -207,8 +219,7 @@ for (tag, p, path, plan, ins, prec, t), ((rc, msg), (rc2, msg2), wsrun, *ltrun) 
             d2 = np.abs(got - output(plan + ".ltgpu"))
             verdict(int(np.count_nonzero(d2)) == 0, "%s%s: GPU vs cuBLASLt's int8 plan bit-exact: %d differ, max |diff| %.3g" %
                     (tag, p, int(np.count_nonzero(d2)), float(d2.max())))
-        if WS:
-            check_ws(tag, p, plan, ins, prec, wsrun)
+        check_ws(tag, p, plan, ins, prec, wsruns)
     if t and prec:
         timed.append((tag, path, plan))
 
@@ -237,8 +248,9 @@ for tag, path, own_plan in timed:
         continue
     got = {}
     named = [("own", own_plan), ("cublaslt", lt_plan), ("fp16", f16_plan)]
-    if WS and os.path.exists(own_plan + ".ws"):
-        named.insert(1, ("ws", own_plan + ".ws"))
+    for m in reversed(WS):
+        if os.path.exists(own_plan + "." + ws_name(m)):
+            named.insert(1, (ws_name(m), own_plan + "." + ws_name(m)))
     for name, plan in named:
         rows, txt = profile(plan)
         if rows is None:
@@ -253,18 +265,19 @@ for tag, path, own_plan in timed:
         print("time %-28s %-8s GEMM + epilogue steps %.4f ms; plan latency %s ms" %
               (tag, name, gemm, lat.group(1) if lat else "?"), flush=True)
     M, K, N = [int(v) for v in re.findall(r"\d+", tag)[:3]]
-    for name in ("own", "ws"):
+    for name in ["own"] + [ws_name(m) for m in WS]:
         if got.get(name, 0) > 0 and "cublaslt" in got and "fp16" in got:
-            print("time %-28s %-3s %.1f TOP/s: %.2fx cuBLASLt int8 + DequantizeRows, %.2fx cuBLASLt fp16%s" %
+            print("time %-28s %-6s %.1f TOP/s: %.2fx cuBLASLt int8 + DequantizeRows, %.2fx cuBLASLt fp16%s" %
                   (tag, name, 2 * M * N * K / got[name] / 1e9, got["cublaslt"] / got[name], got["fp16"] / got[name],
-                   ", %.2fx the default wgmma kernel" % (got["own"] / got[name]) if name == "ws" and got.get("own") else ""),
+                   ", %.2fx the default wgmma kernel" % (got["own"] / got[name]) if name != "own" and got.get("own") else ""),
                   flush=True)
 
 # the tile sweeps (SWEEP="128x128x64s4 ...", WS_SWEEP="ws128x256s4 ..."): the GEMM step of each timed shape under each tile
 tiles = [(t, {"GPUC_INT8_GEMM": "own", "GPUC_INT8_TILE": t}) for t in os.environ.get("SWEEP", "").split()]
-tiles += [(t, dict(OWN_WS, GPUC_INT8_WS_TILE=t)) for t in os.environ.get("WS_SWEEP", "").split()]
+tiles += [(t, dict(OWN, GPUC_INT8_WS=t.split(":")[0] if ":" in t else "1", GPUC_INT8_WS_TILE=t.split(":")[-1]))
+          for t in os.environ.get("WS_SWEEP", "").split()]
 if tiles:
-    sj = [(tag, path, t, own_plan.replace(".gpuc", "-%s.gpuc" % t), env) for tag, path, own_plan in timed
+    sj = [(tag, path, t, own_plan.replace(".gpuc", "-%s.gpuc" % t.replace(":", "_")), env) for tag, path, own_plan in timed
           for t, env in tiles]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as ex:
         comp = list(ex.map(lambda j: run([gpuc, j[1], "-O2", "--int8", "--fp16", "-o", j[3]] + arch, j[4]), sj))

@@ -33,10 +33,11 @@ codegen/lower_row_group.c), and the compression flags timed side by side.
           its search at load) and at -O3 (the searched configuration kept in
           the plan, sparse vs dense per GEMM), timed by bench --profile with
           the row kernels' times and bandwidth, and each -O2 plan's graph at
-          b2 against `gpuc run --cpu` with the same flags (int8-ws, int8-ws-own:
-          the warp-specialized int8 GEMM, GPUC_INT8_WS=1, where the default
-          takes gpuc's kernel / for every int8 GEMM; int8-ws-own's b2 output
-          must be int8-own's bit for bit). Compiles and CPU
+          b2 against `gpuc run --cpu` with the same flags (int8-ws, int8-ws-own,
+          int8-tma, int8-tma-own: the warp-specialized int8 GEMM,
+          GPUC_INT8_WS=1 or =tma, where the default takes gpuc's kernel / for
+          every int8 GEMM; the -own plans' b2 outputs must be int8-own's bit
+          for bit). Compiles and CPU
           references run in parallel (about 3-4 minutes on the H200 machine).
           BERT_ONNX=PATH uses an exported model instead of exporting one.
 
@@ -290,6 +291,8 @@ ROUND = [  # tag, flags, env; -O2 unless the flags say otherwise
     ("int8-mma", ["--int8", "--fp16"], {"GPUC_INT8_WGMMA": "0"}),  # sm_90: the mma.sync kernel, not wgmma
     ("int8-ws", ["--int8", "--fp16"], {"GPUC_INT8_WS": "1"}),  # sm_90: the warp-specialized wgmma kernel
     ("int8-ws-own", ["--int8", "--fp16"], {"GPUC_INT8_WS": "1", "GPUC_INT8_GEMM": "own"}),  # it for every int8 GEMM
+    ("int8-tma", ["--int8", "--fp16"], {"GPUC_INT8_WS": "tma"}),  # the warp-specialized kernel with TMA loads
+    ("int8-tma-own", ["--int8", "--fp16"], {"GPUC_INT8_WS": "tma", "GPUC_INT8_GEMM": "own"}),
     ("int8-unfused", ["--int8", "--fp16"], UNFUSED),
     ("prune2:4", ["--prune", "2:4", "--fp16"], None),
 ]
@@ -299,13 +302,13 @@ if ROUND_ONLY:
     ROUND = [r for r in ROUND if r[0] in ROUND_ONLY]
 # the CPU reference's flags for each plan (int8-unfused: the same graph as int8)
 CPU_OF = {"fp16": "fp16", "int8": "int8", "int8-cublaslt": "int8", "int8-own": "int8", "int8-mma": "int8", "int8-unfused": "int8", "prune2:4": "prune2:4", "prune2:4-O3": "prune2:4",
-          "int8-ws": "int8", "int8-ws-own": "int8"}
+          "int8-ws": "int8", "int8-ws-own": "int8", "int8-tma": "int8", "int8-tma-own": "int8"}
 # GPU against `gpuc run --cpu` with the same flags, rel L2: half storage
 # (1e-2); int8 drifts from the reference's int8 as one-ulp differences
 # upstream move values across quantization steps (docs/BENCHMARKS.md: 0.021
 # on BERT-base b1)
 TOL = {"fp16": 1e-2, "int8": 5e-2, "int8-cublaslt": 5e-2, "int8-own": 5e-2, "int8-mma": 5e-2, "int8-unfused": 5e-2, "prune2:4": 1e-2, "prune2:4-O3": 1e-2,
-       "int8-ws": 5e-2, "int8-ws-own": 5e-2}
+       "int8-ws": 5e-2, "int8-ws-own": 5e-2, "int8-tma": 5e-2, "int8-tma-own": 5e-2}
 
 
 def row_kernel_class(name, covers):
@@ -413,10 +416,12 @@ def bert_round(b, s, bc):
         verdict(worst <= TOL[tag], "round %-13s b%d s%d GPU vs gpuc run --cpu (same flags): rel L2 %.3g (<= %g)" %
                 (tag, bc, s, worst, TOL[tag]))
     # the warp-specialized kernel computes the default wgmma kernel's sums and runs its epilogue program: same bits
-    ws_out, own_out = outputs(os.path.join(d, "gpu_int8-ws-own")), outputs(os.path.join(d, "gpu_int8-own"))
-    if ws_out and own_out:
-        same = sorted(ws_out) == sorted(own_out) and all(np.array_equal(ws_out[f], own_out[f]) for f in own_out)
-        verdict(same, "round int8-ws-own b%d s%d GPU output bit-identical to int8-own's (the default wgmma kernel)" % (bc, s))
+    own_out = outputs(os.path.join(d, "gpu_int8-own"))
+    for t in ("int8-ws-own", "int8-tma-own"):
+        ws_out = outputs(os.path.join(d, "gpu_" + t))
+        if ws_out and own_out:
+            same = sorted(ws_out) == sorted(own_out) and all(np.array_equal(ws_out[f], own_out[f]) for f in own_out)
+            verdict(same, "round %s b%d s%d GPU output bit-identical to int8-own's (the default wgmma kernel)" % (t, bc, s))
     if cpu_only:
         for tag, _, _ in ROUND:
             _, listing, _ = run([gpuc, "inspect", os.path.join(d, "%s_b%d.gpuc" % (tag.replace(":", ""), b))])

@@ -384,7 +384,7 @@ static void test_plan_file(const char *models, const char *work) {
     h.format_version = GPUC_PLAN_FORMAT_VERSION + 1;
     memcpy(cp, &h, sizeof h);
     spit(bad, cp, n);
-    expect_refused(bad, "this gpuc reads versions 2 to 6", "a newer plan format");
+    expect_refused(bad, "this gpuc reads versions 2 to 7", "a newer plan format");
     free(cp);
     free(img);
   }

@@ -285,6 +285,68 @@ static int int8_library_gemms(const Plan *p) {
   return n;
 }
 
+/* GPUC_INT8_WS=tma (the WS kernel's loads by TMA): each GEMM step takes
+ * two tensor maps (plan format 7, PlanTensorMap): Xq [M, K] in boxes of
+ * 128 bytes x 128 rows, Wq [N, K] in 128 x 128, both among the step's
+ * arguments; the PTX has the bulk tensor copies; the records round-trip,
+ * and the reader refuses a record whose box a 128-byte swizzle cannot
+ * take, whose tensor the step does not read, or whose rows run past the
+ * tensor. (On the GPU: tests/gpu/int8_ws_check.sh.) */
+static void check_tma_plan(const char *path, const GpucShapeBind *big, const char *work) {
+  setenv("GPUC_INT8_WS", "tma", 1);
+  Plan *p = compile_int8(path, big, 1, 90, true);
+  unsetenv("GPUC_INT8_WS");
+  if (!p) return;
+  int good = 0;
+  for (uint32_t i = 0; i < p->ntmaps; i++) {
+    const PlanTensorMap *m = &p->tmaps[i];
+    const PlanStep *st = &p->steps[m->step];
+    bool arg = false;
+    for (uint32_t k = 0; k < st->nargs; k++) arg |= p->args[st->args + k] == m->tensor;
+    const PlanTensor *t = &p->tensors[m->tensor];
+    good += arg && st->kind == PLAN_STEP_KERNEL && t->dt == GPUC_DT_I8 && m->dims[0] == (uint64_t)t->dims[t->rank - 1] &&
+            m->row_stride == m->dims[0] && m->dims[0] * m->dims[1] == t->bytes && m->box[0] == 128 && m->box[1] == 128 &&
+            m->swizzle == PLAN_TMAP_SWIZZLE_128B && (i % 2 ? p->tmaps[i - 1].step == m->step : true);
+  }
+  bool bulk = p->ptx && strstr(p->ptx, "cp.async.bulk.tensor.2d") && strstr(p->ptx, "mbarrier.arrive.expect_tx");
+  CHECK(p->ntmaps == 4 && good == 4 && bulk, "GPUC_INT8_WS=tma: %u tensor maps, %d as wanted (4), bulk copies in the PTX %d",
+        p->ntmaps, good, bulk);
+  char a[4200], b[4200], bad[4200];
+  snprintf(a, sizeof a, "%s/int8_tma_a.gpuc", work);
+  snprintf(b, sizeof b, "%s/int8_tma_b.gpuc", work);
+  snprintf(bad, sizeof bad, "%s/int8_tma_bad.gpuc", work);
+  Plan *q = plan_round_trip(p, a, b, "TMA int8 GEMM");
+  bool same = q && q->ntmaps == p->ntmaps && !memcmp(q->tmaps, p->tmaps, p->ntmaps * sizeof *p->tmaps);
+  CHECK(same, "the tensor maps round-trip");
+  gpuc_plan_free(q);
+  if (p->ntmaps == 4) {
+    static const char *cases[] = {"a 256-byte box", "a tensor the step does not read", "rows past the tensor",
+                                  "records out of step order"};
+    const PlanTensorMap keep0 = p->tmaps[0], keep3 = p->tmaps[3];
+    for (int c = 0; c < 4; c++) {
+      p->tmaps[0] = keep0;
+      p->tmaps[3] = keep3;
+      if (c == 0) p->tmaps[0].box[0] = 256;
+      if (c == 1) { /* the first tensor the step does not take */
+        const PlanStep *st = &p->steps[keep0.step];
+        for (uint32_t t = 0, in = 1; in && t < p->ntensors; t++) {
+          in = 0;
+          for (uint32_t k = 0; k < st->nargs; k++) in |= p->args[st->args + k] == t;
+          if (!in) p->tmaps[0].tensor = t;
+        }
+      }
+      if (c == 2) p->tmaps[0].dims[1] += 1;
+      if (c == 3) p->tmaps[0].step = keep3.step + (keep3.step > keep0.step ? 1 : 0);
+      GpucErr e = {0};
+      CHECK(gpuc_plan_write(p, bad, &e) == 0, "write: %s", e.msg);
+      Plan *r = gpuc_plan_read(bad, &e);
+      CHECK(!r && strstr(e.msg, "tensor map"), "a tensor map with %s is refused: %s", cases[c], r ? "(read)" : e.msg);
+      gpuc_plan_free(r);
+    }
+  }
+  gpuc_plan_free(p);
+}
+
 /* gpuc's own int8 GEMM (codegen/lower_int8_gemm.c), GPUC_INT8_GEMM=own:
  * ffn_block at 16384 rows (128 x 128 tiles, 96 KB of pipeline: the
  * runtime opts in past 48 KB) compiled by NVRTC for every arch; its fc1
@@ -357,7 +419,7 @@ static void check_own_gemm(const char *dir, const char *work) {
       const PlanStep *st = &w->steps[s];
       if (st->kind == PLAN_STEP_KERNEL && strstr(gpuc_plan_str(w, w->kernels[st->index].name), "_int8_gemm"))
         ws += st->block[0] == 288 && st->grid[1] == 1 && st->grid[0] >= 1 && st->grid[0] <= 264 &&
-              st->shmem == 3 * (128 + 128) * 128 + 1024 + 16 * 3;
+              st->shmem == 3 * (128 + 128) * 128 + 1024 + 16 * 3 + 16;
     }
     bool ring = w->ptx && strstr(w->ptx, "mbarrier.try_wait.parity") && strstr(w->ptx, "cp.async.mbarrier.arrive.noinc") &&
                 strstr(w->ptx, "wgmma.mma_async") && strstr(w->ptx, ".target sm_90a");
@@ -368,6 +430,7 @@ static void check_own_gemm(const char *dir, const char *work) {
     gpuc_plan_free(plan_round_trip(w, a, b, "WS int8 GEMM"));
   }
   gpuc_plan_free(w);
+  check_tma_plan(path, &big, work);
   unsetenv("GPUC_INT8_WS");
   /* GPUC_INT8_WGMMA=0: the mma.sync kernel on sm_90, a portable module */
   setenv("GPUC_INT8_WGMMA", "0", 1);
