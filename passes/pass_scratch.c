@@ -2,6 +2,7 @@
  * share (passes.h: PassScratch), and their pattern helpers. */
 #include "passes.h"
 #include "infer_reduce.h"
+#include "linear_layers.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +51,14 @@ int pass_add_transpose(Graph *g, const char *name, int in, int out, const int *p
   n->nattr = 1;
   g->values[out].producer = ni;
   return ni;
+}
+
+int pass_shape_const(Graph *g, const char *name, int rank, const int64_t *dims, GpucErr *e) {
+  int64_t r = rank;
+  int s = gpuc_linear_new_const(g, name, GPUC_DT_I64, 1, &r, e);
+  if (s < 0) return -1;
+  for (int i = 0; i < rank; i++) gpuc_set_i64(&g->values[s].t, i, dims[i]);
+  return s;
 }
 
 bool pass_const_scalar(const Graph *g, int v, double *x) {

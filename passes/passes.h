@@ -60,6 +60,9 @@ int pass_simplify_transpose(Graph *g, const PassOptions *o, GpucErr *e);
  * flatten a batch around a 2-D GEMM dropped (passes/gemm_as_matmul.c). */
 /* a two-input Einsum that is a batched matrix product as MatMul (+ Transposes) */
 int pass_einsum_matmul(Graph *g, const PassOptions *o, GpucErr *e);
+/* 5-D attention ([B,G,H,S,D], MaxViT) folded to 4-D for fuse_attention
+ * (passes/attention_fold.c) */
+int pass_attention_fold(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_gemm_as_matmul(Graph *g, const PassOptions *o, GpucErr *e);
 int pass_fuse_matmul_bias(Graph *g, const PassOptions *o, GpucErr *e);
 /* Mul(MatMul[Bias](x, W[, b]), c), c constant (one value or one per
@@ -175,6 +178,9 @@ bool pass_env_on(const char *name);
 /* a new Transpose node `name` reading value in, writing value out (its
  * producer set) by perm [rank]: the node, or -1 out of memory; */
 int pass_add_transpose(Graph *g, const char *name, int in, int out, const int *perm, int rank);
+/* a new i64 constant [rank] named `name` holding dims (a Reshape's
+ * shape): the value, or -1 with e set; */
+int pass_shape_const(Graph *g, const char *name, int rank, const int64_t *dims, GpucErr *e);
 /* reduction node m (axes as attribute or input) over x's last axis only,
  * keepdims 1. */
 bool pass_reduces_last_axis(Graph *g, const Node *m, const Tensor *x);

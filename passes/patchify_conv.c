@@ -86,15 +86,6 @@ static int patch_conv(const Graph *g, const Node *nd) {
 
 static int oom(Graph *g, GpucErr *e) { return gpuc_err_set(e, "%s: patchify_conv: out of memory", g->path); }
 
-/* A new i64 [rank] constant holding dims (a Reshape's shape). */
-static int shape_const(Graph *g, const char *name, int rank, const int64_t *dims, GpucErr *e) {
-  int64_t r = rank;
-  int s = gpuc_linear_new_const(g, name, GPUC_DT_I64, 1, &r, e);
-  if (s < 0) return -1;
-  for (int i = 0; i < rank; i++) gpuc_set_i64(&g->values[s].t, i, dims[i]);
-  return s;
-}
-
 /* Sets Transpose node ni's perm attribute. */
 static int set_perm(Graph *g, int ni, int rank, const int *perm, GpucErr *e) {
   Attr *a = gpuc_arena_alloc(&g->arena, sizeof(Attr));
@@ -111,7 +102,7 @@ static int set_perm(Graph *g, int ni, int rank, const int *perm, GpucErr *e) {
 static int reshape(Graph *g, const char *base, const char *suffix, int x, int rank, const int64_t *dims, GpucErr *e) {
   char name[512];
   snprintf(name, sizeof name, "%s.%s_shape", base, suffix);
-  int s = shape_const(g, name, rank, dims, e);
+  int s = pass_shape_const(g, name, rank, dims, e);
   if (s < 0) return -1;
   snprintf(name, sizeof name, "%s.%s", base, suffix);
   return gpuc_linear_new_node(g, GPUC_OP_RESHAPE, name, 2, (int[]){x, s}, -1, e);

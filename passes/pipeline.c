@@ -11,7 +11,7 @@ void gpuc_pass_options_default(PassOptions *o, int level) {
 
 const char gpuc_pass_names[] =
     "fold, expand_qlinear, prune, identity, cse, fold_bn, dce, roll_gather, strided_concat, channel_shuffle, batchnorm_affine, fold_conv_bias, patchify_conv, "
-    "fuse_conv, einsum_matmul, gemm_as_matmul, fuse_gelu, fuse_rmsnorm, fuse_rotary, fuse_gated_mlp, fuse_matmul, fold_gemm_scale, matmulinteger_int8, fuse_matmul_act, fuse_attention, "
+    "fuse_conv, einsum_matmul, gemm_as_matmul, fuse_gelu, fuse_rmsnorm, fuse_rotary, fuse_gated_mlp, fuse_matmul, fold_gemm_scale, matmulinteger_int8, fuse_matmul_act, attention_fold, fuse_attention, "
     "attention_gqa_causal, attention_views, fuse_l2norm, fuse_add_layernorm, layout_nhwc, simplify_transpose, attention_views_nhwc, fp16, "
     "fuse_conv_act, qdq_int8, quantize_int8, quantize_fp8, fuse_residual_gemm, fuse_elementwise, "
     "fuse_quantize_rows";
@@ -92,6 +92,7 @@ static int run_passes(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->level >= 2 && after(g, o, "fuse_matmul_act", pass_fuse_matmul_act(g, o, e), e) < 0) return -1;
   /* before fp16: it matches the fp32 pattern, and Attention then runs on
    * half storage with fp32 math like the nodes it replaces */
+  if (o->level >= 2 && after(g, o, "attention_fold", pass_attention_fold(g, o, e), e) < 0) return -1;
   if (o->level >= 2 && after(g, o, "fuse_attention", pass_fuse_attention(g, o, e), e) < 0) return -1;
   /* right after: K/V read before a repeat_kv, causal masks as an attribute;
    * then Q, K, V read in place (no Split/Transpose copies), one QKV GEMM */

@@ -353,14 +353,7 @@ static int as_reshape(Ctx *c, int t, int x) {
 static int shape_const(Graph *g, const char *base, const char *what, int rank, const int64_t *dims, GpucErr *e) {
   char name[512];
   snprintf(name, sizeof name, "%s.%s", base, what);
-  int s = gpuc_graph_add_value(g, name);
-  if (s < 0) return oom(g, e);
-  int64_t r = rank;
-  gpuc_set_shape(&g->values[s].t, GPUC_DT_I64, 1, &r);
-  if (gpuc_tensor_alloc(&g->values[s].t, e)) return -1;
-  for (int a = 0; a < rank; a++) gpuc_set_i64(&g->values[s].t, a, dims[a]);
-  g->values[s].is_const = true;
-  return s;
+  return pass_shape_const(g, name, rank, dims, e);
 }
 
 /* The flat-norm chain read from Transpose t (see the rules above): the

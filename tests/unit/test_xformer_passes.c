@@ -33,6 +33,9 @@
  *   einsum_matmul   MaxViT's 5-D attention Einsums, a permuted operand and
  *                   result -> MatMul (+ Transposes); a broadcast batch, two
  *                   K labels and a one-operand sum not
+ *   attention_fold  MaxViT's 5-D attention folded to 4-D, then one
+ *                   Attention (bias per head, Y unmerged, Q read
+ *                   elsewhere); a per-image bias not
  *   fold_gemm_scale Mul(MatMul[Bias](x, W, b), c) -> MatMul[Bias](x, Wc, bc)
  *                   (scalar and per-column c, either order); a runtime c
  *                   and a shared GEMM output not
@@ -1154,6 +1157,68 @@ static void test_einsum_matmul(void) {
   }
 }
 
+/* ---- attention_fold ---------------------------------------------------- */
+
+/* MaxViT's 5-D attention, A 2 images, B 3 windows, S 5, H 2, D 4: qx, kx,
+ * vx [2,3,5,2,4] head-split by Transpose [0,1,3,2,4] (K scaled first,
+ * then Transpose [0,1,3,4,2]); scores + bias; Softmax; P V; heads merged
+ * by Transpose [0,1,3,2,4] + Reshape [2,3,5,8]:
+ * 0 bias const [2,5,5]: folded, then one Attention, no Transposes
+ *   (the head splits and merge read in place)
+ * 1 bias [1,1,2,5,5], Y a graph output itself (no merge): folded by
+ *   Reshapes, one Attention
+ * 2 bias [2,1,2,5,5] (per image, not per window): left as it is
+ * 3 as 0 with Q's head split also a graph output: Q folded by a Reshape
+ *   after its Transpose, one Attention */
+static int fold_variant;
+static void build_fold(Graph *g) {
+  static const int64_t xd[5] = {2, 3, 5, 2, 4}, p_split[5] = {0, 1, 3, 2, 4}, p_kt[5] = {0, 1, 3, 4, 2};
+  static const int64_t bias_d[4][5] = {{2, 5, 5}, {1, 1, 2, 5, 5}, {2, 1, 2, 5, 5}, {2, 5, 5}};
+  static const int bias_r[4] = {3, 5, 5, 3};
+  int qx = input(g, "qx", 5, xd), kx = input(g, "kx", 5, xd), vx = input(g, "vx", 5, xd);
+  int q = transpose(g, qx, 5, p_split), v = transpose(g, vx, 5, p_split);
+  int kt = transpose(g, NODE(g, GPUC_OP_MUL, kx, scalar(g, 0.5)), 5, p_kt);
+  int bias = constant(g, bias_r[fold_variant], bias_d[fold_variant], 77, -1, 1);
+  int sm = NODE(g, GPUC_OP_SOFTMAX, NODE(g, GPUC_OP_ADD, NODE(g, GPUC_OP_MATMUL, q, kt), bias));
+  attr_i(g, "axis", -1);
+  int y = NODE(g, GPUC_OP_MATMUL, sm, v);
+  if (fold_variant == 1) {
+    output(g, y);
+    return;
+  }
+  static const int64_t od[4] = {2, 3, 5, 8};
+  output(g, reshape(g, transpose(g, y, 5, p_split), 4, od));
+  if (fold_variant == 3) output(g, q);
+}
+
+static void test_attention_fold(void) {
+  for (fold_variant = 0; fold_variant <= 3; fold_variant++) {
+    GpucErr e = {0};
+    Graph *g0, *g1;
+    pair_new(build_fold, 17, &g0, &g1, "fold", fold_variant);
+    PassOptions o;
+    gpuc_pass_options_default(&o, 2);
+    int got = pass_attention_fold(g1, &o, &e);
+    bool stays = fold_variant == 2;
+    CHECK(got == !stays, "fold %d: %d changes (%s)", fold_variant, got, e.msg);
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "fold %d: verify: %s", fold_variant,
+          e.msg);
+    compare("attention_fold", g0, g1, 1e-5);
+    int fa = pass_fuse_attention(g1, &o, &e);
+    CHECK(fa == !stays && count_op(g1, GPUC_OP_ATTENTION) == !stays && count_op(g1, GPUC_OP_SOFTMAX) == stays,
+          "fold %d: fuse_attention %d: %d Attention, %d Softmax", fold_variant, fa, count_op(g1, GPUC_OP_ATTENTION),
+          count_op(g1, GPUC_OP_SOFTMAX));
+    if (fold_variant == 0)
+      CHECK(count_op(g1, GPUC_OP_TRANSPOSE) == 0, "fold 0: %d Transposes left (head splits and merge read in place)",
+            count_op(g1, GPUC_OP_TRANSPOSE));
+    CHECK(gpuc_graph_verify(g1, &e) == 0 && gpuc_graph_infer(g1, &e) == 0, "fold %d: verify after fuse: %s",
+          fold_variant, e.msg);
+    compare("attention_fold + fuse_attention", g0, g1, 1e-5);
+    gpuc_graph_free(g0);
+    gpuc_graph_free(g1);
+  }
+}
+
 /* ---- fuse_residual_gemm ------------------------------------------------ */
 
 /* x [2,5,16], r [2,5,24]; y = MatMulBias(x, W [16,24], b [24]); s = Add(y, r)
@@ -1266,6 +1331,7 @@ int main(int argc, char **argv) {
   test_attention_views();
   test_gemm_as_matmul();
   test_einsum_matmul();
+  test_attention_fold();
   test_attention_channels();
   test_residual();
   test_residual_plan(argv[1]);
