@@ -15,7 +15,9 @@
  * sm_90, Hopper's wgmma kernel: n >= 2048, or n >= 768 with k < 2048).
  * Environment GPUC_INT8_GEMM (A/B and tests): "cublaslt" keeps cuBLASLt's
  * IMMA GEMM + DequantizeRows everywhere, "own" takes this kernel for every
- * int8 GEMM it can compute. */
+ * int8 GEMM it can compute. GPUC_INT8_WS=1 (cp.async loads) or =tma (TMA
+ * loads, the plan's tensor maps) makes sm_90's kernel the warp-specialized
+ * one (same choice of GEMMs, same bits); GPUC_INT8_WS_TILE its tile. */
 bool cg_int8_gemm_own(const CodegenOptions *o, int64_t m, int64_t n, int64_t k, bool epilogue);
 /* The node that takes MatMulInt8 node mm's sums as its epilogue: a
  * DequantizeRows reading them as its input 0, their only reader, in an

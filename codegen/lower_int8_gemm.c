@@ -25,7 +25,10 @@
  *   2 (l % 4) and + 1 of each 16 x 8 tile: stored (or evaluated) as pairs.
  *   (The tile sizes above are the first version's; tile_for has today's.)
  * wgmma (sm_90): BM/64 warpgroups, K steps of 128 bytes, tiles picked by
- * K and N (tile_for); notes at int8_wgmma_helpers. */
+ * K and N (tile_for); notes at int8_wgmma_helpers. GPUC_INT8_WS=1 or =tma
+ * takes a warp-specialized variant there instead (a producer filling an
+ * mbarrier ring, by cp.async or TMA; persistent CTAs; notes at I8Ws), not
+ * the default until the GPU says it is faster. */
 #include "int8_gemm.h"
 #include <ctype.h>
 #include <stdio.h>
@@ -297,7 +300,7 @@ static void emit_store(StrBuf *b, const EwProgram *epi, int64_t n, int wn, int m
   sb_printf(b, "  }\n");
 }
 
-/* ---- the warp-specialized wgmma kernel (GPUC_INT8_WS=1, sm_90) ----
+/* ---- the warp-specialized wgmma kernel (GPUC_INT8_WS=1 or =tma, sm_90) ----
  *
  * The kernel above has every warp both load (cp.async) and compute
  * (wgmma), with a __syncthreads a K step; at BERT's K 768 (6 steps of
@@ -307,11 +310,16 @@ static void emit_store(StrBuf *b, const EwProgram *epi, int64_t n, int wn, int m
  *     a BM = 64 C tile, run wgmma m64nBNk32 on a ring of ST stages and the
  *     same epilogue (emit_store: warp w holds rows 16 w + lane / 4 (+ 8));
  *   - a producer (the last warpgroup, or warp: ws_fit) fills the ring by
- *     cp.async, each thread one 16-byte chunk column of the 128-byte rows;
+ *     cp.async, each thread one 16-byte chunk column of the 128-byte rows,
+ *     or (GPUC_INT8_WS=tma) its first thread by two TMA box loads a stage
+ *     (cp.async.bulk.tensor: Xq's BM x 128 bytes and Wq's BN x 128 from
+ *     the CUtensorMaps the session encodes, cg_tensor_map; the hardware
+ *     writes the 128B swizzle and zeros past the tensor);
  *   - per stage a "full" mbarrier (an arrival a producer thread: its
- *     cp.async.mbarrier.arrive.noinc fires when its copies have landed) and
- *     an "empty" one (4 C arrivals: lane 0 of each consumer warp once
- *     wgmma.wait_group says the stage's reads are done);
+ *     cp.async.mbarrier.arrive.noinc fires when its copies have landed;
+ *     TMA: one arrival with expect_tx of the stage's bytes, which the box
+ *     loads count down) and an "empty" one (4 C arrivals: lane 0 of each
+ *     consumer warp once wgmma.wait_group says the stage's reads are done);
  *   - persistent CTAs: CTA b takes tiles b, b + grid, ... (M fastest, so
  *     CTAs side by side share Wq's columns in L2); the ring runs on across
  *     tiles, so the producer fills the next tile's stages while the
@@ -319,9 +327,10 @@ static void emit_store(StrBuf *b, const EwProgram *epi, int64_t n, int wn, int m
  * Same shared layout (i8_sw<128>: the 128B swizzle on 1024-byte-aligned
  * stages), descriptors and wgmma as the kernel above, the same zero-filled
  * loads past M, N and K, so the same exact int32 sums and epilogue bits.
- * (cp.async rather than TMA: TMA needs a CUtensorMap of each tensor's
- * device address, built by the driver at plan load: plan and runtime
- * work, left for a next step.) */
+ * Tile shapes: GPUC_INT8_WS_TILE (ws_tile_for), ping-pong included
+ * (emit_pp_body). Checked on the host by tests/int8_ws_host_test.py (an
+ * emulation of the threads, cp.async, TMA, mbarriers and wgmma), on the
+ * GPU by tests/gpu/int8_ws_check.sh. */
 typedef struct I8Ws { int c, bn, st, grid_per_sm, per_sm, np, r0; bool pp, tma; } I8Ws;
 
 /* rows of a tile: the consumer warpgroups' 64 each, or one's (ping-pong) */
@@ -356,7 +365,8 @@ static unsigned ws_shmem(const I8Ws *w) { return (unsigned)(w->st * (ws_bm(w) + 
  * registers no warp frees) is not used. A producer warpgroup where one
  * CTA takes the SM: its 4 warps issue the copies on the SM's 4
  * schedulers; one producer warp where CTAs share it, so each thread keeps
- * more registers. False for a tile that does not fit. */
+ * more registers, and with TMA (one thread issues a stage's loads). False
+ * for a tile that does not fit. */
 static bool ws_fit(I8Ws *w) {
   if (w->c < 1 || w->c > 4 || (w->pp && w->c != 2) || !(w->bn == 64 || w->bn == 128 || w->bn == 256) || w->st < 2 ||
       w->st > 8)
