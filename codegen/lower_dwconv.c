@@ -249,8 +249,12 @@ static int emit_rows(LowerCtx *c, const DwShape *d, const char *act, const char 
             (long long)C, (long long)S, V, (long long)S, V, V, (long long)S, (long long)C, V, (long long)span,
             (long long)st[1], (long long)pb[1], V, (long long)W, t, V, t, V, (long long)C, V, in_act, V, TW, tap, V,
             TW, (long long)OW, (long long)OH, (long long)OW, (long long)C);
-  if (z)
-    sb_printf(b, "      const Vec<%s, %d> zv = *(const Vec<%s, %d>*)(z + o);\n", t, V, t, V);
+  cg_conv_rows_store(b, t, V, z, act);
+  return cg_launch_items(c, name, (uint64_t)items, nargs, args);
+}
+
+void cg_conv_rows_store(StrBuf *b, const char *t, int V, bool z, const char *act) {
+  if (z) sb_printf(b, "      const Vec<%s, %d> zv = *(const Vec<%s, %d>*)(z + o);\n", t, V, t, V);
   sb_printf(b,
             "      Vec<%s, %d> out;\n"
             "#pragma unroll\n"
@@ -263,7 +267,16 @@ static int emit_rows(LowerCtx *c, const DwShape *d, const char *act, const char 
             "  }\n"
             "}\n",
             t, V, V, z ? " + ldf(zv.v[k])" : "", t, act, t, V);
-  return cg_launch_items(c, name, (uint64_t)items, nargs, args);
+}
+
+int cg_conv_args(const LowerCtx *c, uint32_t tw, uint32_t tb, bool z, uint32_t args[5]) {
+  int n = 0;
+  args[n++] = c->tin[0];
+  args[n++] = tw;
+  args[n++] = tb;
+  if (z) args[n++] = c->tin[3];
+  args[n++] = c->tout[0];
+  return n;
 }
 
 /* ---- the tiled kernel ---- */
@@ -753,12 +766,11 @@ int cg_dwconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int6
   free(bt.data);
   if (tw == UINT32_MAX || tb == UINT32_MAX) return lower_fail(c, "out of memory");
 
-  uint32_t args[5] = {c->tin[0], tw, tb}, nargs = 3;
-  if (z) args[nargs++] = c->tin[3];
-  args[nargs++] = c->tout[0];
-  int rc = kind == 2   ? emit_stream(c, &d, &k, act, in_act, z, (int)nargs, args)
-           : kind == 1 ? emit_tiled(c, &d, &k, act, in_act, z, (int)nargs, args)
-                       : emit_rows(c, &d, act, in_act, z, (int)nargs, args);
+  uint32_t args[5];
+  int nargs = cg_conv_args(c, tw, tb, z, args);
+  int rc = kind == 2   ? emit_stream(c, &d, &k, act, in_act, z, nargs, args)
+           : kind == 1 ? emit_tiled(c, &d, &k, act, in_act, z, nargs, args)
+                       : emit_rows(c, &d, act, in_act, z, nargs, args);
   if (rc) return -1;
   /* each output element is written after its own Z element is read, by the
    * same thread: y may take a dying residual's bytes */

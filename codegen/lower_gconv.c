@@ -160,23 +160,10 @@ int cg_gconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int64
             TW, V, V, V, TW, V, LL(R), LL(st[0]), LL(pb[0]), LL(dil[0]), LL(H), t, LL(H), LL(W), LL(C), LL(Cg), XV,
             LL(span), XV, LL(span), LL(st[1]), LL(pb[1]), LL(W), t, XV, t, XV, LL(C), XV, in_round, XV, LL(S), XV, V,
             V, LL(S), LL(Cg), LL(K), TW, V, LL(st[1]), LL(dil[1]), TW, LL(OW), LL(OH), LL(OW), LL(K));
-  if (z) sb_printf(b, "      const Vec<%s, %d> zv = *(const Vec<%s, %d>*)(z + o);\n", t, V, t, V);
-  sb_printf(b,
-            "      Vec<%s, %d> out;\n"
-            "#pragma unroll\n"
-            "      for (int k = 0; k < %d; k++) {\n"
-            "        const float v = acc[t][k]%s;\n"
-            "        out.v[k] = stf<%s>(%s);\n"
-            "      }\n"
-            "      *(Vec<%s, %d>*)(y + o) = out;\n"
-            "    }\n"
-            "  }\n"
-            "}\n",
-            t, V, V, z ? " + ldf(zv.v[k])" : "", t, act, t, V);
-  uint32_t args[5] = {c->tin[0], tw, tb}, nargs = 3;
-  if (z) args[nargs++] = c->tin[3];
-  args[nargs++] = c->tout[0];
-  if (cg_launch_items(c, name, (uint64_t)items, (int)nargs, args)) return -1;
+  cg_conv_rows_store(b, t, V, z, act);
+  uint32_t args[5];
+  int nargs = cg_conv_args(c, tw, tb, z, args);
+  if (cg_launch_items(c, name, (uint64_t)items, nargs, args)) return -1;
   /* each output element is written after its own Z element is read, by the
    * same thread: y may take a dying residual's bytes */
   if (z) cg_in_place(c, c->tin[3], c->tout[0]);

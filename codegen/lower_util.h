@@ -76,6 +76,13 @@ int cg_dwconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int6
 /* An NHWC grouped FusedConv with 2..32 channels a group, as one generated
  * kernel (codegen/lower_gconv.c); returns and arguments as cg_dwconv_nhwc. */
 int cg_gconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int64_t *dil);
+/* The conv row kernels' end (lower_dwconv.c, lower_gconv.c): output pixel
+ * t's V channels at offset o from float acc[t][0..V) (+ Z's), activation
+ * `act` of v, one vector store; closes the pixel loop, the item loop and
+ * the kernel. */
+void cg_conv_rows_store(StrBuf *b, const char *t, int V, bool z, const char *act);
+/* A conv kernel's arguments (x, weights tw, bias tb, [z,] y): their count. */
+int cg_conv_args(const LowerCtx *c, uint32_t tw, uint32_t tb, bool z, uint32_t args[5]);
 /* An NHWC GlobalAveragePool [N,H,W,C] -> [N,1,1,C] (codegen/lower_se.c). */
 int cg_gap_nhwc(LowerCtx *c);
 /* InstanceNormalization c->n (inputs X [N,C,S..], scale, B; no output)
