@@ -697,15 +697,18 @@ void gpuc_plan_print(const Plan *p, const char *path, FILE *f) {
           (unsigned long long)bytes, (unsigned long long)flops);
   for (uint32_t i = 0; i < p->nsteps; i++) {
     const PlanStep *s = &p->steps[i];
-    char what[224];
+    char what[224], maps[32] = "";
+    uint32_t nmaps = 0; /* TMA descriptors the step takes (format 7) */
+    for (uint32_t j = 0; j < p->ntmaps; j++) nmaps += p->tmaps[j].step == i;
+    if (nmaps) snprintf(maps, sizeof maps, " (%u TMA maps)", nmaps);
     if (s->kind == PLAN_STEP_KERNEL)
-      snprintf(what, sizeof what, "kernel %-28s grid %u block %u%s",
+      snprintf(what, sizeof what, "kernel %-28s grid %u block %u%s%s",
                gpuc_plan_str(p, p->kernels[s->index].name), s->grid[0] * s->grid[1] * s->grid[2],
                s->block[0] * s->block[1] * s->block[2],
                i >= p->ntune                                 ? ""
                : (p->tune[i].flags & PLAN_TUNE_F_BLOCK_TUNED) ? " (tuned)"
                : (p->tune[i].flags & PLAN_TUNE_F_BLOCK_FREE)  ? " (free)"
-               : (p->tune[i].flags & PLAN_TUNE_F_TENSOR_MATH) ? " (tensor cores)" : "");
+               : (p->tune[i].flags & PLAN_TUNE_F_TENSOR_MATH) ? " (tensor cores)" : "", maps);
     else if (s->kind == PLAN_STEP_GEMM) {
       const PlanGemm *g = &p->gemms[s->index];
       uint32_t epi = GPUC_GEMM_EPI(g->trans_a);
