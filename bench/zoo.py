@@ -260,10 +260,10 @@ def fp64_reference(a, torch, zm, m, inputs):
     import copy
     dev = "cpu" if a.cpu_only else "cuda"
     try:
-        m64 = copy.deepcopy(m).double()
-        t64 = [torch.from_numpy(v).to(dev) for v in inputs.values()]
-        t64 = [t.double() if t.is_floating_point() else t for t in t64]
-        with torch.no_grad(), gpu_use(not a.cpu_only):
+        with torch.no_grad(), gpu_use(not a.cpu_only):  # the copies are GPU work too
+            m64 = copy.deepcopy(m).double()
+            t64 = [torch.from_numpy(v).to(dev) for v in inputs.values()]
+            t64 = [t.double() if t.is_floating_point() else t for t in t64]
             out = m64(*t64)
             out = (out[0] if isinstance(out, (tuple, list)) else out).cpu().numpy()
         del m64
@@ -293,7 +293,8 @@ def run_model(a, torch, zm, model, emit):
     rows = {}  # (exporter, batch) -> row
     exported = {}
     t0 = time.time()
-    m = zm.build(model, dev)
+    with gpu_use(not a.cpu_only):  # building runs train-mode batches (BatchNorm statistics) on the GPU
+        m = zm.build(model, dev)
     build_s = round(time.time() - t0, 1)
     for ex in a.exporters:
         path = os.path.join(work, "%s_%s.onnx" % (model.name, ex))
@@ -314,7 +315,8 @@ def run_model(a, torch, zm, model, emit):
             for b in a.batches:
                 rows[(ex, b)] = dict(model=model.name, family=model.family, exporter=ex, batch=b,
                                      export_error=err)
-        m = m.to(dev)
+        with gpu_use(not a.cpu_only):
+            m = m.to(dev)
     # every plan, compiled in parallel
     jobs = []
     for ex, (path, names, note) in exported.items():
