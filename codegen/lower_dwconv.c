@@ -269,6 +269,19 @@ void cg_conv_rows_store(StrBuf *b, const char *t, int V, bool z, const char *act
             t, V, V, z ? " + ldf(zv.v[k])" : "", t, act, t, V);
 }
 
+int cg_conv_weights(LowerCtx *c, Tensor *wt, const char *wname, Tensor *bt, const char *bname, uint32_t *tw,
+                    uint32_t *tb) {
+  char name[2][192];
+  snprintf(name[0], sizeof name[0], "%s.%s", c->n->name, wname);
+  snprintf(name[1], sizeof name[1], "%s.%s", c->n->name, bname);
+  *tw = cg_weights(c, name[0], wt);
+  *tb = cg_weights(c, name[1], bt);
+  free(wt->data);
+  free(bt->data);
+  wt->data = bt->data = NULL;
+  return *tw == UINT32_MAX || *tb == UINT32_MAX ? lower_fail(c, "out of memory") : 0;
+}
+
 int cg_conv_args(const LowerCtx *c, uint32_t tw, uint32_t tb, bool z, uint32_t args[5]) {
   int n = 0;
   args[n++] = c->tin[0];
@@ -758,13 +771,8 @@ int cg_dwconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int6
       for (int64_t s = 0; s < S; s++) wf[(r * S + s) * C + k] = (float)gpuc_get_f64(w, (k * R + r) * S + s);
     if (bias) bf[k] = (float)gpuc_get_f64(bias, k);
   }
-  char wname[160], bname[160];
-  snprintf(wname, sizeof wname, "%s.dw_rsc", c->n->name);
-  snprintf(bname, sizeof bname, "%s.dw_bias", c->n->name);
-  uint32_t tw = cg_weights(c, wname, &wt), tb = cg_weights(c, bname, &bt);
-  free(wt.data);
-  free(bt.data);
-  if (tw == UINT32_MAX || tb == UINT32_MAX) return lower_fail(c, "out of memory");
+  uint32_t tw, tb;
+  if (cg_conv_weights(c, &wt, "dw_rsc", &bt, "dw_bias", &tw, &tb)) return -1;
 
   uint32_t args[5];
   int nargs = cg_conv_args(c, tw, tb, z, args);

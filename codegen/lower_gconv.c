@@ -89,13 +89,8 @@ int cg_gconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int64
           wf[((r * S + s) * Cg + e) * K + k] = (float)gpuc_get_f64(w, ((k * R + r) * S + s) * Cg + e);
     if (bias) bf[k] = (float)gpuc_get_f64(bias, k);
   }
-  char wname[160], bname[160];
-  snprintf(wname, sizeof wname, "%s.gc_rsck", c->n->name);
-  snprintf(bname, sizeof bname, "%s.gc_bias", c->n->name);
-  uint32_t tw = cg_weights(c, wname, &wt), tb = cg_weights(c, bname, &bt);
-  free(wt.data);
-  free(bt.data);
-  if (tw == UINT32_MAX || tb == UINT32_MAX) return lower_fail(c, "out of memory");
+  uint32_t tw, tb;
+  if (cg_conv_weights(c, &wt, "gc_rsck", &bt, "gc_bias", &tw, &tb)) return -1;
 
   const char *name = cg_kernel_name(c);
   StrBuf *b = cg_src(c);

@@ -81,6 +81,11 @@ int cg_gconv_nhwc(LowerCtx *c, const int64_t *pb, const int64_t *st, const int64
  * `act` of v, one vector store; closes the pixel loop, the item loop and
  * the kernel. */
 void cg_conv_rows_store(StrBuf *b, const char *t, int V, bool z, const char *act);
+/* A conv kernel's re-laid-out weights and bias as plan weights named
+ * "<node>.<wname>" / "<node>.<bname>" in *tw / *tb; frees both tensors'
+ * data. 0, or -1 (out of memory, reported). */
+int cg_conv_weights(LowerCtx *c, Tensor *wt, const char *wname, Tensor *bt, const char *bname, uint32_t *tw,
+                    uint32_t *tb);
 /* A conv kernel's arguments (x, weights tw, bias tb, [z,] y): their count. */
 int cg_conv_args(const LowerCtx *c, uint32_t tw, uint32_t tb, bool z, uint32_t args[5]);
 /* An NHWC GlobalAveragePool [N,H,W,C] -> [N,1,1,C] (codegen/lower_se.c). */
