@@ -93,8 +93,7 @@ int pass_attention_gqa_causal(Graph *g, const PassOptions *o, GpucErr *e) {
   (void)o;
   /* GPUC_NO_CAUSAL_MASK=1: masks stay masks (A/B runs; tests/unit/test_longattn.c
    * compares the two on the reference) */
-  const char *off = getenv("GPUC_NO_CAUSAL_MASK");
-  bool masks = !(off && *off && strcmp(off, "0"));
+  bool masks = !pass_env_on("GPUC_NO_CAUSAL_MASK");
   int nn = g->nnodes, changes = 0;
   int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *last = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
   CausalMemo memo;

@@ -518,8 +518,7 @@ int pass_attention_views(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->training) return 0; /* the weights are parameters there */
   /* GPUC_NO_ATTENTION_VIEWS=1: the copies stay (the GPU A/B of
    * tests/gpu/xformer_check.sh: steps and time before and after) */
-  const char *off = getenv("GPUC_NO_ATTENTION_VIEWS");
-  if (off && *off && strcmp(off, "0")) return 0;
+  if (pass_env_on("GPUC_NO_ATTENTION_VIEWS")) return 0; /* GPU A/B runs: the rewrite off */
   int changes = 0, rc = -1;
   for (int i = 0; i < g->nnodes; i++) {
     if (g->nodes[i].op != GPUC_OP_ATTENTION) continue;

@@ -181,8 +181,7 @@ static int rewrite(Graph *g, int ti, const int *readers, bool *drop, GpucErr *e)
 int pass_channel_shuffle(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->training) return 0; /* ChannelShuffle has no gradient rule */
   /* GPUC_NO_CHANNEL_SHUFFLE=1: the copies stay (GPU A/B runs) */
-  const char *off = getenv("GPUC_NO_CHANNEL_SHUFFLE");
-  if (off && *off && strcmp(off, "0")) return 0;
+  if (pass_env_on("GPUC_NO_CHANNEL_SHUFFLE")) return 0; /* GPU A/B runs: the rewrite off */
   int nn = g->nnodes, changes = 0;
   PassScratch ps;
   if (pass_scratch_new(g, &ps, e)) return -1;

@@ -478,8 +478,7 @@ int pass_fuse_attention(Graph *g, const PassOptions *o, GpucErr *e) {
   bool *drop = ps.drop;
   /* GPUC_NO_ATTENTION_WINDOW=1: Swin's window masks stay unfused (the GPU
    * A/B of tests/gpu/swinattn_check.sh) */
-  const char *off = getenv("GPUC_NO_ATTENTION_WINDOW");
-  bool windows = !(off && *off && strcmp(off, "0"));
+  bool windows = !pass_env_on("GPUC_NO_ATTENTION_WINDOW");
   bool kt_copy = !pass_env_on("GPUC_NO_ATTENTION_KT");
   for (int i = 0; i < nn; i++) {
     if (g->nodes[i].op != GPUC_OP_MATMUL || drop[i]) continue;

@@ -192,8 +192,7 @@ static bool dw_nhwc(const Graph *g, const Node *n) {
  * 4x-wide hidden activation. One without a bias (the dynamo exporter drops
  * a bias of zeros) gets a zero bias row when it takes the activation. */
 static bool pw_nhwc(const Graph *g, const Node *n) {
-  const char *off = getenv("GPUC_NO_PW_ACT"); /* GPU A/B runs: the bias and activation a kernel after */
-  if (off && *off && strcmp(off, "0")) return false;
+  if (pass_env_on("GPUC_NO_PW_ACT")) return false; /* GPU A/B runs: the rewrite off */
   if (n->op != GPUC_OP_FUSEDCONV || gpuc_attr_i(n, "layout", GPUC_LAYOUT_NCHW) != GPUC_LAYOUT_NHWC ||
       (n->nin > 3 && n->in[3] >= 0) || n->nin < 3 || n->in[0] < 0 || n->in[1] < 0 || n->out[0] < 0 ||
       gpuc_attr_i(n, "group", 1) != 1)

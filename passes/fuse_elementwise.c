@@ -321,8 +321,7 @@ static int swap_cast_transpose(Graph *g, GpucErr *e) {
  * norm and the Reshapes get the group's id. Returns the number attached,
  * or -1. */
 static int attach_norm_heads(Graph *g, GpucErr *e) {
-  const char *off = getenv("GPUC_NO_NORM_GROUP"); /* GPU A/B runs */
-  if (off && *off && strcmp(off, "0")) return 0;
+  if (pass_env_on("GPUC_NO_NORM_GROUP")) return 0; /* GPU A/B runs: the rewrite off */
   int n = 0, *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1)), *reader = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
   if (!readers || !reader) { free(readers); free(reader); return gpuc_err_set(e, "%s: out of memory", g->path); }
   gpuc_graph_count_readers(g, readers, reader);

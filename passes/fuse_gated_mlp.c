@@ -124,8 +124,7 @@ static int rewrite(Graph *g, int yi, const int nodes[4], bool *drop, GpucErr *e)
 }
 
 int pass_fuse_gated_mlp(Graph *g, const PassOptions *o, GpucErr *e) {
-  const char *off = getenv("GPUC_NO_FUSE_GATED_MLP");
-  if (o->training || (off && !strcmp(off, "1"))) return 0;
+  if (o->training || pass_env_on("GPUC_NO_FUSE_GATED_MLP")) return 0;
   int nn = g->nnodes, changes = 0;
   PassScratch ps;
   if (pass_scratch_new(g, &ps, e)) return -1;

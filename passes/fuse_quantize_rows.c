@@ -124,8 +124,7 @@ int pass_fuse_quantize_rows(Graph *g, const PassOptions *o, GpucErr *e) {
   /* GPUC_NO_ROW_FUSION=1: the steps stay kernels of their own, for the GPU
    * check that compares the fused plan with the unfused one
    * (tests/gpu/row_fusion_bench.py) */
-  const char *off = getenv("GPUC_NO_ROW_FUSION");
-  if (off && *off && strcmp(off, "0")) return 0;
+  if (pass_env_on("GPUC_NO_ROW_FUSION")) return 0; /* GPU A/B runs: the rewrite off */
   int *readers = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
   if (!readers) return gpuc_err_set(e, "%s: out of memory", g->path);
   gpuc_graph_count_readers(g, readers, NULL);

@@ -96,8 +96,7 @@ static bool match(Graph *g, Node *w, const int *readers, bool *drop, int *xo, in
 }
 
 int pass_fuse_rmsnorm(Graph *g, const PassOptions *o, GpucErr *e) {
-  const char *off = getenv("GPUC_NO_FUSE_RMSNORM");
-  if (o->training || (off && !strcmp(off, "1"))) return 0;
+  if (o->training || pass_env_on("GPUC_NO_FUSE_RMSNORM")) return 0;
   int nn = g->nnodes, changes = 0;
   PassScratch ps;
   if (pass_scratch_new(g, &ps, e)) return -1;

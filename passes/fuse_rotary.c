@@ -125,8 +125,7 @@ static int absorb_transpose(Graph *g, Node *n, const int *readers, bool *drop) {
 }
 
 int pass_fuse_rotary(Graph *g, const PassOptions *o, GpucErr *e) {
-  const char *off = getenv("GPUC_NO_FUSE_ROTARY");
-  if (o->training || (off && !strcmp(off, "1"))) return 0;
+  if (o->training || pass_env_on("GPUC_NO_FUSE_ROTARY")) return 0;
   int nn = g->nnodes, changes = 0;
   PassScratch ps;
   if (pass_scratch_new(g, &ps, e)) return -1;

@@ -233,8 +233,7 @@ static int rewrite(Graph *g, int ci, int n, GpucErr *e) {
 int pass_patchify_conv(Graph *g, const PassOptions *o, GpucErr *e) {
   if (o->training) return 0;
   /* GPUC_NO_PATCHIFY=1: the convs stay (the GPU A/B of tests/gpu/patchify_check.sh) */
-  const char *off = getenv("GPUC_NO_PATCHIFY");
-  if (off && *off && strcmp(off, "0")) return 0;
+  if (pass_env_on("GPUC_NO_PATCHIFY")) return 0; /* GPU A/B runs: the rewrite off */
   int nn = g->nnodes, changed = 0;
   for (int i = 0; i < nn; i++) {
     int n = patch_conv(g, &g->nodes[i]);

@@ -362,8 +362,7 @@ static int flat_norm_chain(const Ctx *c, int t, const Perm *p, int *r1) {
   const Graph *g = c->g;
   int y = g->nodes[t].out[0];
   const Tensor *yt = &g->values[y].t;
-  const char *off = getenv("GPUC_NO_FLAT_NORM"); /* GPU A/B runs: the rule off */
-  if (off && *off && strcmp(off, "0")) return -1;
+  if (pass_env_on("GPUC_NO_FLAT_NORM")) return -1; /* GPU A/B runs: the rewrite off */
   if (p->p[0] != 0 || !gpuc_shape_known(yt) || yt->rank < 2) return -1;
   int a = sole_reader(c, y);
   if (a < 0 || g->nodes[a].op != GPUC_OP_RESHAPE || g->nodes[a].in[0] != y || g->nodes[a].out[0] < 0) return -1;
