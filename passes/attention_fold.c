@@ -98,17 +98,9 @@ static bool perm_keeps_lead(const Node *p, int64_t p4[4]) {
   return true;
 }
 
-static int set_perm(Fold *f, Node *p, const int64_t p4[4]) {
-  for (int k = 0; k < p->nattr; k++)
-    if (!strcmp(p->attrs[k].name, "perm")) {
-      int64_t *a = gpuc_arena_alloc(&f->g->arena, 4 * sizeof(int64_t));
-      if (!a) return oom(f);
-      memcpy(a, p4, 4 * sizeof(int64_t));
-      p->attrs[k].ints = a;
-      p->attrs[k].n = 4;
-      return 0;
-    }
-  return -1;
+static int set_perm(Fold *f, int ni, const int64_t p4[4]) {
+  const int p[4] = {(int)p4[0], (int)p4[1], (int)p4[2], (int)p4[3]};
+  return pass_set_perm(f->g, ni, p, 4) ? oom(f) : 0;
 }
 
 /* Operand v [A,B,...] of the chain as a 4-D value: the value, or -1. */
@@ -123,7 +115,7 @@ static int fold_in(Fold *f, int v, const char *what) {
     int64_t x4[4];
     merged_dims(&g->values[x].t, x4);
     int r = new_value(f, x, what, 4, x4);
-    if (r < 0 || add_reshape(f, x, r, what) < 0 || set_perm(f, &g->nodes[pi], p4) < 0) return -1;
+    if (r < 0 || add_reshape(f, x, r, what) < 0 || set_perm(f, pi, p4) < 0) return -1;
     g->nodes[pi].in[0] = r;
     gpuc_set_shape(&g->values[v].t, g->values[v].t.dt, 4, d4);
     return v;
@@ -232,7 +224,7 @@ static int fold_chain(Graph *g, int si, const int *readers, int nv0, GpucErr *e)
   int64_t z4d[4];
   merged_dims(&g->values[z].t, z4d);
   int z4 = new_value(&f, z, "merged4", 4, z4d);
-  if (z4 < 0 || set_perm(&f, &g->nodes[t], p4) < 0) return -1;
+  if (z4 < 0 || set_perm(&f, t, p4) < 0) return -1;
   g->nodes[t].in[0] = y4;
   g->nodes[t].out[0] = z4;
   g->values[z4].producer = t;

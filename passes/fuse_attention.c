@@ -441,17 +441,12 @@ static int match(Graph *g, int i, const int *readers, const int *last, bool *dro
    * are all computed before it; it writes the merge Transpose's output
    * when that is absorbed (the Transpose's readers all come after it) */
   if (m.k_raw) { /* the scores' MatMul -> Transpose(Kt, perm [0,1,3,2]), its output K */
+    static const int swap_last[4] = {0, 1, 3, 2};
+    if (pass_set_perm(g, m.mm1, swap_last, 4)) return gpuc_err_set(e, "%s: out of memory", g->path);
     Node *t = &g->nodes[m.mm1];
-    int64_t *perm = gpuc_arena_alloc(&g->arena, sizeof(int64_t) * 4);
-    Attr *pa = gpuc_arena_alloc(&g->arena, sizeof(Attr));
-    if (!perm || !pa) return gpuc_err_set(e, "%s: out of memory", g->path);
-    perm[0] = 0; perm[1] = 1; perm[2] = 3; perm[3] = 2;
-    *pa = (Attr){.name = "perm", .kind = GPUC_ATTR_INTS, .n = 4, .ints = perm};
     t->op = GPUC_OP_TRANSPOSE;
     t->in[0] = k;
     t->nin = 1;
-    t->attrs = pa;
-    t->nattr = 1;
     t->fuse_group = 0;
     Tensor *kv = &g->values[t->out[0]].t;
     gpuc_set_shape(kv, ktr.dt, 4, ktr.dims);

@@ -37,18 +37,23 @@ bool pass_env_on(const char *name) {
   return v && *v && strcmp(v, "0");
 }
 
-int pass_add_transpose(Graph *g, const char *name, int in, int out, const int *perm, int rank) {
-  int ni = gpuc_graph_add_node(g, GPUC_OP_TRANSPOSE, name, 1, 1);
-  Attr *a = ni < 0 ? NULL : gpuc_arena_alloc(&g->arena, sizeof(Attr));
+int pass_set_perm(Graph *g, int ni, const int *perm, int rank) {
+  Attr *a = gpuc_arena_alloc(&g->arena, sizeof(Attr));
   int64_t *p = a ? gpuc_arena_alloc(&g->arena, sizeof(int64_t) * (size_t)rank) : NULL;
   if (!p) return -1;
   for (int i = 0; i < rank; i++) p[i] = perm[i];
   *a = (Attr){.name = "perm", .kind = GPUC_ATTR_INTS, .n = rank, .ints = p};
+  g->nodes[ni].attrs = a;
+  g->nodes[ni].nattr = 1;
+  return 0;
+}
+
+int pass_add_transpose(Graph *g, const char *name, int in, int out, const int *perm, int rank) {
+  int ni = gpuc_graph_add_node(g, GPUC_OP_TRANSPOSE, name, 1, 1);
+  if (ni < 0 || pass_set_perm(g, ni, perm, rank)) return -1;
   Node *n = &g->nodes[ni];
   n->in[0] = in;
   n->out[0] = out;
-  n->attrs = a;
-  n->nattr = 1;
   g->values[out].producer = ni;
   return ni;
 }

@@ -178,6 +178,9 @@ bool pass_env_on(const char *name);
 /* a new Transpose node `name` reading value in, writing value out (its
  * producer set) by perm [rank]: the node, or -1 out of memory; */
 int pass_add_transpose(Graph *g, const char *name, int in, int out, const int *perm, int rank);
+/* node ni's attributes replaced by one: perm [rank] (a node made or turned
+ * into a Transpose): 0, or -1 out of memory; */
+int pass_set_perm(Graph *g, int ni, const int *perm, int rank);
 /* a new i64 constant [rank] named `name` holding dims (a Reshape's
  * shape): the value, or -1 with e set; */
 int pass_shape_const(Graph *g, const char *name, int rank, const int64_t *dims, GpucErr *e);

@@ -88,14 +88,7 @@ static int oom(Graph *g, GpucErr *e) { return gpuc_err_set(e, "%s: patchify_conv
 
 /* Sets Transpose node ni's perm attribute. */
 static int set_perm(Graph *g, int ni, int rank, const int *perm, GpucErr *e) {
-  Attr *a = gpuc_arena_alloc(&g->arena, sizeof(Attr));
-  int64_t *p = gpuc_arena_alloc(&g->arena, sizeof(int64_t) * (size_t)rank);
-  if (!a || !p) return oom(g, e);
-  for (int i = 0; i < rank; i++) p[i] = perm[i];
-  *a = (Attr){.name = "perm", .kind = GPUC_ATTR_INTS, .n = rank, .ints = p};
-  g->nodes[ni].attrs = a;
-  g->nodes[ni].nattr = 1;
-  return 0;
+  return pass_set_perm(g, ni, perm, rank) ? oom(g, e) : 0;
 }
 
 /* Reshape(x, dims) -> a new value named "<base>.<suffix>" */
