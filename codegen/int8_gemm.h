@@ -10,14 +10,18 @@
 /* The own kernel takes Acc [m, n] = Xq [m, k] Wq [n, k]^T on this target
  * (epilogue: with a DequantizeRows group as its epilogue, else writing
  * int32): sm_80 or newer, k a multiple of 16 (16-byte row loads), n even
- * (pairs of columns a store), and where it was measured faster than
- * cuBLASLt: an epilogue GEMM with 64 tiles or more and n >= 2048 (on
- * sm_90, Hopper's wgmma kernel: n >= 2048, or n >= 768 with k < 2048).
- * Environment GPUC_INT8_GEMM (A/B and tests): "cublaslt" keeps cuBLASLt's
- * IMMA GEMM + DequantizeRows everywhere, "own" takes this kernel for every
- * int8 GEMM it can compute. GPUC_INT8_WS=1 (cp.async loads) or =tma (TMA
- * loads, the plan's tensor maps) makes sm_90's kernel the warp-specialized
- * one (same choice of GEMMs, same bits); GPUC_INT8_WS_TILE its tile. */
+ * (pairs of columns a store), 64 tiles or more, and where it was measured
+ * faster than cuBLASLt: on sm_90 (by default the TMA-fed warp-specialized
+ * kernel at K >= 2048 or N >= 2048, Hopper's wgmma kernel elsewhere) every
+ * such GEMM of n >= 256, epilogue or int32; elsewhere epilogue GEMMs of
+ * n >= 2048. Environment (A/B and tests): GPUC_INT8_GEMM "cublaslt" keeps
+ * cuBLASLt's IMMA GEMM + DequantizeRows everywhere, "own" takes this
+ * kernel for every int8 GEMM it can compute. On sm_90 GPUC_INT8_WS=0 gives
+ * the default before the TMA kernel (the wgmma kernel, epilogue GEMMs of
+ * n >= 2048, or n >= 768 with k < 2048), =1 (cp.async loads) or =tma the
+ * warp-specialized kernel wherever the wgmma one runs, with =0's choice of
+ * GEMMs; GPUC_INT8_WS_TILE its tile (without GPUC_INT8_WS: every GEMM's,
+ * TMA loads). Same bits whichever kernel. */
 bool cg_int8_gemm_own(const CodegenOptions *o, int64_t m, int64_t n, int64_t k, bool epilogue);
 /* The node that takes MatMulInt8 node mm's sums as its epilogue: a
  * DequantizeRows reading them as its input 0, their only reader, in an

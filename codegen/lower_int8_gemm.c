@@ -25,10 +25,11 @@
  *   2 (l % 4) and + 1 of each 16 x 8 tile: stored (or evaluated) as pairs.
  *   (The tile sizes above are the first version's; tile_for has today's.)
  * wgmma (sm_90): BM/64 warpgroups, K steps of 128 bytes, tiles picked by
- * K and N (tile_for); notes at int8_wgmma_helpers. GPUC_INT8_WS=1 or =tma
- * takes a warp-specialized variant there instead (a producer filling an
- * mbarrier ring, by cp.async or TMA; persistent CTAs; notes at I8Ws), not
- * the default until the GPU says it is faster. */
+ * K and N (tile_for); notes at int8_wgmma_helpers. The warp-specialized
+ * variant (a producer filling an mbarrier ring, by cp.async or TMA;
+ * persistent CTAs; notes at I8Ws) fed by TMA is the default where the
+ * H200 measured it faster (ws_choice: K >= 2048 or N >= 2048);
+ * GPUC_INT8_WS=0 turns it off, =1 or =tma takes it everywhere. */
 #include "int8_gemm.h"
 #include <ctype.h>
 #include <stdio.h>
@@ -93,25 +94,6 @@ static I8Tile tile_for(const CodegenOptions *o, int64_t n, int64_t k) {
   /* the sweep's best at BERT-base's four shapes but N 768 (where 64-wide
    * warp tiles won by 1%): 128 x 128 tiles, 128-byte K steps, 3 stages */
   return (I8Tile){128, 128, 128, 3, 2, 4, false};
-}
-
-bool cg_int8_gemm_own(const CodegenOptions *o, int64_t m, int64_t n, int64_t k, bool epilogue) {
-  const char *env = getenv("GPUC_INT8_GEMM");
-  bool force = env && !strcmp(env, "own");
-  if ((env && !strcmp(env, "cublaslt")) || o->sm < 80) return false;
-  if (m <= 0 || n <= 0 || k <= 0 || k % 16 || n % 2 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return false;
-  if (force) return true;
-  const I8Tile t = tile_for(o, n, k);
-  const int64_t tiles = ((m + t.bm - 1) / t.bm) * ((n + t.bn - 1) / t.bn);
-  /* Measured on the H200 (docs/BENCHMARKS.md, BERT-base's shapes at 4096
-   * rows), with its epilogue in place of a DequantizeRows kernel, against
-   * cuBLASLt's IMMA GEMM + DequantizeRows: the mma.sync kernel 1.17-1.21x
-   * at N 2304 and 3072, 0.88x at N 768, 0.6x when both write int32; the
-   * wgmma kernel (sm_90) 1.31-1.45x at K 768 (N 768 included), 0.95x at
-   * K 3072 N 768. Epilogue GEMMs only, with tiles for every SM, and no
-   * narrower N than measured */
-  if (!epilogue || tiles < I8_MIN_TILES) return false;
-  return t.wg ? n >= 2048 || (n >= 768 && k < 2048) : n >= 2048;
 }
 
 /* The module's shared pieces, once: the zero-filling cp.async, the int8
@@ -327,7 +309,7 @@ static void emit_store(StrBuf *b, const EwProgram *epi, int64_t n, int wn, int m
  * Same shared layout (i8_sw<128>: the 128B swizzle on 1024-byte-aligned
  * stages), descriptors and wgmma as the kernel above, the same zero-filled
  * loads past M, N and K, so the same exact int32 sums and epilogue bits.
- * Tile shapes: GPUC_INT8_WS_TILE (ws_tile_for), ping-pong included
+ * Tile shapes: by shape or GPUC_INT8_WS_TILE (ws_choice), ping-pong included
  * (emit_pp_body). Checked on the host by tests/int8_ws_host_test.py (an
  * emulation of the threads, cp.async, TMA, mbarriers and wgmma), on the
  * GPU by tests/gpu/int8_ws_check.sh. */
@@ -336,15 +318,17 @@ typedef struct I8Ws { int c, bn, st, grid_per_sm, per_sm, np, r0; bool pp, tma; 
 /* rows of a tile: the consumer warpgroups' 64 each, or one's (ping-pong) */
 static int ws_bm(const I8Ws *w) { return w->pp ? 64 : 64 * w->c; }
 
-/* GPUC_INT8_WS=1: the warp-specialized kernel where the wgmma one runs,
- * its loads by cp.async; GPUC_INT8_WS=tma: by TMA */
-static bool use_ws(const CodegenOptions *o) {
+/* sm_90's choice between the wgmma kernel and the warp-specialized one, by
+ * GPUC_INT8_WS: unset, the default (I8_WS_AUTO: per shape, ws_choice); "0"
+ * the wgmma kernel everywhere (the default before the TMA kernel was
+ * measured, kept for A/B); "1" the WS kernel everywhere, its loads by
+ * cp.async; "tma" by TMA. Not sm_90 (or GPUC_INT8_WGMMA=0): off. */
+typedef enum { I8_WS_OFF, I8_WS_AUTO, I8_WS_CPASYNC, I8_WS_TMA } I8WsMode;
+static I8WsMode ws_mode(const CodegenOptions *o) {
   const char *env = getenv("GPUC_INT8_WS");
-  return use_wgmma(o) && env && *env && strcmp(env, "0");
-}
-static bool use_tma(void) {
-  const char *env = getenv("GPUC_INT8_WS");
-  return env && !strcmp(env, "tma");
+  if (!use_wgmma(o) || (env && !strcmp(env, "0"))) return I8_WS_OFF;
+  if (!env || !*env) return I8_WS_AUTO;
+  return strcmp(env, "tma") ? I8_WS_CPASYNC : I8_WS_TMA;
 }
 
 enum { WS_SM_BYTES = 228 * 1024, WS_CTA_MAX = 227 * 1024, WS_SMS = 132 };
@@ -383,34 +367,62 @@ static bool ws_fit(I8Ws *w) {
   return false;
 }
 
+/* w as a tile of C consumer warpgroups (ping-pong pp: two taking turns at
+ * 64-row tiles), BN columns, ST stages, G CTAs an SM in the persistent grid
+ * (0 or past what fits: as many as fit); false when it does not fit. */
+static bool ws_tile(I8Ws *w, int c, int bn, int st, bool pp, bool tma, int g) {
+  *w = (I8Ws){.c = c, .bn = bn, .st = st, .pp = pp, .tma = tma};
+  if (!ws_fit(w)) return false;
+  w->grid_per_sm = g > 0 && g <= w->per_sm ? g : w->per_sm;
+  return true;
+}
+
 /* GPUC_INT8_WS_TILE=wsBMxBNsST[gG] (BM 64 to 256: 1 to 4 consumer
  * warpgroups; BN 64, 128 or 256; ST 2 to 8 stages; G CTAs an SM in the
  * persistent grid, else as many as fit), or pp64xBNsST[gG]: ping-pong, two
  * consumer warpgroups taking turns at 64 x BN tiles (emit_ws_body), for
- * the sweeps of tests/gpu/int8_gemm_check.py; else by shape. */
-static I8Ws ws_tile_for(int64_t n, int64_t k) {
+ * the sweeps of tests/gpu/int8_gemm_check.py; false when unset or not a
+ * tile that fits. */
+static bool ws_tile_env(I8Ws *w, bool tma) {
   const char *env = getenv("GPUC_INT8_WS_TILE");
-  I8Ws w = {.tma = use_tma()};
-  int bm = 0, g = 0;
-  bool ws = env && sscanf(env, "ws%dx%ds%dg%d", &bm, &w.bn, &w.st, &g) >= 3 && bm > 0 && bm % 64 == 0;
-  w.pp = !ws && env && sscanf(env, "pp%dx%ds%dg%d", &bm, &w.bn, &w.st, &g) >= 3 && bm == 64;
-  if (ws || w.pp) {
-    w.c = w.pp ? 2 : bm / 64;
-    if (ws_fit(&w)) {
-      w.grid_per_sm = g > 0 && g <= w.per_sm ? g : w.per_sm;
-      return w;
-    }
+  int bm = 0, bn = 0, st = 0, g = 0;
+  if (!env) return false;
+  if (sscanf(env, "ws%dx%ds%dg%d", &bm, &bn, &st, &g) >= 3 && bm > 0 && bm % 64 == 0)
+    return ws_tile(w, bm / 64, bn, st, false, tma, g);
+  if (sscanf(env, "pp%dx%ds%dg%d", &bm, &bn, &st, &g) >= 3 && bm == 64) return ws_tile(w, 2, bn, st, true, tma, g);
+  return false;
+}
+
+/* Whether sm_90's int8 GEMM Acc [m, n] = Xq [m, k] Wq [n, k]^T runs the
+ * warp-specialized kernel, and its tile w.
+ *   GPUC_INT8_WS=1 / =tma: always; GPUC_INT8_WS_TILE's tile, else 128 x
+ *   128 with 3 stages, two CTAs an SM (the wgmma kernel's best at K 768).
+ *   Default (unset): TMA loads, GPUC_INT8_WS_TILE's tile for every GEMM
+ *   if set, else per shape from the H200 sweep (docs/BENCHMARKS.md,
+ *   fifteenth session: GEMM + epilogue step at M 4096, ms; "default" the
+ *   wgmma kernel of tile_for):
+ *     K >= 2048: ws128x128s3. K 3072 N 768 +res: 0.0354 against
+ *       pp64x128s4 0.0363 and default 0.0439 (LLaMA's K 2048 down
+ *       projection takes it too);
+ *     K < 2048, N >= 2048: ping-pong, 4 stages. N 2304: pp64x256s4 0.0320
+ *       (the sweep's best; ws128x128s3 0.0337, default 0.0397); N 3072
+ *       ReLU: pp64x128s4 0.0425 (the sweep's best, pp64x256s4 slower;
+ *       ws128x128s3 0.0429, default 0.0508). So BN 256 below N 3072, 128
+ *       from there on (LLaMA's N 4096 gate+up: the nearer measured shape);
+ *     K < 2048, N < 2048: the wgmma kernel. N 768 +res: default 0.0222
+ *       against TMA ws128x128s3 0.0246 and pp64x128s4 0.0240. */
+static bool ws_choice(const CodegenOptions *o, int64_t n, int64_t k, I8Ws *w) {
+  const I8WsMode mode = ws_mode(o);
+  if (mode == I8_WS_OFF) return false;
+  const bool tma = mode != I8_WS_CPASYNC;
+  if (ws_tile_env(w, tma)) return true;
+  if (mode != I8_WS_AUTO || k >= 2048) {
+    if (!ws_tile(w, 2, 128, 3, false, tma, 0)) abort(); /* fits by construction */
+    return true;
   }
-  /* not measured yet (the GPU sweep will say): 128 x 128 with 3 stages,
-   * two CTAs an SM, as the default kernel's best at K 768 (a CTA's
-   * epilogue beside the other's main loop; the ring overlaps it with the
-   * next tile's loads as well) */
-  (void)n;
-  (void)k;
-  w = (I8Ws){.c = 2, .bn = 128, .st = 3, .tma = use_tma()};
-  if (!ws_fit(&w)) abort(); /* the defaults fit by construction */
-  w.grid_per_sm = w.per_sm;
-  return w;
+  if (n < 2048) return false;
+  if (!ws_tile(w, 2, n < 3072 ? 256 : 128, 4, true, tma, 0)) abort();
+  return true;
 }
 
 /* The ring's device side, once a module: mbarrier wait/arrive, the
@@ -659,6 +671,41 @@ static void emit_body(StrBuf *b, const I8Tile *t, const EwProgram *epi, int64_t 
   sb_printf(b, "}\n");
 }
 
+bool cg_int8_gemm_own(const CodegenOptions *o, int64_t m, int64_t n, int64_t k, bool epilogue) {
+  const char *env = getenv("GPUC_INT8_GEMM");
+  bool force = env && !strcmp(env, "own");
+  if ((env && !strcmp(env, "cublaslt")) || o->sm < 80) return false;
+  if (m <= 0 || n <= 0 || k <= 0 || k % 16 || n % 2 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return false;
+  if (force) return true;
+  const I8Tile t = tile_for(o, n, k);
+  I8Ws w;
+  const bool ws = t.wg && ws_choice(o, n, k, &w);
+  const int64_t bm = ws ? ws_bm(&w) : t.bm, bn = ws ? w.bn : t.bn;
+  const int64_t tiles = ((m + bm - 1) / bm) * ((n + bn - 1) / bn);
+  if (tiles < I8_MIN_TILES) return false; /* tiles for every SM: no GEMM of fewer measured */
+  /* sm_90's default (the TMA kernel where ws_choice takes it, the wgmma
+   * kernel elsewhere): every int8 GEMM, epilogue or int32 sums, of N >=
+   * 256. BERT-base b32 on the H200 (docs/BENCHMARKS.md, fifteenth
+   * session): the TMA kernel for every GEMM, the three that write int32
+   * for a row kernel included (out-proj, FC1, FC2: 36 of 48), 2.093 ms
+   * against 2.185 with the epilogue GEMMs alone (0.09 ms less: ~2.5 us a
+   * GEMM over cuBLASLt's int32 GEMM). N 256 (LLaMA's grouped-query k and
+   * v projections, cuBLASLt + a DequantizeRows kernel each before) is not
+   * timed alone; the wgmma kernel was 1.30x cuBLASLt + DequantizeRows at
+   * N 768 K 768 (0.0222 vs 0.0288 ms), and the rest of that gap is the
+   * DequantizeRows kernel, the same share of an N 256 GEMM. Narrower N
+   * (linears.onnx's 5-96) stays cuBLASLt's, unmeasured. */
+  if (t.wg && ws_mode(o) == I8_WS_AUTO) return n >= 256;
+  /* Measured on the H200 (docs/BENCHMARKS.md, BERT-base's shapes at 4096
+   * rows), with its epilogue in place of a DequantizeRows kernel, against
+   * cuBLASLt's IMMA GEMM + DequantizeRows: the mma.sync kernel 1.17-1.21x
+   * at N 2304 and 3072, 0.88x at N 768, 0.6x when both write int32; the
+   * wgmma kernel (sm_90) 1.31-1.45x at K 768 (N 768 included), 0.95x at
+   * K 3072 N 768. Epilogue GEMMs only, and no narrower N than measured */
+  if (!epilogue) return false;
+  return t.wg ? n >= 2048 || (n >= 768 && k < 2048) : n >= 2048;
+}
+
 int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, int64_t k, const EwProgram *epi,
                  uint32_t tacc) {
   const I8Tile T = tile_for(c->opt, n, k);
@@ -668,8 +715,8 @@ int cg_int8_gemm(LowerCtx *c, uint32_t tx, uint32_t tw, int64_t m, int64_t n, in
   const int threads = T.wg ? 2 * T.bm : 32 * T.wm * T.wn;
   /* wgmma: 1 KB more to align the tiles to the 128-byte swizzle's 1024-byte atom */
   unsigned shmem = (unsigned)(T.st * (T.bm + T.bn) * T.bk) + (T.wg ? 1024u : 0u);
-  const bool ws = T.wg && use_ws(c->opt);
-  const I8Ws W = ws ? ws_tile_for(n, k) : (I8Ws){0};
+  I8Ws W = {0};
+  const bool ws = T.wg && ws_choice(c->opt, n, k, &W);
   StrBuf *src = cg_src(c);
   int8_gemm_helpers(src);
   if (T.wg) int8_wgmma_helpers(src, ws ? W.bn : T.bn);

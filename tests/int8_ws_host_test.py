@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Hopper's int8 wgmma GEMM kernels (codegen/lower_int8_gemm.c) run on the host:
-the warp-specialized one (GPUC_INT8_WS=1) and, as the emulator's own check,
-the default one that the H200 runs bit-exact.
+the warp-specialized one (GPUC_INT8_WS=1 or =tma, and the default's choice
+of it and its tile by shape, checked too) and, as the emulator's own check,
+the wgmma one (GPUC_INT8_WS=0) that the H200 runs bit-exact.
 
 No GPU here. Each case's Linear layer y = (x W + b) + r (fp32, --int8,
 GPUC_INT8_GEMM=own, sm_90) is compiled with GPUC_SAVE_SOURCE set; the GEMM
@@ -334,7 +335,13 @@ def cut(text, start):
     raise AssertionError("unbalanced: " + start)
 
 
-def host_source(text, ws):
+def host_source(text):
+    """(threads, kernel name, host C++ of the kernel and its helpers, TMA
+    maps as parameters, warp-specialized)"""
+    m = re.search(r'extern "C" __global__ void __launch_bounds__\((\d+)(?:, \d+)?\) (k\d+_int8_gemm_epilogue\d*)\(([^)]*)\) \{',
+                  text)
+    assert m, "no int8 GEMM kernel in the module"
+    ws = "ws_consume<" in cut(text, re.escape(m.group(0)))
     helpers = [cut(text, r"template <int BK> __device__ __forceinline__ int i8_sw"),
                cut(text, r"__device__ __forceinline__ unsigned long long wg_desc")]
     if ws:
@@ -345,9 +352,6 @@ def host_source(text, ws):
     else:
         helpers += [cut(text, r"template <int BM, int BN, int BK, int NTH>\n__device__ __forceinline__ void i8_load"),
                     cut(text, r"template <int BM, int BN, int ST>\n__device__ __forceinline__ void i8_wg_mainloop")]
-    m = re.search(r'extern "C" __global__ void __launch_bounds__\((\d+)(?:, \d+)?\) (k\d+_int8_gemm_epilogue\d*)\(([^)]*)\) \{',
-                  text)
-    assert m, "no int8 GEMM kernel in the module"
     nt, name, params = int(m.group(1)), m.group(2), m.group(3)
     kern = cut(text, re.escape(m.group(0)))
     kern = kern.replace(m.group(0), "void %s(%s) {" % (name, params.replace("const __grid_constant__ TmaMap", "const TmaMap")))
@@ -359,7 +363,7 @@ def host_source(text, ws):
     # the epilogue's inputs: xs by row, ws and b by column, r by element (the model's order)
     for pat in (r"in1\[row_\]", r"in2\[\(j0_ \+ u\)\]", r"in3\[\(j0_ \+ u\)\]", r"in4\[i\]"):
         assert re.search(pat, kern), "epilogue input not as expected: " + pat
-    return nt, name, body, "TmaMap tmx_" in params
+    return nt, name, body, "TmaMap tmx_" in params, ws
 
 
 def plan_tmaps(plan):
@@ -385,12 +389,15 @@ def run_case(M, K, N, ws, grid_override, seed, env=None, work=WORK):
     plan = os.path.join(work, "m.gpuc")
     e = dict(os.environ, GPUC_SAVE_SOURCE=src, GPUC_INT8_GEMM="own", **(env or {}))
     e.pop("GPUC_INT8_WS", None)
-    if ws:
-        e["GPUC_INT8_WS"] = (env or {}).get("GPUC_INT8_WS", "1")
+    if ws is not None:  # None: the default's choice (lower_int8_gemm.c, ws_choice)
+        e["GPUC_INT8_WS"] = (env or {}).get("GPUC_INT8_WS", "1") if ws else "0"
     r = subprocess.run([GPUC, path, "-O2", "--int8", "--arch", "sm_90", "-o", plan], env=e, capture_output=True, text=True)
     assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
     text = open(src).read()
-    nt, name, body, tma = host_source(text, ws)
+    nt, name, body, tma, ws_kernel = host_source(text)
+    if ws is not None:
+        assert ws_kernel == ws, "GPUC_INT8_WS=%s: the warp-specialized kernel %s" % (e["GPUC_INT8_WS"], ws_kernel)
+    ws = ws_kernel
     maps = plan_tmaps(plan) if tma else []
     if tma:  # Xq [M, K] and Wq [N, K] as the plan's records say (the session encodes them so)
         assert len(maps) == 2 and maps[0][:3] == (K, M, K) and maps[1][:3] == (K, N, K) and \
@@ -435,10 +442,11 @@ def run_case(M, K, N, ws, grid_override, seed, env=None, work=WORK):
     acc = x.astype(np.int64) @ w.astype(np.int64).T
     want = ((acc.astype(np.float32) * xs[:, None]) * wsc[None, :] + b[None, :]) + res
     bad = int(np.count_nonzero(got.view(np.int32) != want.view(np.int32)))
-    return bad, got.size, "%d threads, grid %dx%d" % (nt, gx, gy)
+    return bad, got.size, "%s%s, %d threads, grid %dx%d%s" % ("WS" if ws else "wgmma", " TMA" if tma else "", nt, gx, gy,
+                                                             ", boxes %s" % [m[4] for m in maps] if maps else "")
 
 
-CASES = [  # M, K, N, warp-specialized, grid (None: the plan's), env
+CASES = [  # M, K, N, warp-specialized (None: as the default picks), grid (None: the plan's), env
     (777, 48, 132, False, None, {}),          # the emulator against the kernel the H200 runs bit-exact
     (300, 1040, 520, False, None, {}),
     (777, 48, 132, True, None, {}),           # WS: M, N, K edges, one tile a CTA
@@ -461,7 +469,18 @@ CASES = [  # M, K, N, warp-specialized, grid (None: the plan's), env
     (300, 384, 200, True, 2, {"GPUC_INT8_WS": "tma", "GPUC_INT8_WS_TILE": "ws256x128s3"}),
     (777, 48, 132, True, 3, {"GPUC_INT8_WS": "tma", "GPUC_INT8_WS_TILE": "pp64x256s4"}),
     (200, 1040, 136, True, 2, {"GPUC_INT8_WS": "tma", "GPUC_INT8_WS_TILE": "pp64x64s3"}),
+    # the default (no GPUC_INT8_WS): TMA where ws_choice takes it, with the
+    # shape's tile: K >= 2048 128 x 128 (K 2080: a 16-byte tail), N 2048 to
+    # 3071 ping-pong 64 x 256, N >= 3072 ping-pong 64 x 128; the wgmma kernel
+    # below both
+    (130, 2080, 136, None, 2, {}),
+    (70, 48, 2056, None, 3, {}),
+    (70, 80, 3080, None, 5, {}),
+    (300, 1040, 520, None, None, {}),
 ]
+# what the default must pick for the cases above (ws_choice): the kernel, and the TMA boxes' rows (Xq's, Wq's)
+DEFAULT_WANT = {(130, 2080, 136): ("WS TMA", "boxes [128, 128]"), (70, 48, 2056): ("WS TMA", "boxes [64, 256]"),
+                (70, 80, 3080): ("WS TMA", "boxes [64, 128]"), (300, 1040, 520): ("wgmma,", "")}
 
 if __name__ == "__main__":
     npass = nfail = 0
@@ -469,12 +488,16 @@ if __name__ == "__main__":
         try:
             bad, n, how = run_case(M, K, N, ws, grid, 1000 + i, env)
             ok = bad == 0
+            if ws is None:  # the default's kernel and tile as ws_choice says
+                kind, boxes = DEFAULT_WANT[(M, K, N)]
+                ok = ok and how.startswith(kind) and boxes in how
             why = "%d of %d differ (%s)" % (bad, n, how)
         except Exception as e:  # noqa: BLE001
             ok, why = False, str(e).strip().splitlines()[-1][:300] if str(e).strip() else repr(e)
         npass += ok
         nfail += not ok
-        print("%s M%d K%d N%d %s%s %s: %s" % ("PASS" if ok else "FAIL", M, K, N, "ws" if ws else "wgmma",
+        print("%s M%d K%d N%d %s%s %s: %s" % ("PASS" if ok else "FAIL", M, K, N,
+                                             "default" if ws is None else "ws" if ws else "wgmma",
                                              " grid %d" % grid if grid else "",
                                              " ".join("%s=%s" % kv for kv in env.items()), why), flush=True)
     print("%d passed, %d failed" % (npass, nfail))

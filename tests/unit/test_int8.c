@@ -347,6 +347,32 @@ static void check_tma_plan(const char *path, const GpucShapeBind *big, const cha
   gpuc_plan_free(p);
 }
 
+/* Which int8 GEMMs gpuc's kernel takes by default (cg_int8_gemm_own):
+ * ffn_block at 16384 rows, fc1 (K 64, N 256) writing int32 sums for the
+ * GELU + quantize row kernel, fc2 (K 256, N 64). sm_90: every GEMM of N >=
+ * 256 with 64 tiles, int32 ones too, so fc1 is the wgmma kernel (ws_choice
+ * keeps K < 2048, N < 2048 off TMA: no tensor map) and fc2 cuBLASLt's;
+ * GPUC_INT8_WS=0 (the default before) and the other targets (epilogue
+ * GEMMs of N >= 2048 only) leave both to cuBLASLt. (The TMA choice by
+ * shape: tests/int8_ws_ptx_test.py, tests/int8_ws_host_test.py.) */
+static void check_default_choice(const char *dir, const GpucShapeBind *big) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/ffn_block.onnx", dir);
+  const int archs[] = {80, 86, 89, 90, 90, 120};
+  for (int i = 0; i < 6; i++) {
+    const bool ws0 = i == 4, hopper = archs[i] == 90 && !ws0;
+    if (ws0) setenv("GPUC_INT8_WS", "0", 1);
+    Plan *p = compile_int8(path, big, 1, archs[i], true);
+    unsetenv("GPUC_INT8_WS");
+    if (!p) continue;
+    int own = kernels_named(p, "_int8_gemm", NULL), lt = int8_library_gemms(p);
+    CHECK(own == (hopper ? 1 : 0) && lt == (hopper ? 1 : 2) && p->ntmaps == 0,
+          "ffn_block b1024 --int8 --fp16 sm_%d%s by default: %d own int8 GEMM kernels, %d cuBLASLt, %u tensor maps "
+          "(want %d, %d, 0)", archs[i], ws0 ? " GPUC_INT8_WS=0" : "", own, lt, p->ntmaps, hopper ? 1 : 0, hopper ? 1 : 2);
+    gpuc_plan_free(p);
+  }
+}
+
 /* gpuc's own int8 GEMM (codegen/lower_int8_gemm.c), GPUC_INT8_GEMM=own:
  * ffn_block at 16384 rows (128 x 128 tiles, 96 KB of pipeline: the
  * runtime opts in past 48 KB) compiled by NVRTC for every arch; its fc1
@@ -449,7 +475,7 @@ static void check_own_gemm(const char *dir, const char *work) {
     CHECK(int8_library_gemms(p) == 4 && kernels_named(p, "_int8_gemm", NULL) == 0,
           "GPUC_INT8_GEMM=cublaslt: %d cuBLASLt int8 GEMMs (want 4)", int8_library_gemms(p));
   gpuc_plan_free(p);
-  /* by default only epilogue GEMMs of N >= 2048 (sm_90: or N >= 768 with K < 2048):
+  /* by default only epilogue GEMMs of N >= 2048 (sm_90: every GEMM of N >= 256):
    * linears' (N <= 96) stay cuBLASLt's */
   unsetenv("GPUC_INT8_GEMM");
   p = compile_int8(path, lin, 3, 90, true);
@@ -457,6 +483,7 @@ static void check_own_gemm(const char *dir, const char *work) {
     CHECK(int8_library_gemms(p) == 4 && kernels_named(p, "_int8_gemm", NULL) == 0,
           "linears by default: %d cuBLASLt int8 GEMMs (want 4)", int8_library_gemms(p));
   gpuc_plan_free(p);
+  check_default_choice(dir, &big);
 }
 
 /* onnxruntime's quantize_dynamic output (tests/data/ort_dynamic_ffn, made
