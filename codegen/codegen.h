@@ -68,7 +68,8 @@ typedef struct LowerCtx {
   const struct RowFuse *row;     /* a norm's fused dequantize/quantize (codegen/lower_row_group.c); NULL: none */
 } LowerCtx;
 
-/* What a norm lowering (codegen/lower_norm.c) fuses when LowerCtx.row is
+/* What a norm lowering (codegen/lower_norm.c), or GatedUnit's (quantize
+ * only, codegen/lower_gated.c), fuses when LowerCtx.row is
  * set (passes/fuse_quantize_rows.c): with dq >= 0, X (input 0) is
  * DequantizeRows node dq's output, loaded as acc * xs * ws + bias from
  * those plan tensors (tbias UINT32_MAX: none) and rounded to X's dtype;
@@ -81,6 +82,9 @@ typedef struct RowFuse {
 } RowFuse;
 /* The norm lowering takes LowerCtx.row for node n (codegen/lower_norm.c). */
 bool cg_norm_row_fusable(const Graph *g, const Node *n);
+/* GatedUnit's lowering takes LowerCtx.row (a quantize only) for node n:
+ * float X and Y of one dtype, rows of Y up to ROW_LAYOUT_MAX_N (lower_rows.h). */
+bool cg_gated_row_fusable(const Graph *g, const Node *n);
 
 /* The module source kernels are appended to. Kernels are
  * extern "C" __global__ and take tensor pointers in argument order. */

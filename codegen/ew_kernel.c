@@ -456,29 +456,8 @@ int cg_ew_rows_quantize(LowerCtx *c, const EwProgram *p, int64_t k, bool f8, uin
   sb_printf(b, "    w_[g * %d + u] = ldf(stf<%s>((float)v%d));\n        }\n"
                "      } else {\n#pragma unroll\n        for (int u = 0; u < %d; u++) w_[g * %d + u] = 0.0f;\n      }\n    }\n",
             V, cg_ctype(y->dt), p->nterms - 1, V, V);
-  const char *lim = f8 ? "448.0f" : "127.0f";
-  sb_printf(b, "    float m = 0.0f;\n"
-               "#pragma unroll\n    for (int t_ = 0; t_ < %d; t_++) m = fmaxf(m, fabsf(w_[t_]));\n",
-            L.groups * V);
-  row_layout_reduce(b, &L, "m", "fmaxf(a, b)");
-  sb_printf(b, "    const float qinv = m > 0.0f ? %s / m : 0.0f;\n"
-               "    if (live_ && sub_ == 0 && lane == 0) qs[row_] = m > 0.0f ? m / %s : 1.0f;\n",
-            lim, lim);
-  const char *wt = V == 8 ? "uint2" : V == 4 ? "unsigned int" : V == 2 ? "unsigned short" : "unsigned char";
-  row_layout_for_vec(b, &L);
-  sb_printf(b, "        union { %s w; unsigned char c[%d]; } o_;\n#pragma unroll\n        for (int u = 0; u < %d; u++) {\n",
-            wt, V, V);
-  if (f8)
-    sb_printf(b, "          unsigned short d;\n"
-                 "          asm(\"cvt.rn.satfinite.e4m3x2.f32 %%0, %%1, %%2;\" : \"=h\"(d) : \"f\"(0.0f), "
-                 "\"f\"(__fmul_rn(w_[g * %d + u], qinv)));\n"
-                 "          o_.c[u] = (unsigned char)(d & 0xff);\n",
-              V);
-  else
-    sb_printf(b, "          o_.c[u] = (unsigned char)(signed char)fminf(fmaxf(rintf(__fmul_rn(w_[g * %d + u], qinv)), "
-                 "-127.0f), 127.0f);\n",
-              V);
-  sb_printf(b, "        }\n        *(%s*)(qo + base_ + j0_) = o_.w;\n      }\n    }\n  }\n}\n", wt);
+  row_layout_quantize(b, &L, f8);
+  sb_printf(b, "  }\n}\n");
   args[p->next] = ts;
   args[p->next + 1] = tq;
   return row_layout_launch(c, &L, name, p->next + 2, args) ? -1 : 0;

@@ -1,9 +1,12 @@
 /* Fusion groups that end in a row step (passes/fuse_quantize_rows.c):
  *
- *   [DequantizeRows] -> LayerNormalization | AddLayerNormalization -> [QuantizeRows(F8)]
+ *   [DequantizeRows] -> LayerNormalization | AddLayerNormalization |
+ *   RMSNormalization -> [QuantizeRows(F8)]
  *     the norm's warp-per-row kernel (codegen/lower_norm.c, LowerCtx.row)
  *     loads X as int32 and dequantizes it, and/or quantizes its Y per row
  *     as a second output;
+ *   GatedUnit [-> Reshape] -> QuantizeRows(F8)
+ *     its row kernel (codegen/lower_gated.c, LowerCtx.row) quantizes Y;
  *   elementwise members (or a Transpose) ... [-> Reshape] -> QuantizeRows(F8)
  *     one block per row evaluates the members' program (ew_kernel.c),
  *     rounds the result to the dtype the graph stores it in and quantizes
@@ -24,8 +27,14 @@ static int label_of(const Graph *g, const int *m, int nm, StrBuf *label) {
   return label->oom ? -1 : 0;
 }
 
-/* [dq] norm [q]: 1 when the group is not of this shape. */
-static int norm_group(PlanBuilder *pb, const Graph *g, const int *m, int nm) {
+/* The head of a [dq] node [q] group whose lowering takes LowerCtx.row: a
+ * norm (dequantize and/or quantize), a GatedUnit (quantize only) */
+static bool row_head_fusable(const Graph *g, const Node *n, bool dq) {
+  return n->op == GPUC_OP_GATEDUNIT ? !dq && cg_gated_row_fusable(g, n) : cg_norm_row_fusable(g, n);
+}
+
+/* [dq] norm [q], GatedUnit q: 1 when the group is not of this shape. */
+static int row_node_group(PlanBuilder *pb, const Graph *g, const int *m, int nm) {
   int t = 0, dq = -1, q = -1;
   if (nm > 0 && g->nodes[m[0]].op == GPUC_OP_DEQUANTIZEROWS) dq = m[t++];
   if (t >= nm) return 1;
@@ -34,7 +43,7 @@ static int norm_group(PlanBuilder *pb, const Graph *g, const int *m, int nm) {
   while (t < nm && g->nodes[m[t]].op == GPUC_OP_RESHAPE) t++; /* views of Y: not lowered */
   int nreshape = t - r0;
   if (t < nm && is_quantize(g->nodes[m[t]].op)) q = m[t++];
-  if (t != nm || (dq < 0 && q < 0) || (nreshape && q < 0) || !cg_norm_row_fusable(g, n)) return 1;
+  if (t != nm || (dq < 0 && q < 0) || (nreshape && q < 0) || !row_head_fusable(g, n, dq >= 0)) return 1;
   for (int k = 0, v = n->out[0]; k <= nreshape; k++) { /* Y -> Reshape ... -> the quantize, in order */
     const Node *r = &g->nodes[k < nreshape ? m[r0 + k] : q >= 0 ? q : ni];
     if (k == nreshape && q < 0) break;
@@ -136,7 +145,7 @@ out:
 }
 
 int cg_lower_row_group(PlanBuilder *pb, const Graph *g, const int *m, int nm, const int *reader_group) {
-  int rc = norm_group(pb, g, m, nm);
+  int rc = row_node_group(pb, g, m, nm);
   if (rc == 1) rc = ew_quantize_group(pb, g, m, nm, reader_group);
   if (rc != 1) return rc;
   /* not one kernel (rows past the registers, say): the elementwise members

@@ -96,6 +96,13 @@ void row_layout_for_vec(StrBuf *b, const RowLayout *L);
  * sum); every thread of the row gets it. Needs every thread of the block
  * (a barrier when wpr > 1), so never inside a live_ test. */
 void row_layout_reduce(StrBuf *b, const RowLayout *L, const char *var, const char *comb);
+/* The row held as float w_[groups * vec] (w_[g * vec + u]: element j0_ + u
+ * of vector g, as stored in the row's dtype; 0 past the row) quantized by
+ * QuantizeRows' rule (ir/quant_int8.h: absmax / 127, rint, clamp) or
+ * QuantizeRowsF8's (absmax / 448, cvt.rn.satfinite e4m3) into the kernel's
+ * qo (int8 / e4m3, vec bytes a store) and qs[row_] (the scale). Inside the
+ * row loop of row_layout_open, every thread of the block (a reduction). */
+void row_layout_quantize(StrBuf *b, const RowLayout *L, bool f8);
 int row_layout_launch(LowerCtx *c, const RowLayout *L, const char *name, int nargs, const uint32_t *args);
 
 /* The element of x at idx as ct, or of x + x2 (x2 of dtype dt2, at idx2)

@@ -13,7 +13,11 @@
  *       (X its Y, or a Reshape of Y that keeps the rows): its row kernel,
  *       which holds the row in registers, also writes Xq and the scale; Y
  *       is stored only when something else reads it (BERT's residual
- *       path; not GPT-2's pre-LN ln_1/ln_2).
+ *       path; not GPT-2's pre-LN ln_1/ln_2);
+ *     - a GatedUnit (LLaMA's SwiGLU, passes/fuse_gated_mlp.c; X its Y, or
+ *       a Reshape of Y that keeps the rows): its kernel becomes a row
+ *       kernel that also writes Xq and the scale (codegen/lower_gated.c),
+ *       Y stored only when something else reads it.
  *   DequantizeRows(acc, xs, ws, b) read only by an AddLayerNormalization
  *     (or a LayerNormalization): the norm kernel loads acc (int32) and
  *     dequantizes each element as it loads the row; the half value is
@@ -53,6 +57,15 @@ static bool norm_fusable(const Graph *g, const Node *n) {
   const Tensor *y = &g->values[n->out[0]].t;
   int64_t axis = gpuc_attr_i(n, "axis", -1);
   return gpuc_shape_known(y) && y->rank >= 1 && (axis == -1 || axis == y->rank - 1) && half_or_f32(y->dt);
+}
+
+/* A GatedUnit with Y only, float: its row kernel can quantize Y. */
+static bool gated_fusable(const Graph *g, const Node *n) {
+  if (n->op != GPUC_OP_GATEDUNIT || n->fuse_group || n->out[0] < 0) return false;
+  for (int k = 1; k < n->nout; k++)
+    if (n->out[k] >= 0) return false;
+  const Tensor *y = &g->values[n->out[0]].t;
+  return gpuc_shape_known(y) && y->rank >= 1 && half_or_f32(y->dt);
 }
 
 /* A Transpose whose output's innermost dim is its input's: a row kernel
@@ -131,10 +144,10 @@ int pass_fuse_quantize_rows(Graph *g, const PassOptions *o, GpucErr *e) {
   int next = 0, fused = 0;
   for (int i = 0; i < g->nnodes; i++)
     if (g->nodes[i].fuse_group > next) next = g->nodes[i].fuse_group;
-  /* norms: a dequantize before, a quantize after */
+  /* norms: a dequantize before, a quantize after; GatedUnits: a quantize after */
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = &g->nodes[i];
-    if (!norm_fusable(g, n)) continue;
+    if (!norm_fusable(g, n) && !gated_fusable(g, n)) continue;
     int y = n->out[0];
     int dq = -1;
     if (n->op == GPUC_OP_ADDLAYERNORMALIZATION && n->nin >= 2 && n->in[1] >= 0 &&
@@ -144,7 +157,7 @@ int pass_fuse_quantize_rows(Graph *g, const PassOptions *o, GpucErr *e) {
       n->in[0] = n->in[1];
       n->in[1] = t;
     }
-    if (n->nin >= 1 && dequant_only(g, readers, n->in[0])) dq = g->values[n->in[0]].producer;
+    if (is_norm(n->op) && n->nin >= 1 && dequant_only(g, readers, n->in[0])) dq = g->values[n->in[0]].producer;
     /* the quantize reads Y, or a chain of Reshapes of Y that keep the rows
      * (GPT-2's Conv1D input), each read by the next alone */
     int q = -1, chain[MAX_RESHAPES], nchain = 0, v = y, at = i;

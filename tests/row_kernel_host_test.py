@@ -357,14 +357,15 @@ int main(int argc, char **argv) {
 """
 
 
-def module_kernels(name, d, graph, flags, op):
-    """Saves graph as d/m.onnx, compiles it for sm_90 (+ flags) with
+def module_kernels(name, d, graph, flags, op, env=None):
+    """Saves graph as d/m.onnx, compiles it for sm_90 (+ flags, + env) with
     GPUC_SAVE_SOURCE; returns (plan, [(kernel, its parameter list)] of the
     kernels lowered from op, their text), or None after a failed verdict."""
+    os.makedirs(d, exist_ok=True)
     onnx_path, plan, src_path = os.path.join(d, "m.onnx"), os.path.join(d, "m.gpuc"), os.path.join(d, "m.cu")
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), onnx_path)
     r = subprocess.run([gpuc, onnx_path, "--arch", "sm_90", "-o", plan] + flags, capture_output=True, text=True,
-                       env=dict(os.environ, GPUC_SAVE_SOURCE=src_path))
+                       env=dict(os.environ, GPUC_SAVE_SOURCE=src_path, **(env or {})))
     if r.returncode:
         verdict(False, "%s: compile failed: %s" % (name, (r.stdout + r.stderr)[-300:]))
         return None
@@ -893,6 +894,91 @@ def warp_norm_case(name, op, shape, fp16):
                 (name, op, xt, xd.shape[0], c, blocks, block, err, tol))
 
 
+
+GATED_MAIN = DQL_MAIN.split("int main")[0] + r"""
+int main(int argc, char **argv) {
+  (void)argc;
+  %(xt)s *x = (%(xt)s *)load(argv[1], %(nx)d * sizeof(%(xt)s));
+  %(xt)s *y = (%(xt)s *)aligned_alloc(256, %(ny)d * sizeof(%(xt)s) + 256);
+  float *qs = (float *)aligned_alloc(256, %(rows)d * 4 + 256);
+  unsigned char *qo = (unsigned char *)aligned_alloc(256, %(ny)d + 256);
+  memset(qo, 0xAA, %(ny)d);
+  launch(%(ug)d, %(ub)d, [=] { %(uk)s(x, y); });
+  launch(atoi(argv[3]), %(fb)d, [=] { %(fk)s(x, qs, qo); });
+  FILE *f = fopen(argv[2], "wb");
+  if (!f || fwrite(y, sizeof(%(xt)s), %(ny)d, f) != %(ny)d || fwrite(qs, 4, %(rows)d, f) != %(rows)d ||
+      fwrite(qo, 1, %(ny)d, f) != %(ny)d) return 1;
+  fclose(f);
+  return 0;
+}
+"""
+
+
+def gated_case(name, rows, f, fp16):
+    """LLaMA's SwiGLU quantized for the next Linear (codegen/lower_gated.c):
+    x [rows, 16] -> gate, up (16 -> f) -> Mul(Mul(g, Sigmoid(g)), u) -> down
+    (f -> 8), --int8. The GatedUnit + quantize row kernel of the plan and
+    the unfused plan's GatedUnit kernel (GPUC_NO_ROW_FUSION=1) run on the
+    same X [rows, 2f] (the gate/up GEMM's dequantized output); the fused
+    kernel's int8 row and scale (with the plan's grid and with one block)
+    must equal QuantizeRows' rule (numpy) on the unfused kernel's Y bit for
+    bit: the same element expression, the same rounding to Y's dtype."""
+    d = os.path.join(work, name)
+    rng = np.random.default_rng(11)
+    w = [(rng.standard_normal(shp) * 0.2).astype(np.float32) for shp in ((16, f), (16, f), (f, 8))]
+    nodes = [helper.make_node("MatMul", ["x", "wg"], ["g"]), helper.make_node("MatMul", ["x", "wu"], ["u"]),
+             helper.make_node("Sigmoid", ["g"], ["sg"]), helper.make_node("Mul", ["g", "sg"], ["s"]),
+             helper.make_node("Mul", ["s", "u"], ["h"]), helper.make_node("MatMul", ["h", "wd"], ["y"])]
+    g = helper.make_graph(nodes, "swiglu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, 8])],
+                          [numpy_helper.from_array(a, k) for a, k in zip(w, ("wg", "wu", "wd"))])
+    flags = ["--int8"] + (["--fp16"] if fp16 else [])
+    fused = module_kernels(name, d, g, flags, "GatedUnit")
+    unfused = module_kernels(name, os.path.join(d, "unfused"), g, flags, "GatedUnit", {"GPUC_NO_ROW_FUSION": "1"})
+    if fused is None or unfused is None:
+        return
+    (plan, ks, text), (uplan, uks, utext) = fused, unfused
+    if len(ks) != 1 or len(ks[0][1].split(",")) != 3 or len(uks) != 1 or len(uks[0][1].split(",")) != 2:
+        verdict(False, "%s: want one GatedUnit kernel (x, qs, qo) fused, (x, y) unfused: %s, %s" % (name, ks, uks))
+        return
+    fk, uk = ks[0][0], "unfused_" + uks[0][0]
+    xt = "__half" if fp16 else "float"
+    npt = np.float16 if fp16 else np.float32
+    x = (rng.standard_normal((rows, 2 * f)) * 2).astype(npt)
+    x.tofile(os.path.join(d, "x.bin"))
+    (grid, block), (ug, ub) = launch_of(plan, fk), launch_of(uplan, uks[0][0])
+    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
+    open(cpp, "w").write(SHIM + "struct alignas(16) uint4 { unsigned x, y, z, w; };\n" +
+                         utext.replace(uks[0][0] + "(", uk + "(") + text +
+                         GATED_MAIN % dict(xt=xt, nx=x.size, ny=rows * f, rows=rows, ug=ug, ub=ub, uk=uk, fb=block, fk=fk))
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", cpp, "-o", exe],
+                       capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+        return
+    for blocks in sorted({grid, 1}):
+        out = os.path.join(d, "out%d.bin" % blocks)
+        r = subprocess.run([exe, os.path.join(d, "x.bin"), out, str(blocks)], capture_output=True, text=True)
+        if r.returncode:
+            verdict(False, "%s: host run failed: %s" % (name, r.stderr[-300:]))
+            return
+        raw = np.fromfile(out, np.uint8)
+        ny = rows * f * np.dtype(npt).itemsize
+        y = raw[:ny].view(npt).reshape(rows, f).astype(np.float32)
+        s_got, q_got = raw[ny:ny + rows * 4].view(np.float32), raw[ny + rows * 4:].view(np.int8).reshape(rows, f)
+        q_want, s_want = quantize(y)
+        bad = int(np.count_nonzero(q_got != q_want))
+        verdict(bad == 0 and np.array_equal(s_got.view(np.uint32), s_want.view(np.uint32)) and np.isfinite(y).all(),
+                "%s: %s %d rows of %d, %d blocks of %d: %d int8 values differ from the unfused GatedUnit's Y "
+                "quantized, scales %s" % (name, fk, rows, f, blocks, block, bad,
+                                          "equal" if np.array_equal(s_got, s_want) else "differ"))
+
+
+# LLaMA's SwiGLU row (2048: two warps a row, 13 rows: a partial block),
+# rows of 36 (vectors of 4), fp32 rows
+gated_case("gated_fp16_13x2048", 13, 2048, True)
+gated_case("gated_fp16_5x36", 5, 36, True)
+gated_case("gated_fp32_7x520", 7, 520, False)
 
 # a per-row [4,6,1] and a column [8] by row and column; [6,1] (rows of
 # another shape) and [4,4] against [4,4,4] (numpy aligns it to the last two

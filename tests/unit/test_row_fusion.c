@@ -1,6 +1,7 @@
 /* passes/fuse_quantize_rows.c and codegen/lower_row_group.c without a GPU:
- *  - which nodes join: QuantizeRows(F8) into the LayerNorm / AddLayerNorm
- *    or elementwise group (dequantize, bias, GELU; Relu) that makes its
+ *  - which nodes join: QuantizeRows(F8) into the LayerNorm / AddLayerNorm /
+ *    RMSNorm, the GatedUnit (LLaMA's SwiGLU: swiglu_mlp), or elementwise
+ *    group (dequantize, bias, GELU; Relu) that makes its
  *    row, DequantizeRows into the AddLayerNorm reading it; not when the
  *    row is a graph output, and a norm's Y stays for its other readers;
  *  - the graph the pass leaves computes, on the CPU reference with seeded
@@ -31,14 +32,16 @@ static bool is_quantize(GpucOp op) { return op == GPUC_OP_QUANTIZEROWS || op == 
 static bool is_norm(GpucOp op) {
   return op == GPUC_OP_LAYERNORMALIZATION || op == GPUC_OP_ADDLAYERNORMALIZATION || op == GPUC_OP_RMSNORMALIZATION;
 }
+/* a node whose own kernel takes the quantize (LowerCtx.row): a norm, or LLaMA's GatedUnit */
+static bool is_row_head(GpucOp op) { return is_norm(op) || op == GPUC_OP_GATEDUNIT; }
 
-/* The groups the row pass made, undone: a group holding a norm loses every
- * member; otherwise its quantize member leaves (the elementwise group that
- * fuse_elementwise made stays as it was). */
+/* The groups the row pass made, undone: a group holding a norm or a
+ * GatedUnit loses every member; otherwise its quantize member leaves (the
+ * elementwise group that fuse_elementwise made stays as it was). */
 static void unfuse_rows(Graph *g) {
   for (int i = 0; i < g->nnodes; i++) {
     int grp = g->nodes[i].fuse_group;
-    if (!grp || !is_norm(g->nodes[i].op)) continue;
+    if (!grp || !is_row_head(g->nodes[i].op)) continue;
     for (int j = 0; j < g->nnodes; j++)
       if (g->nodes[j].fuse_group == grp && j != i) g->nodes[j].fuse_group = 0;
     g->nodes[i].fuse_group = 0;
@@ -59,8 +62,9 @@ static int passes(Graph *g, int prec, bool fp16) {
   return rc;
 }
 
-/* quantize nodes whose fuse_group holds an op of kind `with` (norm, or
- * an elementwise op), and DequantizeRows nodes grouped with a norm */
+/* quantize nodes whose fuse_group holds a row head (a norm or a
+ * GatedUnit: q_norm) or an elementwise op (q_ew), and DequantizeRows nodes
+ * grouped with a norm */
 static void count_joined(const Graph *g, int *q_norm, int *q_ew, int *dq_norm, int *q_all) {
   *q_norm = *q_ew = *dq_norm = *q_all = 0;
   for (int i = 0; i < g->nnodes; i++) {
@@ -70,7 +74,7 @@ static void count_joined(const Graph *g, int *q_norm, int *q_ew, int *dq_norm, i
     bool norm = false, ew = false;
     for (int j = 0; j < g->nnodes; j++) {
       if (j == i || g->nodes[j].fuse_group != n->fuse_group) continue;
-      norm |= is_norm(g->nodes[j].op);
+      norm |= is_row_head(g->nodes[j].op);
       ew |= (gpuc_ops[g->nodes[j].op].flags & GPUC_OPF_ELEMWISE) != 0 || g->nodes[j].op == GPUC_OP_TRANSPOSE;
     }
     if (is_quantize(n->op)) { *q_norm += norm; *q_ew += ew && !norm; }
@@ -164,15 +168,15 @@ static void check_graph(const char *what, Graph *(*build)(const void *), const v
         const Node *q = &g1->nodes[i];
         if (!is_quantize(q->op) || !q->fuse_group) continue;
         int x = q->in[0], px = g1->values[x].producer;
-        bool ew_made = px >= 0 && !is_norm(g1->nodes[px].op);
+        bool ew_made = px >= 0 && !is_row_head(g1->nodes[px].op);
         CHECK(has_tensor(p1, g1->values[q->out[0]].name) && has_tensor(p1, g1->values[q->out[1]].name),
               "%s: the fused step writes %s and its scale", tag, g1->values[q->out[0]].name);
         CHECK(!ew_made || !has_tensor(p1, g1->values[x].name), "%s: row %s is not stored", tag, g1->values[x].name);
       }
-      /* a norm's Y is stored exactly when something outside its group reads it */
+      /* a norm's (GatedUnit's) Y is stored exactly when something outside its group reads it */
       for (int i = 0; i < g1->nnodes; i++) {
         const Node *n = &g1->nodes[i];
-        if (!is_norm(n->op) || !n->fuse_group) continue;
+        if (!is_row_head(n->op) || !n->fuse_group) continue;
         int y = n->out[0];
         bool read = g1->values[y].is_output, quantized = false;
         for (int j = 0; j < g1->nnodes; j++) {
@@ -374,6 +378,32 @@ static void check_wide_rows(void) {
   gpuc_graph_free(g);
 }
 
+/* LLaMA's MLP: x [R, K] -> RMSNorm -> gate and up Linears (K -> F, no
+ * bias) -> Mul(Mul(g, Sigmoid(g)), u) -> down (F -> K) -> + x -> out.
+ * fuse_gated_mlp makes the gate/up GEMM one and the SwiGLU a GatedUnit;
+ * the down projection's quantize joins the GatedUnit's kernel (a row
+ * kernel then: F 2048, LLaMA's, two warps a row), as the gate/up one joins
+ * the RMSNorm. With arg[3] the SwiGLU's Y is a graph output too: the
+ * row kernel stores it as well (fp32; with --fp16 the Cast to the f32
+ * output stands before the quantize in node order, and a group is lowered
+ * where its last member stands: not joined). */
+static Graph *swiglu_mlp(const void *arg) {
+  const int64_t *d = arg; /* R, K, F, y out */
+  Graph *g = graph_new(17);
+  int64_t xd[2] = {d[0], d[1]}, k1[1] = {d[1]}, wi[2] = {d[1], d[2]}, wo[2] = {d[2], d[1]};
+  int x = input(g, "x", 2, xd);
+  int h = NODE(g, GPUC_OP_RMSNORMALIZATION, x, constant(g, 1, k1, 71, 0.5, 1.5));
+  attr_i(g, "axis", -1);
+  attr_f(g, "epsilon", 1e-5f);
+  int gv = NODE(g, GPUC_OP_MATMUL, h, constant(g, 2, wi, 72, -0.2, 0.2));
+  int u = NODE(g, GPUC_OP_MATMUL, h, constant(g, 2, wi, 73, -0.2, 0.2));
+  int y = NODE(g, GPUC_OP_MUL, NODE(g, GPUC_OP_MUL, gv, NODE(g, GPUC_OP_SIGMOID, gv)), u);
+  int z = NODE(g, GPUC_OP_MATMUL, y, constant(g, 2, wo, 74, -0.2, 0.2));
+  output(g, NODE(g, GPUC_OP_ADD, z, x));
+  if (d[3]) output(g, y);
+  return g;
+}
+
 static const char *models_dir;
 static Graph *ffn_block(const void *arg) {
   (void)arg;
@@ -402,6 +432,13 @@ int main(int argc, char **argv) {
     check_graph("mlp_ln 8x768", mlp_ln, bert, PREC_INT8, fp16, 0, 1, 1, 2e-2);
     /* PyTorch's BERT feed-forward block: erf GELU group + quantize, dequantize into AddLayerNorm */
     check_graph("ffn_block", ffn_block, NULL, PREC_INT8, fp16, 0, 1, 1, 2e-2);
+    /* LLaMA's SwiGLU: the GatedUnit quantizes its row (and the RMSNorm its) */
+    const int64_t llama[4] = {24, 64, 2048, 0}, narrow[4] = {5, 32, 36, 0}, yout[4] = {24, 64, 2048, 1};
+    /* two int8 GEMMs into a product of two GEMM outputs: 2.6e-2 of fp32 seen */
+    check_graph("swiglu_mlp 24x64x2048", swiglu_mlp, llama, PREC_INT8, fp16, 2, 0, 0, 4e-2);
+    check_graph("swiglu_mlp 5x32x36", swiglu_mlp, narrow, PREC_INT8, fp16, 2, 0, 0, 4e-2);
+    check_graph("swiglu_mlp Y an output", swiglu_mlp, yout, PREC_INT8, fp16, fp16 ? 1 : 2, 0, 0, 4e-2);
+    check_graph("swiglu_mlp 24x64x2048", swiglu_mlp, llama, PREC_FP8, fp16, 2, 0, 0, 8e-2);
     check_dequantize_reshape(fp16);
     const int64_t preln[3] = {2, 12, 64};
     check_graph("preln_conv1d 2x12x64", preln_conv1d, preln, PREC_INT8, fp16, 1, 0, 0, 2e-2);
