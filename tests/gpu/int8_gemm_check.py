@@ -31,7 +31,10 @@ With WS="1 tma" (either or both) the warp-specialized wgmma kernel
 each case compiled with each, its output bit-exact against the CPU
 reference (fp32) and against the default kernel's GPU output (both
 precisions: same sums, same epilogue program), and timed beside the
-others ("ws", "ws-tma"); WS_SWEEP="[MODE:]TILE ..." (TILE wsBMxBNsST[gG]
+others ("ws", "ws-tma"); WS=0 does the same for GPUC_INT8_WS=0, the
+wgmma kernel everywhere (sm_90's default is the TMA kernel where
+lower_int8_gemm.c's ws_choice takes it: the last three shapes, and three
+of BERT's four); WS_SWEEP="[MODE:]TILE ..." (TILE wsBMxBNsST[gG]
 or pp64xBNsST[gG], MODE 1 or tma, default 1) times each BERT shape under
 each WS tile (GPUC_INT8_WS_TILE). ONLY_TIMED=1 checks the four BERT
 shapes only (a shorter run).
@@ -116,6 +119,12 @@ CASES = [  # M, K, N, act, residual, timed
     (1000, 80, 200, "relu", False, False),
     (300, 1040, 520, "none", False, False),
     (64, 16, 4, "none", False, False),
+    # sm_90's default takes the TMA kernel here (lower_int8_gemm.c, ws_choice),
+    # each with its own tile: K >= 2048 (a 16-byte K tail) 128 x 128,
+    # N 2048-3071 ping-pong 64 x 256, N >= 3072 ping-pong 64 x 128
+    (777, 2080, 136, "none", True, False),
+    (300, 48, 2056, "relu", False, False),
+    (200, 80, 3080, "none", True, False),
 ]
 OWN = {"GPUC_INT8_GEMM": "own"}
 WS = os.environ.get("WS", "").split()  # GPUC_INT8_WS values to check: "1", "tma"
@@ -179,7 +188,7 @@ def check_ws_mode(tag, p, plan, ins, prec, name, wsrun):
                 (tag, p, int(np.count_nonzero(d)), got.size, float(d.max())))
     d = np.abs(got - output(plan + ".gpu"))
     verdict(np.isfinite(got).all() and int(np.count_nonzero(d)) == 0,
-            "%s%s: GPU vs the default wgmma kernel's GPU output bit-exact: %d of %d differ, max |diff| %.3g" %
+            "%s%s: GPU vs the default kernel's GPU output bit-exact: %d of %d differ, max |diff| %.3g" %
             (tag, p, int(np.count_nonzero(d)), got.size, float(d.max())))
 
 
@@ -269,7 +278,7 @@ for tag, path, own_plan in timed:
         if got.get(name, 0) > 0 and "cublaslt" in got and "fp16" in got:
             print("time %-28s %-6s %.1f TOP/s: %.2fx cuBLASLt int8 + DequantizeRows, %.2fx cuBLASLt fp16%s" %
                   (tag, name, 2 * M * N * K / got[name] / 1e9, got["cublaslt"] / got[name], got["fp16"] / got[name],
-                   ", %.2fx the default wgmma kernel" % (got["own"] / got[name]) if name != "own" and got.get("own") else ""),
+                   ", %.2fx the default kernel (own)" % (got["own"] / got[name]) if name != "own" and got.get("own") else ""),
                   flush=True)
 
 # the tile sweeps (SWEEP="128x128x64s4 ...", WS_SWEEP="ws128x256s4 ..."): the GEMM step of each timed shape under each tile

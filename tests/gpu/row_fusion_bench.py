@@ -56,6 +56,8 @@ import time
 
 import numpy as np
 
+from hf_export import export  # tests/gpu/hf_export.py: the Hugging Face models, exported
+
 gpuc, models, zoo, work = sys.argv[1:5]
 what = sys.argv[5:] or ["check", "bert", "gpt2"]
 arch = os.environ.get("ARCH", "native")
@@ -106,7 +108,7 @@ def fused_steps(listing):
         name = line.split()[2]
         covers = line.split("<-", 1)[-1]
         quant_in = ("Quantize" in name and "QuantizeRows" not in name) or \
-                   ("Normalization" in name and ".quantize" in covers)
+                   (("Normalization" in name or "GatedUnit" in name) and ".quantize" in covers)
         dq_in = "Normalization" in name and ".dequantize" in covers
         n += quant_in or dq_in
     return n
@@ -185,40 +187,6 @@ def check_model(tag, path, shapes, prec, fp16, tol_cpu):
     verdict(nf > 0 and worst_ab <= tol_ab and worst_cpu <= tol_cpu,
             "%-24s %d fused row kernels; GPU fused vs unfused %.3g%s (<= %g); GPU fused vs CPU %.3g (<= %g)"
             % (name, nf, worst_ab, ", bitwise" if bitwise else "", tol_ab, worst_cpu, tol_cpu))
-
-
-def export(kind, path):
-    import torch
-    torch.manual_seed(0)
-    if kind == "bert":
-        from transformers import BertConfig, BertModel
-        m = BertModel(BertConfig(), add_pooling_layer=False).eval()
-    elif kind == "llama":
-        from transformers import LlamaConfig, LlamaModel
-        m = LlamaModel(LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
-                                   num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=1024,
-                                   use_cache=False)).eval()
-    else:
-        from transformers import GPT2Config, GPT2Model
-        c = GPT2Config()
-        c.use_cache = False
-        m = GPT2Model(c).eval()
-
-    class Wrap(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__(); self.m = m
-
-        def forward(self, ids, mask):
-            return self.m(input_ids=ids, attention_mask=mask).last_hidden_state
-
-    ids = torch.randint(0, 1000, (2, 64)); mask = torch.ones(2, 64, dtype=torch.int64)
-    axes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}, "output": {0: "batch", 1: "seq"}}
-    kw = dict(input_names=["input_ids", "attention_mask"], output_names=["output"], opset_version=17, dynamic_axes=axes)
-    with torch.no_grad():
-        try:
-            torch.onnx.export(Wrap(m).eval(), (ids, mask), path, dynamo=False, **kw)
-        except TypeError:
-            torch.onnx.export(Wrap(m).eval(), (ids, mask), path, **kw)
 
 
 # the four first; the int8 plan without the row groups last (before/after)
@@ -318,6 +286,8 @@ def row_kernel_class(name, covers):
         return "dequant+act+quant" if dq else "elementwise/transpose+quant"
     if "LayerNormalization" in name and (dq or q):
         return "dequant+residual+LN+quant" if dq and q else "dequant+residual+LN" if dq else "LN+quant"
+    if "GatedUnit" in name and q:
+        return "SwiGLU+quant"
     if name.endswith("_DequantizeRows"):
         return "DequantizeRows"
     if name.endswith("_QuantizeRows"):
