@@ -797,6 +797,12 @@ static bool gemm_dims(const Graph *g, const Node *mm, int64_t *m, int64_t *n, in
   return true;
 }
 
+bool cg_int8_gemm_takes_epilogue(const Graph *g, int mm, int sm) {
+  const CodegenOptions o = {.sm = sm};
+  int64_t M, N, K;
+  return mm >= 0 && mm < g->nnodes && gemm_dims(g, &g->nodes[mm], &M, &N, &K) && cg_int8_gemm_own(&o, M, N, K, true);
+}
+
 int cg_int8_epilogue_reader(const Graph *g, const CodegenOptions *o, int mm, const int *reader_group) {
   const Node *n = &g->nodes[mm];
   int64_t M, N, K;

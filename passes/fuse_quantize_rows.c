@@ -132,8 +132,42 @@ static bool dequant_only(const Graph *g, const int *readers, int v) {
          bias_ok && half_or_f32(y->dt);
 }
 
+/* DequantizeRows node d's GEMM takes d as its epilogue on the target
+ * (PassOptions.int8_gemm_epilogue): then d stays there, and the row
+ * kernel after it reads the half rows the epilogue writes (2 bytes an
+ * element) instead of the int32 sums (4 bytes, written and read back;
+ * fp32 rows save nothing, and stay in the row kernels).
+ * BERT-base b32's FC1 (4096 x 3072): GEMM out + row kernel in and out
+ * 25 + 25 + 12.6 MB against 50 + 50 + 12.6; its out-projections save 12.6
+ * MB each the same way. GPUC_INT8_ROW_DEQUANT=1 keeps every dequantize in
+ * the row kernels (A/B). */
+static bool dequant_in_gemm(const Graph *g, const PassOptions *o, const Node *d) {
+  if (d->op != GPUC_OP_DEQUANTIZEROWS || !o->int8_gemm_epilogue || d->nin < 1 || d->in[0] < 0 || d->out[0] < 0)
+    return false;
+  GpucDType dt = g->values[d->out[0]].t.dt;
+  if (dt != GPUC_DT_F16 && dt != GPUC_DT_BF16) return false; /* fp32 rows weigh what int32 sums do */
+  if (pass_env_on("GPUC_INT8_ROW_DEQUANT")) return false;
+  int mm = g->values[d->in[0]].producer;
+  return mm >= 0 && g->nodes[mm].op == GPUC_OP_MATMULINT8 && o->int8_gemm_epilogue(g, mm, o->sm);
+}
+
+/* v is a dequantize a norm's row kernel should load: made by one
+ * (dequant_only) that its GEMM does not take as an epilogue */
+static bool dequant_for_norm(const Graph *g, const PassOptions *o, const int *readers, int v) {
+  return dequant_only(g, readers, v) && !dequant_in_gemm(g, o, &g->nodes[g->values[v].producer]);
+}
+
+/* Node p, or a member of its fusion group, is a dequantize its GEMM takes
+ * as an epilogue: the group stays that epilogue, not a row kernel. */
+static bool group_in_gemm(const Graph *g, const PassOptions *o, int p) {
+  int grp = g->nodes[p].fuse_group;
+  if (!grp) return dequant_in_gemm(g, o, &g->nodes[p]);
+  for (int i = 0; i < g->nnodes; i++)
+    if (g->nodes[i].fuse_group == grp && dequant_in_gemm(g, o, &g->nodes[i])) return true;
+  return false;
+}
+
 int pass_fuse_quantize_rows(Graph *g, const PassOptions *o, GpucErr *e) {
-  (void)o;
   /* GPUC_NO_ROW_FUSION=1: the steps stay kernels of their own, for the GPU
    * check that compares the fused plan with the unfused one
    * (tests/gpu/row_fusion_bench.py) */
@@ -151,13 +185,13 @@ int pass_fuse_quantize_rows(Graph *g, const PassOptions *o, GpucErr *e) {
     int y = n->out[0];
     int dq = -1;
     if (n->op == GPUC_OP_ADDLAYERNORMALIZATION && n->nin >= 2 && n->in[1] >= 0 &&
-        !dequant_only(g, readers, n->in[0]) && dequant_only(g, readers, n->in[1]) &&
+        !dequant_for_norm(g, o, readers, n->in[0]) && dequant_for_norm(g, o, readers, n->in[1]) &&
         same_dims(&g->values[n->in[0]].t, &g->values[n->in[1]].t)) {
       int t = n->in[0]; /* A + B = B + A bit for bit: the dequantized input goes first */
       n->in[0] = n->in[1];
       n->in[1] = t;
     }
-    if (is_norm(n->op) && n->nin >= 1 && dequant_only(g, readers, n->in[0])) dq = g->values[n->in[0]].producer;
+    if (is_norm(n->op) && n->nin >= 1 && dequant_for_norm(g, o, readers, n->in[0])) dq = g->values[n->in[0]].producer;
     /* the quantize reads Y, or a chain of Reshapes of Y that keep the rows
      * (GPT-2's Conv1D input), each read by the next alone */
     int q = -1, chain[MAX_RESHAPES], nchain = 0, v = y, at = i;
@@ -195,7 +229,7 @@ int pass_fuse_quantize_rows(Graph *g, const PassOptions *o, GpucErr *e) {
     const Node *pn = &g->nodes[p];
     bool ew = (gpuc_ops[pn->op].flags & GPUC_OPF_ELEMWISE) && pn->op != GPUC_OP_IDENTITY && pn->op != GPUC_OP_DROPOUT;
     ew |= pn->op == GPUC_OP_TRANSPOSE && !pn->fuse_group && keeps_last_dim(pn, &g->values[x].t);
-    if (!ew || pn->out[0] != x || !half_or_f32(g->values[x].t.dt)) continue;
+    if (!ew || pn->out[0] != x || !half_or_f32(g->values[x].t.dt) || group_in_gemm(g, o, p)) continue;
     bool single_out = true;
     for (int k = 1; k < pn->nout; k++) single_out &= pn->out[k] < 0;
     if (!single_out) continue;

@@ -22,6 +22,14 @@ typedef struct PassOptions {
   FILE *prune_report;            /*   per-layer sparsity lines, or NULL */
   const char *dump_after;        /* pass name to dump the graph after, or NULL */
   FILE *dump_to;
+  /* Whether the compile target's int8 GEMM kernel takes the DequantizeRows
+   * reading MatMulInt8 node mm's sums (and the elementwise ops after it) as
+   * its epilogue: codegen's cg_int8_gemm_takes_epilogue, with sm the
+   * target, set by the compile driver. fuse_quantize_rows then leaves that
+   * dequantize in the GEMM. NULL (the CPU reference, no target): the row
+   * kernels take it, as on cuBLASLt's int32 GEMMs. */
+  bool (*int8_gemm_epilogue)(const Graph *g, int mm, int sm);
+  int sm;
 } PassOptions;
 
 #define GPUC_FOLD_MAX_BYTES_DEFAULT ((int64_t)64 << 20)

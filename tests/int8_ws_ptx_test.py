@@ -204,9 +204,12 @@ for i, (M, K, N, act, res, precs) in enumerate(SHAPES):
                              {"GPUC_INT8_WS": t.split(":")[0] if ":" in t else "1", "GPUC_INT8_WS_TILE": t.split(":")[-1]}))
                 tags.append((tag, t))
 # the BERT-like FFN block by default (no GPUC_INT8_GEMM) and with GPUC_INT8_WS=0
+# and GPUC_INT8_ROW_DEQUANT=1 (the plan before both: the dequantizes in the
+# row kernels, so neither GEMM has an epilogue, and both go to cuBLASLt)
 FFN = os.path.join(WORK, "ffn.onnx")
 make_ffn(FFN, 32, 128, 512, 2048, 300)
-for v, env in (("ffn-default", {"GPUC_INT8_GEMM": None}), ("ffn-ws0", {"GPUC_INT8_GEMM": None, "GPUC_INT8_WS": "0"})):
+for v, env in (("ffn-default", {"GPUC_INT8_GEMM": None}),
+               ("ffn-ws0", {"GPUC_INT8_GEMM": None, "GPUC_INT8_WS": "0", "GPUC_INT8_ROW_DEQUANT": "1"})):
     jobs.append((FFN, os.path.join(WORK, v + ".gpuc"), ["--fp16"], "sm_90", env))
     tags.append(("BERT-like FFN b32 s128 512-2048", v))
 with ThreadPoolExecutor(max_workers=2) as ex:
@@ -286,7 +289,7 @@ if d:
             "maps (want 2, 0, 4), the TMA ring in the PTX" % d[:3])
 if z:
     verdict(z[0] == 0 and z[1] == 2 and z[2] == 0 and "mbarrier" not in z[3],
-            "BERT-like FFN with GPUC_INT8_WS=0: %d own GEMM kernels, %d cuBLASLt int8 GEMMs, %d tensor maps (want 0, 2, "
+            "BERT-like FFN with GPUC_INT8_WS=0 GPUC_INT8_ROW_DEQUANT=1: %d own GEMM kernels, %d cuBLASLt int8 GEMMs, %d tensor maps (want 0, 2, "
             "0), no mbarrier" % z[:3])
 print("%d failed" % fails)
 sys.exit(1 if fails else 0)

@@ -5,6 +5,7 @@
  * go to GpucErr; nothing here prints a usage error. */
 #include "cli.h"
 #include "codegen.h"
+#include "int8_gemm.h"
 #include "passes.h"
 #include "session.h"
 #include <errno.h>
@@ -117,6 +118,8 @@ int compile_graph_plan(Graph *g, const CompileRequest *r, CompileStats *st, Plan
   gpuc_pass_options_default(&po, r->level < 1 ? 1 : r->level); /* shapes must fold for codegen */
   pass_flags_apply(&r->flags, &po);
   po.prune_report = r->prune_report;
+  po.int8_gemm_epilogue = cg_int8_gemm_takes_epilogue; /* the target's int8 GEMM decides where dequantizes go */
+  po.sm = sm;
   if (gpuc_passes_run(g, &po, e)) return -1;
   if (!r->quiet) {
     gpuc_int8_report(g, &po, stdout);

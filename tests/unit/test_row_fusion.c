@@ -19,6 +19,7 @@
 #include "check.h"
 #include "codegen.h"
 #include "frontend.h"
+#include "int8_gemm.h"
 #include "passes.h"
 #include "plan.h"
 #include "ref.h"
@@ -404,6 +405,66 @@ static Graph *swiglu_mlp(const void *arg) {
   return g;
 }
 
+/* Where the target's int8 GEMM takes its dequantize as an epilogue
+ * (PassOptions.int8_gemm_epilogue), the row pass leaves it there: mlp_ln
+ * at 2048 x 768 on sm_80 and sm_90, --fp16 (fp32 rows weigh what int32
+ * sums do: the fp32 plan keeps the row kernels). FC1 (N 3072) writes half rows with
+ * its bias and Relu, a QuantizeRows kernel of its own reads them, and its
+ * int32 sums are not stored; the plan moves fewer bytes than the one whose
+ * row kernels load the sums, in as many steps. On sm_90 FC2 (N 768, K
+ * 3072) takes its dequantize too, and the AddLayerNormalization reads
+ * half; on sm_80 it stays in the norm (the mma.sync kernel takes N >=
+ * 2048 only). GPUC_INT8_ROW_DEQUANT=1 gives the row kernels back. */
+static void check_dequant_in_gemm(bool fp16) {
+  const int64_t d[3] = {2048, 768, 0};
+  for (int sm = 80; sm <= 90; sm += 10) {
+    char tag[96];
+    snprintf(tag, sizeof tag, "dequantize in the GEMM sm_%d%s", sm, fp16 ? " --fp16" : "");
+    Graph *g[3] = {mlp_ln(d), mlp_ln(d), mlp_ln(d)};
+    Plan *p[3] = {NULL, NULL, NULL};
+    for (int v = 0; v < 3; v++) {
+      PassOptions po;
+      gpuc_pass_options_default(&po, 2);
+      po.fp16 = fp16;
+      po.int8 = true;
+      po.sm = sm;
+      po.int8_gemm_epilogue = v == 1 ? NULL : cg_int8_gemm_takes_epilogue;
+      if (v == 2) setenv("GPUC_INT8_ROW_DEQUANT", "1", 1);
+      GpucErr e = {0};
+      CHECK(g[v] && gpuc_passes_run(g[v], &po, &e) == 0, "%s: passes: %s", tag, e.msg);
+      unsetenv("GPUC_INT8_ROW_DEQUANT");
+      if (g[v]) p[v] = codegen(g[v], sm, fp16, tag);
+    }
+    if (p[0] && p[1] && p[2]) {
+      int qn, qe, dqn, qa;
+      count_joined(g[0], &qn, &qe, &dqn, &qa);
+      CHECK(qa == 2 && qn == 0 && qe == 0 && dqn == (sm == 90 ? 0 : 1),
+            "%s: quantizes joined to groups %d, dequantizes into the norm %d (want 0, %d)", tag, qe, dqn,
+            sm == 90 ? 0 : 1);
+      CHECK(own_kernels(p[0], "QuantizeRows") == own_kernels(p[1], "QuantizeRows") + 1,
+            "%s: FC2's input quantized by a kernel of its own (%d, row kernels %d)", tag,
+            own_kernels(p[0], "QuantizeRows"), own_kernels(p[1], "QuantizeRows"));
+      int fc1_sums = -1; /* the first MatMulInt8's int32 output */
+      for (int i = 0; i < g[0]->nnodes && fc1_sums < 0; i++)
+        if (g[0]->nodes[i].op == GPUC_OP_MATMULINT8) fc1_sums = g[0]->nodes[i].out[0];
+      CHECK(fc1_sums >= 0 && !has_tensor(p[0], g[0]->values[fc1_sums].name) &&
+                has_tensor(p[1], g[1]->values[fc1_sums].name),
+            "%s: FC1's int32 sums stored only where a row kernel reads them", tag);
+      CHECK(plan_bytes(p[0]) < plan_bytes(p[1]) && p[0]->nsteps == p[1]->nsteps,
+            "%s: %llu bytes in %u steps, the sums in row kernels %llu in %u", tag,
+            (unsigned long long)plan_bytes(p[0]), p[0]->nsteps, (unsigned long long)plan_bytes(p[1]), p[1]->nsteps);
+      CHECK(plan_bytes(p[2]) == plan_bytes(p[1]) && p[2]->nsteps == p[1]->nsteps,
+            "%s: GPUC_INT8_ROW_DEQUANT=1 keeps the row kernels' plan", tag);
+      printf("  %s: %u steps, %llu bytes (the sums in row kernels: %llu bytes)\n", tag, p[0]->nsteps,
+             (unsigned long long)plan_bytes(p[0]), (unsigned long long)plan_bytes(p[1]));
+    }
+    for (int v = 0; v < 3; v++) {
+      gpuc_plan_free(p[v]);
+      gpuc_graph_free(g[v]);
+    }
+  }
+}
+
 static const char *models_dir;
 static Graph *ffn_block(const void *arg) {
   (void)arg;
@@ -421,6 +482,7 @@ int main(int argc, char **argv) {
   models_dir = argv[1];
   const int64_t small[3] = {24, 96, 0}, bert[3] = {8, 768, 0}, odd[3] = {5, 40, 0}, rms[3] = {24, 512, 1};
   check_wide_rows();
+  check_dequant_in_gemm(true);
   for (int fp16 = 0; fp16 <= 1; fp16++) {
     /* the LayerNorm's Y: quantized there, kept for the residual */
     check_graph("ln_linear 24x96", ln_linear, small, PREC_INT8, fp16, 1, 0, 0, 2e-2);
