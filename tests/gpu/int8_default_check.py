@@ -194,7 +194,12 @@ def small():
 
 # the row groups off (passes/fuse_quantize_rows.c: LLaMA's GatedUnit quantizing its row among them)
 UNFUSED = {"GPUC_NO_ROW_FUSION": "1"}
-CONFIGS = [("fp16", ["--fp16"], None), ("int8 WS=0", ["--int8", "--fp16"], WS0), ("int8 default", ["--int8", "--fp16"], None),
+# the dequantizes in the row kernels even where the GEMM could take them
+# (passes/fuse_quantize_rows.c dequant_in_gemm); with WS=0 too: the
+# fifteenth session's default plan
+ROW_DEQUANT = {"GPUC_INT8_ROW_DEQUANT": "1"}
+CONFIGS = [("fp16", ["--fp16"], None), ("int8 WS=0", ["--int8", "--fp16"], dict(WS0, **ROW_DEQUANT)),
+           ("int8 row-dequant", ["--int8", "--fp16"], ROW_DEQUANT), ("int8 default", ["--int8", "--fp16"], None),
            ("int8 unfused", ["--int8", "--fp16"], UNFUSED)]
 
 
@@ -229,7 +234,8 @@ def time_model(name, done):
     if cpu_only:
         res = {t: dict(r, ms=None) for t, r in res.items()}
     else:
-        for other, env in (("int8 WS=0", "GPUC_INT8_WS=0"), ("int8 unfused", "GPUC_NO_ROW_FUSION=1")):
+        for other, env in (("int8 WS=0", "GPUC_INT8_WS=0 GPUC_INT8_ROW_DEQUANT=1"),
+                           ("int8 row-dequant", "GPUC_INT8_ROW_DEQUANT=1"), ("int8 unfused", "GPUC_NO_ROW_FUSION=1")):
             if other not in res or "int8 default" not in res:
                 continue
             r = same_outputs("%s b%d s%d" % (name, b, s), [plan_file(name, "int8 default"), plan_file(name, other)],
