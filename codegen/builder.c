@@ -570,14 +570,7 @@ int gpuc_codegen(const Graph *g, const CodegenOptions *o, Plan **out, CompileSta
   if (!members) { gpuc_err_set(e, "%s: out of memory", g->path); goto done; }
   int *first = members + nn1, *last = first + nn1, *next = last + nn1, *reader_group = next + nn1;
   for (size_t k = 0; k < nn1; k++) first[k] = last[k] = next[k] = -1;
-  for (int v = 0; v < g->nvalues; v++) reader_group[v] = -2;
-  for (int i = 0; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i].nin; k++) {
-      int v = g->nodes[i].in[k];
-      if (v < 0) continue;
-      int grp = g->nodes[i].fuse_group;
-      reader_group[v] = reader_group[v] == -2 || reader_group[v] == grp ? grp : -1;
-    }
+  cg_reader_groups(g, reader_group);
   for (int i = 0; i < g->nnodes; i++) {
     int grp = g->nodes[i].fuse_group;
     if (grp <= 0 || grp > g->nnodes) continue;

@@ -121,6 +121,10 @@ int cg_ew_rows_quantize(LowerCtx *c, const EwProgram *p, int64_t k, bool f8, uin
  * elementwise expression (the caller lowers the members one by one), -1 on
  * error. caps[nm] hold the captures; the caller clears them. */
 int ew_group_program(PlanBuilder *pb, const Graph *g, const int *m, int nm, EwProgram *p, EwCapture *caps);
+/* reader_group[v] for every value v of g (nvalues entries): the fusion
+ * group all its readers share (0: ungrouped), -1 when they differ, -2
+ * when nothing reads it. */
+void cg_reader_groups(const Graph *g, int *reader_group);
 /* The checks of a fusion group of elementwise members (codegen/lower_fused.c):
  * single outputs of one shape, intermediates read by members only. */
 bool cg_group_valid(const Graph *g, const int *m, int nm, const int *reader_group);

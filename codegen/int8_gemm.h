@@ -23,8 +23,10 @@
  * GEMMs; GPUC_INT8_WS_TILE its tile (without GPUC_INT8_WS: every GEMM's,
  * TMA loads). Same bits whichever kernel. */
 bool cg_int8_gemm_own(const CodegenOptions *o, int64_t m, int64_t n, int64_t k, bool epilogue);
-/* cg_int8_gemm_own at MatMulInt8 node mm's shape with an epilogue, on
- * target sm (PassOptions.int8_gemm_epilogue); false for another node. */
+/* MatMulInt8 node mm takes the reader of its sums as its epilogue on
+ * target sm, by the builder's own test (cg_int8_epilogue_reader on the
+ * fusion groups as they stand): PassOptions.int8_gemm_epilogue. False for
+ * another node. */
 bool cg_int8_gemm_takes_epilogue(const Graph *g, int mm, int sm);
 /* The node that takes MatMulInt8 node mm's sums as its epilogue: a
  * DequantizeRows reading them as its input 0, their only reader, in an

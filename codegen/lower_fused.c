@@ -29,6 +29,17 @@ static int term_of(const Graph *g, const int *m, int nm, int v) {
 
 /* reader_group[v]: the fusion group of every node reading value v (0:
  * ungrouped nodes), -1 when readers differ, -2 when nothing reads it */
+void cg_reader_groups(const Graph *g, int *reader_group) {
+  for (int v = 0; v < g->nvalues; v++) reader_group[v] = -2;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i].nin; k++) {
+      int v = g->nodes[i].in[k];
+      if (v < 0) continue;
+      int grp = g->nodes[i].fuse_group;
+      reader_group[v] = reader_group[v] == -2 || reader_group[v] == grp ? grp : -1;
+    }
+}
+
 bool cg_group_valid(const Graph *g, const int *m, int nm, const int *reader_group) {
   if (nm < 2 || nm > EW_MAX_TERMS) return false;
   const Tensor *y = &g->values[g->nodes[m[nm - 1]].out[0]].t;

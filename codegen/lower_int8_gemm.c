@@ -799,8 +799,15 @@ static bool gemm_dims(const Graph *g, const Node *mm, int64_t *m, int64_t *n, in
 
 bool cg_int8_gemm_takes_epilogue(const Graph *g, int mm, int sm) {
   const CodegenOptions o = {.sm = sm};
-  int64_t M, N, K;
-  return mm >= 0 && mm < g->nnodes && gemm_dims(g, &g->nodes[mm], &M, &N, &K) && cg_int8_gemm_own(&o, M, N, K, true);
+  if (mm < 0 || mm >= g->nnodes || g->nodes[mm].op != GPUC_OP_MATMULINT8) return false;
+  /* the builder's own test (cg_int8_epilogue_reader) on the groups as they
+   * stand: the shape, and the reader's group as an epilogue */
+  int *reader_group = malloc(sizeof(int) * ((size_t)g->nvalues + 1));
+  if (!reader_group) return false; /* out of memory: the dequantize stays in a row kernel, still correct */
+  cg_reader_groups(g, reader_group);
+  bool takes = cg_int8_epilogue_reader(g, &o, mm, reader_group) >= 0;
+  free(reader_group);
+  return takes;
 }
 
 int cg_int8_epilogue_reader(const Graph *g, const CodegenOptions *o, int mm, const int *reader_group) {

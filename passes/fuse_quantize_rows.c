@@ -49,11 +49,17 @@ static bool same_dims(const Tensor *a, const Tensor *b) {
 
 static bool half_or_f32(GpucDType dt) { return dt == GPUC_DT_F32 || dt == GPUC_DT_F16 || dt == GPUC_DT_BF16; }
 
-/* A norm over the last axis with Y only (no Mean/InvStdDev outputs). */
-static bool norm_fusable(const Graph *g, const Node *n) {
-  if (!is_norm(n->op) || n->fuse_group || n->out[0] < 0) return false;
+/* n makes its output 0 and no other (a norm's Mean/InvStdDev unused) */
+static bool y_only(const Node *n) {
+  if (n->nout < 1 || n->out[0] < 0) return false;
   for (int k = 1; k < n->nout; k++)
     if (n->out[k] >= 0) return false;
+  return true;
+}
+
+/* A norm over the last axis with Y only (no Mean/InvStdDev outputs). */
+static bool norm_fusable(const Graph *g, const Node *n) {
+  if (!is_norm(n->op) || n->fuse_group || !y_only(n)) return false;
   const Tensor *y = &g->values[n->out[0]].t;
   int64_t axis = gpuc_attr_i(n, "axis", -1);
   return gpuc_shape_known(y) && y->rank >= 1 && (axis == -1 || axis == y->rank - 1) && half_or_f32(y->dt);
@@ -61,9 +67,7 @@ static bool norm_fusable(const Graph *g, const Node *n) {
 
 /* A GatedUnit with Y only, float: its row kernel can quantize Y. */
 static bool gated_fusable(const Graph *g, const Node *n) {
-  if (n->op != GPUC_OP_GATEDUNIT || n->fuse_group || n->out[0] < 0) return false;
-  for (int k = 1; k < n->nout; k++)
-    if (n->out[k] >= 0) return false;
+  if (n->op != GPUC_OP_GATEDUNIT || n->fuse_group || !y_only(n)) return false;
   const Tensor *y = &g->values[n->out[0]].t;
   return gpuc_shape_known(y) && y->rank >= 1 && half_or_f32(y->dt);
 }
@@ -229,10 +233,7 @@ int pass_fuse_quantize_rows(Graph *g, const PassOptions *o, GpucErr *e) {
     const Node *pn = &g->nodes[p];
     bool ew = (gpuc_ops[pn->op].flags & GPUC_OPF_ELEMWISE) && pn->op != GPUC_OP_IDENTITY && pn->op != GPUC_OP_DROPOUT;
     ew |= pn->op == GPUC_OP_TRANSPOSE && !pn->fuse_group && keeps_last_dim(pn, &g->values[x].t);
-    if (!ew || pn->out[0] != x || !half_or_f32(g->values[x].t.dt) || group_in_gemm(g, o, p)) continue;
-    bool single_out = true;
-    for (int k = 1; k < pn->nout; k++) single_out &= pn->out[k] < 0;
-    if (!single_out) continue;
+    if (!ew || !y_only(pn) || pn->out[0] != x || !half_or_f32(g->values[x].t.dt) || group_in_gemm(g, o, p)) continue;
     int grp = pn->fuse_group;
     if (!grp) g->nodes[p].fuse_group = grp = ++next;
     for (int c = 0; c < nchain; c++) g->nodes[chain[c]].fuse_group = grp; /* views: lowered by nobody */

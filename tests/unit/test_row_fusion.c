@@ -455,6 +455,18 @@ static void check_dequant_in_gemm(bool fp16) {
             (unsigned long long)plan_bytes(p[0]), p[0]->nsteps, (unsigned long long)plan_bytes(p[1]), p[1]->nsteps);
       CHECK(plan_bytes(p[2]) == plan_bytes(p[1]) && p[2]->nsteps == p[1]->nsteps,
             "%s: GPUC_INT8_ROW_DEQUANT=1 keeps the row kernels' plan", tag);
+      /* the pass asks the builder's own test, not the shape alone: sums
+       * that another node (here: the graph's outputs) reads keep the GEMM
+       * writing int32, and the dequantize then belongs to a row kernel */
+      if (fc1_sums >= 0) {
+        int mm = g[0]->values[fc1_sums].producer;
+        bool before = cg_int8_gemm_takes_epilogue(g[0], mm, sm);
+        g[0]->values[fc1_sums].is_output = true;
+        bool shared = cg_int8_gemm_takes_epilogue(g[0], mm, sm);
+        g[0]->values[fc1_sums].is_output = false;
+        CHECK(before && !shared, "%s: FC1 takes its epilogue %d (want 1), with its sums an output %d (want 0)", tag,
+              before, shared);
+      }
       printf("  %s: %u steps, %llu bytes (the sums in row kernels: %llu bytes)\n", tag, p[0]->nsteps,
              (unsigned long long)plan_bytes(p[0]), (unsigned long long)plan_bytes(p[1]));
     }
