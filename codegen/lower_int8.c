@@ -1,7 +1,8 @@
 /* The --int8 ops on the GPU (rule: ir/quant_int8.h, the same bits as the
  * reference kernels of runtime/ref/ref_int8.c):
  *   QuantizeRows    one warp per row: absmax by warp shuffles, then the row
- *                   again as int8 (16-byte loads where the row allows)
+ *                   as int8 (16-byte loads where the row allows; rows of
+ *                   up to 16 loads a lane held in registers, read once)
  *   MatMulInt8      cuBLASLt int8 x int8 -> int32 (IMMA), in the "TN" order
  *                   it needs (plan.h, PlanGemm); gpuc's own int8 tensor-core
  *                   GEMM (lower_int8_gemm.c) where it was measured faster:
@@ -37,7 +38,40 @@ int lower_QuantizeRows(LowerCtx *c) {
             "    signed char* qr = q + row * %lldLL;\n"
             "    float m = 0.0f;\n",
             name, t, LL(rows), t, LL(k), LL(k));
-  if (vec > 1) {
+  /* rows of at most 16 loads a lane (BERT's 3072 halves: 12) stay in
+   * registers: X read once, not again for the quantize */
+  int64_t per_lane = vec > 1 ? (k + 32 * vec - 1) / (32 * vec) : 0;
+  if (vec > 1 && per_lane <= 16) {
+    const char *qv = vec == 8 ? "uint2" : vec == 4 ? "unsigned int" : "unsigned short";
+    sb_printf(b,
+              "    uint4 v[%lld];\n"
+              "#pragma unroll\n"
+              "    for (int r = 0; r < %lld; r++) {\n"
+              "      const int j = (r * 32 + lane) * %d;\n"
+              "      v[r] = j < %lld ? *reinterpret_cast<const uint4*>(xr + j) : make_uint4(0u, 0u, 0u, 0u);\n"
+              "    }\n"
+              "#pragma unroll\n"
+              "    for (int r = 0; r < %lld; r++) {\n"
+              "      const %s* e = reinterpret_cast<const %s*>(&v[r]);\n"
+              "      for (int u = 0; u < %d; u++) m = fmaxf(m, fabsf(ldf(e[u])));\n"
+              "    }\n",
+              LL(per_lane), LL(per_lane), vec, LL(k), LL(per_lane), t, t, vec);
+    sb_printf(b, "    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));\n"
+                 "    const float inv = m > 0.0f ? 127.0f / m : 0.0f;\n"
+                 "    if (lane == 0) s[row] = m > 0.0f ? m / 127.0f : 1.0f;\n");
+    sb_printf(b,
+              "#pragma unroll\n"
+              "    for (int r = 0; r < %lld; r++) {\n"
+              "      const int j = (r * 32 + lane) * %d;\n"
+              "      if (j >= %lld) break;\n"
+              "      const %s* e = reinterpret_cast<const %s*>(&v[r]);\n"
+              "      union { %s w; signed char c[%d]; } o;\n"
+              "      for (int u = 0; u < %d; u++)\n"
+              "        o.c[u] = (signed char)fminf(fmaxf(rintf(__fmul_rn(ldf(e[u]), inv)), -127.0f), 127.0f);\n"
+              "      *reinterpret_cast<%s*>(qr + j) = o.w;\n"
+              "    }\n",
+              LL(per_lane), vec, LL(k), t, t, qv, vec, vec, qv);
+  } else if (vec > 1) {
     const char *qv = vec == 8 ? "uint2" : vec == 4 ? "unsigned int" : "unsigned short";
     sb_printf(b,
               "    for (int j = lane * %d; j < %lld; j += %d) {\n"

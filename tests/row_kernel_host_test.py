@@ -21,7 +21,9 @@ of 36 (vectors of 4, not 8), 768 (a warp a row, vectors of 8), 1028 (two
 warps a row) and 2052 (four warps, vectors of 4), fp32 rows (vectors of 4),
 the dequantize + bias + Relu / GELU groups and the heads-merging Transpose
 (strided vector loads); the unfused dequantize group (an items kernel
-indexing its bias and scale by row and column); DynamicQuantizeLinear
+indexing its bias and scale by row and column); QuantizeRows alone
+(codegen/lower_int8.c: rows in registers and the two-pass loop) bit for
+bit; DynamicQuantizeLinear
 (codegen/lower_quant.c: partial ranges over several blocks, their range,
 the quantize) against numpy's reading of the ONNX rule, bit for bit;
 InstanceNormalization over few, long planes (codegen/lower_norm.c's split
@@ -979,6 +981,72 @@ def gated_case(name, rows, f, fp16):
 gated_case("gated_fp16_13x2048", 13, 2048, True)
 gated_case("gated_fp16_5x36", 5, 36, True)
 gated_case("gated_fp32_7x520", 7, 520, False)
+
+def qrows_case(name, rows, c, fp16):
+    """QuantizeRows alone (codegen/lower_int8.c): x [rows, c] (a graph
+    input in the row's dtype, so nothing fuses with it) -> Linear(c -> 8),
+    --int8. Its int8 row and scale, with the plan's grid and with one
+    block, must equal QuantizeRows' rule (numpy) bit for bit: rows held in
+    registers (up to 16 loads a lane, the last partial) and the two-pass
+    loop beyond."""
+    d = os.path.join(work, name)
+    rng = np.random.default_rng(17)
+    npt = np.float16 if fp16 else np.float32
+    w = (rng.standard_normal((c, 8)) * 0.2).astype(npt)
+    ty = TensorProto.FLOAT16 if fp16 else TensorProto.FLOAT
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "qrows",
+                          [helper.make_tensor_value_info("x", ty, [rows, c])],
+                          [helper.make_tensor_value_info("y", ty, [rows, 8])], [numpy_helper.from_array(w, "w")])
+    got = module_kernels(name, d, g, ["--int8"], "QuantizeRows")
+    if got is None:
+        return
+    plan, ks, text = got
+    if len(ks) != 1 or len(ks[0][1].split(",")) != 3:
+        verdict(False, "%s: want one QuantizeRows kernel (x, s, q): %s" % (name, ks))
+        return
+    kname = ks[0][0]
+    grid, block = launch_of(plan, kname)
+    x = (rng.standard_normal((rows, c)) * 3).astype(npt)
+    x[0, c // 2] = 40  # one row's absmax well above the rest
+    x[-1] = 0          # an all-zero row: scale 1, zeros
+    xf = os.path.join(d, "x.bin")
+    x.tofile(xf)
+    t = "__half" if fp16 else "float"
+    harness = (SHIM + "struct alignas(16) uint4 { unsigned x, y, z, w; };\n"
+               "static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }\n" +
+               text + MAIN % {"loads": '  %s* in0_ = (%s*)load("%s", %d);' % (t, t, xf, x.nbytes), "rows": rows,
+                              "numel": rows * c, "kernel": kname, "args": "in0_, qs, (signed char*)qo", "ysize": 1})
+    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
+    open(cpp, "w").write(harness)
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", cpp, "-o", exe],
+                       capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+        return
+    q_want, s_want = quantize(x.astype(np.float32))
+    for blocks in sorted({grid, 1}):
+        out = os.path.join(d, "out%d.bin" % blocks)
+        r = subprocess.run([exe, str(blocks), str(block), out], capture_output=True, text=True)
+        if r.returncode:
+            verdict(False, "%s: host run failed: %s" % (name, r.stderr[-300:]))
+            return
+        raw = np.fromfile(out, np.uint8)
+        s_got, q_got = raw[:rows * 4].view(np.float32), raw[rows * 4:].view(np.int8).reshape(rows, c)
+        bad = int(np.count_nonzero(q_got != q_want))
+        verdict(bad == 0 and np.array_equal(s_got.view(np.uint32), s_want.view(np.uint32)),
+                "%s: %s %d rows of %d, %d blocks of %d: %d int8 values differ, scales %s" %
+                (name, kname, rows, c, blocks, block, bad, "equal" if np.array_equal(s_got, s_want) else "differ"))
+
+
+# BERT's FC1 row (3072 halves: 12 loads a lane in registers), 768, a row
+# narrower than a warp's loads (40), rows of fp32 ending in a partial load
+# (1028: 9 a lane), and rows past 16 loads a lane (the two-pass loop)
+qrows_case("qrows_fp16_13x3072", 13, 3072, True)
+qrows_case("qrows_fp16_9x768", 9, 768, True)
+qrows_case("qrows_fp16_5x40", 5, 40, True)
+qrows_case("qrows_fp32_7x1028", 7, 1028, False)
+qrows_case("qrows_fp32_3x4100", 3, 4100, False)
+qrows_case("qrows_fp16_4x4104", 4, 4104, True)
 
 # a per-row [4,6,1] and a column [8] by row and column; [6,1] (rows of
 # another shape) and [4,4] against [4,4,4] (numpy aligns it to the last two
