@@ -201,7 +201,9 @@ def profile_top(text, n=6):
 
 def torch_side(a, torch, zm, m, model, batch, inputs):
     """PyTorch's numbers for one (model, batch): fp32 reference output, fp16
-    output error, eager fp16 and torch.compile fp16 times (GPU mode)."""
+    output error, eager fp16 and torch.compile fp16 times (GPU mode). With
+    --workers, res["retime_compiled"] times the compiled module again (the
+    caller drops it after gpuc's timing: see run_model)."""
     dev = "cpu" if a.cpu_only else "cuda"
     tin = [torch.from_numpy(v).to(dev) for v in inputs.values()]
     res = {}
@@ -232,9 +234,13 @@ def torch_side(a, torch, zm, m, model, batch, inputs):
                         comp(*t16)
                     torch.cuda.synchronize()
                 res["torch_compile_s"] = round(time.time() - t0, 1)
+                timing = lambda: zm.cuda_median_ms(lambda: comp(*t16), a.torch_iters, warmup=5)
                 with gpu_use():
-                    res["compile_fp16_ms"] = zm.cuda_median_ms(lambda: comp(*t16), a.torch_iters, warmup=5)
-                del comp
+                    res["compile_fp16_ms"] = timing()
+                if GPU_LOCK:  # kept for a second timing: another worker's unlocked compile may overlap either
+                    res["retime_compiled"] = timing
+                else:
+                    del comp
             except ModelTimeout:
                 raise
             except Exception as ex:  # report, go on
@@ -403,11 +409,25 @@ def run_model(a, torch, zm, model, emit):
                     continue
                 c["ms"] = ms
                 cms = row.get("compile_fp16_ms")
+                retime = tres.get("retime_compiled") if tres else None
+                if prec == "fp16" and cms and ms > cms and retime:
+                    # with --workers, torch.compile's first call (compiling, autotuning, the first forward) is
+                    # the one GPU use outside the lock, and it may have landed in either timing: both sides
+                    # again, each side's better median kept
+                    ms2, _ = gpuc_bench(a, c["plan"], left())
+                    with gpu_use():
+                        cms2 = retime()
+                    c["ms"] = ms = min(ms, ms2) if ms2 else ms
+                    row["compile_fp16_ms"] = cms = min(cms, cms2)
+                    c["retimed"] = True
                 if prec == "fp16" and cms and ms > cms:
                     _, prof = gpuc_bench(a, c["plan"], left(), profile=True)
                     c["profile_top"] = profile_top(prof or "")
+        if tres:
+            tres.pop("retime_compiled", None)  # the compiled module and its CUDA graphs go
         for ex in a.exporters:
             rows[(ex, b)].pop("ref64", None)
+            rows[(ex, b)].pop("retime_compiled", None)
             emit(rows[(ex, b)])
     if not a.keep_work:
         shutil.rmtree(work, ignore_errors=True)  # ONNX files of big models are hundreds of MB
