@@ -81,7 +81,7 @@ typedef struct RowFuse {
   uint32_t tacc, txs, tws, tbias, tq, ts;
 } RowFuse;
 /* The norm lowering takes LowerCtx.row for node n (codegen/lower_norm.c). */
-bool cg_norm_row_fusable(const Graph *g, const Node *n);
+bool cg_norm_row_fusable(const Graph *g, const Node *n, bool dq);
 /* GatedUnit's lowering takes LowerCtx.row (a quantize only) for node n:
  * float X and Y of one dtype, rows of Y up to ROW_LAYOUT_MAX_N (lower_rows.h). */
 bool cg_gated_row_fusable(const Graph *g, const Node *n);

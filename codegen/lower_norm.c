@@ -557,11 +557,95 @@ static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, 
   return warp_rows_launch(c, name, rows, n, vec, na, args);
 }
 
+/* LayerNorm / RMSNorm over contiguous rows of WARP_ROW_MAX+1 ..
+ * ROW_LAYOUT_MAX_N elements in float (LLaMA-1B's 2048, 7B's 4096): the
+ * multi-row layout of lower_rows.h, 2 to 8 warps a row holding it in
+ * registers (w_), read once; mean, then the variance about it, as
+ * layernorm_warp does (with x2, x + x2 summed as the row is loaded).
+ * With c->row a quantize only (passes/fuse_quantize_rows.c): Y per row
+ * by QuantizeRows' rule on Y's stored values. A dequantized X stays with
+ * rows a warp holds (cg_norm_row_fusable). */
+static int layernorm_rows(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, double eps, bool rms) {
+  const Tensor *y = c->out[0], *scale = in->scale, *bias = in->bias;
+  const RowFuse *rf = c->row;
+  if (rf && rf->dq >= 0) return lower_fail(c, "internal: a dequantized X on rows of %lld", LL(n));
+  bool qz = rf && rf->q >= 0, ky = !(rf && rf->drop_y); /* Y stored: something besides the quantize reads it */
+  bool f8 = qz && c->g->nodes[rf->q].op == GPUC_OP_QUANTIZEROWSF8;
+  RowLayout L;
+  if (row_layout_pick(&L, rows, n, warp_rows_vec(n, in->x->dt, x2_dt(in), y->dt)))
+    return lower_fail(c, "internal: rows of %lld past the row layout", LL(n));
+  const int V = L.vec;
+  bool x2_row = in->x2 && gpuc_numel(in->x2) == n;
+  StrBuf *b = cg_src(c);
+  const char *name = cg_kernel_name(c);
+  const char *xt = cg_ctype(in->x->dt), *yt = cg_ctype(y->dt);
+  char e[64];
+  sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", ROW_LAYOUT_BLOCK, name);
+  ln_params(b, in);
+  if (qz) sb_printf(b, "float* __restrict__ qs, unsigned char* __restrict__ qo%s", ky ? ", " : "");
+  if (ky) sb_printf(b, "%s* __restrict__ y", yt);
+  sb_printf(b, ") {\n");
+  row_layout_open(b, &L);
+  /* the row (x [+ x2]) as float: w_[g * V + u] is element j0_ + u of vector g; 0 past the row */
+  sb_printf(b, "    float w_[%d];\n", L.groups * V);
+  row_layout_for_vec(b, &L);
+  sb_printf(b, "        const Vec<%s, %d> a = *(const Vec<%s, %d>*)(x + base_ + j0_);\n", xt, V, xt, V);
+  if (in->x2)
+    sb_printf(b, "        const Vec<%s, %d> a2 = *(const Vec<%s, %d>*)(x2 + %sj0_);\n", cg_ctype(in->x2->dt), V,
+              cg_ctype(in->x2->dt), V, x2_row ? "" : "base_ + ");
+  sb_printf(b, "#pragma unroll\n        for (int u = 0; u < %d; u++) w_[g * %d + u] = ldf(a.v[u])%s;\n"
+               "      } else {\n#pragma unroll\n        for (int u = 0; u < %d; u++) w_[g * %d + u] = 0.0f;\n"
+               "      }\n    }\n",
+            V, V, in->x2 ? " + ldf(a2.v[u])" : "", V, V);
+  if (rms) {
+    sb_printf(b, "    const float mean = 0;\n");
+  } else {
+    sb_printf(b, "    float sum = 0;\n#pragma unroll\n    for (int t_ = 0; t_ < %d; t_++) sum += w_[t_];\n",
+              L.groups * V);
+    row_layout_reduce(b, &L, "sum", "a + b");
+    sb_printf(b, "    const float mean = sum / (float)%lld;\n", LL(n));
+  }
+  sb_printf(b, "    float sq = 0;\n");
+  row_layout_for_vec(b, &L);
+  sb_printf(b, "#pragma unroll\n        for (int u = 0; u < %d; u++) { const float d = w_[g * %d + u] - mean; sq += d * d; }\n"
+               "      }\n    }\n",
+            V, V);
+  row_layout_reduce(b, &L, "sq", "a + b");
+  cg_float_lit(e, sizeof e, eps, "float");
+  sb_printf(b, "    const float inv = 1.0f / sqrt(sq / (float)%lld + %s);\n", LL(n), e);
+  row_layout_for_vec(b, &L);
+  sb_printf(b, "        Vec<%s, %d> r;\n#pragma unroll\n        for (int u = 0; u < %d; u++) {\n"
+               "          const int j = j0_ + u;\n          const float o = (w_[g * %d + u] - mean) * inv * ",
+            yt, V, V, V);
+  cg_load(b, "float", scale->dt, "scale", gpuc_numel(scale) == 1 ? "0" : "j");
+  if (bias) {
+    sb_printf(b, " + ");
+    cg_load(b, "float", bias->dt, "bias", gpuc_numel(bias) == 1 ? "0" : "j");
+  }
+  sb_printf(b, ";\n          ");
+  cg_store(b, y->dt, "r.v", "u", "float", "o");
+  if (qz) sb_printf(b, "          w_[g * %d + u] = ldf(r.v[u]); /* the value as stored: what QuantizeRows would read */\n", V);
+  sb_printf(b, "        }\n");
+  if (ky) sb_printf(b, "        *(Vec<%s, %d>*)(y + base_ + j0_) = r;\n", yt, V);
+  sb_printf(b, "      }\n    }\n");
+  if (qz) row_layout_quantize(b, &L, f8);
+  sb_printf(b, "  }\n}\n");
+  uint32_t args[8];
+  int na = ln_args(in, args);
+  if (qz) {
+    args[na++] = rf->ts;
+    args[na++] = rf->tq;
+  }
+  if (ky) args[na++] = c->tout[0];
+  return row_layout_launch(c, &L, name, na, args);
+}
+
 /* The norm node's lowering takes LowerCtx.row: a LayerNormalization,
  * AddLayerNormalization or RMSNormalization (LLaMA's) over the last axis that the warp-per-row kernel
  * runs (float statistics, rows of 17..WARP_ROW_MAX, Scale and B per
- * element or one; B of an Add one row or X's shape), with Y only. */
-bool cg_norm_row_fusable(const Graph *g, const Node *n) {
+ * element or one; B of an Add one row or X's shape), with Y only; without
+ * a dequantized X (dq), rows up to ROW_LAYOUT_MAX_N too (layernorm_rows). */
+bool cg_norm_row_fusable(const Graph *g, const Node *n, bool dq) {
   if ((n->op != GPUC_OP_LAYERNORMALIZATION && n->op != GPUC_OP_ADDLAYERNORMALIZATION &&
        n->op != GPUC_OP_RMSNORMALIZATION) || n->out[0] < 0)
     return false;
@@ -582,7 +666,7 @@ bool cg_norm_row_fusable(const Graph *g, const Node *n) {
     if (!is_flt(x2->dt) || x2->dt == GPUC_DT_F64 || (gpuc_numel(x2) != gpuc_numel(x) && gpuc_numel(x2) != inner))
       return false;
   }
-  return inner > 16 && inner <= WARP_ROW_MAX && (gpuc_numel(sc) == inner || gpuc_numel(sc) == 1) &&
+  return inner > 16 && inner <= (dq ? WARP_ROW_MAX : ROW_LAYOUT_MAX_N) && (gpuc_numel(sc) == inner || gpuc_numel(sc) == 1) &&
          (!bi || gpuc_numel(bi) == inner || gpuc_numel(bi) == 1);
 }
 
@@ -613,6 +697,9 @@ static int layernorm(LowerCtx *c, bool add, bool rms) {
                     (!bias || gpuc_numel(bias) == inner || gpuc_numel(bias) == 1);
   if (!mo && !io && !strcmp(ct, "float") && inner > 16 && inner <= WARP_ROW_MAX && row_params)
     return layernorm_warp(c, &in, outer, inner, eps, rms);
+  if (!mo && !io && !strcmp(ct, "float") && inner > WARP_ROW_MAX && inner <= ROW_LAYOUT_MAX_N && row_params &&
+      !(c->row && c->row->dq >= 0))
+    return layernorm_rows(c, &in, outer, inner, eps, rms);
   if (c->row) return lower_fail(c, "internal: a fused dequantize/quantize on a norm the warp kernel does not run");
   Rows r = rows_pick(outer, inner, true);
   StrBuf *b = cg_src(c);

@@ -30,7 +30,7 @@ static int label_of(const Graph *g, const int *m, int nm, StrBuf *label) {
 /* The head of a [dq] node [q] group whose lowering takes LowerCtx.row: a
  * norm (dequantize and/or quantize), a GatedUnit (quantize only) */
 static bool row_head_fusable(const Graph *g, const Node *n, bool dq) {
-  return n->op == GPUC_OP_GATEDUNIT ? !dq && cg_gated_row_fusable(g, n) : cg_norm_row_fusable(g, n);
+  return n->op == GPUC_OP_GATEDUNIT ? !dq && cg_gated_row_fusable(g, n) : cg_norm_row_fusable(g, n, dq);
 }
 
 /* [dq] norm [q], GatedUnit q: 1 when the group is not of this shape. */

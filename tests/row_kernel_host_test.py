@@ -897,6 +897,96 @@ def warp_norm_case(name, op, shape, fp16):
 
 
 
+NORMQ_MAIN = DQL_MAIN.split("int main")[0] + r"""
+int main(int argc, char **argv) {
+  (void)argc;
+  %(xt)s *x = (%(xt)s *)load(argv[1], %(nx)d * sizeof(%(xt)s));
+  %(st)s *s = (%(st)s *)load(argv[4], %(c)d * sizeof(%(st)s));
+  %(st)s *b = (%(st)s *)load(argv[5], %(c)d * sizeof(%(st)s));
+  %(xt)s *y = (%(xt)s *)aligned_alloc(256, %(nx)d * sizeof(%(xt)s) + 256);
+  float *qs = (float *)aligned_alloc(256, %(rows)d * 4 + 256);
+  unsigned char *qo = (unsigned char *)aligned_alloc(256, %(nx)d + 256);
+  memset(qo, 0xAA, %(nx)d);
+  launch(%(ug)d, %(ub)d, [=] { %(uk)s(x, s, b, y); });
+  launch(atoi(argv[3]), %(fb)d, [=] { %(fk)s(x, s, b, qs, qo); });
+  FILE *f = fopen(argv[2], "wb");
+  if (!f || fwrite(y, sizeof(%(xt)s), %(nx)d, f) != %(nx)d || fwrite(qs, 4, %(rows)d, f) != %(rows)d ||
+      fwrite(qo, 1, %(nx)d, f) != %(nx)d) return 1;
+  fclose(f);
+  return 0;
+}
+"""
+
+
+def norm_quantize_case(name, rows, c, fp16):
+    """A LayerNormalization quantized for the next Linear, rows past a
+    warp's 1024 (codegen/lower_norm.c layernorm_rows: 2 to 8 warps a row):
+    x [rows, c] (in the row's dtype) -> LayerNormalization -> Linear(c ->
+    8), --int8. The fused norm + quantize kernel and the unfused plan's
+    norm kernel (GPUC_NO_ROW_FUSION=1) run on the same x; the fused
+    kernel's int8 row and scale (plan's grid and one block) must equal
+    QuantizeRows' rule (numpy) on the unfused kernel's Y bit for bit, and
+    that Y must be within 2e-3 (fp16) / 1e-5 (fp32) of numpy's float64
+    norm, relative to max |y|."""
+    d = os.path.join(work, name)
+    rng = np.random.default_rng(23)
+    npt = np.float16 if fp16 else np.float32
+    ty = TensorProto.FLOAT16 if fp16 else TensorProto.FLOAT
+    sc = rng.uniform(0.5, 1.5, c).astype(npt)
+    bi = rng.uniform(-0.3, 0.3, c).astype(npt)
+    w = (rng.standard_normal((c, 8)) * 0.2).astype(npt)
+    nodes = [helper.make_node("LayerNormalization", ["x", "s", "b"], ["h"], axis=-1, epsilon=1e-5),
+             helper.make_node("MatMul", ["h", "w"], ["y"])]
+    g = helper.make_graph(nodes, "lnq", [helper.make_tensor_value_info("x", ty, [rows, c])],
+                          [helper.make_tensor_value_info("y", ty, [rows, 8])],
+                          [numpy_helper.from_array(a, k) for a, k in ((sc, "s"), (bi, "b"), (w, "w"))])
+    fused = module_kernels(name, d, g, ["--int8"], "LayerNormalization")
+    unfused = module_kernels(name, os.path.join(d, "unfused"), g, ["--int8"], "LayerNormalization",
+                             {"GPUC_NO_ROW_FUSION": "1"})
+    if fused is None or unfused is None:
+        return
+    (plan, ks, text), (uplan, uks, utext) = fused, unfused
+    if len(ks) != 1 or len(ks[0][1].split(",")) != 5 or len(uks) != 1 or len(uks[0][1].split(",")) != 4:
+        verdict(False, "%s: want one norm kernel (x, s, b, qs, qo) fused, (x, s, b, y) unfused: %s, %s" % (name, ks, uks))
+        return
+    fk, uk = ks[0][0], "unfused_" + uks[0][0]
+    xt = "__half" if fp16 else "float"
+    x = (rng.standard_normal((rows, c)) * 3).astype(npt)
+    for nm, a in (("x", x), ("s", sc), ("b", bi)):
+        a.tofile(os.path.join(d, nm + ".bin"))
+    (grid, block), (ug, ub) = launch_of(plan, fk), launch_of(uplan, uks[0][0])
+    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
+    open(cpp, "w").write(SHIM + utext.replace(uks[0][0] + "(", uk + "(") + text +
+                         NORMQ_MAIN % dict(xt=xt, st=xt, nx=x.size, c=c, rows=rows, ug=ug, ub=ub, uk=uk, fb=block, fk=fk))
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", cpp, "-o", exe],
+                       capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+        return
+    xd = x.astype(np.float64)
+    m = xd.mean(1, keepdims=True)
+    want = (xd - m) / np.sqrt(((xd - m) ** 2).mean(1, keepdims=True) + 1e-5) * sc.astype(np.float64) + bi
+    for blocks in sorted({grid, 1}):
+        out = os.path.join(d, "out%d.bin" % blocks)
+        r = subprocess.run([exe, os.path.join(d, "x.bin"), out, str(blocks), os.path.join(d, "s.bin"),
+                            os.path.join(d, "b.bin")], capture_output=True, text=True)
+        if r.returncode:
+            verdict(False, "%s: host run failed: %s" % (name, r.stderr[-300:]))
+            return
+        raw = np.fromfile(out, np.uint8)
+        ny = x.size * np.dtype(npt).itemsize
+        y = raw[:ny].view(npt).reshape(rows, c).astype(np.float32)
+        s_got, q_got = raw[ny:ny + rows * 4].view(np.float32), raw[ny + rows * 4:].view(np.int8).reshape(rows, c)
+        q_want, s_want = quantize(y)
+        err = np.abs(y.astype(np.float64) - want).max() / np.abs(want).max()
+        bad = int(np.count_nonzero(q_got != q_want))
+        tol = 2e-3 if fp16 else 1e-5
+        verdict(bad == 0 and np.array_equal(s_got.view(np.uint32), s_want.view(np.uint32)) and err <= tol,
+                "%s: %s %d rows of %d, %d blocks of %d: %d int8 values differ from the unfused norm's Y quantized, "
+                "scales %s; Y max error %.3g (tolerance %.0e)" %
+                (name, fk, rows, c, blocks, block, bad, "equal" if np.array_equal(s_got, s_want) else "differ", err, tol))
+
+
 GATED_MAIN = DQL_MAIN.split("int main")[0] + r"""
 int main(int argc, char **argv) {
   (void)argc;
@@ -1087,5 +1177,14 @@ warp_norm_case("ln_fp16_13x24", "LayerNormalization", (13, 24), True)
 warp_norm_case("ln_fp16_9x768", "LayerNormalization", (9, 768), True)
 warp_norm_case("ln_fp32_21x40", "LayerNormalization", (21, 40), False)
 warp_norm_case("softmax_fp16_19x96", "Softmax", (19, 96), True)
+# rows past a warp (layernorm_rows): 2 warps a row (1536: 3 vectors a lane,
+# 4 rows a block, the last block's rows partly dead), 4 (4100 fp32, vectors
+# of 4) and 8 (8192: one row a block)
+warp_norm_case("ln_fp16_6x1536", "LayerNormalization", (6, 1536), True)
+warp_norm_case("ln_fp32_3x4100", "LayerNormalization", (3, 4100), False)
+warp_norm_case("ln_fp16_2x8192", "LayerNormalization", (2, 8192), True)
+# and quantized for the next Linear in the same kernel
+norm_quantize_case("lnq_fp16_7x2048", 7, 2048, True)
+norm_quantize_case("lnq_fp32_3x4100", 3, 4100, False)
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
