@@ -2,7 +2,8 @@
 """How fast can --int8 --fp16 be at issue 12's shapes? The 8-bit GEMM ceiling.
 
 Times, at every Linear shape of issue 12's two models (BERT-base b32 s128 and
-the LLaMA decoder of tests/gpu/hf_export.py at b8 s512: 4096 rows each) and
+the LLaMA decoder of tests/gpu/hf_export.py at b8 s512: 4096 rows each; also
+its llama1b, a Llama-3.2-1B-sized decoder's layers, at b8 s512) and
 at one large square shape for reference, in one process on one GPU:
   fp16   torch.mm in half (cuBLASLt), what gpuc --fp16 runs for a Linear
   fp8    torch._scaled_mm e4m3 x e4m3 with one scale per row and one per
@@ -17,7 +18,7 @@ kernel sees zeros. Then per model, with the layer count:
 and, where --fp16-ms gives gpuc --fp16's whole-model latency T (measured in
 the same call), the ceiling of --int8 --fp16 over --fp16 if every Linear
 ran at G8 and quantizing cost nothing:  T / (T - G16 + G8).
-  usage: int8_ceiling.py [--reps N] [--fp16-ms bert=T,llama=T]
+  usage: int8_ceiling.py [--reps N] [--fp16-ms bert=T,llama=T] [--models bert,llama,llama1b] [--no-square]
 Prints one line a shape and a model; needs a CUDA GPU (sm_89+ for fp8).
 """
 import argparse
@@ -31,8 +32,10 @@ MODELS = {
     "bert": [("qkv", 768, 2304), ("out", 768, 768), ("fc1", 768, 3072), ("fc2", 3072, 768)],
     # hidden 768, 12 heads of 64, 4 KV heads: q 768 + k 256 + v 256; SwiGLU 2048 (gate + up as one)
     "llama": [("qkv", 768, 1280), ("o", 768, 768), ("gate_up", 768, 4096), ("down", 2048, 768)],
+    # hidden 2048, 32 heads of 64, 8 KV heads: q 2048 + k 512 + v 512; SwiGLU 8192
+    "llama1b": [("qkv", 2048, 3072), ("o", 2048, 2048), ("gate_up", 2048, 16384), ("down", 8192, 2048)],
 }
-LAYERS = {"bert": 12, "llama": 12}
+LAYERS = {"bert": 12, "llama": 12, "llama1b": 4}
 ROWS = 4096
 
 
@@ -101,6 +104,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--fp16-ms", default="", help="bert=T,llama=T: gpuc --fp16 whole-model medians (ms)")
+    ap.add_argument("--models", default=",".join(MODELS), help="which of %s" % ",".join(MODELS))
+    ap.add_argument("--no-square", action="store_true", help="not the 8192-cube reference shape")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("FAIL no CUDA GPU")
@@ -111,10 +116,12 @@ def main():
           (torch.cuda.get_device_name(), torch.__version__, a.reps))
     keys = ("fp16", "fp8", "fp8t", "int8")
     print("%-14s %-6s %-6s %-6s " % ("shape", "M", "K", "N") + " ".join("%-22s" % k for k in keys) + " best8/fp16")
-    big = shape_times(8192, 8192, 8192, max(5, a.reps // 5))
-    print("%-14s %-6d %-6d %-6d " % ("square", 8192, 8192, 8192) +
-          " ".join(fmt(big, k, 2 * 8192 ** 3) for k in keys))
-    for model, shapes in MODELS.items():
+    if not a.no_square:
+        big = shape_times(8192, 8192, 8192, max(5, a.reps // 5))
+        print("%-14s %-6d %-6d %-6d " % ("square", 8192, 8192, 8192) +
+              " ".join(fmt(big, k, 2 * 8192 ** 3) for k in keys))
+    for model in a.models.split(","):
+        shapes = MODELS[model]
         g16 = g8 = 0.0
         for name, k, n in shapes:
             t = shape_times(ROWS, k, n, a.reps)

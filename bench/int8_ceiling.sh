@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: issue 12's 1.4x beside the 8-bit GEMM ceiling.
-#   1. BERT-base b32 s128 and the LLaMA decoder b8 s512 (tests/gpu/hf_export.py,
+#   1. BERT-base b32 s128 and the LLaMA decoder b8 s512 (MODELS="bert llama"; also llama1b; tests/gpu/hf_export.py,
 #      random seeded weights) compiled --fp16, --int8 --fp16 and --fp8 --fp16
 #      (TAGS="fp16 int8 fp8" picks), each timed by
 #      `gpuc bench --iters 200 --profile` (median; profile sums by step kind)
@@ -16,19 +16,21 @@ cd "$(dirname "$0")/.." || exit 2
 G=$PWD/${CARRY_DIR:-build-carry-i8}/gpuc
 W=${WORK:-/tmp/gpuc_ceiling}; mkdir -p "$W"
 PY=${PYTHON:-python3}
-for m in bert llama; do
+MODELS=${MODELS:-bert llama}
+for m in $MODELS; do
   [ -f "$W/$m.onnx" ] || $PY -c "import sys; sys.path.insert(0, 'tests/gpu'); from hf_export import export; export('$m', '$W/$m.onnx')" &
 done
 wait
 # seeded inputs (ids below 64, the mask's last quarter padding) for RUN_TAG's runs
 $PY -c "
 import numpy as np
-for m, b, s in (('bert', 32, 128), ('llama', 8, 512)):
+for m, b, s in (('bert', 32, 128), ('llama', 8, 512), ('llama1b', 8, 512)):
     r = np.random.default_rng(2026); np.save('$W/%s_ids.npy' % m, r.integers(0, 64, (b, s)).astype(np.int64))
     k = np.ones((b, s), np.int64); k[:, s * 3 // 4:] = 0; np.save('$W/%s_mask.npy' % m, k)"
-declare -A shape=([bert]="input_ids=32x128 attention_mask=32x128" [llama]="input_ids=8x512 attention_mask=8x512")
+declare -A shape=([bert]="input_ids=32x128 attention_mask=32x128" [llama]="input_ids=8x512 attention_mask=8x512"
+                 [llama1b]="input_ids=8x512 attention_mask=8x512")
 fp16=""
-for m in bert llama; do
+for m in $MODELS; do
   sh=(); for s in ${shape[$m]}; do sh+=(--shape "$s"); done
   for tag in ${TAGS:-fp16 int8 fp8}; do
     flags=(--fp16); [ $tag = int8 ] && flags=(--int8 --fp16); [ $tag = fp8 ] && flags=(--fp8 --fp16)
@@ -51,4 +53,4 @@ for m in bert llama; do
       --input "attention_mask=$W/${m}_mask.npy" --out "$W/${m}_$tag.$RUN_TAG.out" > /dev/null 2>&1
   done
 done
-[ "${SKIP_CEILING:-0}" = 1 ] || $PY bench/int8_ceiling.py --fp16-ms "$fp16"
+[ "${SKIP_CEILING:-0}" = 1 ] || $PY bench/int8_ceiling.py --fp16-ms "$fp16" --models "$(echo $MODELS | tr ' ' ,)"

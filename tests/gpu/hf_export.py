@@ -9,6 +9,9 @@ output `output` = last_hidden_state.
               `gpuc run --cpu` stays quick at 4096 rows
   llama       a LLaMA-style decoder of GPT-2 small's size (hidden 768, 12
               layers, 12 heads, 4 KV heads, SwiGLU 2048; RMSNorm, rotary)
+  llama1b     4 layers of a Llama-3.2-1B-sized decoder (hidden 2048, 32
+              heads, 8 KV heads, SwiGLU 8192; vocabulary 32000): the
+              per-layer shapes of a 1B model in a quarter of its depth
   gpt2        GPT-2 small (GPT2Config() defaults)
 
 Used by tests/gpu/row_fusion_bench.py and tests/gpu/int8_default_check.py."""
@@ -26,6 +29,11 @@ def model(kind):
         from transformers import LlamaConfig, LlamaModel
         return LlamaModel(LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
                                       num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=1024,
+                                      use_cache=False)).eval()
+    if kind == "llama1b":
+        from transformers import LlamaConfig, LlamaModel
+        return LlamaModel(LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=8192, num_hidden_layers=4,
+                                      num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=1024,
                                       use_cache=False)).eval()
     from transformers import GPT2Config, GPT2Model
     c = GPT2Config()
