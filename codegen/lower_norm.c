@@ -396,6 +396,17 @@ static int ln_args(const LnIn *in, uint32_t *args) {
   return na;
 }
 
+/* "scale[j] (+ bias[j])" as float, after a "(x - mean) * inv * ": the
+ * affine tail of the row kernels' normalized element j (one-element Scale
+ * or B read at 0) */
+static void ln_affine(StrBuf *b, const Tensor *scale, const Tensor *bias) {
+  cg_load(b, "float", scale->dt, "scale", gpuc_numel(scale) == 1 ? "0" : "j");
+  if (bias) {
+    sb_printf(b, " + ");
+    cg_load(b, "float", bias->dt, "bias", gpuc_numel(bias) == 1 ? "0" : "j");
+  }
+}
+
 /* warp_rows_open for X = DequantizeRows(acc, xs, ws, db) of dtype xdt
  * (LowerCtx.row): each element ((float)acc * xs[row]) * ws[j] + db[j],
  * each step rounded (as ref_DequantizeRows and lower_DequantizeRows), then
@@ -526,11 +537,7 @@ static int layernorm_warp(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, 
   sb_printf(b, "    const float inv = 1.0f / sqrt(sq / (float)%lld + %s);\n", LL(n), e);
   warp_rows_store_begin(b, n, vec, y->dt);
   sb_printf(b, "      const float o = (v[k] - mean) * inv * ");
-  cg_load(b, "float", scale->dt, "scale", gpuc_numel(scale) == 1 ? "0" : "j");
-  if (bias) {
-    sb_printf(b, " + ");
-    cg_load(b, "float", bias->dt, "bias", gpuc_numel(bias) == 1 ? "0" : "j");
-  }
+  ln_affine(b, scale, bias);
   sb_printf(b, ";\n      ");
   cg_store(b, y->dt, "r.v", "u", "float", "o");
   if (qz) sb_printf(b, "      v[k] = ldf(r.v[u]); /* the value as stored: what QuantizeRows would read */\n");
@@ -617,11 +624,7 @@ static int layernorm_rows(LowerCtx *c, const LnIn *in, int64_t rows, int64_t n, 
   sb_printf(b, "        Vec<%s, %d> r;\n#pragma unroll\n        for (int u = 0; u < %d; u++) {\n"
                "          const int j = j0_ + u;\n          const float o = (w_[g * %d + u] - mean) * inv * ",
             yt, V, V, V);
-  cg_load(b, "float", scale->dt, "scale", gpuc_numel(scale) == 1 ? "0" : "j");
-  if (bias) {
-    sb_printf(b, " + ");
-    cg_load(b, "float", bias->dt, "bias", gpuc_numel(bias) == 1 ? "0" : "j");
-  }
+  ln_affine(b, scale, bias);
   sb_printf(b, ";\n          ");
   cg_store(b, y->dt, "r.v", "u", "float", "o");
   if (qz) sb_printf(b, "          w_[g * %d + u] = ldf(r.v[u]); /* the value as stored: what QuantizeRows would read */\n", V);

@@ -138,6 +138,27 @@ def verdict(ok, line):
     print("%-72s %s" % (line, "ok" if ok else "FAIL"), flush=True)
 
 
+def host_build(name, d, source):
+    """source compiled by the host C++ compiler: the executable, or None after a failed verdict"""
+    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
+    open(cpp, "w").write(source)
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", cpp, "-o", exe],
+                       capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+        return None
+    return exe
+
+
+def host_run(name, exe, args, out):
+    """exe run with args (its output file out last): out's bytes, or None after a failed verdict"""
+    r = subprocess.run([exe] + args + [out], capture_output=True, text=True)
+    if r.returncode:
+        verdict(False, "%s: host run failed: %s" % (name, r.stderr[-300:]))
+        return None
+    return np.fromfile(out, np.uint8)
+
+
 def linear_model(path, rows, k0, c, act, rng):
     """x [rows, k0] -> Linear(k0 -> c) -> act -> Linear(c -> 8): the second
     Linear's QuantizeRows joins the first's DequantizeRows and act."""
@@ -277,20 +298,13 @@ def run_case(name, kind, fp16, rows, c, act=None, heads=None, unfused=False):
                                     "args": ", ".join(args + (["(%s*)qo" % ("__half" if fp16 else "float")] if unfused
                                                               else ["qs", "qo"])),
                                     "ysize": 2 if unfused and fp16 else 4 if unfused else 1}
-    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
-    open(cpp, "w").write(harness)
-    r = subprocess.run([cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", cpp, "-o", exe],
-                       capture_output=True, text=True)
-    if r.returncode:
-        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+    exe = host_build(name, d, harness)
+    if exe is None:
         return
     for g in sorted({grid, 1}):
-        out = os.path.join(d, "out_g%d.bin" % g)
-        r = subprocess.run([exe, str(g), str(block), out], capture_output=True, text=True)
-        if r.returncode:
-            verdict(False, "%s: host run failed: %s" % (name, r.stderr[-300:]))
+        raw = host_run(name, exe, [str(g), str(block)], os.path.join(d, "out_g%d.bin" % g))
+        if raw is None:
             return
-        raw = np.fromfile(out, np.uint8)
         if unfused:
             y_got = raw[rows * 4:].view(ydt).reshape(rows, c)
             bad = np.count_nonzero(y_got.view(np.uint16 if fp16 else np.uint32) != v.astype(ydt).view(
@@ -407,12 +421,8 @@ def dql_case(name, shape):
     x.tofile(os.path.join(d, "x.bin"))
     n = x.size
     harness = SHIM + text + DQL_MAIN % {"n": n, "g": g1, "g3": g3, "k1": ks[0], "k2": ks[1], "k3": ks[2]}
-    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
-    open(cpp, "w").write(harness)
-    r = subprocess.run([cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", cpp, "-o", exe],
-                       capture_output=True, text=True)
-    if r.returncode:
-        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+    exe = host_build(name, d, harness)
+    if exe is None:
         return
     out = os.path.join(d, "out.bin")
     r = subprocess.run([exe, os.path.join(d, "x.bin"), out], capture_output=True, text=True)
@@ -490,12 +500,8 @@ def ew_case(name, xs, operands):
         args.append("in%d_" % k)
     harness = SHIM + text + EW_MAIN % {"loads": "\n".join(loads), "n": x.size, "grid": grid, "block": block,
                                        "kernel": kname, "args": ", ".join(args)}
-    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
-    open(cpp, "w").write(harness)
-    r = subprocess.run([cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", cpp, "-o", exe],
-                       capture_output=True, text=True)
-    if r.returncode:
-        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+    exe = host_build(name, d, harness)
+    if exe is None:
         return
     out = os.path.join(d, "out.bin")
     r = subprocess.run([exe, out], capture_output=True, text=True)
@@ -897,25 +903,22 @@ def warp_norm_case(name, op, shape, fp16):
 
 
 
-NORMQ_MAIN = DQL_MAIN.split("int main")[0] + r"""
-int main(int argc, char **argv) {
-  (void)argc;
-  %(xt)s *x = (%(xt)s *)load(argv[1], %(nx)d * sizeof(%(xt)s));
-  %(st)s *s = (%(st)s *)load(argv[4], %(c)d * sizeof(%(st)s));
-  %(st)s *b = (%(st)s *)load(argv[5], %(c)d * sizeof(%(st)s));
-  %(xt)s *y = (%(xt)s *)aligned_alloc(256, %(nx)d * sizeof(%(xt)s) + 256);
-  float *qs = (float *)aligned_alloc(256, %(rows)d * 4 + 256);
-  unsigned char *qo = (unsigned char *)aligned_alloc(256, %(nx)d + 256);
-  memset(qo, 0xAA, %(nx)d);
-  launch(%(ug)d, %(ub)d, [=] { %(uk)s(x, s, b, y); });
-  launch(atoi(argv[3]), %(fb)d, [=] { %(fk)s(x, s, b, qs, qo); });
-  FILE *f = fopen(argv[2], "wb");
-  if (!f || fwrite(y, sizeof(%(xt)s), %(nx)d, f) != %(nx)d || fwrite(qs, 4, %(rows)d, f) != %(rows)d ||
-      fwrite(qo, 1, %(nx)d, f) != %(nx)d) return 1;
-  fclose(f);
-  return 0;
-}
-"""
+def fused_pair(name, d, g, flags, op, nf, nu, want):
+    """The plan's fused row kernel of op (nf parameters) and the unfused
+    plan's (GPUC_NO_ROW_FUSION=1, nu parameters): (fused kernel, unfused
+    kernel renamed unfused_*, both texts, the fused launch, the unfused
+    launch), or None after a failed verdict (want names the parameters)"""
+    fused = module_kernels(name, d, g, flags, op)
+    unfused = module_kernels(name, os.path.join(d, "unfused"), g, flags, op, {"GPUC_NO_ROW_FUSION": "1"})
+    if fused is None or unfused is None:
+        return None
+    (plan, ks, text), (uplan, uks, utext) = fused, unfused
+    if len(ks) != 1 or len(ks[0][1].split(",")) != nf or len(uks) != 1 or len(uks[0][1].split(",")) != nu:
+        verdict(False, "%s: want one %s kernel %s: %s, %s" % (name, op, want, ks, uks))
+        return None
+    uk = "unfused_" + uks[0][0]
+    return (ks[0][0], uk, text + utext.replace(uks[0][0] + "(", uk + "("), launch_of(plan, ks[0][0]),
+            launch_of(uplan, uks[0][0]))
 
 
 def norm_quantize_case(name, rows, c, fp16):
@@ -940,28 +943,19 @@ def norm_quantize_case(name, rows, c, fp16):
     g = helper.make_graph(nodes, "lnq", [helper.make_tensor_value_info("x", ty, [rows, c])],
                           [helper.make_tensor_value_info("y", ty, [rows, 8])],
                           [numpy_helper.from_array(a, k) for a, k in ((sc, "s"), (bi, "b"), (w, "w"))])
-    fused = module_kernels(name, d, g, ["--int8"], "LayerNormalization")
-    unfused = module_kernels(name, os.path.join(d, "unfused"), g, ["--int8"], "LayerNormalization",
-                             {"GPUC_NO_ROW_FUSION": "1"})
-    if fused is None or unfused is None:
+    pair = fused_pair(name, d, g, ["--int8"], "LayerNormalization", 5, 4, "(x, s, b, qs, qo) fused, (x, s, b, y) unfused")
+    if pair is None:
         return
-    (plan, ks, text), (uplan, uks, utext) = fused, unfused
-    if len(ks) != 1 or len(ks[0][1].split(",")) != 5 or len(uks) != 1 or len(uks[0][1].split(",")) != 4:
-        verdict(False, "%s: want one norm kernel (x, s, b, qs, qo) fused, (x, s, b, y) unfused: %s, %s" % (name, ks, uks))
-        return
-    fk, uk = ks[0][0], "unfused_" + uks[0][0]
+    fk, uk, text, (grid, block), (ug, ub) = pair
     xt = "__half" if fp16 else "float"
     x = (rng.standard_normal((rows, c)) * 3).astype(npt)
     for nm, a in (("x", x), ("s", sc), ("b", bi)):
         a.tofile(os.path.join(d, nm + ".bin"))
-    (grid, block), (ug, ub) = launch_of(plan, fk), launch_of(uplan, uks[0][0])
-    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
-    open(cpp, "w").write(SHIM + utext.replace(uks[0][0] + "(", uk + "(") + text +
-                         NORMQ_MAIN % dict(xt=xt, st=xt, nx=x.size, c=c, rows=rows, ug=ug, ub=ub, uk=uk, fb=block, fk=fk))
-    r = subprocess.run([cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", cpp, "-o", exe],
-                       capture_output=True, text=True)
-    if r.returncode:
-        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+    decl = "%s *s = (%s *)load(argv[4], %d * sizeof(%s)), *b = (%s *)load(argv[5], %d * sizeof(%s));" % (
+        xt, xt, c, xt, xt, c, xt)
+    exe = host_build(name, d, SHIM + text + GATED_MAIN % dict(xt=xt, nx=x.size, ny=x.size, rows=rows, ug=ug, ub=ub,
+                                                              uk=uk, fb=block, fk=fk, decl=decl, params="s, b, "))
+    if exe is None:
         return
     xd = x.astype(np.float64)
     m = xd.mean(1, keepdims=True)
@@ -987,16 +981,20 @@ def norm_quantize_case(name, rows, c, fp16):
                 (name, fk, rows, c, blocks, block, bad, "equal" if np.array_equal(s_got, s_want) else "differ", err, tol))
 
 
+# an unfused kernel (uk: X -> Y) and the fused one (fk: X -> the int8 row
+# and its scale) on the same X, %(decl)s loading the parameters both take
+# (argv[4]...); writes Y, the scales, the int8 rows
 GATED_MAIN = DQL_MAIN.split("int main")[0] + r"""
 int main(int argc, char **argv) {
   (void)argc;
   %(xt)s *x = (%(xt)s *)load(argv[1], %(nx)d * sizeof(%(xt)s));
+  %(decl)s
   %(xt)s *y = (%(xt)s *)aligned_alloc(256, %(ny)d * sizeof(%(xt)s) + 256);
   float *qs = (float *)aligned_alloc(256, %(rows)d * 4 + 256);
   unsigned char *qo = (unsigned char *)aligned_alloc(256, %(ny)d + 256);
   memset(qo, 0xAA, %(ny)d);
-  launch(%(ug)d, %(ub)d, [=] { %(uk)s(x, y); });
-  launch(atoi(argv[3]), %(fb)d, [=] { %(fk)s(x, qs, qo); });
+  launch(%(ug)d, %(ub)d, [=] { %(uk)s(x, %(params)sy); });
+  launch(atoi(argv[3]), %(fb)d, [=] { %(fk)s(x, %(params)sqs, qo); });
   FILE *f = fopen(argv[2], "wb");
   if (!f || fwrite(y, sizeof(%(xt)s), %(ny)d, f) != %(ny)d || fwrite(qs, 4, %(rows)d, f) != %(rows)d ||
       fwrite(qo, 1, %(ny)d, f) != %(ny)d) return 1;
@@ -1025,28 +1023,18 @@ def gated_case(name, rows, f, fp16):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, 8])],
                           [numpy_helper.from_array(a, k) for a, k in zip(w, ("wg", "wu", "wd"))])
     flags = ["--int8"] + (["--fp16"] if fp16 else [])
-    fused = module_kernels(name, d, g, flags, "GatedUnit")
-    unfused = module_kernels(name, os.path.join(d, "unfused"), g, flags, "GatedUnit", {"GPUC_NO_ROW_FUSION": "1"})
-    if fused is None or unfused is None:
+    pair = fused_pair(name, d, g, flags, "GatedUnit", 3, 2, "(x, qs, qo) fused, (x, y) unfused")
+    if pair is None:
         return
-    (plan, ks, text), (uplan, uks, utext) = fused, unfused
-    if len(ks) != 1 or len(ks[0][1].split(",")) != 3 or len(uks) != 1 or len(uks[0][1].split(",")) != 2:
-        verdict(False, "%s: want one GatedUnit kernel (x, qs, qo) fused, (x, y) unfused: %s, %s" % (name, ks, uks))
-        return
-    fk, uk = ks[0][0], "unfused_" + uks[0][0]
+    fk, uk, text, (grid, block), (ug, ub) = pair
     xt = "__half" if fp16 else "float"
     npt = np.float16 if fp16 else np.float32
     x = (rng.standard_normal((rows, 2 * f)) * 2).astype(npt)
     x.tofile(os.path.join(d, "x.bin"))
-    (grid, block), (ug, ub) = launch_of(plan, fk), launch_of(uplan, uks[0][0])
-    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
-    open(cpp, "w").write(SHIM + "struct alignas(16) uint4 { unsigned x, y, z, w; };\n" +
-                         utext.replace(uks[0][0] + "(", uk + "(") + text +
-                         GATED_MAIN % dict(xt=xt, nx=x.size, ny=rows * f, rows=rows, ug=ug, ub=ub, uk=uk, fb=block, fk=fk))
-    r = subprocess.run([cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", cpp, "-o", exe],
-                       capture_output=True, text=True)
-    if r.returncode:
-        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+    exe = host_build(name, d, SHIM + "struct alignas(16) uint4 { unsigned x, y, z, w; };\n" + text +
+                     GATED_MAIN % dict(xt=xt, nx=x.size, ny=rows * f, rows=rows, ug=ug, ub=ub, uk=uk, fb=block, fk=fk,
+                                       decl="", params=""))
+    if exe is None:
         return
     for blocks in sorted({grid, 1}):
         out = os.path.join(d, "out%d.bin" % blocks)
@@ -1106,21 +1094,14 @@ def qrows_case(name, rows, c, fp16):
                "static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }\n" +
                text + MAIN % {"loads": '  %s* in0_ = (%s*)load("%s", %d);' % (t, t, xf, x.nbytes), "rows": rows,
                               "numel": rows * c, "kernel": kname, "args": "in0_, qs, (signed char*)qo", "ysize": 1})
-    cpp, exe = os.path.join(d, "k.cpp"), os.path.join(d, "k")
-    open(cpp, "w").write(harness)
-    r = subprocess.run([cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", cpp, "-o", exe],
-                       capture_output=True, text=True)
-    if r.returncode:
-        verdict(False, "%s: host compile failed: %s" % (name, r.stderr[-600:]))
+    exe = host_build(name, d, harness)
+    if exe is None:
         return
     q_want, s_want = quantize(x.astype(np.float32))
     for blocks in sorted({grid, 1}):
-        out = os.path.join(d, "out%d.bin" % blocks)
-        r = subprocess.run([exe, str(blocks), str(block), out], capture_output=True, text=True)
-        if r.returncode:
-            verdict(False, "%s: host run failed: %s" % (name, r.stderr[-300:]))
+        raw = host_run(name, exe, [str(blocks), str(block)], os.path.join(d, "out%d.bin" % blocks))
+        if raw is None:
             return
-        raw = np.fromfile(out, np.uint8)
         s_got, q_got = raw[:rows * 4].view(np.float32), raw[rows * 4:].view(np.int8).reshape(rows, c)
         bad = int(np.count_nonzero(q_got != q_want))
         verdict(bad == 0 and np.array_equal(s_got.view(np.uint32), s_want.view(np.uint32)),
