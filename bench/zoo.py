@@ -201,17 +201,17 @@ def profile_top(text, n=6):
 
 def torch_side(a, torch, zm, m, model, batch, inputs):
     """PyTorch's numbers for one (model, batch): fp32 reference output, fp16
-    output error, eager fp16 and torch.compile fp16 times (GPU mode). With
-    --workers, res["retime_compiled"] times the compiled module again (the
-    caller drops it after gpuc's timing: see run_model)."""
+    output error, eager fp16 and torch.compile fp16 times (GPU mode); with
+    --workers also a function that times the compiled module again (else
+    None; the caller drops it after gpuc's timings: see run_model)."""
     dev = "cpu" if a.cpu_only else "cuda"
     tin = [torch.from_numpy(v).to(dev) for v in inputs.values()]
-    res = {}
+    res, retime = {}, None
     with torch.no_grad():
         with gpu_use(not a.cpu_only):
             ref = m(*tin).float().cpu().numpy()
         if a.cpu_only:
-            return ref, res
+            return ref, res, None
         image = not zm.is_text(model.spec)
         half = zm.half_copy(m)
         t16 = [t.half() if t.is_floating_point() else t for t in tin]
@@ -238,7 +238,7 @@ def torch_side(a, torch, zm, m, model, batch, inputs):
                 with gpu_use():
                     res["compile_fp16_ms"] = timing()
                 if GPU_LOCK:  # kept for a second timing: another worker's unlocked compile may overlap either
-                    res["retime_compiled"] = timing
+                    retime = timing
                 else:
                     del comp
             except ModelTimeout:
@@ -246,7 +246,7 @@ def torch_side(a, torch, zm, m, model, batch, inputs):
             except Exception as ex:  # report, go on
                 res["compile_error"] = zm._short(ex, 200)
         del half
-    return ref, res
+    return ref, res, retime
 
 
 def model_timeout(a, name):
@@ -352,10 +352,10 @@ def run_model(a, torch, zm, model, emit):
             raise ModelTimeout("timed out (--timeout-per-model) before batch %d" % b)
         inputs = zm.make_inputs(model.spec, b, np.random.default_rng(1234 + b))
         check_here = (not a.cpu_only) or b == a.cpu_batch
-        ref = tres = None
+        ref = tres = retime = None
         if check_here:
             try:
-                ref, tres = torch_side(a, torch, zm, m, model, b, inputs)
+                ref, tres, retime = torch_side(a, torch, zm, m, model, b, inputs)
             except ModelTimeout:
                 raise
             except Exception as e:
@@ -409,7 +409,6 @@ def run_model(a, torch, zm, model, emit):
                     continue
                 c["ms"] = ms
                 cms = row.get("compile_fp16_ms")
-                retime = tres.get("retime_compiled") if tres else None
                 if prec == "fp16" and cms and ms > cms and retime:
                     # with --workers, torch.compile's first call (compiling, autotuning, the first forward) is
                     # the one GPU use outside the lock, and it may have landed in either timing: both sides
@@ -423,11 +422,9 @@ def run_model(a, torch, zm, model, emit):
                 if prec == "fp16" and cms and ms > cms:
                     _, prof = gpuc_bench(a, c["plan"], left(), profile=True)
                     c["profile_top"] = profile_top(prof or "")
-        if tres:
-            tres.pop("retime_compiled", None)  # the compiled module and its CUDA graphs go
+        retime = None  # the compiled module and its CUDA graphs go
         for ex in a.exporters:
             rows[(ex, b)].pop("ref64", None)
-            rows[(ex, b)].pop("retime_compiled", None)
             emit(rows[(ex, b)])
     if not a.keep_work:
         shutil.rmtree(work, ignore_errors=True)  # ONNX files of big models are hundreds of MB

@@ -16,6 +16,32 @@
 
 #define LL(x) ((long long)(x))
 
+/* the warp's absmax m of its row, then the row's scale s[row] and the
+ * multiplier inv (QuantizeRows' rule, ir/quant_int8.h) */
+static const char ROW_SCALE[] = "    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));\n"
+                                "    const float inv = m > 0.0f ? 127.0f / m : 0.0f;\n"
+                                "    if (lane == 0) s[row] = m > 0.0f ? m / 127.0f : 1.0f;\n";
+
+/* opens a loop over this lane's vectors of the row, each as const T* e at
+ * element j: from the registers v[] (regs) or loaded from xr; the caller
+ * closes it */
+static void qrow_vectors(StrBuf *b, bool regs, int64_t per_lane, int vec, int64_t k, const char *t) {
+  if (regs)
+    sb_printf(b,
+              "#pragma unroll\n"
+              "    for (int r = 0; r < %lld; r++) {\n"
+              "      const int j = (r * 32 + lane) * %d;\n"
+              "      if (j >= %lld) break;\n"
+              "      const %s* e = reinterpret_cast<const %s*>(&v[r]);\n",
+              LL(per_lane), vec, LL(k), t, t);
+  else
+    sb_printf(b,
+              "    for (int j = lane * %d; j < %lld; j += %d) {\n"
+              "      const uint4 v = *reinterpret_cast<const uint4*>(xr + j);\n"
+              "      const %s* e = reinterpret_cast<const %s*>(&v);\n",
+              vec, LL(k), 32 * vec, t, t);
+}
+
 int lower_QuantizeRows(LowerCtx *c) {
   const Tensor *x = c->in[0];
   int64_t k = x->dims[x->rank - 1], n = gpuc_numel(x);
@@ -41,63 +67,32 @@ int lower_QuantizeRows(LowerCtx *c) {
   /* rows of at most 16 loads a lane (BERT's 3072 halves: 12) stay in
    * registers: X read once, not again for the quantize */
   int64_t per_lane = vec > 1 ? (k + 32 * vec - 1) / (32 * vec) : 0;
-  if (vec > 1 && per_lane <= 16) {
+  bool regs = vec > 1 && per_lane <= 16;
+  if (vec > 1) {
+    if (regs)
+      sb_printf(b,
+                "    uint4 v[%lld];\n"
+                "#pragma unroll\n"
+                "    for (int r = 0; r < %lld; r++) {\n"
+                "      const int j = (r * 32 + lane) * %d;\n"
+                "      v[r] = j < %lld ? *reinterpret_cast<const uint4*>(xr + j) : make_uint4(0u, 0u, 0u, 0u);\n"
+                "    }\n",
+                LL(per_lane), LL(per_lane), vec, LL(k));
+    qrow_vectors(b, regs, per_lane, vec, k, t);
+    sb_printf(b, "      for (int u = 0; u < %d; u++) m = fmaxf(m, fabsf(ldf(e[u])));\n    }\n", vec);
+    sb_printf(b, "%s", ROW_SCALE);
+    qrow_vectors(b, regs, per_lane, vec, k, t);
     const char *qv = vec == 8 ? "uint2" : vec == 4 ? "unsigned int" : "unsigned short";
     sb_printf(b,
-              "    uint4 v[%lld];\n"
-              "#pragma unroll\n"
-              "    for (int r = 0; r < %lld; r++) {\n"
-              "      const int j = (r * 32 + lane) * %d;\n"
-              "      v[r] = j < %lld ? *reinterpret_cast<const uint4*>(xr + j) : make_uint4(0u, 0u, 0u, 0u);\n"
-              "    }\n"
-              "#pragma unroll\n"
-              "    for (int r = 0; r < %lld; r++) {\n"
-              "      const %s* e = reinterpret_cast<const %s*>(&v[r]);\n"
-              "      for (int u = 0; u < %d; u++) m = fmaxf(m, fabsf(ldf(e[u])));\n"
-              "    }\n",
-              LL(per_lane), LL(per_lane), vec, LL(k), LL(per_lane), t, t, vec);
-    sb_printf(b, "    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));\n"
-                 "    const float inv = m > 0.0f ? 127.0f / m : 0.0f;\n"
-                 "    if (lane == 0) s[row] = m > 0.0f ? m / 127.0f : 1.0f;\n");
-    sb_printf(b,
-              "#pragma unroll\n"
-              "    for (int r = 0; r < %lld; r++) {\n"
-              "      const int j = (r * 32 + lane) * %d;\n"
-              "      if (j >= %lld) break;\n"
-              "      const %s* e = reinterpret_cast<const %s*>(&v[r]);\n"
               "      union { %s w; signed char c[%d]; } o;\n"
               "      for (int u = 0; u < %d; u++)\n"
               "        o.c[u] = (signed char)fminf(fmaxf(rintf(__fmul_rn(ldf(e[u]), inv)), -127.0f), 127.0f);\n"
               "      *reinterpret_cast<%s*>(qr + j) = o.w;\n"
               "    }\n",
-              LL(per_lane), vec, LL(k), t, t, qv, vec, vec, qv);
-  } else if (vec > 1) {
-    const char *qv = vec == 8 ? "uint2" : vec == 4 ? "unsigned int" : "unsigned short";
-    sb_printf(b,
-              "    for (int j = lane * %d; j < %lld; j += %d) {\n"
-              "      const uint4 v = *reinterpret_cast<const uint4*>(xr + j);\n"
-              "      const %s* e = reinterpret_cast<const %s*>(&v);\n"
-              "      for (int u = 0; u < %d; u++) m = fmaxf(m, fabsf(ldf(e[u])));\n"
-              "    }\n",
-              vec, LL(k), 32 * vec, t, t, vec);
-    sb_printf(b, "    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));\n"
-                 "    const float inv = m > 0.0f ? 127.0f / m : 0.0f;\n"
-                 "    if (lane == 0) s[row] = m > 0.0f ? m / 127.0f : 1.0f;\n");
-    sb_printf(b,
-              "    for (int j = lane * %d; j < %lld; j += %d) {\n"
-              "      const uint4 v = *reinterpret_cast<const uint4*>(xr + j);\n"
-              "      const %s* e = reinterpret_cast<const %s*>(&v);\n"
-              "      union { %s w; signed char c[%d]; } o;\n"
-              "      for (int u = 0; u < %d; u++)\n"
-              "        o.c[u] = (signed char)fminf(fmaxf(rintf(__fmul_rn(ldf(e[u]), inv)), -127.0f), 127.0f);\n"
-              "      *reinterpret_cast<%s*>(qr + j) = o.w;\n"
-              "    }\n",
-              vec, LL(k), 32 * vec, t, t, qv, vec, vec, qv);
+              qv, vec, vec, qv);
   } else {
     sb_printf(b, "    for (i64 j = lane; j < %lldLL; j += 32) m = fmaxf(m, fabsf(ldf(xr[j])));\n", LL(k));
-    sb_printf(b, "    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));\n"
-                 "    const float inv = m > 0.0f ? 127.0f / m : 0.0f;\n"
-                 "    if (lane == 0) s[row] = m > 0.0f ? m / 127.0f : 1.0f;\n");
+    sb_printf(b, "%s", ROW_SCALE);
     sb_printf(b,
               "    for (i64 j = lane; j < %lldLL; j += 32)\n"
               "      qr[j] = (signed char)fminf(fmaxf(rintf(__fmul_rn(ldf(xr[j]), inv)), -127.0f), 127.0f);\n",

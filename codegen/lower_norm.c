@@ -698,11 +698,10 @@ static int layernorm(LowerCtx *c, bool add, bool rms) {
   const char *ct = dt == GPUC_DT_F64 || gpuc_attr_i(c->n, "stash_type", 1) == 11 ? "double" : "float";
   bool row_params = (gpuc_numel(scale) == inner || gpuc_numel(scale) == 1) &&
                     (!bias || gpuc_numel(bias) == inner || gpuc_numel(bias) == 1);
-  if (!mo && !io && !strcmp(ct, "float") && inner > 16 && inner <= WARP_ROW_MAX && row_params)
-    return layernorm_warp(c, &in, outer, inner, eps, rms);
-  if (!mo && !io && !strcmp(ct, "float") && inner > WARP_ROW_MAX && inner <= ROW_LAYOUT_MAX_N && row_params &&
-      !(c->row && c->row->dq >= 0))
-    return layernorm_rows(c, &in, outer, inner, eps, rms);
+  /* Y only, float statistics: a kernel holding the row in registers */
+  bool in_regs = !mo && !io && !strcmp(ct, "float") && inner > 16 && row_params;
+  if (in_regs && inner <= WARP_ROW_MAX) return layernorm_warp(c, &in, outer, inner, eps, rms);
+  if (in_regs && inner <= ROW_LAYOUT_MAX_N) return layernorm_rows(c, &in, outer, inner, eps, rms);
   if (c->row) return lower_fail(c, "internal: a fused dequantize/quantize on a norm the warp kernel does not run");
   Rows r = rows_pick(outer, inner, true);
   StrBuf *b = cg_src(c);
